@@ -20,7 +20,7 @@ ArtifactFormat = Literal["safetensors", "gguf", "onnx"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Money(_Frozen):
@@ -36,22 +36,28 @@ class Money(_Frozen):
 class Price(_Frozen):
     """What the plan's instances cost, and where each figure came from. Unknown prices stay None."""
 
-    hourly_per_instance: Money | None
-    """List price of one instance per hour, in the catalog's (or override's) currency."""
-    monthly: Money | None
-    """All instances for a month (730 h), in the same currency as the hourly price."""
-    monthly_ranking: Money | None
-    """`monthly` converted to the ranking currency with the report's exchange rates."""
-    per_million_output_tokens: Money | None
-    """Ranking-currency cost per million output tokens at the planned load (LLMs)."""
-    source: str | None
-    """Where the hourly price comes from (catalog source or override file)."""
-    source_date: str | None
-    """Date of that source (YYYY-MM-DD, or 'unknown' when the source carries none)."""
-    priced_region: str | None
-    """Region whose price was used; differs from the plan's region for a regional substitute."""
-    substitute: bool = False
-    """True when the price was taken from another region (flagged in warnings)."""
+    hourly_per_instance: Money | None = Field(
+        description="List price of one instance per hour, in the catalog's (or override's) currency."
+    )
+    monthly: Money | None = Field(
+        description="All instances for a month (730 h), in the same currency as the hourly price."
+    )
+    monthly_ranking: Money | None = Field(
+        description="`monthly` converted to the ranking currency with the report's exchange rates."
+    )
+    per_million_output_tokens: Money | None = Field(
+        description="Ranking-currency cost per million output tokens at the planned load (LLMs)."
+    )
+    source: str | None = Field(description="Where the hourly price comes from (catalog source or override file).")
+    source_date: str | None = Field(
+        description="Date of that source (YYYY-MM-DD, or 'unknown' when the source carries none)."
+    )
+    priced_region: str | None = Field(
+        description="Region whose price was used; differs from the plan's region for a regional substitute."
+    )
+    substitute: bool = Field(
+        default=False, description="True when the price was taken from another region (flagged in warnings)."
+    )
 
     @property
     def known(self) -> bool:
@@ -61,94 +67,83 @@ class Price(_Frozen):
 class Accelerator(_Frozen):
     """The GPUs in each instance."""
 
-    id: str
-    """Accelerator id from the GPU catalog (`inferstack gpus`), e.g. L4, A100-SXM4-80GB."""
-    name: str
-    """Family name, e.g. L4, A100, H100."""
-    memory_gib: float
-    """Memory per GPU as the vendor states it (GB in datasheets)."""
-    count: int = Field(ge=1)
-    """GPUs per instance."""
-    attach_type: str | None = None
-    """Cloud accelerator type to attach to a general-purpose VM (GCP N1 + T4: nvidia-tesla-t4); None when bundled."""
+    id: str = Field(description="Accelerator id from the GPU catalog (`inferstack gpus`), e.g. L4, A100-SXM4-80GB.")
+    name: str = Field(description="Family name, e.g. L4, A100, H100.")
+    memory_gib: float = Field(description="Memory per GPU as the vendor states it (GB in datasheets).")
+    count: int = Field(ge=1, description="GPUs per instance.")
+    attach_type: str | None = Field(
+        default=None,
+        description="Accelerator type attached to a general-purpose VM (GCP N1 + T4: nvidia-tesla-t4); None: bundled.",
+    )
 
 
 class MemoryBreakdown(_Frozen):
     """Where the memory of one device goes: per GPU on GPU plans, per instance RAM on CPU plans."""
 
     device: Literal["gpu", "cpu"]
-    capacity_gib: float
-    """Memory of one device (GPU) or of the instance (CPU)."""
-    usable_gib: float
-    """What the engine may use: gpu_memory_utilization × capacity, or RAM minus the OS reserve."""
-    weights_gib: float
-    """Model weights held by one device (one tensor-parallel shard)."""
-    overhead_gib: float
-    """Runtime, CUDA context and activation peak."""
-    kv_cache_gib: float
-    """Memory left for the KV cache on one device (0 for non-LLM models)."""
-    kv_cache_needed_gib: float
-    """KV cache needed on one device for the planned concurrency."""
-    total_gib: float
-    """weights + overhead + KV cache needed, on one device."""
-    kv_cache_bytes_per_token: int
-    """KV bytes per token summed over the tensor-parallel group (includes head replication)."""
-    kv_cache_capacity_tokens: int
-    """Tokens the KV cache can hold per replica (in 16-token blocks)."""
-    max_concurrency: int
-    """Sequences of the workload's length that fit at once per replica."""
+    capacity_gib: float = Field(description="Memory of one device (GPU) or of the instance (CPU).")
+    usable_gib: float = Field(
+        description="What the engine may use: gpu_memory_utilization × capacity, or RAM minus the OS reserve."
+    )
+    weights_gib: float = Field(description="Model weights held by one device (one tensor-parallel shard).")
+    overhead_gib: float = Field(description="Runtime, CUDA context and activation peak.")
+    kv_cache_gib: float = Field(description="Memory left for the KV cache on one device (0 for non-LLM models).")
+    kv_cache_needed_gib: float = Field(description="KV cache needed on one device for the planned concurrency.")
+    total_gib: float = Field(description="weights + overhead + KV cache needed, on one device.")
+    kv_cache_bytes_per_token: int = Field(
+        description="KV bytes per token summed over the tensor-parallel group (includes head replication)."
+    )
+    kv_cache_capacity_tokens: int = Field(description="Tokens the KV cache can hold per replica (in 16-token blocks).")
+    max_concurrency: int = Field(description="Sequences of the workload's length that fit at once per replica.")
 
 
 class Performance(_Frozen):
     """Predicted service levels at the planned peak load."""
 
-    ttft_p95_ms: float | None
-    """95th-percentile time to first token (LLMs), queueing included."""
-    tpot_p95_ms: float | None
-    """95th-percentile time per output token (LLMs)."""
-    latency_p95_ms: float
-    """95th-percentile end-to-end latency per request."""
-    output_tokens_per_s: float | None
-    """Output tokens per second the whole deployment delivers at peak load (LLMs)."""
-    capacity_requests_per_s: float
-    """Requests per second the whole deployment sustains at saturation."""
-    load_requests_per_s: float
-    """Peak request rate the plan was sized for."""
-    utilization: float
-    """load / capacity per replica at peak (the planner keeps it at or below 0.8)."""
-    concurrency_per_replica: int
-    """Requests in flight per replica at peak."""
+    ttft_p95_ms: float | None = Field(description="95th-percentile time to first token (LLMs), queueing included.")
+    tpot_p95_ms: float | None = Field(description="95th-percentile time per output token (LLMs).")
+    latency_p95_ms: float = Field(description="95th-percentile end-to-end latency per request.")
+    output_tokens_per_s: float | None = Field(
+        description="Output tokens per second the whole deployment delivers at peak load (LLMs)."
+    )
+    capacity_requests_per_s: float = Field(
+        description="Requests per second the whole deployment sustains at saturation."
+    )
+    load_requests_per_s: float = Field(description="Peak request rate the plan was sized for.")
+    utilization: float = Field(
+        description="load / capacity per replica at peak (the planner keeps it at or below 0.8)."
+    )
+    concurrency_per_replica: int = Field(description="Requests in flight per replica at peak.")
 
 
 class Serving(_Frozen):
     """How the runtime is started: what the bootstrap renders into the service unit."""
 
-    runtime: Runtime
-    """vllm (GPU LLMs), llamacpp (GGUF LLMs), triton (encoders, vision, diffusion, speech)."""
-    engine: str
-    """Engine whose efficiency the speed model used (vllm, llamacpp, onnxruntime, ...)."""
-    backend: Literal["onnxruntime", "openvino"] | None = None
-    """Triton backend (triton only)."""
-    port: int = 8000
-    """HTTP port of the inference API."""
-    metrics_port: int | None = None
-    """Separate metrics port (Triton: 8002); None when metrics share the API port (/metrics)."""
-    health_path: str
-    """HTTP path that answers 200 once the model is loaded."""
-    max_model_len: int | None = None
-    """Longest sequence accepted (LLMs)."""
-    max_num_seqs: int | None = None
-    """Concurrent sequences per replica (LLMs)."""
-    gpu_memory_utilization: float | None = None
-    """Fraction of GPU memory the engine takes (vLLM)."""
+    runtime: Runtime = Field(
+        description="vllm (GPU LLMs), llamacpp (GGUF LLMs), triton (encoders, vision, diffusion, speech)."
+    )
+    engine: str = Field(description="Engine whose efficiency the speed model used (vllm, llamacpp, onnxruntime, ...).")
+    backend: Literal["onnxruntime", "openvino"] | None = Field(
+        default=None, description="Triton backend (triton only)."
+    )
+    port: int = Field(default=8000, description="HTTP port of the inference API.")
+    metrics_port: int | None = Field(
+        default=None,
+        description="Separate metrics port (Triton: 8002); None when metrics share the API port (/metrics).",
+    )
+    health_path: str = Field(description="HTTP path that answers 200 once the model is loaded.")
+    max_model_len: int | None = Field(default=None, description="Longest sequence accepted (LLMs).")
+    max_num_seqs: int | None = Field(default=None, description="Concurrent sequences per replica (LLMs).")
+    gpu_memory_utilization: float | None = Field(
+        default=None, description="Fraction of GPU memory the engine takes (vLLM)."
+    )
     tensor_parallel: int = 1
-    dtype: str
-    """Weight precision (spec value)."""
-    quantization: str | None = None
-    """Engine quantization flag (awq, gptq, fp8, ...), None for 16/32-bit weights."""
+    dtype: str = Field(description="Weight precision (spec value).")
+    quantization: str | None = Field(
+        default=None, description="Engine quantization flag (awq, gptq, fp8, ...), None for 16/32-bit weights."
+    )
     kv_cache_dtype: str = "auto"
-    threads: int | None = None
-    """CPU threads for the runtime (CPU plans)."""
+    threads: int | None = Field(default=None, description="CPU threads for the runtime (CPU plans).")
 
 
 class ModelArtifact(_Frozen):
@@ -156,15 +151,11 @@ class ModelArtifact(_Frozen):
 
     name: str
     kind: ModelKind
-    source_uri: str | None
-    """Where the weights are published (Hugging Face repo id), informational."""
-    params_b: float
-    """Parameters in billions."""
+    source_uri: str | None = Field(description="Where the weights are published (Hugging Face repo id), informational.")
+    params_b: float = Field(description="Parameters in billions.")
     artifact_format: ArtifactFormat
-    size_gib: float
-    """Size of the files on disk."""
-    bucket_prefix: str
-    """Prefix under which the files sit in the model bucket, ending in '/'."""
+    size_gib: float = Field(description="Size of the files on disk.")
+    bucket_prefix: str = Field(description="Prefix under which the files sit in the model bucket, ending in '/'.")
 
 
 class DeploymentPlan(_Frozen):
@@ -174,33 +165,30 @@ class DeploymentPlan(_Frozen):
     stage: Stage
     cloud: Cloud
     region: str
-    instance_type: str
-    """The cloud's machine type, as its API names it."""
-    offer: str
-    """The catalog row this plan uses (equals instance_type except for GPUs attached to a VM)."""
-    instance_count: int = Field(ge=1)
-    """Instances to create: one per replica."""
+    instance_type: str = Field(description="The cloud's machine type, as its API names it.")
+    offer: str = Field(
+        description="The catalog row this plan uses (equals instance_type except for GPUs attached to a VM)."
+    )
+    instance_count: int = Field(ge=1, description="Instances to create: one per replica.")
     replicas: int = Field(ge=1)
-    zones: int = Field(ge=1)
-    """Distinct availability zones to spread the replicas over."""
+    zones: int = Field(ge=1, description="Distinct availability zones to spread the replicas over.")
     spot: bool = False
     device: Literal["gpu", "cpu"]
     vcpus: int
     memory_gib: float
-    local_nvme_gb: int | None
-    """Bundled instance-store/local SSD in GB (None when the catalog does not say)."""
+    local_nvme_gb: int | None = Field(
+        description="Bundled instance-store/local SSD in GB (None when the catalog does not say)."
+    )
     accelerator: Accelerator | None
     tensor_parallel: int = Field(ge=1)
     model: ModelArtifact
     precision: str
     serving: Serving
-    disk_gib: int
-    """Boot/data disk to create: OS + runtime + model files + headroom."""
+    disk_gib: int = Field(description="Boot/data disk to create: OS + runtime + model files + headroom.")
     memory: MemoryBreakdown
     performance: Performance
     price: Price
-    rationale: list[str]
-    """Why this deployment: one sentence per decision."""
+    rationale: list[str] = Field(description="Why this deployment: one sentence per decision.")
     warnings: list[str]
 
     @property
@@ -220,8 +208,7 @@ class CloudOutcome(_Frozen):
     regions: list[str]
     chosen: DeploymentPlan | None
     alternatives: list[DeploymentPlan]
-    blocked_by: list[str]
-    """Why no deployment was feasible (empty when one was chosen)."""
+    blocked_by: list[str] = Field(description="Why no deployment was feasible (empty when one was chosen).")
     candidates_checked: int
 
 
@@ -230,16 +217,16 @@ class PlanReport(_Frozen):
 
     workload: WorkloadSpec
     currency: str
-    exchange_rates: dict[str, float]
-    """Units of the ranking currency per unit of each listed currency."""
+    exchange_rates: dict[str, float] = Field(
+        description="Units of the ranking currency per unit of each listed currency."
+    )
     exchange_rates_source: str
     clouds: list[CloudOutcome]
-    best: DeploymentPlan | None
-    """Cheapest feasible deployment with a known price across all clouds."""
-    assumptions: list[str]
-    """Defaults the planner filled in (SLOs, context length ...)."""
-    suggestions: list[str]
-    """Nearest feasible changes when nothing, or nothing within budget, fits."""
+    best: DeploymentPlan | None = Field(
+        description="Cheapest feasible deployment with a known price across all clouds."
+    )
+    assumptions: list[str] = Field(description="Defaults the planner filled in (SLOs, context length ...).")
+    suggestions: list[str] = Field(description="Nearest feasible changes when nothing, or nothing within budget, fits.")
 
     def outcome(self, cloud: Cloud) -> CloudOutcome:
         return next(o for o in self.clouds if o.cloud == cloud)

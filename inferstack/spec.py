@@ -93,16 +93,18 @@ EngineField = Annotated[Engine, BeforeValidator(_normalise_enum_text)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class TokenCount(_Strict):
     """A token count per request: the mean, and optionally the 95th percentile."""
 
-    mean: int = Field(gt=0)
-    """Mean tokens per request (a positive integer)."""
-    p95: int | None = Field(default=None, gt=0)
-    """95th-percentile tokens per request; defaults to the mean. Must be at least the mean."""
+    mean: int = Field(gt=0, description="Mean tokens per request (a positive integer).")
+    p95: int | None = Field(
+        default=None,
+        gt=0,
+        description="95th-percentile tokens per request; defaults to the mean. Must be at least the mean.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -128,22 +130,28 @@ class ModelSpec(_Strict):
     `architecture` (the same keys inline), or `kind` with `params_m` and `gflops_per_request` (non-LLM models).
     """
 
-    name: str | None = None
-    """Display name; also names the model's folder in the model bucket."""
-    registry: str | None = None
-    """A built-in model name, as listed by `inferstack models`."""
-    config: Path | None = None
-    """Path to a Hugging Face config.json (relative to the workload file)."""
-    architecture: dict[str, Any] | None = None
-    """Hugging Face config.json keys given inline (num_hidden_layers, hidden_size, ...)."""
-    kind: ModelKind | None = None
-    """For models given by size only: encoder, vision, image_generation or speech."""
-    params_m: float | None = Field(default=None, gt=0)
-    """Parameter count in millions (models given by size only)."""
-    gflops_per_request: float | None = Field(default=None, gt=0)
-    """Compute per request in GFLOPs (models given by size only)."""
-    source_uri: str | None = None
-    """Where the weights come from (for example a Hugging Face repo id); informational."""
+    name: str | None = Field(
+        default=None, description="Display name; also names the model's folder in the model bucket."
+    )
+    registry: str | None = Field(default=None, description="A built-in model name, as listed by `inferstack models`.")
+    config: Path | None = Field(
+        default=None, description="Path to a Hugging Face config.json (relative to the workload file)."
+    )
+    architecture: dict[str, Any] | None = Field(
+        default=None, description="Hugging Face config.json keys given inline (num_hidden_layers, hidden_size, ...)."
+    )
+    kind: ModelKind | None = Field(
+        default=None, description="For models given by size only: encoder, vision, image_generation or speech."
+    )
+    params_m: float | None = Field(
+        default=None, gt=0, description="Parameter count in millions (models given by size only)."
+    )
+    gflops_per_request: float | None = Field(
+        default=None, gt=0, description="Compute per request in GFLOPs (models given by size only)."
+    )
+    source_uri: str | None = Field(
+        default=None, description="Where the weights come from (for example a Hugging Face repo id); informational."
+    )
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> ModelSpec:
@@ -164,22 +172,34 @@ class ModelSpec(_Strict):
 class Traffic(_Strict):
     """How much load the service must carry at peak."""
 
-    requests_per_s: float | None = Field(default=None, ge=0)
-    """Mean request rate in requests per second (before the peak factor)."""
-    concurrent_users: int | None = Field(default=None, ge=1)
-    """Requests in flight at the same moment (each user has one request streaming)."""
-    prompt_tokens: TokenCount = TokenCount(mean=512)
-    """Input tokens per request (for encoders: the sequence length). A number or {mean, p95}."""
-    output_tokens: TokenCount = TokenCount(mean=256)
-    """Generated tokens per request (LLMs). A number or {mean, p95}."""
-    context_tokens: int | None = Field(default=None, gt=0)
-    """Longest sequence (prompt + output) the server must accept; defaults to p95 prompt + p95 output."""
-    mode: Literal["interactive", "batch"] = "interactive"
-    """interactive: a person waits for each answer; batch: only throughput matters."""
-    peak_factor: float = Field(default=1.0, ge=1.0)
-    """Peak load over mean load (1.0 = the figures above are already the peak)."""
-    items_per_request: int = Field(default=1, ge=1)
-    """Images, sequences or audio clips per request (non-LLM models)."""
+    requests_per_s: float | None = Field(
+        default=None, ge=0, description="Mean request rate in requests per second (before the peak factor)."
+    )
+    concurrent_users: int | None = Field(
+        default=None, ge=1, description="Requests in flight at the same moment (each user has one request streaming)."
+    )
+    prompt_tokens: TokenCount = Field(
+        default=TokenCount(mean=512),
+        description="Input tokens per request (for encoders: the sequence length). A number or {mean, p95}.",
+    )
+    output_tokens: TokenCount = Field(
+        default=TokenCount(mean=256), description="Generated tokens per request (LLMs). A number or {mean, p95}."
+    )
+    context_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="Longest sequence (prompt + output) the server must accept; defaults to p95 prompt + p95 output.",
+    )
+    mode: Literal["interactive", "batch"] = Field(
+        default="interactive",
+        description="interactive: a person waits for each answer; batch: only throughput matters.",
+    )
+    peak_factor: float = Field(
+        default=1.0, ge=1.0, description="Peak load over mean load (1.0 = the figures above are already the peak)."
+    )
+    items_per_request: int = Field(
+        default=1, ge=1, description="Images, sequences or audio clips per request (non-LLM models)."
+    )
 
     @model_validator(mode="after")
     def _load_given(self) -> Traffic:
@@ -197,60 +217,88 @@ class Traffic(_Strict):
 class Slo(_Strict):
     """Latency and throughput targets. Unset targets fall back to the defaults named in the plan."""
 
-    ttft_p95_ms: float | None = Field(default=None, gt=0)
-    """95th-percentile time to first token, in milliseconds (LLMs)."""
-    tpot_p95_ms: float | None = Field(default=None, gt=0)
-    """95th-percentile time per output token after the first, in milliseconds (LLMs)."""
-    latency_p95_ms: float | None = Field(default=None, gt=0)
-    """95th-percentile end-to-end latency per request, in milliseconds (non-LLM models)."""
-    min_output_tokens_per_s: float | None = Field(default=None, gt=0)
-    """Minimum sustained output tokens per second over the whole deployment (LLMs)."""
-    min_requests_per_s: float | None = Field(default=None, gt=0)
-    """Minimum sustained requests (items) per second over the whole deployment."""
+    ttft_p95_ms: float | None = Field(
+        default=None, gt=0, description="95th-percentile time to first token, in milliseconds (LLMs)."
+    )
+    tpot_p95_ms: float | None = Field(
+        default=None, gt=0, description="95th-percentile time per output token after the first, in milliseconds (LLMs)."
+    )
+    latency_p95_ms: float | None = Field(
+        default=None,
+        gt=0,
+        description="95th-percentile end-to-end latency per request, in milliseconds (non-LLM models).",
+    )
+    min_output_tokens_per_s: float | None = Field(
+        default=None, gt=0, description="Minimum sustained output tokens per second over the whole deployment (LLMs)."
+    )
+    min_requests_per_s: float | None = Field(
+        default=None, gt=0, description="Minimum sustained requests (items) per second over the whole deployment."
+    )
 
 
 class Placement(_Strict):
     """Where the deployment may run and what it may cost."""
 
-    clouds: list[Cloud] = Field(default_factory=lambda: list(CLOUDS), min_length=1)
-    """Clouds to consider: aws, gcp, alibaba, huawei."""
-    regions: dict[Cloud, list[str]] = Field(default_factory=dict)
-    """Allowed regions per cloud, e.g. {aws: [us-east-1]}; default: the catalog's region for each cloud."""
-    device: Device = "auto"
-    """cpu or gpu to force a device class; auto lets cost and SLOs decide."""
-    gpus_allow: list[str] = Field(default_factory=list)
-    """Only these accelerators (ids from `inferstack gpus`, or family names like L4, A100, H100)."""
-    gpus_deny: list[str] = Field(default_factory=list)
-    """Never these accelerators (same names as gpus_allow)."""
-    monthly_budget: float | None = Field(default=None, gt=0)
-    """Largest acceptable monthly cost, in `currency`."""
-    spot: bool = False
-    """Allow spot/preemptible capacity (validation and batch workloads only)."""
-    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
-    """ISO 4217 currency for ranking and reporting (USD, EUR, CNY ...)."""
+    clouds: list[Cloud] = Field(
+        default_factory=lambda: list(CLOUDS), min_length=1, description="Clouds to consider: aws, gcp, alibaba, huawei."
+    )
+    regions: dict[Cloud, list[str]] = Field(
+        default_factory=dict,
+        description="Allowed regions per cloud, e.g. {aws: [us-east-1]}; default: the catalog's region for each cloud.",
+    )
+    device: Device = Field(
+        default="auto", description="cpu or gpu to force a device class; auto lets cost and SLOs decide."
+    )
+    gpus_allow: list[str] = Field(
+        default_factory=list,
+        description="Only these accelerators (ids from `inferstack gpus`, or family names like L4, A100, H100).",
+    )
+    gpus_deny: list[str] = Field(
+        default_factory=list, description="Never these accelerators (same names as gpus_allow)."
+    )
+    monthly_budget: float | None = Field(
+        default=None, gt=0, description="Largest acceptable monthly cost, in `currency`."
+    )
+    spot: bool = Field(
+        default=False, description="Allow spot/preemptible capacity (validation and batch workloads only)."
+    )
+    currency: str = Field(
+        default="USD",
+        pattern=r"^[A-Z]{3}$",
+        description="ISO 4217 currency for ranking and reporting (USD, EUR, CNY ...).",
+    )
 
 
 class WorkloadSpec(_Strict):
     """An inference workload: the model, its precision, the traffic, the targets and the placement."""
 
-    name: str = Field(default="workload", pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
-    """Short lowercase name (letters, digits, dashes; at most 40); names the cloud resources."""
-    model: str | ModelSpec
-    """A built-in model name (see `inferstack models`) or a model description."""
-    precision: PrecisionField | None = None
-    """Weight precision: fp32, fp16, bf16, fp8, int8, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q8_0."""
-    kv_cache_dtype: KvCacheDtypeField = KvCacheDtype.AUTO
-    """KV-cache element type: auto, fp16, bf16, fp8, q8_0, q4_0."""
-    engine: EngineField = Engine.AUTO
-    """Inference engine: auto, vllm, trtllm, llamacpp, hf, onnxruntime."""
-    traffic: Traffic
-    """The load at peak: request rate and/or concurrency, token counts."""
-    slo: Slo = Slo()
-    """Latency and throughput targets."""
-    stage: Stage = "internal"
-    """validation (smallest that works), internal (headroom), production (>= 2 replicas in 2 zones)."""
-    placement: Placement = Placement()
-    """Allowed clouds, regions, accelerators, budget and currency."""
+    name: str = Field(
+        default="workload",
+        pattern=r"^[a-z0-9][a-z0-9-]{0,39}$",
+        description="Short lowercase name (letters, digits, dashes; at most 40); names the cloud resources.",
+    )
+    model: str | ModelSpec = Field(
+        description="A built-in model name (see `inferstack models`) or a model description."
+    )
+    precision: PrecisionField | None = Field(
+        default=None,
+        description="Weight precision: fp32, fp16, bf16, fp8, int8, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q8_0.",
+    )
+    kv_cache_dtype: KvCacheDtypeField = Field(
+        default=KvCacheDtype.AUTO, description="KV-cache element type: auto, fp16, bf16, fp8, q8_0, q4_0."
+    )
+    engine: EngineField = Field(
+        default=Engine.AUTO, description="Inference engine: auto, vllm, trtllm, llamacpp, hf, onnxruntime."
+    )
+    traffic: Traffic = Field(description="The load at peak: request rate and/or concurrency, token counts.")
+    slo: Slo = Field(default=Slo(), description="Latency and throughput targets.")
+    stage: Stage = Field(
+        default="internal",
+        description="validation (smallest that works), internal (headroom), production (>= 2 replicas in 2 zones).",
+    )
+    placement: Placement = Field(
+        default=Placement(), description="Allowed clouds, regions, accelerators, budget and currency."
+    )
 
     @property
     def model_name(self) -> str:
@@ -291,8 +339,17 @@ def problems_from_validation(error: ValidationError, prefix: str = "") -> list[P
 def parse_workload(data: Any, *, source: str | None = None, base_dir: Path | None = None) -> WorkloadSpec:
     """Validate plain data (from YAML, JSON or Pulumi config) into a WorkloadSpec, or raise InputError."""
     if not isinstance(data, dict):
-        raise InputError([Problem("workload", "must be a mapping of fields", value=data,
-                                  fix="start from a file in examples/workloads/")], source=source)
+        raise InputError(
+            [
+                Problem(
+                    "workload",
+                    "must be a mapping of fields",
+                    value=data,
+                    fix="start from a file in examples/workloads/",
+                )
+            ],
+            source=source,
+        )
     try:
         spec = WorkloadSpec.model_validate(data)
     except ValidationError as error:
@@ -307,15 +364,32 @@ def load_workload(path: str | Path) -> WorkloadSpec:
     """Read a workload file (.yaml, .yml or .json)."""
     path = Path(path)
     if not path.is_file():
-        raise InputError([Problem("WORKLOAD", "file not found", value=str(path),
-                                  fix="pass a path to a workload file, e.g. examples/workloads/chat-8b-public.yaml")])
+        raise InputError(
+            [
+                Problem(
+                    "WORKLOAD",
+                    "file not found",
+                    value=str(path),
+                    fix="pass a path to a workload file, e.g. examples/workloads/chat-8b-public.yaml",
+                )
+            ]
+        )
     text = path.read_text(encoding="utf-8")
     import yaml  # imported here: YAML is only needed for files
 
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
+        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=loader)
     except (ValueError, yaml.YAMLError) as error:
         first_line = str(error).splitlines()[0]
-        raise InputError([Problem("WORKLOAD", f"cannot be parsed: {first_line}", value=str(path),
-                                  fix="check the file's JSON/YAML syntax")]) from None
+        raise InputError(
+            [
+                Problem(
+                    "WORKLOAD",
+                    f"cannot be parsed: {first_line}",
+                    value=str(path),
+                    fix="check the file's JSON/YAML syntax",
+                )
+            ]
+        ) from None
     return parse_workload(data, source=str(path), base_dir=path.parent)

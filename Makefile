@@ -1,0 +1,47 @@
+# Two commands do everything (see README):
+#   make demo   set up, then plan a sample workload on all four clouds and preview its AWS resources (no credentials)
+#   make test   set up (system packages too), then run the whole suite and the benchmarks
+.PHONY: demo test setup system-packages lint unit benchmarks clean
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+WORKLOAD ?= examples/workloads/chat-8b-public.yaml
+
+demo: setup
+	$(BIN)/inferstack plan $(WORKLOAD)
+	$(BIN)/inferstack preview $(WORKLOAD) --cloud aws
+
+test: system-packages setup lint unit benchmarks
+
+setup: $(BIN)/.installed
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+# Tools the checks run for real: shellcheck, cloud-init's schema validator, debootstrap for the boot test.
+SYSTEM_PACKAGES := shellcheck cloud-init debootstrap
+system-packages:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing $$missing"; \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -qq && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo ) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+lint: setup
+	$(BIN)/ruff check inferstack tests benchmarks tools
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/python -m pytest
+
+benchmarks: setup
+	$(BIN)/python benchmarks/fidelity.py
+	$(BIN)/python benchmarks/plan_speed.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

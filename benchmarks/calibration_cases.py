@@ -1,0 +1,255 @@
+"""The conditions of every row of calibration.csv, as arguments to `inferstack.sizing.estimate`.
+
+Each case restates what the row's source measured (model, hardware, precision, engine, batch, tokens) and
+which estimate figure corresponds to the measured metric. Engines map as: FasterTransformer and
+TensorRT-LLM → trtllm; gpt-fast → vllm (both decode with CUDA graphs; vLLM has no latency row here);
+llama.cpp → llamacpp; vLLM → vllm. "LLaMA-7B" rows use the llama-2-7b shapes (same architecture).
+TensorRT-LLM "fp8" rows quantize the KV cache to fp8 too (as TensorRT-LLM's fp8 performance runs do).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from inferstack.sizing.estimate import Estimate
+from inferstack.sizing.hardware import CpuSpec
+
+ROOT = Path(__file__).resolve().parents[1]
+CALIBRATION_PATHS = (
+    ROOT.parent / "shared" / "benchmarks" / "calibration.csv",
+    ROOT / "tests" / "data" / "calibration.csv",
+)
+
+# Xeon w9-3475X at the fixed 2.2 GHz of llama.cpp PR #7487: 8 threads used; 8 channels of DDR5-4800
+# per socket (Intel ARK) = 307.2 GB/s; AMX.
+W9_3475X_8_THREADS = CpuSpec(
+    cores=8, memory_bandwidth_gbps=307.2, isa="amx", ghz=2.2, description="w9-3475X, 8 threads"
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    family: str  # memory | prefill | decode | throughput
+    model: str
+    precision: str
+    engine: str
+    predict: Callable[[Estimate], float]
+    gpu: str | None = None
+    gpus: int = 1
+    cpu: CpuSpec | None = None
+    kv_dtype: str = "auto"
+    concurrency: int = 1
+    input_tokens: int = 512
+    output_tokens: int = 128
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def ttft(e: Estimate) -> float:
+    return e.ttft_ms
+
+
+def tpot(e: Estimate) -> float:
+    assert e.tpot_ms is not None
+    return e.tpot_ms
+
+
+def decode_rate(e: Estimate) -> float:
+    assert e.tpot_ms is not None
+    return 1000.0 / e.tpot_ms
+
+
+def throughput(e: Estimate) -> float:
+    assert e.output_tokens_per_s is not None
+    return e.output_tokens_per_s
+
+
+def throughput_per_gpu(gpus: int) -> Callable[[Estimate], float]:
+    return lambda e: throughput(e) / gpus
+
+
+def prefill_rate(e: Estimate) -> float:
+    assert e.prefill_tokens_per_s is not None
+    return e.prefill_tokens_per_s
+
+
+A100_40, A100_80, H100, L40S = "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM", "L40S"
+
+CASES: dict[str, Case] = {
+    # kipply / FasterTransformer, GPT-style 13B on A100-40GB
+    "g01": Case("prefill", "gpt-13b", "fp16", "trtllm", ttft, gpu=A100_40, input_tokens=512, output_tokens=10),
+    "g02": Case("decode", "gpt-13b", "fp16", "trtllm", tpot, gpu=A100_40, input_tokens=512, output_tokens=10),
+    "g03": Case("prefill", "gpt-13b", "fp16", "trtllm", ttft, gpu=A100_40, gpus=2, input_tokens=512, output_tokens=10),
+    "g04": Case("decode", "gpt-13b", "fp16", "trtllm", tpot, gpu=A100_40, gpus=2, input_tokens=512, output_tokens=10),
+    # TensorRT-LLM performance tables (static batches: prefill + every decode step)
+    "g05": Case(
+        "throughput",
+        "llama-2-7b",
+        "fp16",
+        "trtllm",
+        throughput,
+        gpu=A100_80,
+        concurrency=384,
+        input_tokens=128,
+        output_tokens=128,
+    ),
+    "g06": Case(
+        "throughput",
+        "llama-2-7b",
+        "fp16",
+        "trtllm",
+        throughput,
+        gpu=A100_80,
+        concurrency=60,
+        input_tokens=128,
+        output_tokens=2048,
+    ),
+    "g07": Case(
+        "throughput",
+        "llama-2-7b",
+        "fp16",
+        "trtllm",
+        throughput,
+        gpu=A100_80,
+        concurrency=52,
+        input_tokens=2048,
+        output_tokens=128,
+    ),
+    "g08": Case(
+        "throughput",
+        "llama-2-7b",
+        "fp8",
+        "trtllm",
+        throughput,
+        gpu=H100,
+        kv_dtype="fp8",
+        concurrency=768,
+        input_tokens=128,
+        output_tokens=128,
+    ),
+    "g09": Case(
+        "throughput",
+        "llama-2-70b",
+        "fp8",
+        "trtllm",
+        throughput_per_gpu(2),
+        gpu=H100,
+        gpus=2,
+        kv_dtype="fp8",
+        concurrency=1024,
+        input_tokens=128,
+        output_tokens=128,
+    ),
+    "g10": Case(
+        "throughput",
+        "llama-2-7b",
+        "fp8",
+        "trtllm",
+        throughput,
+        gpu=L40S,
+        kv_dtype="fp8",
+        concurrency=64,
+        input_tokens=128,
+        output_tokens=128,
+    ),
+    "g11": Case(
+        "throughput",
+        "llama-2-7b",
+        "fp8",
+        "trtllm",
+        throughput,
+        gpu=L40S,
+        kv_dtype="fp8",
+        concurrency=32,
+        input_tokens=2048,
+        output_tokens=128,
+    ),
+    "g12": Case("prefill", "llama-2-7b", "fp16", "trtllm", ttft, gpu=A100_80, input_tokens=128, output_tokens=1),
+    "g13": Case("prefill", "llama-2-7b", "fp16", "trtllm", ttft, gpu=A100_80, input_tokens=2048, output_tokens=1),
+    "g14": Case(
+        "prefill", "llama-2-7b", "fp8", "trtllm", ttft, gpu=H100, kv_dtype="fp8", input_tokens=2048, output_tokens=1
+    ),
+    "g15": Case(
+        "prefill", "llama-2-7b", "fp8", "trtllm", ttft, gpu=L40S, kv_dtype="fp8", input_tokens=2048, output_tokens=1
+    ),
+    "g16": Case(
+        "prefill", "llama-2-70b", "fp16", "trtllm", ttft, gpu=A100_80, gpus=4, input_tokens=2048, output_tokens=1
+    ),
+    "g17": Case(
+        "prefill",
+        "llama-2-70b",
+        "fp8",
+        "trtllm",
+        ttft,
+        gpu=H100,
+        gpus=4,
+        kv_dtype="fp8",
+        input_tokens=2048,
+        output_tokens=1,
+    ),
+    "g18": Case(
+        "throughput",
+        "llama-2-7b",
+        "fp16",
+        "trtllm",
+        throughput,
+        gpu=A100_80,
+        concurrency=256,
+        input_tokens=128,
+        output_tokens=128,
+    ),
+    # gpt-fast, batch 1, 5-token prompt, ~200 generated tokens
+    "g38": Case("decode", "llama-2-7b", "bf16", "vllm", decode_rate, gpu=A100_80, input_tokens=5, output_tokens=200),
+    "g39": Case("decode", "llama-2-7b", "int8", "vllm", decode_rate, gpu=A100_80, input_tokens=5, output_tokens=200),
+    "g40": Case(
+        "decode", "llama-2-7b", "int4-gptq", "vllm", decode_rate, gpu=A100_80, input_tokens=5, output_tokens=200
+    ),
+    "g41": Case("decode", "llama-2-70b", "int8", "vllm", decode_rate, gpu=A100_80, input_tokens=5, output_tokens=200),
+    "g42": Case(
+        "decode", "llama-2-70b", "bf16", "vllm", decode_rate, gpu=A100_80, gpus=8, input_tokens=5, output_tokens=200
+    ),
+    "g43": Case(
+        "decode", "llama-2-7b", "bf16", "vllm", decode_rate, gpu=A100_80, gpus=8, input_tokens=5, output_tokens=200
+    ),
+    # vLLM 0.11 memory accounting on an H100 80GB (gpu_memory_utilization 0.9)
+    "m01": Case("memory", "llama-3.1-8b", "bf16", "vllm", lambda e: e.weights_gib, gpu="H100-SXM"),
+    "m02": Case("memory", "llama-3.1-8b", "bf16", "vllm", lambda e: e.activation_gib, gpu="H100-SXM"),
+    "m03": Case("memory", "llama-3.1-8b", "bf16", "vllm", lambda e: e.kv_cache_available_gib, gpu="H100-SXM"),
+    "m04": Case("memory", "qwen3-32b", "bf16", "vllm", lambda e: e.weights_gib, gpu="H100-SXM"),
+    "m05": Case("memory", "llama-3.3-70b", "fp8", "vllm", lambda e: e.weights_gib, gpu="H100-SXM", gpus=2),
+    "m06": Case("memory", "gpt-oss-120b", "mxfp4", "vllm", lambda e: e.weights_gib, gpu="H100-SXM"),
+    "m07": Case(
+        "memory", "mistral-small-3.2-24b", "bf16", "vllm", lambda e: float(e.kv_cache_bytes_per_token), gpu="H100-SXM"
+    ),
+    # llama.cpp on CPU (PR #7487)
+    "c03": Case(
+        "decode",
+        "llama-2-7b",
+        "q4_0",
+        "llamacpp",
+        decode_rate,
+        cpu=W9_3475X_8_THREADS,
+        input_tokens=1,
+        output_tokens=128,
+    ),
+    "c04": Case(
+        "prefill",
+        "llama-2-7b",
+        "q4_0",
+        "llamacpp",
+        prefill_rate,
+        cpu=W9_3475X_8_THREADS,
+        input_tokens=512,
+        output_tokens=1,
+    ),
+}
+
+
+def calibration_rows() -> list[dict[str, str]]:
+    """The rows of calibration.csv (from ../shared/benchmarks, else the copy in tests/data)."""
+    path = next(p for p in CALIBRATION_PATHS if p.is_file())
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))

@@ -1,0 +1,75 @@
+"""Fit the engine efficiency constants of `inferstack/sizing/efficiency.py` on calibration.csv.
+
+    python benchmarks/fit.py
+
+For each engine that has measured rows (trtllm: g01–g18; vllm: the gpt-fast decode rows g38–g43), it
+minimises the squared log error of `estimate` against the measured values over that engine's free
+constants, and prints the fitted values next to the ones in efficiency.py. Paste them by hand: the fit is a
+maintainer's tool, the package only carries its result. Needs scipy (`pip install scipy`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from calibration_cases import CASES, calibration_rows
+from fidelity import run_case
+from scipy.optimize import minimize
+
+from inferstack.sizing import efficiency
+from inferstack.spec import Engine
+
+# engine → (profile attribute names to fit, rows to fit on, bounds). Bounds keep the constants physical: MBU
+# at most 0.85 (measured MBU spans 0.4–0.8, sizing.md), launch overhead at most 0.1 ms per layer.
+FITS = {
+    Engine.TRTLLM: (
+        [
+            "decode_bandwidth_utilization",
+            "matmul_utilization",
+            "fp8_matmul_utilization",
+            "step_overhead_ms_per_layer",
+            "allreduce_latency_us",
+            "overlap_exponent",
+        ],
+        [f"g{i:02d}" for i in range(1, 19)],
+        [(0.4, 0.85), (0.3, 0.9), (0.2, 0.9), (0.0, 0.1), (1.0, 100.0), (1.0, 8.0)],
+    ),
+    Engine.VLLM: (
+        [
+            "decode_bandwidth_utilization",
+            "int8_weight_only_bandwidth_factor",
+            "int4_weight_only_bandwidth_factor",
+            "step_overhead_ms_per_layer",
+            "allreduce_latency_us",
+        ],
+        ["g38", "g39", "g40", "g41", "g42", "g43"],
+        [(0.4, 0.85), (0.4, 1.0), (0.3, 1.0), (0.0, 0.1), (1.0, 100.0)],
+    ),
+}
+
+
+def loss(values: list[float], engine: Engine, names: list[str], rows: list[str], measured: dict[str, float]) -> float:
+    profile = replace(efficiency.GPU_PROFILES[engine], **dict(zip(names, values, strict=True)))
+    efficiency.GPU_PROFILES[engine] = profile
+    return sum(math.log(run_case(r) / measured[r]) ** 2 for r in rows)
+
+
+def main() -> None:
+    measured = {row["id"]: float(row["value"]) for row in calibration_rows() if row["id"] in CASES}
+    for engine, (names, rows, bounds) in FITS.items():
+        original = efficiency.GPU_PROFILES[engine]
+        start = [getattr(original, n) for n in names]
+        result = minimize(loss, start, args=(engine, names, rows, measured), method="Powell", bounds=bounds)
+        efficiency.GPU_PROFILES[engine] = original
+        print(f"{engine.value}: rms log error {math.sqrt(result.fun / len(rows)):.3f} on {', '.join(rows)}")
+        for name, before, after in zip(names, start, result.x, strict=True):
+            print(f"  {name:38} {before:9.4g} -> {after:9.4g}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""The `inferstack` command line: plan, estimate, models, gpus, catalog, preview, diff.
+
+Tables for people (rich), `--json` for machines. Errors a user can fix are printed as such, without a
+traceback, and exit non-zero: 2 for bad input, 3 when no deployment is feasible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+# This process loads no pydantic plugins; looking for them scans every installed distribution (~50 ms of
+# start-up). Set PYDANTIC_DISABLE_PLUGINS yourself to change that.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+from inferstack.errors import InfeasibleError, InferstackError, input_error
+from inferstack.spec import CLOUDS
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+# ---- plan ----------------------------------------------------------------------------------------------
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from inferstack.sizing.planner import plan_workload
+    from inferstack.spec import load_workload
+
+    report = plan_workload(load_workload(args.workload), clouds=args.cloud, region=args.region, prices_file=args.prices)
+    feasible = any(o.chosen for o in report.clouds)
+    if args.json:
+        _print_json(report.model_dump(mode="json"))
+    else:
+        from inferstack.report import print_plan_report
+
+        print_plan_report(report)
+    if not feasible:
+        raise InfeasibleError(
+            "no feasible deployment: see the reasons per cloud and the nearest feasible changes above"
+        )
+    return 0
+
+
+# ---- estimate ------------------------------------------------------------------------------------------
+
+
+def _concurrency(text: str) -> int | str:
+    if text == "max":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or 'max', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value:g}")
+    return value
+
+
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    from inferstack.sizing.estimate import estimate
+    from inferstack.sizing.hardware import CpuSpec, gpu_spec
+    from inferstack.sizing.models import lookup, resolve
+    from inferstack.spec import Engine, KvCacheDtype, ModelSpec, Precision
+
+    if args.model_config:
+        model = resolve(ModelSpec(config=args.model_config))
+    else:
+        model = lookup(args.model, field_name="--model")
+    gpu = cpu = None
+    if args.gpu:
+        gpu = gpu_spec(args.gpu)
+    else:
+        missing = [
+            flag
+            for flag, value in (("--cpu-cores", args.cpu_cores), ("--cpu-mem-bw-gbps", args.cpu_mem_bw_gbps))
+            if value is None
+        ]
+        if missing:
+            raise input_error(
+                "hardware",
+                f"CPU estimates need {' and '.join(missing)}",
+                fix="pass --gpu ID [--gpus N], or --cpu-cores N --cpu-mem-bw-gbps B --cpu-isa ISA",
+            )
+        cpu = CpuSpec(
+            cores=args.cpu_cores,
+            memory_bandwidth_gbps=args.cpu_mem_bw_gbps,
+            isa=args.cpu_isa,
+            ghz=args.cpu_ghz,
+            description="command line",
+        )
+    precision = (
+        Precision(args.precision)
+        if args.precision
+        else (Precision.BF16 if model.is_llm else (Precision.FP16 if gpu else Precision.FP32))
+    )
+    engine = Engine(args.engine) if args.engine != "auto" else _default_engine(model.is_llm, gpu is not None, precision)
+    result = estimate(
+        model,
+        precision=precision,
+        kv_dtype=KvCacheDtype(args.kv_dtype),
+        engine=engine,
+        gpu=gpu,
+        gpus=args.gpus,
+        cpu=cpu,
+        ram_gib=args.ram_gib,
+        concurrency=args.concurrency,
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+    )
+    if args.json:
+        _print_json(result.model_dump(mode="json"))
+    else:
+        from inferstack.report import print_estimate
+
+        print_estimate(result)
+    return 0
+
+
+def _default_engine(llm: bool, on_gpu: bool, precision: Any) -> Any:
+    from inferstack.spec import Engine
+
+    if not llm:
+        return Engine.ONNXRUNTIME
+    if not on_gpu or precision.is_gguf:
+        return Engine.LLAMACPP
+    return Engine.VLLM
+
+
+# ---- models, gpus, catalog -------------------------------------------------------------------------------
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from inferstack.report import models_rows, print_rows
+
+    rows = models_rows()
+    _print_json(rows) if args.json else print_rows("Built-in models", rows)
+    return 0
+
+
+def _cmd_gpus(args: argparse.Namespace) -> int:
+    from inferstack.report import gpus_rows, print_rows
+
+    rows = gpus_rows()
+    _print_json(rows) if args.json else print_rows("Accelerators (datasheet figures, dense peaks)", rows)
+    return 0
+
+
+def _cmd_catalog(args: argparse.Namespace) -> int:
+    from inferstack.report import catalog_rows, print_rows
+
+    rows = catalog_rows(args.cloud, args.prices)
+    _print_json(rows) if args.json else print_rows("Instance catalog", rows)
+    return 0
+
+
+def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
+    from inferstack.sizing.refresh import refresh_prices
+
+    result = refresh_prices(args.cloud, region=args.region, output=args.output)
+    _print_json(result.model_dump(mode="json")) if args.json else print(result.summary())
+    return 0
+
+
+# ---- preview -------------------------------------------------------------------------------------------
+
+
+def _cmd_preview(args: argparse.Namespace) -> int:
+    from inferstack.preview import preview_workload
+
+    result = preview_workload(args.workload, cloud=args.cloud, prices_file=args.prices)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        from inferstack.report import print_preview
+
+        print_preview(result)
+    return 0
+
+
+# ---- parser --------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="inferstack", description="Size, price and provision AI inference servers.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    plan = commands.add_parser("plan", help="the cheapest feasible deployment per cloud for a workload file")
+    plan.add_argument("workload", type=Path, help="workload file (YAML or JSON), see examples/workloads/")
+    plan.add_argument("--cloud", action="append", choices=CLOUDS, help="only this cloud (repeatable)")
+    plan.add_argument("--region", help="only this region")
+    plan.add_argument("--prices", type=Path, help="price-override file (prices, discounts, exchange rates)")
+    plan.add_argument("--json", action="store_true", help="machine-readable output")
+    plan.set_defaults(handler=_cmd_plan)
+
+    est = commands.add_parser("estimate", help="memory and speed of one model on given hardware")
+    which = est.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="built-in model name (`inferstack models`)")
+    which.add_argument("--model-config", type=Path, help="path to a Hugging Face config.json")
+    hardware = est.add_mutually_exclusive_group(required=True)
+    hardware.add_argument("--gpu", help="accelerator id (`inferstack gpus`)")
+    hardware.add_argument("--cpu-cores", type=_positive_int, help="CPU cores (one runtime thread each)")
+    est.add_argument("--gpus", type=_positive_int, default=1, help="GPUs, tensor parallel (default 1)")
+    est.add_argument("--cpu-mem-bw-gbps", type=_positive_float, help="CPU memory bandwidth, GB/s")
+    est.add_argument("--cpu-isa", choices=("avx2", "avx512", "amx", "neon"), default="avx512")
+    est.add_argument("--cpu-ghz", type=_positive_float, default=3.0, help="sustained all-core clock (default 3.0)")
+    est.add_argument("--ram-gib", type=_positive_float, help="CPU server memory, for the fits check")
+    est.add_argument("--precision", help="fp32 fp16 bf16 fp8 int8 int4-awq int4-gptq mxfp4 q4_0 q4_k_m q5_k_m q8_0")
+    est.add_argument("--kv-dtype", default="auto", choices=("auto", "fp32", "fp16", "bf16", "fp8", "q8_0", "q4_0"))
+    est.add_argument("--engine", default="auto", choices=("auto", "vllm", "trtllm", "llamacpp", "hf", "onnxruntime"))
+    est.add_argument("--concurrency", type=_concurrency, default=1, help="sequences at once, or 'max'")
+    est.add_argument("--input-tokens", type=_positive_int, default=512)
+    est.add_argument("--output-tokens", type=_positive_int, default=128)
+    est.add_argument("--gpu-memory-utilization", type=_positive_float, default=0.9)
+    est.add_argument("--json", action="store_true")
+    est.set_defaults(handler=_cmd_estimate)
+
+    for name, help_text, handler in (
+        ("models", "the built-in model registry", _cmd_models),
+        ("gpus", "accelerator specs", _cmd_gpus),
+    ):
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--json", action="store_true")
+        sub.set_defaults(handler=handler)
+
+    catalog = commands.add_parser(
+        "catalog", help="instance types with specs and prices; `catalog refresh` updates prices"
+    )
+    catalog.add_argument("--cloud", action="append", choices=CLOUDS)
+    catalog.add_argument("--prices", type=Path, help="price-override file")
+    catalog.add_argument("--json", action="store_true")
+    catalog.set_defaults(handler=_cmd_catalog)
+    catalog_commands = catalog.add_subparsers(dest="catalog_command", metavar="refresh")
+    refresh = catalog_commands.add_parser(
+        "refresh", help="pull prices from a cloud's pricing API (credentials from env)"
+    )
+    refresh.add_argument("--cloud", required=True, choices=CLOUDS, dest="cloud")
+    refresh.add_argument("--region", help="region to price (default: the catalog's region)")
+    refresh.add_argument("--output", type=Path, help="prices CSV to update (default: the packaged prices.csv)")
+    refresh.add_argument("--json", action="store_true")
+    refresh.set_defaults(handler=_cmd_catalog_refresh)
+
+    preview = commands.add_parser("preview", help="the resources `pulumi up` would create, offline (Pulumi mocks)")
+    preview.add_argument("workload", type=Path)
+    preview.add_argument("--cloud", required=True, choices=CLOUDS)
+    preview.add_argument("--prices", type=Path, help="price-override file")
+    preview.add_argument("--json", action="store_true")
+    preview.set_defaults(handler=_cmd_preview)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except InferstackError as error:
+        sys.stderr.write(f"error: {error}\n")
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

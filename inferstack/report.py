@@ -1,0 +1,208 @@
+"""Rendering for people: plan reports, estimates and listings as rich tables (imported only for table output)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from inferstack.plan import DeploymentPlan, PlanReport
+from inferstack.sizing.estimate import Estimate
+
+console = Console()
+
+
+def _cost(plan: DeploymentPlan) -> str:
+    price = plan.price
+    if price.monthly is None:
+        return "unknown"
+    text = str(price.monthly)
+    if price.monthly_ranking and price.monthly_ranking.currency != price.monthly.currency:
+        text += f"\n≈ {price.monthly_ranking}"
+    return text + (" *" if price.substitute else "")
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f} ms"
+
+
+def _plan_column(plan: DeploymentPlan | None) -> list[str]:
+    if plan is None:
+        return ["[red]none feasible[/red]"] + [""] * (len(PLAN_ROWS) - 1)
+    gpus = f"{plan.accelerator.count}x {plan.accelerator.id}" if plan.accelerator else "–"
+    memory, performance = plan.memory, plan.performance
+    per_m = plan.price.per_million_output_tokens
+    return [
+        f"{plan.instance_count}x {plan.offer}",
+        plan.region,
+        plan.device.upper(),
+        gpus,
+        str(plan.tensor_parallel),
+        f"{plan.replicas} in {plan.zones} zone(s)",
+        f"{memory.weights_gib:.1f} + {memory.overhead_gib:.1f} + {memory.kv_cache_needed_gib:.1f}"
+        f" / {memory.usable_gib:.1f}",
+        _ms(performance.ttft_p95_ms),
+        _ms(performance.tpot_p95_ms),
+        _ms(performance.latency_p95_ms),
+        f"{performance.output_tokens_per_s:,.0f}" if performance.output_tokens_per_s else "–",
+        f"{performance.capacity_requests_per_s:,.2f}",
+        _cost(plan),
+        str(per_m) if per_m else "–",
+        f"{1 - performance.utilization:.0%}",
+    ]
+
+
+PLAN_ROWS = [
+    "instances",
+    "region",
+    "device",
+    "GPUs per instance",
+    "tensor parallel",
+    "replicas",
+    "GiB per device: weights + overhead + KV / usable",
+    "TTFT p95",
+    "TPOT p95",
+    "latency p95",
+    "output tokens/s at peak",
+    "capacity, requests/s",
+    "cost per month",
+    "per M output tokens",
+    "headroom at peak",
+]
+
+
+def print_plan_report(report: PlanReport) -> None:
+    spec = report.workload
+    console.print(
+        f"[bold]Plan for {spec.name}[/bold]: {spec.model_name}, stage {spec.stage}, ranking currency {report.currency}"
+    )
+    table = Table(
+        "", *(o.cloud for o in report.clouds), show_lines=False, title="Cheapest feasible deployment per cloud"
+    )
+    columns = [_plan_column(o.chosen) for o in report.clouds]
+    for index, label in enumerate(PLAN_ROWS):
+        table.add_row(label, *(column[index] for column in columns))
+    console.print(table)
+    for outcome in report.clouds:
+        console.print(f"\n[bold]{outcome.cloud}[/bold] ({outcome.candidates_checked} offers checked)")
+        if outcome.chosen is None:
+            console.print("  blocked by:")
+            for reason in outcome.blocked_by:
+                console.print(f"   - {reason}", markup=False)
+            continue
+        for line in outcome.chosen.rationale:
+            console.print(f"  • {line}", markup=False)
+        for warning in outcome.chosen.warnings:
+            console.print(f"  [yellow]! {warning}[/yellow]")
+        if outcome.alternatives:
+            console.print("  alternatives: " + "; ".join(a.summary() for a in outcome.alternatives), markup=False)
+    if report.best:
+        console.print(f"\n[bold green]Best overall:[/bold green] {report.best.summary()}", markup=True)
+    else:
+        console.print("\n[bold red]No feasible deployment with a known price.[/bold red]")
+    for suggestion in report.suggestions:
+        console.print(f"  → {suggestion}", markup=False)
+    for assumption in report.assumptions:
+        console.print(f"  assumed: {assumption}", markup=False)
+    console.print(f"  exchange rates: {report.exchange_rates_source}; * = price from another region", markup=False)
+
+
+def print_estimate(result: Estimate) -> None:
+    table = Table(
+        "quantity",
+        "value",
+        title=f"{result.model} on {result.hardware} ({result.precision}, "
+        f"{result.engine}, concurrency {result.concurrency})",
+    )
+    for key, value in result.model_dump().items():
+        if key in ("model", "hardware", "notes"):
+            continue
+        table.add_row(key, f"{value:,.3f}" if isinstance(value, float) else str(value))
+    console.print(table)
+    for note in result.notes:
+        console.print(f"  note: {note}", markup=False)
+
+
+def print_rows(title: str, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        console.print(f"{title}: none")
+        return
+    table = Table(*rows[0].keys(), title=title)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row.values()))
+    console.print(table)
+
+
+def models_rows() -> list[dict[str, Any]]:
+    from inferstack.sizing.models import lookup, registry
+
+    rows = []
+    for name in registry():
+        model = lookup(name)
+        rows.append(
+            {
+                "name": name,
+                "kind": model.kind,
+                "display_name": model.display_name,
+                "params_b": round(model.params / 1e9, 3),
+                "source": model.source,
+            }
+        )
+    return rows
+
+
+def gpus_rows() -> list[dict[str, Any]]:
+    from inferstack.sizing.hardware import gpu_specs
+
+    return [
+        {
+            "id": g.id,
+            "name": g.name,
+            "memory_gb": g.memory_gb,
+            "bandwidth_gbps": g.memory_bandwidth_gbps,
+            "fp16_tflops": g.fp16_tflops,
+            "fp8_tflops": g.fp8_tflops,
+            "int8_tops": g.int8_tops,
+            "gpu_link_gbps": g.link_gbps,
+            "source": g.source,
+        }
+        for g in gpu_specs().values()
+    ]
+
+
+def catalog_rows(clouds: list[str] | None, prices_file: Path | None) -> list[dict[str, Any]]:
+    from inferstack.sizing.catalog import PriceBook, offers
+
+    book = PriceBook.load(prices_file)
+    rows = []
+    for offer in offers():
+        if clouds and offer.cloud not in clouds:
+            continue
+        found = book.lookup(offer.cloud, offer.region, offer.name)
+        price = found[0] if found else None
+        rows.append(
+            {
+                "cloud": offer.cloud,
+                "region": offer.region,
+                "instance_type": offer.name,
+                "vcpus": offer.vcpus,
+                "memory_gib": offer.memory_gib,
+                "gpus": f"{offer.gpu_count}x {offer.gpu_model}" if offer.gpu_count else "",
+                "price_per_hour": f"{price.amount_per_hour:g} {price.currency}" if price else None,
+                "priced_region": price.region if price else None,
+                "price_date": price.source_date if price else None,
+                "spec_source": offer.spec_source,
+            }
+        )
+    return rows
+
+
+def print_preview(result: Any) -> None:
+    plan: DeploymentPlan = result.plan
+    console.print(f"[bold]Preview[/bold] ({plan.cloud}): {plan.summary()}", markup=True)
+    table = Table("type", "name", "parent", "key properties", title="Resources `pulumi up` would create")
+    for resource in result.resources:
+        table.add_row(resource.type, resource.name, resource.parent or "", resource.key_properties())
+    console.print(table)

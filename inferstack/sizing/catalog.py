@@ -1,0 +1,322 @@
+"""The instance catalog: what each cloud offers (specs) and what it costs (prices), with sources and dates.
+
+Specs (data/instances.csv) and prices (data/prices.csv) are separate tables: a type can be known without
+a price (all of Huawei today). Prices keep their own currency; `PriceBook` converts for ranking with
+exchange rates (data/exchange_rates.csv, or the user's override file) and flags regional substitutes.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from inferstack.errors import Problem, input_error
+from inferstack.sizing.hardware import (
+    CATALOG_GPU_IDS,
+    DATA_DIR,
+    UNSUPPORTED_ACCELERATORS,
+    CpuSpec,
+    GpuSpec,
+    gpu_specs,
+)
+from inferstack.spec import CLOUDS, Cloud
+
+# The region each cloud's specs were catalogued for (shared/catalog/README.md).
+CATALOG_REGIONS: dict[Cloud, str] = {
+    "aws": "us-east-1",
+    "gcp": "us-central1",
+    "alibaba": "ap-southeast-1",
+    "huawei": "ap-southeast-3",
+}
+_ATTACHED = re.compile(r"^(?P<machine>[\w-]+)\+(?P<count>\d+)x\s*(?P<accelerator>[\w-]+)$")
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One instance type of one cloud, as the catalog describes it."""
+
+    cloud: Cloud
+    region: str
+    name: str  # catalog row name (GCP N1+T4: "n1-standard-4+1x nvidia-tesla-t4")
+    machine_type: str  # what the cloud's API calls it
+    attach_type: str | None  # accelerator attached to a general VM (GCP N1 + T4)
+    family: str
+    vcpus: int
+    memory_gib: float
+    gpu: GpuSpec | None
+    gpu_count: int
+    gpu_model: str  # catalog name, kept for offers whose accelerator the speed model does not cover
+    local_nvme_gb: int | None
+    spec_source: str
+    spec_date: str
+    cpu: CpuSpec | None  # host CPU, when cpu_families.csv knows the family
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpu_count > 0
+
+    @property
+    def unsupported_reason(self) -> str | None:
+        """Why the planner cannot use this offer (None: it can)."""
+        if self.has_gpu and self.gpu is None:
+            return UNSUPPORTED_ACCELERATORS.get(self.gpu_model, f"no GPU spec for {self.gpu_model}")
+        return None
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(float(text)) if text.strip() else None
+
+
+@cache
+def cpu_families() -> dict[tuple[str, str], dict[str, str]]:
+    """Rows of cpu_families.csv by (cloud, family); empty when the file is absent."""
+    path = DATA_DIR / "cpu_families.csv"
+    if not path.is_file():
+        return {}
+    with path.open(newline="", encoding="utf-8") as f:
+        return {(row["cloud"], row["family"]): row for row in csv.DictReader(f)}
+
+
+def host_cpu(cloud: str, family: str, vcpus: int) -> CpuSpec | None:
+    """The share of a host's CPU an instance gets: its cores, and memory bandwidth pro rata of its socket.
+
+    Where the catalog does not say how many vCPUs share a socket, the instance is credited the whole
+    socket's bandwidth; the per-core limit of the engine's CPU profile still applies. None when the ISA,
+    clock or socket bandwidth is unknown: no CPU speed is estimated without them.
+    """
+    row = cpu_families().get((cloud, family))
+    if not row or not row["isa"] or not row["socket_memory_bandwidth_gbps"]:
+        return None
+    ghz_text = row["sustained_all_core_ghz"] or row["max_turbo_ghz"]
+    if not ghz_text:
+        return None
+    per_core = int(row["vcpus_per_core"] or 2)
+    socket_bandwidth = float(row["socket_memory_bandwidth_gbps"])
+    per_socket = int(row["vcpus_per_socket"]) if row["vcpus_per_socket"] else None
+    bandwidth = socket_bandwidth * vcpus / per_socket if per_socket else socket_bandwidth
+    return CpuSpec(
+        cores=max(1, vcpus // per_core),
+        memory_bandwidth_gbps=bandwidth,
+        isa=row["isa"],
+        ghz=float(ghz_text),
+        description=f"{row['processor']} ({vcpus} vCPU)",
+    )
+
+
+def _gpu_for(row: dict[str, str]) -> GpuSpec | None:
+    count = int(row["gpu_count"] or 0)
+    if not count:
+        return None
+    memory = round(float(row["gpu_memory_gib_each"]))
+    spec_id = CATALOG_GPU_IDS.get((row["gpu_model"], memory))
+    if spec_id is None:
+        return None
+    spec = gpu_specs()[spec_id]
+    return spec if spec.memory_gb == memory else spec.with_memory(memory)
+
+
+@cache
+def offers() -> tuple[Offer, ...]:
+    """Every catalog instance type."""
+    result = []
+    with (DATA_DIR / "instances.csv").open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            attached = _ATTACHED.match(row["instance_type"])
+            vcpus = int(row["vcpus"])
+            result.append(
+                Offer(
+                    cloud=row["cloud"],
+                    region=row["region"],
+                    name=row["instance_type"],  # type: ignore[arg-type]
+                    machine_type=attached["machine"] if attached else row["instance_type"],
+                    attach_type=attached["accelerator"] if attached else None,
+                    family=row["family"],
+                    vcpus=vcpus,
+                    memory_gib=float(row["memory_gib"]),
+                    gpu=_gpu_for(row),
+                    gpu_count=int(row["gpu_count"] or 0),
+                    gpu_model=row["gpu_model"],
+                    local_nvme_gb=_int_or_none(row["local_nvme_gb"]),
+                    spec_source=row["spec_source"],
+                    spec_date=row["spec_date"],
+                    cpu=host_cpu(row["cloud"], row["family"], vcpus),
+                )
+            )
+    return tuple(result)
+
+
+# ---- prices ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ListPrice:
+    amount_per_hour: float
+    currency: str
+    region: str
+    source: str
+    source_date: str
+
+
+@dataclass(frozen=True)
+class ExchangeRates:
+    """Units of USD per unit of each currency, with where they came from."""
+
+    usd_per_unit: dict[str, float]
+    source: str
+
+    def convert(self, amount: float, from_currency: str, to_currency: str) -> float | None:
+        if from_currency == to_currency:
+            return amount
+        if from_currency not in self.usd_per_unit or to_currency not in self.usd_per_unit:
+            return None
+        return amount * self.usd_per_unit[from_currency] / self.usd_per_unit[to_currency]
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+@cache
+def default_exchange_rates() -> ExchangeRates:
+    """The packaged, dated default rates (data/exchange_rates.csv)."""
+    path = DATA_DIR / "exchange_rates.csv"
+    rates: dict[str, float] = {"USD": 1.0}
+    sources: set[str] = set()
+    if path.is_file():
+        for row in _read_csv(path):
+            value = row.get("usd_per_unit", "").strip()
+            if value:
+                rates[row["currency"]] = float(value)
+                sources.add(f"{row['source']} ({row['date']})")
+    return ExchangeRates(rates, "; ".join(sorted(sources)) or "none packaged")
+
+
+class PriceBook:
+    """List prices by (cloud, region, type), overrides applied, convertible to a ranking currency."""
+
+    def __init__(self, rows: list[dict[str, str]], rates: ExchangeRates, discounts: dict[str, float] | None = None):
+        self._prices: dict[tuple[str, str], list[ListPrice]] = {}
+        for row in rows:
+            price = ListPrice(
+                float(row["price_per_hour"]), row["currency"], row["region"], row["source"], row["source_date"]
+            )
+            self._prices.setdefault((row["cloud"], row["instance_type"]), []).append(price)
+        self.rates = rates
+        self.discounts = discounts or {}
+
+    @classmethod
+    def load(cls, override_file: Path | None = None) -> PriceBook:
+        """The packaged prices, with the user's override file (prices, discounts, exchange rates) on top."""
+        rows = _read_csv(DATA_DIR / "prices.csv")
+        rates = default_exchange_rates()
+        discounts: dict[str, float] = {}
+        if override_file is not None:
+            override = _read_override(override_file)
+            rows = _merge_rows(rows, override.get("prices", []), override_file)
+            if "exchange_rates" in override:
+                rates = _override_rates(override["exchange_rates"], rates, override_file)
+            discounts = _override_discounts(override.get("discounts", {}), override_file)
+        return cls(rows, rates, discounts)
+
+    def lookup(self, cloud: str, region: str, instance_type: str) -> tuple[ListPrice, bool] | None:
+        """The price in `region` if listed, else the catalog region's (flagged as a substitute), else any."""
+        candidates = self._prices.get((cloud, instance_type), [])
+        for wanted in (region, CATALOG_REGIONS.get(cloud)):  # type: ignore[call-overload]
+            found = next((p for p in candidates if p.region == wanted), None)
+            if found:
+                return self._discounted(cloud, found), found.region != region
+        if candidates:
+            return self._discounted(cloud, min(candidates, key=lambda p: p.amount_per_hour)), True
+        return None
+
+    def _discounted(self, cloud: str, price: ListPrice) -> ListPrice:
+        percent = self.discounts.get(cloud, 0.0)
+        if not percent:
+            return price
+        return ListPrice(
+            price.amount_per_hour * (1 - percent / 100),
+            price.currency,
+            price.region,
+            f"{price.source}, less {percent:g} % (override file)",
+            price.source_date,
+        )
+
+
+def _read_override(path: Path) -> dict[str, Any]:
+    import yaml
+
+    if not path.is_file():
+        raise input_error(
+            "--prices", "file not found", value=str(path), fix="pass the path of a price-override YAML file"
+        )
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict) or not set(data) <= {"prices", "exchange_rates", "discounts"}:
+        raise input_error(
+            "--prices",
+            "must be a mapping with prices, exchange_rates and/or discounts",
+            value=sorted(data) if isinstance(data, dict) else data,
+            fix="see docs/pricing.md for the override file format",
+        )
+    return data
+
+
+def _merge_rows(rows: list[dict[str, str]], overrides: list[dict[str, Any]], path: Path) -> list[dict[str, str]]:
+    problems, replaced = [], {}
+    for i, item in enumerate(overrides):
+        missing = {"cloud", "region", "instance_type", "price_per_hour", "currency"} - set(item)
+        if missing or item.get("cloud") not in CLOUDS:
+            problems.append(
+                Problem(
+                    f"prices[{i}]",
+                    f"needs cloud (one of {', '.join(CLOUDS)}), region, instance_type, price_per_hour and currency",
+                    value=item,
+                    fix="complete the entry",
+                )
+            )
+            continue
+        key = (item["cloud"], item["region"], item["instance_type"])
+        replaced[key] = {
+            "cloud": item["cloud"],
+            "region": item["region"],
+            "instance_type": item["instance_type"],
+            "currency": str(item["currency"]).upper(),
+            "price_per_hour": str(float(item["price_per_hour"])),
+            "source": str(item.get("source", f"override file {path.name}")),
+            "source_date": str(item.get("date", "unknown")),
+        }
+    if problems:
+        from inferstack.errors import InputError
+
+        raise InputError(problems, source=str(path))
+    kept = [r for r in rows if (r["cloud"], r["region"], r["instance_type"]) not in replaced]
+    return kept + list(replaced.values())
+
+
+def _override_rates(section: Any, defaults: ExchangeRates, path: Path) -> ExchangeRates:
+    if not isinstance(section, dict) or not isinstance(section.get("usd_per_unit"), dict):
+        raise input_error(
+            "exchange_rates",
+            "must have usd_per_unit: {CURRENCY: rate}",
+            value=section,
+            fix="e.g. exchange_rates: {usd_per_unit: {CNY: 0.14}, source: ..., date: YYYY-MM-DD}",
+        )
+    rates = dict(defaults.usd_per_unit)
+    rates.update({str(k).upper(): float(v) for k, v in section["usd_per_unit"].items()})
+    source = f"{section.get('source', path.name)} ({section.get('date', 'undated')})"
+    return ExchangeRates(rates, source)
+
+
+def _override_discounts(section: Any, path: Path) -> dict[str, float]:
+    if not isinstance(section, dict) or not all(k in CLOUDS and 0 <= float(v) < 100 for k, v in section.items()):
+        raise input_error(
+            "discounts",
+            "must map clouds to a percentage off list price (0–100)",
+            value=section,
+            fix="e.g. discounts: {aws: 20}",
+        )
+    return {k: float(v) for k, v in section.items()}

@@ -1,0 +1,119 @@
+"""What the workload asks of the deployment, with every default the planner fills in made explicit.
+
+`Demand` is the spec reduced to numbers: peak load, token counts (mean and p95), latency targets and the
+stage's rules. Each default becomes an assumption line in the plan, so nothing is silently invented.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from inferstack.sizing.models import ResolvedModel
+from inferstack.spec import Stage, WorkloadSpec
+
+# Targets used when the spec gives none (interactive use): a first token within 2 s, then text faster
+# than reading speed (≥ 10 tokens/s); other models answer within 1 s.
+DEFAULT_TTFT_P95_MS = 2000.0
+DEFAULT_TPOT_P95_MS = 100.0
+DEFAULT_LATENCY_P95_MS = 1000.0
+
+
+@dataclass(frozen=True)
+class StageRules:
+    """What each stage requires of a deployment."""
+
+    min_replicas: int
+    min_zones: int
+    spare_replicas: int  # replicas that may fail while the rest still meet the load at target utilization
+    max_utilization: float  # of saturation throughput, per replica, at peak
+
+
+STAGES: dict[Stage, StageRules] = {
+    "validation": StageRules(min_replicas=1, min_zones=1, spare_replicas=0, max_utilization=0.8),
+    "internal": StageRules(min_replicas=1, min_zones=1, spare_replicas=0, max_utilization=0.8),
+    "production": StageRules(min_replicas=2, min_zones=2, spare_replicas=1, max_utilization=0.8),
+}
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Peak load and targets, in the units the planner computes with."""
+
+    spec: WorkloadSpec
+    model: ResolvedModel
+    interactive: bool
+    requests_per_s: float | None  # peak
+    concurrent_users: int | None  # peak
+    prompt_tokens: int
+    prompt_tokens_p95: int
+    output_tokens: int
+    output_tokens_p95: int
+    max_model_len: int
+    items_per_request: int
+    ttft_p95_ms: float | None
+    tpot_p95_ms: float | None
+    latency_p95_ms: float | None
+    min_output_tokens_per_s: float | None
+    min_requests_per_s: float | None
+    stage: StageRules
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def sequence_tokens(self) -> int:
+        """Mean tokens one sequence holds in the KV cache at the end of its answer."""
+        return self.prompt_tokens + self.output_tokens
+
+
+def demand_of(spec: WorkloadSpec, model: ResolvedModel) -> Demand:
+    traffic, slo = spec.traffic, spec.slo
+    assumptions: list[str] = []
+    interactive = traffic.mode == "interactive"
+    rps = traffic.requests_per_s * traffic.peak_factor if traffic.requests_per_s is not None else None
+    users = math.ceil(traffic.concurrent_users * traffic.peak_factor) if traffic.concurrent_users else None
+    if traffic.peak_factor > 1:
+        assumptions.append(f"peak = {traffic.peak_factor:g} x the given load")
+    llm = model.is_llm
+    ttft = slo.ttft_p95_ms
+    tpot = slo.tpot_p95_ms
+    latency = slo.latency_p95_ms
+    if interactive and llm and ttft is None:
+        ttft = DEFAULT_TTFT_P95_MS
+        assumptions.append(f"no ttft_p95_ms given: {ttft:g} ms assumed for interactive use")
+    if interactive and llm and tpot is None:
+        tpot = DEFAULT_TPOT_P95_MS
+        assumptions.append(f"no tpot_p95_ms given: {tpot:g} ms assumed (faster than reading speed)")
+    if interactive and not llm and latency is None:
+        latency = DEFAULT_LATENCY_P95_MS
+        assumptions.append(f"no latency_p95_ms given: {latency:g} ms assumed")
+    prompt, output = traffic.prompt_tokens, traffic.output_tokens
+    max_len = traffic.context_tokens or _round_up(prompt.high + output.high, 256)
+    if llm and traffic.context_tokens is None:
+        assumptions.append(f"context_tokens not given: the server accepts {max_len} tokens (p95 prompt + output)")
+    if llm and model.arch is not None and max_len > model.arch.max_position:
+        assumptions.append(f"context {max_len} exceeds the model's {model.arch.max_position}: capped")
+        max_len = model.arch.max_position
+    return Demand(
+        spec=spec,
+        model=model,
+        interactive=interactive,
+        requests_per_s=rps,
+        concurrent_users=users,
+        prompt_tokens=prompt.mean,
+        prompt_tokens_p95=prompt.high,
+        output_tokens=output.mean if llm else 0,
+        output_tokens_p95=output.high if llm else 0,
+        max_model_len=max_len,
+        items_per_request=traffic.items_per_request,
+        ttft_p95_ms=ttft,
+        tpot_p95_ms=tpot,
+        latency_p95_ms=latency,
+        min_output_tokens_per_s=slo.min_output_tokens_per_s,
+        min_requests_per_s=slo.min_requests_per_s,
+        stage=STAGES[spec.stage],
+        assumptions=assumptions,
+    )
+
+
+def _round_up(value: int, step: int) -> int:
+    return -(-value // step) * step

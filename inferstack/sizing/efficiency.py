@@ -1,0 +1,151 @@
+"""How close each engine gets to the hardware's peaks: the calibrated constants of the speed model.
+
+Every number here is either fitted on ../shared/benchmarks/calibration.csv by `benchmarks/fit.py`
+(the rows it was fitted on are named) or, where no measured row exists, taken from the ranges in
+../shared/notes/sizing.md and marked "prior". `benchmarks/fidelity.py` reports how well they predict
+every calibration row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inferstack.spec import Engine
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """Efficiency of one engine on GPUs (or CPUs, for llama.cpp and ONNX Runtime)."""
+
+    name: str
+    decode_bandwidth_utilization: float  # MBU streaming 16-bit weights and the KV cache
+    int8_weight_only_bandwidth_factor: float  # dequantising kernels reach less than the byte ratio
+    int4_weight_only_bandwidth_factor: float
+    matmul_utilization: float  # MFU of 16-bit tensor-core matmuls (prefill, large-batch decode)
+    fp8_matmul_utilization: float
+    step_overhead_ms_per_layer: float  # launch and scheduling cost per layer and decode step
+    allreduce_latency_us: float  # fixed cost of one tensor-parallel all-reduce
+    overlap_exponent: float  # memory and compute time combine as (m^p + c^p)^(1/p): p=1 adds, large p overlaps
+    provenance: str
+
+
+# Fitted on the FasterTransformer / TensorRT-LLM rows g01–g18 (prefill, decode, static-batch throughput).
+TRTLLM = EngineProfile(
+    name="trtllm",
+    decode_bandwidth_utilization=0.85,  # at the fit's upper bound (sizing.md: measured MBU 0.4–0.8)
+    int8_weight_only_bandwidth_factor=0.86,  # no TensorRT-LLM weight-only row: the vLLM (gpt-fast) fit
+    int4_weight_only_bandwidth_factor=0.66,
+    matmul_utilization=0.73,
+    fp8_matmul_utilization=0.47,
+    step_overhead_ms_per_layer=0.056,
+    allreduce_latency_us=25.0,
+    overlap_exponent=1.24,
+    provenance="fitted on calibration rows g01-g18 (FasterTransformer, TensorRT-LLM) by benchmarks/fit.py",
+)
+
+# vLLM decodes with CUDA graphs like gpt-fast: its decode constants are fitted on the gpt-fast rows
+# g38–g43 (batch 1, bf16/int8/int4, TP 1–8). Its matmul efficiency is the TensorRT-LLM fit scaled by 0.9
+# (prior: vLLM's prefill kernels trail TensorRT-LLM's; the calibration set has no vLLM latency row).
+VLLM = EngineProfile(
+    name="vllm",
+    decode_bandwidth_utilization=0.80,
+    int8_weight_only_bandwidth_factor=0.86,
+    int4_weight_only_bandwidth_factor=0.66,
+    matmul_utilization=0.66,  # 0.9 x the TensorRT-LLM fit (prior)
+    fp8_matmul_utilization=0.42,  # 0.9 x the TensorRT-LLM fit (prior)
+    step_overhead_ms_per_layer=0.042,
+    allreduce_latency_us=10.7,
+    overlap_exponent=1.24,  # the TensorRT-LLM fit (batch-1 rows cannot constrain it)
+    provenance="decode fitted on gpt-fast rows g38-g43 by benchmarks/fit.py (proxy: both decode with CUDA graphs); "
+    "matmul efficiency prior (0.9 x trtllm)",
+)
+
+# Hugging Face transformers, eager PyTorch: no CUDA graphs, Python per layer (prior: low end of the
+# 0.4–0.8 MBU range in sizing.md; no calibration row).
+HF = EngineProfile(
+    name="hf",
+    decode_bandwidth_utilization=0.45,
+    int8_weight_only_bandwidth_factor=0.5,
+    int4_weight_only_bandwidth_factor=0.4,
+    matmul_utilization=0.45,
+    fp8_matmul_utilization=0.3,
+    step_overhead_ms_per_layer=0.25,
+    allreduce_latency_us=60.0,
+    overlap_exponent=1.0,
+    provenance="prior (sizing.md ranges); uncalibrated",
+)
+
+# llama.cpp with CUDA: GGUF dequantising kernels (prior; the calibration set only has CPU rows for it).
+LLAMACPP_GPU = EngineProfile(
+    name="llamacpp",
+    decode_bandwidth_utilization=0.65,
+    int8_weight_only_bandwidth_factor=0.85,
+    int4_weight_only_bandwidth_factor=0.85,
+    matmul_utilization=0.45,
+    fp8_matmul_utilization=0.45,
+    step_overhead_ms_per_layer=0.06,
+    allreduce_latency_us=60.0,
+    overlap_exponent=1.0,
+    provenance="prior (sizing.md ranges); uncalibrated on GPU",
+)
+
+# ONNX Runtime (and Triton's ONNX Runtime backend) for encoders, vision, diffusion and speech (prior).
+ONNXRUNTIME = EngineProfile(
+    name="onnxruntime",
+    decode_bandwidth_utilization=0.6,
+    int8_weight_only_bandwidth_factor=0.8,
+    int4_weight_only_bandwidth_factor=0.7,
+    matmul_utilization=0.40,
+    fp8_matmul_utilization=0.30,
+    step_overhead_ms_per_layer=0.05,
+    allreduce_latency_us=60.0,
+    overlap_exponent=1.0,
+    provenance="prior (sizing.md: MFU 0.4-0.67 for good kernels); uncalibrated",
+)
+
+GPU_PROFILES: dict[Engine, EngineProfile] = {
+    Engine.TRTLLM: TRTLLM,
+    Engine.VLLM: VLLM,
+    Engine.HF: HF,
+    Engine.LLAMACPP: LLAMACPP_GPU,
+    Engine.ONNXRUNTIME: ONNXRUNTIME,
+}
+
+
+@dataclass(frozen=True)
+class CpuProfile:
+    """Efficiency of a CPU engine."""
+
+    name: str
+    dram_bandwidth_utilization: float  # η of sizing.md: decode saturates DRAM at 0.5–0.6 of peak
+    bandwidth_per_core_gbps: float  # one core cannot pull the whole socket: decode scales with threads first
+    matmul_flops_per_cycle: dict[str, float]  # effective FLOPs per core per cycle by ISA
+    provenance: str
+
+
+# llama.cpp on CPU, fitted on rows c03/c04 (Llama-2-7B Q4_0, Xeon w9-3475X at a fixed 2.2 GHz):
+# tg128 12.32 tok/s on 8 threads → 46.8 GB/s → 5.85 GB/s per core; pp512 42.74 tok/s on 8 threads →
+# 576 GFLOP/s → 32.7 FLOP/cycle/core. AVX-512 is taken equal to AMX (the AMX kernel's gain is small,
+# ollama PR #9203); AVX2 at half (half the vector width); NEON at half (prior). η from sizing.md.
+LLAMACPP_CPU = CpuProfile(
+    name="llamacpp",
+    dram_bandwidth_utilization=0.55,
+    bandwidth_per_core_gbps=5.85,
+    matmul_flops_per_cycle={"amx": 32.7, "avx512": 32.7, "avx2": 16.4, "neon": 16.4},
+    provenance="fitted on calibration rows c03 (decode) and c04 (prefill); ISA ratios prior",
+)
+
+# ONNX Runtime / OpenVINO on CPU for encoders and vision: fp32/int8 GEMMs through oneDNN/MLAS reach a
+# larger share of the vector peak than GGUF kernels (prior; no calibration row).
+ONNXRUNTIME_CPU = CpuProfile(
+    name="onnxruntime",
+    dram_bandwidth_utilization=0.6,
+    bandwidth_per_core_gbps=8.0,
+    matmul_flops_per_cycle={"amx": 64.0, "avx512": 40.0, "avx2": 20.0, "neon": 16.0},
+    provenance="prior (vector width x 0.6 efficiency); uncalibrated",
+)
+
+CPU_PROFILES: dict[Engine, CpuProfile] = {
+    Engine.LLAMACPP: LLAMACPP_CPU,
+    Engine.ONNXRUNTIME: ONNXRUNTIME_CPU,
+}

@@ -1,0 +1,379 @@
+"""Can one catalog offer serve the demand, and with how many replicas? The feasibility core of the planner.
+
+For an LLM the replica is a continuous-batching server: a request holds a batch slot from arrival to its
+last token. At concurrency c a replica completes c requests per cycle of `batch_s(c)` (their prefills plus
+every decode step), so a request sees TPOT(c) = step(c) + prefill(c)/output_tokens. Saturation is the
+largest concurrency that memory and the TPOT target allow; each replica may run at most at the stage's
+utilization of it (80 %). TTFT adds the prompt's own prefill, a decode step it joins, the wait for a free
+slot (Erlang C) and the wait behind other prefills (M/D/1).
+
+Non-LLM servers batch items dynamically: a batch of b items takes `batch_latency_s(b)`; a request waits
+for the batch in flight (M/D/1) and then runs in its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from inferstack.sizing.catalog import Offer
+from inferstack.sizing.demand import Demand
+from inferstack.sizing.items import ItemServer
+from inferstack.sizing.llm import GIB, LlmReplica
+from inferstack.sizing.queueing import md1_wait_p95_s, mmm_wait_p95_s
+from inferstack.spec import Engine, Precision
+
+MAX_REPLICAS = 64
+MAX_NUM_SEQS_GPU = 256  # vLLM's default max_num_seqs
+MAX_SLOTS_CPU = 16  # llama.cpp --parallel beyond this only splits the context further
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An offer with the engine and precision it would run."""
+
+    offer: Offer
+    engine: Engine
+    precision: Precision
+    notes: tuple[str, ...] = ()
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.offer.has_gpu
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """Why a candidate cannot serve the demand: a kind to group by, a sentence, and how far off it is."""
+
+    kind: str  # memory | tensor_parallel | ttft | tpot | latency | replicas | cpu_facts
+    message: str
+    gap: float = math.inf  # achieved / target (>1 misses); what relaxing the target by this factor would fix
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """A feasible deployment of one candidate (or, with `blocked`, why there is none)."""
+
+    candidate: Candidate
+    blocked: Blocker | None
+    replicas: int = 0
+    slots: int = 0  # batch slots per replica (max_num_seqs, llama.cpp --parallel, Triton max batch)
+    concurrency_per_replica: int = 0
+    utilization: float = 0.0
+    ttft_p95_ms: float | None = None
+    tpot_p95_ms: float | None = None
+    latency_p95_ms: float = 0.0
+    capacity_rps: float = 0.0  # whole deployment, at saturation
+    load_rps: float = 0.0
+    output_tokens_per_s: float | None = None  # whole deployment, at peak load
+    weights_gib: float = 0.0
+    overhead_gib: float = 0.0
+    kv_cache_gib: float = 0.0
+    kv_needed_gib: float = 0.0
+    usable_gib: float = 0.0
+    capacity_gib: float = 0.0
+    kv_bytes_per_token: int = 0
+    kv_capacity_tokens: int = 0
+    max_concurrency: int = 0
+    threads: int | None = None
+
+    @property
+    def feasible(self) -> bool:
+        return self.blocked is None
+
+
+def _blocked(candidate: Candidate, kind: str, message: str, gap: float = math.inf) -> Sizing:
+    return Sizing(candidate=candidate, blocked=Blocker(kind, message, gap))
+
+
+def size_candidate(demand: Demand, candidate: Candidate) -> Sizing:
+    if demand.model.is_llm:
+        return _size_llm(demand, candidate)
+    return _size_items(demand, candidate)
+
+
+# ---- LLMs ----------------------------------------------------------------------------------------------
+
+
+def _llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
+    offer = candidate.offer
+    assert demand.model.arch is not None
+    return LlmReplica(
+        arch=demand.model.arch,
+        precision=candidate.precision,
+        kv_dtype=demand.spec.kv_cache_dtype,
+        engine=candidate.engine,
+        gpu=offer.gpu,
+        gpus=max(offer.gpu_count, 1),
+        cpu=offer.cpu,
+        ram_gib=offer.memory_gib,
+    )
+
+
+def _tensor_parallel_problem(replica: LlmReplica) -> str | None:
+    arch, tp = replica.arch, replica.tensor_parallel
+    if tp == 1:
+        return None
+    if arch.heads % tp:
+        return f"{tp} GPUs do not divide the model's {arch.heads} attention heads (tensor parallelism)"
+    if not arch.is_mla and arch.kv_heads % tp and tp % arch.kv_heads:
+        return f"{tp} GPUs do not divide or replicate the model's {arch.kv_heads} KV heads"
+    return None
+
+
+def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
+    replica = _llm_replica(demand, candidate)
+    if candidate.on_gpu and (problem := _tensor_parallel_problem(replica)):
+        return _blocked(candidate, "tensor_parallel", problem)
+    if not candidate.on_gpu and replica.cpu is None:
+        return _blocked(
+            candidate, "cpu_facts", f"no CPU facts for the {candidate.offer.family} family (cpu_families.csv)"
+        )
+    if replica.kv_cache_gib <= 0:
+        needed = replica.weights_gib_per_device + replica.overhead_gib
+        return _blocked(
+            candidate,
+            "memory",
+            f"weights {replica.weights_gib_per_device:.1f} GiB + overhead "
+            f"{replica.overhead_gib:.1f} GiB exceed the {replica.usable_gib:.1f} GiB usable "
+            f"per {'GPU' if candidate.on_gpu else 'server'}",
+            needed / replica.usable_gib,
+        )
+    if replica.max_concurrency(demand.max_model_len) < 1:
+        return _blocked(
+            candidate,
+            "memory",
+            f"the KV cache ({replica.kv_cache_gib:.1f} GiB) cannot hold one {demand.max_model_len}-token sequence",
+        )
+    cap = MAX_NUM_SEQS_GPU if candidate.on_gpu else min(MAX_SLOTS_CPU, replica.cpu.cores if replica.cpu else 1)
+    memory_slots = min(cap, replica.max_concurrency(demand.sequence_tokens))
+    model = _LlmLoadModel(demand, replica)
+    slots = model.largest_concurrency_meeting_tpot(memory_slots)
+    if slots < 1:
+        tpot_ms = model.tpot_p95_s(1) * 1e3
+        return _blocked(
+            candidate,
+            "tpot",
+            f"TPOT p95 {tpot_ms:.0f} ms even for one sequence exceeds the {demand.tpot_p95_ms:g} ms target",
+            tpot_ms / (demand.tpot_p95_ms or 1),
+        )
+    own_ttft_s = model.ttft_floor_s()
+    if demand.ttft_p95_ms is not None and own_ttft_s * 1e3 > demand.ttft_p95_ms:
+        return _blocked(
+            candidate,
+            "ttft",
+            f"prefill of a p95 prompt alone takes {own_ttft_s * 1e3:.0f} ms, over "
+            f"the {demand.ttft_p95_ms:g} ms TTFT target",
+            own_ttft_s * 1e3 / demand.ttft_p95_ms,
+        )
+    saturation_rps = slots / replica.batch_s(slots, demand.prompt_tokens, demand.output_tokens)
+    return model.size_replicas(candidate, slots, saturation_rps)
+
+
+class _LlmLoadModel:
+    """The queueing view of one LLM replica for one demand."""
+
+    def __init__(self, demand: Demand, replica: LlmReplica):
+        self.demand, self.replica = demand, replica
+        self.context_p95 = demand.prompt_tokens_p95 + demand.output_tokens_p95 // 2
+        self.mean_context = demand.prompt_tokens + demand.output_tokens // 2
+
+    def cycle_s(self, concurrency: int) -> float:
+        d = self.demand
+        return self.replica.batch_s(concurrency, d.prompt_tokens, d.output_tokens)
+
+    def tpot_p95_s(self, concurrency: int) -> float:
+        d = self.demand
+        return self.replica.decode_step_s(concurrency, self.context_p95) + self.replica.prefill_s(
+            concurrency, d.prompt_tokens_p95
+        ) / max(d.output_tokens, 1)
+
+    def largest_concurrency_meeting_tpot(self, limit: int) -> int:
+        target = self.demand.tpot_p95_ms
+        if target is None:
+            return limit
+        low, high = 0, limit
+        while low < high:  # TPOT grows with concurrency: binary search the last one within target
+            middle = (low + high + 1) // 2
+            if self.tpot_p95_s(middle) * 1e3 <= target:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def ttft_floor_s(self) -> float:
+        return self.replica.prefill_s(1, self.demand.prompt_tokens_p95)
+
+    def ttft_p95_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
+        slot_wait = mmm_wait_p95_s(arrival_rps, self.cycle_s(max(concurrency, 1)), slots)
+        prefill_wait = md1_wait_p95_s(arrival_rps, self.replica.prefill_s(1, self.demand.prompt_tokens))
+        joined_step = self.replica.decode_step_s(max(concurrency - 1, 1), self.mean_context)
+        return self.ttft_floor_s() + joined_step + slot_wait + prefill_wait
+
+    def concurrency_at(self, arrival_rps: float, slots: int) -> int:
+        """Requests in flight at `arrival_rps` (Little's law, solved by fixed-point iteration)."""
+        concurrency = 1
+        for _ in range(20):
+            following = min(slots, max(1, math.ceil(arrival_rps * self.cycle_s(concurrency))))
+            if following == concurrency:
+                break
+            concurrency = following
+        return concurrency
+
+    def size_replicas(self, candidate: Candidate, slots: int, saturation_rps: float) -> Sizing:
+        d, rules = self.demand, self.demand.stage
+        needed_rps = self._required_rps(slots)
+        users = d.concurrent_users
+        active = max(1, math.ceil(needed_rps / (rules.max_utilization * saturation_rps)))
+        if users:
+            active = max(active, math.ceil(users / slots))
+        for serving in range(active, MAX_REPLICAS + 1):
+            replicas = max(rules.min_replicas, serving + rules.spare_replicas)
+            per_replica_rps = needed_rps / serving
+            if users:
+                concurrency = math.ceil(users / serving)
+                per_replica_rps = max(per_replica_rps, concurrency / self.cycle_s(concurrency))
+            else:
+                concurrency = self.concurrency_at(per_replica_rps, slots)
+            utilization = per_replica_rps / saturation_rps
+            if utilization > rules.max_utilization or concurrency > slots:
+                continue
+            ttft_s = self.ttft_p95_s(concurrency, per_replica_rps, slots)
+            if d.ttft_p95_ms is not None and ttft_s * 1e3 > d.ttft_p95_ms:
+                continue
+            return self._sizing(
+                candidate, replicas, serving, slots, concurrency, utilization, ttft_s, saturation_rps, per_replica_rps
+            )
+        return _blocked(
+            candidate, "replicas", f"needs more than {MAX_REPLICAS} replicas to carry the load within the targets"
+        )
+
+    def _required_rps(self, slots: int) -> float:
+        """Peak request rate to plan for: the given rate, the users' rate, or a throughput floor."""
+        d = self.demand
+        rates = [d.requests_per_s or 0.0]
+        if d.min_requests_per_s:
+            rates.append(d.min_requests_per_s)
+        if d.min_output_tokens_per_s:
+            rates.append(d.min_output_tokens_per_s / max(d.output_tokens, 1))
+        if d.concurrent_users:
+            concurrency = min(d.concurrent_users, slots)
+            rates.append(d.concurrent_users / self.cycle_s(concurrency))
+        return max(rates)
+
+    def _sizing(
+        self,
+        candidate: Candidate,
+        replicas: int,
+        serving: int,
+        slots: int,
+        concurrency: int,
+        utilization: float,
+        ttft_s: float,
+        saturation_rps: float,
+        per_replica_rps: float,
+    ) -> Sizing:
+        d, r = self.demand, self.replica
+        tpot_s = self.tpot_p95_s(concurrency)
+        kv_needed = concurrency * r.kv_bytes_per_sequence_per_device(d.sequence_tokens) / GIB
+        return Sizing(
+            candidate=candidate,
+            blocked=None,
+            replicas=replicas,
+            slots=slots,
+            concurrency_per_replica=concurrency,
+            utilization=utilization,
+            ttft_p95_ms=ttft_s * 1e3,
+            tpot_p95_ms=tpot_s * 1e3,
+            latency_p95_ms=(ttft_s + max(d.output_tokens_p95 - 1, 0) * tpot_s) * 1e3,
+            capacity_rps=saturation_rps * replicas,
+            load_rps=per_replica_rps * serving,
+            output_tokens_per_s=per_replica_rps * serving * d.output_tokens,
+            weights_gib=r.weights_gib_per_device,
+            overhead_gib=r.overhead_gib,
+            kv_cache_gib=r.kv_cache_gib,
+            kv_needed_gib=kv_needed,
+            usable_gib=r.usable_gib,
+            capacity_gib=r.capacity_gib,
+            kv_bytes_per_token=r.kv_bytes_per_token,
+            kv_capacity_tokens=r.kv_capacity_tokens(),
+            max_concurrency=r.max_concurrency(d.sequence_tokens),
+            threads=r.cpu.cores if r.cpu and not candidate.on_gpu else None,
+        )
+
+
+# ---- non-LLM models ------------------------------------------------------------------------------------
+
+
+def _size_items(demand: Demand, candidate: Candidate) -> Sizing:
+    offer = candidate.offer
+    if not candidate.on_gpu and offer.cpu is None:
+        return _blocked(candidate, "cpu_facts", f"no CPU facts for the {offer.family} family (cpu_families.csv)")
+    server = ItemServer(
+        model=demand.model,
+        precision=candidate.precision,
+        engine=candidate.engine,
+        gpu=offer.gpu,
+        gpus=max(offer.gpu_count, 1),
+        cpu=offer.cpu,
+        ram_gib=offer.memory_gib,
+        sequence_tokens=demand.prompt_tokens,
+    )
+    items = demand.items_per_request
+    max_batch = server.max_batch()
+    if max_batch < items:
+        return _blocked(
+            candidate,
+            "memory",
+            f"{server.total_gib(items):.1f} GiB needed for one request exceeds the {server.usable_gib:.1f} GiB usable",
+            server.total_gib(items) / max(server.usable_gib, 1e-9),
+        )
+    target_s = demand.latency_p95_ms / 1e3 if demand.latency_p95_ms else math.inf
+    # A request waits for the batch in flight, then runs in its own: both must fit within the target.
+    batch = max_batch
+    while batch > items and 2 * server.batch_latency_s(batch) > target_s:
+        batch -= items
+    single_s = server.batch_latency_s(items)
+    if single_s > target_s:
+        return _blocked(
+            candidate,
+            "latency",
+            f"one request takes {single_s * 1e3:.0f} ms, over the {demand.latency_p95_ms:g} ms target",
+            single_s / target_s,
+        )
+    saturation_items = batch / server.batch_latency_s(batch)
+    rules = demand.stage
+    needed_items = max(demand.requests_per_s or 0.0, demand.min_requests_per_s or 0.0) * items
+    if demand.concurrent_users:
+        needed_items = max(needed_items, demand.concurrent_users * items / single_s)
+    fewest = max(1, math.ceil(needed_items / (rules.max_utilization * saturation_items)))
+    for serving in range(fewest, MAX_REPLICAS + 1):
+        per_replica = needed_items / serving
+        in_flight = min(batch, max(items, math.ceil(per_replica * server.batch_latency_s(batch))))
+        latency_s = server.batch_latency_s(in_flight)
+        latency_p95_s = latency_s + md1_wait_p95_s(per_replica / in_flight, latency_s)
+        if latency_p95_s <= target_s:
+            replicas = max(rules.min_replicas, serving + rules.spare_replicas)
+            return Sizing(
+                candidate=candidate,
+                blocked=None,
+                replicas=replicas,
+                slots=batch,
+                concurrency_per_replica=max(1, in_flight // items),
+                utilization=per_replica / saturation_items,
+                latency_p95_ms=latency_p95_s * 1e3,
+                capacity_rps=saturation_items / items * replicas,
+                load_rps=needed_items / items,
+                weights_gib=server.weights_gib,
+                overhead_gib=server.overhead_gib(batch),
+                usable_gib=server.usable_gib,
+                capacity_gib=server.capacity_gib,
+                threads=offer.cpu.cores if offer.cpu and not candidate.on_gpu else None,
+            )
+    return _blocked(
+        candidate, "replicas", f"needs more than {MAX_REPLICAS} replicas to carry the load within the target"
+    )

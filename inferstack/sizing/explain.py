@@ -1,0 +1,195 @@
+"""The plan's reasons and warnings, in sentences a reviewer can check against the numbers."""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING
+
+from inferstack.sizing.demand import Demand
+from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES
+
+if TYPE_CHECKING:
+    from inferstack.sizing.planner import Priced
+
+STALE_PRICE_DAYS = 180
+_UNOFFICIAL_GPU_SPECS = {
+    "A10G": "A10G compute figures are community figures, not NVIDIA's (gpus.csv)",
+    "L20": "L20 compute figures are unverified (gpus.csv)",
+}
+
+
+def _hardware(priced: Priced) -> str:
+    offer = priced.sizing.candidate.offer
+    if offer.gpu:
+        return f"{offer.gpu_count}x {offer.gpu.id}, {offer.vcpus} vCPU, {offer.memory_gib:g} GiB"
+    return f"{offer.vcpus} vCPU, {offer.memory_gib:g} GiB"
+
+
+def _cost(priced: Priced) -> str:
+    return f"{priced.price.monthly_ranking}/month" if priced.price.monthly_ranking else "price unknown"
+
+
+def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]:
+    sizing, offer = chosen.sizing, chosen.sizing.candidate.offer
+    model = demand.model
+    lines = [_model_line(demand, chosen), _load_line(demand)]
+    known = [p for p in ranked if p.price.monthly_ranking]
+    if chosen.price.monthly_ranking:
+        line = (
+            f"{offer.name} ({_hardware(chosen)}) is the cheapest of {len(known)} feasible priced "
+            f"{offer.cloud} options at {_cost(chosen)}"
+        )
+        runner_up = next((p for p in known if p is not chosen), None)
+        if runner_up and runner_up.price.monthly_ranking and chosen.price.monthly_ranking:
+            extra = runner_up.price.monthly_ranking.amount / chosen.price.monthly_ranking.amount - 1
+            line += f"; next: {runner_up.sizing.candidate.offer.name} at {_cost(runner_up)} (+{extra:.0%})"
+        lines.append(line + ".")
+    else:
+        what = "a price in the ranking currency" if chosen.price.monthly else "a known price"
+        lines.append(
+            f"No feasible {offer.cloud} option has {what}: {offer.name} ({_hardware(chosen)}) is "
+            "the smallest that fits; it is not ranked against priced options."
+        )
+    lines.append(_device_line(chosen, ranked))
+    lines.append(_replica_line(demand, sizing))
+    lines.append(_memory_line(demand, sizing))
+    if model.is_llm:
+        lines.append(
+            f"Predicted p95 at peak: TTFT {sizing.ttft_p95_ms:.0f} ms"
+            f"{_target(demand.ttft_p95_ms)}, TPOT {sizing.tpot_p95_ms:.0f} ms{_target(demand.tpot_p95_ms)}, "
+            f"{sizing.output_tokens_per_s:.0f} output tokens/s in total."
+        )
+    else:
+        lines.append(f"Predicted p95 latency at peak: {sizing.latency_p95_ms:.0f} ms{_target(demand.latency_p95_ms)}.")
+    lines.extend(f"{note[0].upper()}{note[1:]}." for note in sizing.candidate.notes)
+    return lines
+
+
+def _target(value: float | None) -> str:
+    return f" (target {value:g})" if value is not None else ""
+
+
+def _model_line(demand: Demand, chosen: Priced) -> str:
+    model, sizing = demand.model, chosen.sizing
+    candidate = sizing.candidate
+    split = f", {sizing.weights_gib:.2f} GiB per GPU" if candidate.offer.gpu_count > 1 and model.is_llm else ""
+    params = f"{model.params / 1e9:.2f} B" if model.params >= 1e9 else f"{model.params / 1e6:.0f} M"
+    return (
+        f"{model.display_name} ({params} parameters) at {candidate.precision.value} on {candidate.engine.value}{split}."
+    )
+
+
+def _load_line(demand: Demand) -> str:
+    parts = []
+    if demand.requests_per_s is not None:
+        parts.append(f"{demand.requests_per_s:g} requests/s")
+    if demand.concurrent_users is not None:
+        parts.append(f"{demand.concurrent_users} requests in flight")
+    load = " and ".join(parts) or "throughput floor only"
+    if demand.model.is_llm:
+        return (
+            f"Peak load: {load}; prompts {demand.prompt_tokens} tokens (p95 {demand.prompt_tokens_p95}), "
+            f"answers {demand.output_tokens} (p95 {demand.output_tokens_p95}), context up to "
+            f"{demand.max_model_len}."
+        )
+    return f"Peak load: {load}, {demand.items_per_request} item(s) per request."
+
+
+def _device_line(chosen: Priced, ranked: list[Priced]) -> str:
+    on_gpu = chosen.sizing.candidate.on_gpu
+    other = next((p for p in ranked if p.sizing.candidate.on_gpu != on_gpu), None)
+    kind, other_kind = ("GPU", "CPU") if on_gpu else ("CPU", "GPU")
+    if other is None:
+        return f"{kind} rather than {other_kind}: no {other_kind} option on this cloud meets the targets."
+    if chosen.price.monthly_ranking and other.price.monthly_ranking:
+        extra = other.price.monthly_ranking.amount / chosen.price.monthly_ranking.amount - 1
+        return (
+            f"{kind} rather than {other_kind}: the cheapest feasible {other_kind} option "
+            f"({other.sizing.candidate.offer.name}) costs {_cost(other)} (+{extra:.0%})."
+        )
+    return f"{kind} chosen; a feasible {other_kind} option ({other.sizing.candidate.offer.name}) has an unknown price."
+
+
+def _replica_line(demand: Demand, sizing: object) -> str:
+    from inferstack.sizing.evaluate import Sizing
+
+    assert isinstance(sizing, Sizing)
+    rules = demand.stage
+    line = (
+        f"{sizing.replicas} replica(s), each at {sizing.utilization:.0%} of its saturation at peak "
+        f"(limit {rules.max_utilization:.0%}), {sizing.concurrency_per_replica} request(s) in flight per replica"
+    )
+    if rules.spare_replicas:
+        line += (
+            f"; {demand.spec.stage}: {rules.spare_replicas} spare replica so the load still fits with one down, "
+            f"spread over {rules.min_zones} zones"
+        )
+    return line + "."
+
+
+def _memory_line(demand: Demand, sizing: object) -> str:
+    from inferstack.sizing.evaluate import Sizing
+
+    assert isinstance(sizing, Sizing)
+    where = "per GPU" if sizing.candidate.on_gpu else "per server"
+    line = f"Memory {where}: {sizing.weights_gib:.2f} GiB weights + {sizing.overhead_gib:.2f} GiB overhead"
+    if demand.model.is_llm:
+        line += (
+            f" + {sizing.kv_needed_gib:.2f} GiB KV cache for {sizing.concurrency_per_replica} sequence(s) of "
+            f"{demand.sequence_tokens} tokens, of {sizing.usable_gib:.2f} GiB usable; the cache holds "
+            f"{sizing.max_concurrency} such sequences"
+        )
+    else:
+        line += f", of {sizing.usable_gib:.2f} GiB usable"
+    return line + "."
+
+
+def warnings(demand: Demand, chosen: Priced) -> list[str]:
+    sizing, price = chosen.sizing, chosen.price
+    offer, candidate = sizing.candidate.offer, sizing.candidate
+    result = []
+    if price.monthly is None:
+        result.append(
+            f"no published price for {offer.name} in {chosen.region}: cost unknown, not ranked; "
+            f"`inferstack catalog refresh --cloud {offer.cloud}` fetches it"
+        )
+    else:
+        if price.substitute:
+            result.append(
+                f"price is {price.priced_region}'s list price, used for {chosen.region} (regional substitute)"
+            )
+        if price.monthly_ranking is None:
+            result.append(f"no exchange rate for {price.monthly.currency}: not ranked across clouds")
+        elif price.monthly.currency != price.monthly_ranking.currency:
+            result.append(
+                f"{price.monthly.currency} list price converted to {price.monthly_ranking.currency} "
+                "at the report's exchange rate"
+            )
+        age = _age_days(price.source_date)
+        if age is None:
+            result.append("price source carries no date")
+        elif age > STALE_PRICE_DAYS:
+            result.append(f"price is from {price.source_date} ({age // 30} months old): refresh before quoting")
+    if demand.spec.placement.spot:
+        result.append("spot prices are not in the catalog: costs are on-demand list prices")
+    profile = GPU_PROFILES[candidate.engine] if candidate.on_gpu else CPU_PROFILES[candidate.engine]
+    if "uncalibrated" in profile.provenance or "prior" in profile.provenance.split(";")[0]:
+        result.append(
+            f"{candidate.engine.value} speed on {'GPU' if candidate.on_gpu else 'CPU'} is "
+            f"uncalibrated ({profile.provenance})"
+        )
+    if offer.gpu and offer.gpu.id in _UNOFFICIAL_GPU_SPECS:
+        result.append(_UNOFFICIAL_GPU_SPECS[offer.gpu.id])
+    if offer.cpu is None and not offer.has_gpu:
+        result.append(f"no CPU facts for {offer.family}: CPU speed not estimated")
+    if "not verified" in offer.spec_source or offer.spec_date == "unknown":
+        result.append(f"{offer.name} specs come from an undated or unverified source ({offer.spec_source})")
+    return result
+
+
+def _age_days(date_text: str | None) -> int | None:
+    try:
+        date = datetime.date.fromisoformat(date_text or "")
+    except ValueError:
+        return None
+    return (datetime.date.today() - date).days

@@ -1,0 +1,99 @@
+"""Memory and speed of a non-LLM server (encoders, vision, diffusion, speech) that handles items in batches.
+
+An item costs a known number of FLOPs (from the architecture for BERT-style encoders, else the registry's
+published or derived figure). A batch of b items reads the weights once and computes b items: on GPUs a
+roofline with the engine's efficiencies; on CPUs the cores' matmul throughput plus one weight read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES
+from inferstack.sizing.hardware import CpuSpec, GpuSpec
+from inferstack.sizing.llm import CPU_OS_RESERVE_FRACTION, CPU_OS_RESERVE_GIB, GIB
+from inferstack.sizing.models import ResolvedModel
+from inferstack.sizing.precision import FORMATS
+from inferstack.spec import Engine, Precision
+
+# Runtime memory before any request: CUDA context + ONNX Runtime arena on GPUs, the runtime on CPUs (prior).
+GPU_RUNTIME_GIB, CPU_RUNTIME_GIB = 1.0, 0.5
+# Working memory per item in flight (prior): latents, attention maps and the VAE decode of a 1024² image
+# dominate diffusion; classifiers and encoders need little beyond their activations.
+ACTIVATION_GIB_PER_ITEM = {"image_generation": 3.0, "speech": 0.5, "vision": 0.05, "encoder": 0.02, "llm": 0.02}
+FIXED_LATENCY_S = 0.002  # request handling and kernel launches per batch (prior)
+MAX_BATCH = 64
+
+
+@dataclass(frozen=True)
+class ItemServer:
+    model: ResolvedModel
+    precision: Precision
+    engine: Engine
+    gpu: GpuSpec | None = None
+    gpus: int = 1
+    cpu: CpuSpec | None = None
+    ram_gib: float = 0.0
+    sequence_tokens: int = 128
+
+    @cached_property
+    def weights_gib(self) -> float:
+        return self.model.params * FORMATS[self.precision].bits_per_weight / 8 / GIB
+
+    @cached_property
+    def flops_per_item(self) -> float:
+        return self.model.gflops_per_item(self.sequence_tokens) * 1e9
+
+    @property
+    def capacity_gib(self) -> float:
+        return self.gpu.visible_memory_gib * self.gpus if self.gpu else self.ram_gib
+
+    @property
+    def usable_gib(self) -> float:
+        if self.gpu:
+            return 0.9 * self.capacity_gib
+        return self.ram_gib - max(CPU_OS_RESERVE_GIB, CPU_OS_RESERVE_FRACTION * self.ram_gib)
+
+    def overhead_gib(self, batch: int) -> float:
+        runtime = GPU_RUNTIME_GIB * self.gpus if self.gpu else CPU_RUNTIME_GIB
+        return runtime + batch * ACTIVATION_GIB_PER_ITEM[self.model.kind]
+
+    def total_gib(self, batch: int) -> float:
+        return self.weights_gib + self.overhead_gib(batch)
+
+    def fits(self, batch: int) -> bool:
+        return self.total_gib(batch) <= self.usable_gib
+
+    def max_batch(self) -> int:
+        """Largest batch that fits in memory, at most MAX_BATCH (0: not even one item fits)."""
+        room = self.usable_gib - self.weights_gib - self.overhead_gib(0)
+        per_item = ACTIVATION_GIB_PER_ITEM[self.model.kind]
+        return max(0, min(MAX_BATCH, int(room / per_item)))
+
+    def batch_latency_s(self, batch: int) -> float:
+        """Seconds to run one batch of `batch` items (data-parallel across the GPUs of one server)."""
+        compute_kind = "fp32" if self.precision is Precision.FP32 else FORMATS[self.precision].compute
+        weight_bytes = self.weights_gib * GIB
+        if self.gpu:
+            profile = GPU_PROFILES[self.engine]
+            per_gpu_batch = -(-batch // self.gpus)
+            memory_s = weight_bytes / (self.gpu.memory_bandwidth_gbps * 1e9 * profile.decode_bandwidth_utilization)
+            compute_s = (
+                per_gpu_batch
+                * self.flops_per_item
+                / (self.gpu.peak_tflops(compute_kind) * 1e12 * profile.matmul_utilization)
+            )
+            p = profile.overlap_exponent
+            return (memory_s**p + compute_s**p) ** (1 / p) + FIXED_LATENCY_S
+        assert self.cpu is not None
+        cpu_profile = CPU_PROFILES[self.engine]
+        flops_per_s = self.cpu.cores * cpu_profile.matmul_flops_per_cycle[self.cpu.isa] * self.cpu.ghz * 1e9
+        bandwidth = (
+            min(
+                cpu_profile.dram_bandwidth_utilization * self.cpu.memory_bandwidth_gbps,
+                self.cpu.cores * cpu_profile.bandwidth_per_core_gbps,
+            )
+            * 1e9
+        )
+        return batch * self.flops_per_item / flops_per_s + weight_bytes / bandwidth + FIXED_LATENCY_S

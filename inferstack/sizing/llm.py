@@ -1,0 +1,234 @@
+"""Memory and speed of one LLM replica: a model at a precision on N GPUs (tensor parallel) or on a CPU server.
+
+Memory follows vLLM's accounting (../shared/notes/sizing.md): the engine takes gpu_memory_utilization of
+each GPU; weights, the CUDA context and the activation peak of the profiling pass come off first; what is
+left holds the KV cache in 16-token blocks. Speed is a roofline: decode streams the weights and every
+sequence's KV cache once per step (bandwidth bound), prefill runs 2·params·tokens FLOPs (compute bound);
+tensor parallelism adds two all-reduces per layer. Engine efficiencies live in `efficiency.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from inferstack.sizing.architecture import LlmArchitecture
+from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES, CpuProfile, EngineProfile
+from inferstack.sizing.hardware import CpuSpec, GpuSpec
+from inferstack.sizing.precision import FORMATS, kv_bytes_per_element, weight_bytes
+from inferstack.spec import Engine, KvCacheDtype, Precision
+
+GIB = 2**30
+KV_BLOCK_TOKENS = 16  # vLLM's paged-attention block
+
+# vLLM's non-torch memory per GPU (CUDA context, NCCL buffers): 0.13 GiB at TP1 (calibration row m02),
+# 0.55 GiB at TP2 (row m05).
+NON_TORCH_GIB = {1: 0.13, 2: 0.55}
+# Activation peak of vLLM's profiling pass at its default batched-token budget grows with the model's width
+# and shrinks with tensor parallelism: fitted on rows m02 (4.76 GiB, hidden 4096), m04 (5.65 GiB implied,
+# hidden 5120), m05 (4.83 GiB implied at TP2, hidden 8192); MoE models peak about twice as high (row m06).
+ACTIVATION_GIB_BASE, ACTIVATION_GIB_PER_HIDDEN, ACTIVATION_TP_EXPONENT, MOE_ACTIVATION_FACTOR = 1.20, 0.000869, 0.8, 2.0
+# CPU servers: the runtime's compute buffers, and what the OS, agents and page cache keep (≥ 2 GiB or 10 %).
+CPU_RUNTIME_GIB = 1.0
+CPU_OS_RESERVE_GIB, CPU_OS_RESERVE_FRACTION = 2.0, 0.10
+
+
+@dataclass(frozen=True)
+class LlmReplica:
+    """One serving replica: a model on `gpus` × `gpu` (tensor parallel) or on a CPU server with `ram_gib`."""
+
+    arch: LlmArchitecture
+    precision: Precision
+    kv_dtype: KvCacheDtype
+    engine: Engine
+    gpu: GpuSpec | None = None
+    gpus: int = 1
+    cpu: CpuSpec | None = None
+    ram_gib: float = 0.0
+    gpu_memory_utilization: float = 0.9
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu is not None
+
+    @property
+    def tensor_parallel(self) -> int:
+        return self.gpus if self.on_gpu else 1
+
+    @cached_property
+    def gpu_profile(self) -> EngineProfile:
+        return GPU_PROFILES[self.engine]
+
+    @cached_property
+    def cpu_profile(self) -> CpuProfile:
+        return CPU_PROFILES[self.engine]
+
+    # ---- memory -------------------------------------------------------------------------------------
+
+    @cached_property
+    def weight_bytes(self) -> float:
+        return weight_bytes(self.arch, self.precision)
+
+    @property
+    def weights_gib_per_device(self) -> float:
+        return self.weight_bytes / self.tensor_parallel / GIB
+
+    @cached_property
+    def kv_bytes_per_element(self) -> float:
+        return kv_bytes_per_element(self.kv_dtype, self.precision)
+
+    @property
+    def kv_bytes_per_token_per_device(self) -> float:
+        """Full-attention KV bytes per token on one device (all layers)."""
+        elements = self.arch.kv_elements_per_token_per_layer(self.tensor_parallel)
+        return elements * self.kv_bytes_per_element * self.arch.layers
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """KV bytes per token summed over the tensor-parallel group (replicated heads counted)."""
+        return round(self.kv_bytes_per_token_per_device * self.tensor_parallel)
+
+    @cached_property
+    def _kv_bytes_per_layer_token(self) -> float:
+        return self.arch.kv_elements_per_token_per_layer(self.tensor_parallel) * self.kv_bytes_per_element
+
+    def kv_bytes_per_sequence_per_device(self, sequence_tokens: int) -> float:
+        """KV bytes one sequence occupies on one device, in whole blocks, sliding windows capped."""
+        blocks = math.ceil(sequence_tokens / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
+        return self.arch.kv_cached_tokens(blocks) * self._kv_bytes_per_layer_token
+
+    @property
+    def capacity_gib(self) -> float:
+        return self.gpu.visible_memory_gib if self.gpu else self.ram_gib
+
+    @property
+    def usable_gib(self) -> float:
+        if self.gpu:
+            return self.gpu_memory_utilization * self.gpu.visible_memory_gib
+        return self.ram_gib - max(CPU_OS_RESERVE_GIB, CPU_OS_RESERVE_FRACTION * self.ram_gib)
+
+    @property
+    def overhead_gib(self) -> float:
+        """Per device: CUDA context + activation peak on GPUs; runtime buffers on CPUs."""
+        if not self.gpu:
+            return CPU_RUNTIME_GIB
+        tp = self.tensor_parallel
+        activation = (
+            ACTIVATION_GIB_BASE + ACTIVATION_GIB_PER_HIDDEN * self.arch.hidden_size
+        ) * tp**-ACTIVATION_TP_EXPONENT
+        if self.arch.is_moe:
+            activation *= MOE_ACTIVATION_FACTOR
+        return NON_TORCH_GIB[min(tp, 2)] + activation
+
+    @property
+    def kv_cache_gib(self) -> float:
+        """Memory left for the KV cache on one device (negative: the weights do not fit)."""
+        return self.usable_gib - self.weights_gib_per_device - self.overhead_gib
+
+    def kv_capacity_tokens(self) -> int:
+        """Full-attention tokens the cache holds per replica, in whole blocks."""
+        if self.kv_cache_gib <= 0 or self.kv_bytes_per_token_per_device == 0:
+            return 0
+        tokens = int(self.kv_cache_gib * GIB / self.kv_bytes_per_token_per_device)
+        return tokens // KV_BLOCK_TOKENS * KV_BLOCK_TOKENS
+
+    def max_concurrency(self, sequence_tokens: int) -> int:
+        """Sequences of `sequence_tokens` that fit in the cache at once."""
+        if self.kv_cache_gib <= 0:
+            return 0
+        per_sequence = self.kv_bytes_per_sequence_per_device(sequence_tokens)
+        return int(self.kv_cache_gib * GIB // per_sequence) if per_sequence else 10**6
+
+    # ---- speed --------------------------------------------------------------------------------------
+
+    @cached_property
+    def _quantized_weight_only(self) -> bool:
+        fmt = FORMATS[self.precision]
+        if fmt.compute == "fp8" and self.gpu is not None and self.gpu.fp8_tflops is None:
+            return True  # FP8 checkpoints run as weight-only (Marlin) kernels on GPUs without FP8 tensor cores
+        return fmt.weight_only
+
+    @cached_property
+    def _compute_kind(self) -> str:
+        fmt = FORMATS[self.precision]
+        if self.precision is Precision.FP32:
+            return "fp32"
+        if fmt.compute == "fp8" and not self._quantized_weight_only:
+            return "fp8"
+        return "fp16"
+
+    def weights_read_bytes(self, batch: int) -> float:
+        """Weight bytes one forward step streams: all of them, except experts no token was routed to."""
+        if not self.arch.is_moe or batch <= 0:
+            return self.weight_bytes
+        experts, per_token = self.arch.routed_experts, self.arch.experts_per_token
+        touched_fraction = 1 - (1 - per_token / experts) ** batch
+        expert_bytes = self.arch.routed_expert_params * self.weight_bytes / self.arch.params
+        return self.weight_bytes - expert_bytes * (1 - touched_fraction)
+
+    def _gpu_seconds(self, flops: float, weight_bytes: float, kv_bytes: float, tokens: int) -> float:
+        gpu, profile, tp = self.gpu, self.gpu_profile, self.tensor_parallel
+        assert gpu is not None
+        bandwidth = gpu.memory_bandwidth_gbps * 1e9 * profile.decode_bandwidth_utilization
+        weight_bandwidth = bandwidth
+        if self._quantized_weight_only:
+            bits = FORMATS[self.precision].bits_per_weight
+            weight_bandwidth *= (
+                profile.int4_weight_only_bandwidth_factor if bits < 6 else profile.int8_weight_only_bandwidth_factor
+            )
+        memory_s = weight_bytes / tp / weight_bandwidth + kv_bytes / bandwidth
+        utilization = profile.fp8_matmul_utilization if self._compute_kind == "fp8" else profile.matmul_utilization
+        compute_s = flops / tp / (gpu.peak_tflops(self._compute_kind) * 1e12 * utilization)
+        p = profile.overlap_exponent
+        combined = (memory_s**p + compute_s**p) ** (1 / p)
+        return combined + self.arch.layers * profile.step_overhead_ms_per_layer / 1e3 + self._allreduce_s(tokens)
+
+    def _allreduce_s(self, tokens: int) -> float:
+        """Two ring all-reduces of the activations per layer across the tensor-parallel group."""
+        tp = self.tensor_parallel
+        if tp == 1 or self.gpu is None:
+            return 0.0
+        message_bytes = tokens * self.arch.hidden_size * 2
+        ring_s = 2 * (tp - 1) / tp * message_bytes / (self.gpu.link_gbps * 1e9)
+        return 2 * self.arch.layers * (self.gpu_profile.allreduce_latency_us / 1e6 + ring_s)
+
+    def _cpu_bandwidth_bytes_per_s(self) -> float:
+        cpu, profile = self.cpu, self.cpu_profile
+        assert cpu is not None
+        return (
+            min(
+                profile.dram_bandwidth_utilization * cpu.memory_bandwidth_gbps,
+                cpu.cores * profile.bandwidth_per_core_gbps,
+            )
+            * 1e9
+        )
+
+    def _cpu_flops_per_s(self) -> float:
+        cpu = self.cpu
+        assert cpu is not None
+        return cpu.cores * self.cpu_profile.matmul_flops_per_cycle[cpu.isa] * cpu.ghz * 1e9
+
+    def decode_step_s(self, batch: int, context_tokens: int) -> float:
+        """Seconds for one decode step of `batch` sequences at `context_tokens` each (= TPOT)."""
+        kv_bytes = batch * self.kv_bytes_per_sequence_per_device(context_tokens)
+        flops = batch * self.arch.decode_flops(context_tokens)
+        weights = self.weights_read_bytes(batch)
+        if self.on_gpu:
+            return self._gpu_seconds(flops, weights, kv_bytes, batch)
+        return max((weights + kv_bytes) / self._cpu_bandwidth_bytes_per_s(), flops / self._cpu_flops_per_s())
+
+    def prefill_s(self, prompts: int, prompt_tokens: int) -> float:
+        """Seconds to prefill `prompts` prompts of `prompt_tokens` each, batched together."""
+        flops = prompts * self.arch.prefill_flops(prompt_tokens)
+        weights = self.weights_read_bytes(prompts * prompt_tokens)
+        if self.on_gpu:
+            return self._gpu_seconds(flops, weights, 0.0, prompts * prompt_tokens)
+        return flops / self._cpu_flops_per_s() + weights / self._cpu_bandwidth_bytes_per_s()
+
+    def batch_s(self, concurrency: int, prompt_tokens: int, output_tokens: int) -> float:
+        """Seconds to serve `concurrency` requests together: their prefill, then every decode step."""
+        mean_context = prompt_tokens + output_tokens // 2
+        return self.prefill_s(concurrency, prompt_tokens) + output_tokens * self.decode_step_s(
+            concurrency, mean_context
+        )

@@ -1,0 +1,147 @@
+"""The built-in model registry (data/models.yaml) and resolution of a workload's `model` field.
+
+A resolved model is either an LLM (an `LlmArchitecture`, from a registry entry, a config.json or inline
+keys) or a non-LLM model described by its parameter count and compute per request. Encoders with a
+BERT-style config are read like LLMs (encoder_only) so their FLOPs follow the sequence length.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from inferstack.errors import input_error
+from inferstack.sizing.architecture import LlmArchitecture, read_config_file, read_llm_config
+from inferstack.spec import ModelKind, ModelSpec
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model the sizing code can reason about."""
+
+    name: str
+    kind: ModelKind
+    display_name: str
+    source_uri: str | None
+    source: str | None
+    arch: LlmArchitecture | None  # decoder LLMs and BERT-style encoders
+    params: float  # total parameters
+    gflops_per_request: float | None  # non-transformer models: compute per item, as published/derived
+    gflops_basis: str | None
+
+    @property
+    def is_llm(self) -> bool:
+        return self.kind == "llm"
+
+    def gflops_per_item(self, sequence_tokens: int) -> float:
+        """Compute for one item: from the architecture for encoders, else the registry figure."""
+        if self.arch is not None and self.arch.encoder_only:
+            return self.arch.prefill_flops(sequence_tokens) / 1e9
+        if self.gflops_per_request is None:
+            raise ValueError(f"{self.name}: no compute figure")
+        return self.gflops_per_request
+
+
+@cache
+def registry() -> dict[str, dict[str, Any]]:
+    """Raw registry entries by name."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: ~10x faster
+    with (DATA_DIR / "models.yaml").open(encoding="utf-8") as f:
+        entries = yaml.load(f, Loader=loader)
+    return {entry["name"]: entry for entry in entries}
+
+
+def _from_entry(entry: dict[str, Any]) -> ResolvedModel:
+    config = entry.get("config")
+    kind: ModelKind = entry["kind"]
+    arch = (
+        read_llm_config(config, field_name=f"models.yaml:{entry['name']}")
+        if config and kind in ("llm", "encoder")
+        else None
+    )
+    if arch is not None:
+        params = float(arch.params)
+    elif entry.get("params_m") is not None:
+        params = float(entry["params_m"]) * 1e6
+    else:
+        params = float(entry.get("published_params_m") or 0) * 1e6 or float(entry.get("published_params_b") or 0) * 1e9
+    return ResolvedModel(
+        name=entry["name"],
+        kind=kind,
+        display_name=entry.get("display_name", entry["name"]),
+        source_uri=entry.get("source_uri"),
+        source=entry.get("source"),
+        arch=arch,
+        params=params,
+        gflops_per_request=entry.get("gflops_per_request"),
+        gflops_basis=entry.get("gflops_basis"),
+    )
+
+
+def lookup(name: str, *, field_name: str = "model") -> ResolvedModel:
+    """A registry model by name (case-insensitive), or an error that suggests the closest names."""
+    entries = registry()
+    key = name.strip().lower()
+    if key not in entries:
+        close = difflib.get_close_matches(key, list(entries), n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise input_error(
+            field_name,
+            "is not a built-in model",
+            value=name,
+            fix=f"{hint}run `inferstack models` for the list, or describe the model with "
+            "model.config (a config.json) or model.architecture",
+        )
+    return _from_entry(entries[key])
+
+
+def resolve(model: str | ModelSpec) -> ResolvedModel:
+    """Turn a workload's `model` field into a ResolvedModel."""
+    if isinstance(model, str):
+        return lookup(model)
+    if model.registry:
+        found = lookup(model.registry, field_name="model.registry")
+        return found if not model.name else _renamed(found, model.name)
+    name = model.name or (model.config.parent.name if model.config else "custom-model")
+    if model.kind is not None:
+        assert model.params_m is not None and model.gflops_per_request is not None
+        return ResolvedModel(
+            name=name,
+            kind=model.kind,
+            display_name=name,
+            source_uri=model.source_uri,
+            source="workload spec",
+            arch=None,
+            params=model.params_m * 1e6,
+            gflops_per_request=model.gflops_per_request,
+            gflops_basis="one request (workload spec)",
+        )
+    if model.config is not None:
+        config, field_name, source = read_config_file(model.config), "model.config", str(model.config)
+    else:
+        config, field_name, source = dict(model.architecture or {}), "model.architecture", "workload spec"
+    arch = read_llm_config(config, field_name=field_name)
+    return ResolvedModel(
+        name=name,
+        kind="encoder" if arch.encoder_only else "llm",
+        display_name=name,
+        source_uri=model.source_uri,
+        source=source,
+        arch=arch,
+        params=float(arch.params),
+        gflops_per_request=None,
+        gflops_basis=None,
+    )
+
+
+def _renamed(model: ResolvedModel, name: str) -> ResolvedModel:
+    from dataclasses import replace
+
+    return replace(model, name=name, display_name=name)

@@ -1,0 +1,408 @@
+"""The planner: workload spec → the cheapest feasible deployment per cloud, ranked alternatives, and why.
+
+For every allowed cloud and region, every catalog offer is sized (`evaluate.size_candidate`), priced
+(`catalog.PriceBook`) and ranked by monthly cost in the ranking currency. Offers without a known price are
+shown but never ranked as cheapest. When nothing fits, the report says what blocks each cloud and which
+nearest change (a lower precision, a looser target, another accelerator or cloud) would make it feasible.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from inferstack.errors import input_error
+from inferstack.plan import (
+    HOURS_PER_MONTH,
+    Accelerator,
+    CloudOutcome,
+    DeploymentPlan,
+    MemoryBreakdown,
+    ModelArtifact,
+    Money,
+    Performance,
+    PlanReport,
+    Price,
+    Serving,
+)
+from inferstack.sizing.catalog import CATALOG_REGIONS, Offer, PriceBook, offers
+from inferstack.sizing.demand import Demand, demand_of
+from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate
+from inferstack.sizing.models import resolve
+from inferstack.sizing.precision import FORMATS, weight_bytes
+from inferstack.spec import CLOUDS, Cloud, Engine, Precision, WorkloadSpec
+
+ALTERNATIVES_SHOWN = 4
+PLANNABLE_ENGINES = (Engine.AUTO, Engine.VLLM, Engine.LLAMACPP, Engine.ONNXRUNTIME)
+# llama.cpp serves GGUF files: the nearest GGUF type for each checkpoint precision.
+CPU_GGUF_FOR = {
+    Precision.INT4_AWQ: Precision.Q4_K_M,
+    Precision.INT4_GPTQ: Precision.Q4_K_M,
+    Precision.INT8: Precision.Q8_0,
+    Precision.FP8: Precision.Q8_0,
+}
+DISK_BASE_GIB = {"gpu": 80, "cpu": 30}  # DLAMI/DLVM GPU images need ~75 GB; Ubuntu server images fit in 30
+RUNTIME_IMAGE_GIB = {"vllm": 20, "triton": 20, "llamacpp": 2}  # container images / venv on disk
+
+
+@dataclass(frozen=True)
+class Priced:
+    sizing: Sizing
+    region: str
+    price: Price
+
+
+def plan_workload(
+    spec: WorkloadSpec,
+    *,
+    clouds: Iterable[Cloud] | None = None,
+    region: str | None = None,
+    prices_file: Path | None = None,
+) -> PlanReport:
+    """Plan `spec` on each allowed cloud. `clouds`/`region` narrow the spec's placement (CLI flags).
+
+    When no cloud has a feasible deployment, the report carries the nearest feasible changes.
+    """
+    report = plan_once(spec, clouds=clouds, region=region, prices_file=prices_file)
+    if any(o.chosen for o in report.clouds):
+        return report
+    from inferstack.sizing.suggest import nearest_feasible_changes
+
+    changes = nearest_feasible_changes(spec, [o.cloud for o in report.clouds], region, prices_file)
+    return report.model_copy(update={"suggestions": changes})
+
+
+def plan_once(
+    spec: WorkloadSpec,
+    *,
+    clouds: Iterable[Cloud] | None = None,
+    region: str | None = None,
+    prices_file: Path | None = None,
+) -> PlanReport:
+    """One planning pass, without looking for nearest feasible changes."""
+    if spec.engine not in PLANNABLE_ENGINES:
+        raise input_error(
+            "engine",
+            "has no runtime the bootstrap installs",
+            value=spec.engine.value,
+            fix="use vllm, llamacpp or onnxruntime (or auto); compare others with `inferstack estimate`",
+        )
+    model = resolve(spec.model)
+    demand = demand_of(spec, model)
+    book = PriceBook.load(prices_file)
+    currency = spec.placement.currency
+    if book.rates.convert(1.0, "USD", currency) is None:
+        raise input_error(
+            "placement.currency",
+            "has no exchange rate",
+            value=currency,
+            fix=f"use one of {', '.join(sorted(book.rates.usd_per_unit))} or add the rate in a --prices file",
+        )
+    outcomes = [
+        _plan_cloud(demand, cloud, _regions(spec, cloud, region), book) for cloud in _chosen_clouds(spec, clouds)
+    ]
+    ranked = sorted(
+        (o.chosen for o in outcomes if o.chosen and o.chosen.price.monthly_ranking),
+        key=lambda p: p.price.monthly_ranking.amount if p.price.monthly_ranking else math.inf,
+    )
+    return PlanReport(
+        workload=spec,
+        currency=currency,
+        exchange_rates=_rates_for(book, currency),
+        exchange_rates_source=book.rates.source,
+        clouds=outcomes,
+        best=ranked[0] if ranked else None,
+        assumptions=demand.assumptions,
+        suggestions=[],
+    )
+
+
+def _chosen_clouds(spec: WorkloadSpec, clouds: Iterable[Cloud] | None) -> list[Cloud]:
+    allowed = list(spec.placement.clouds)
+    if clouds is None:
+        return allowed
+    chosen = list(clouds)
+    unknown = [c for c in chosen if c not in CLOUDS]
+    if unknown:
+        raise input_error(
+            "--cloud", "is not a supported cloud", value=unknown[0], fix=f"use one of {', '.join(CLOUDS)}"
+        )
+    return chosen
+
+
+def _regions(spec: WorkloadSpec, cloud: Cloud, region: str | None) -> list[str]:
+    if region:
+        return [region]
+    return spec.placement.regions.get(cloud) or [CATALOG_REGIONS[cloud]]
+
+
+def _rates_for(book: PriceBook, currency: str) -> dict[str, float]:
+    return {c: r for c in book.rates.usd_per_unit if (r := book.rates.convert(1.0, c, currency)) is not None}
+
+
+# ---- one cloud -----------------------------------------------------------------------------------------
+
+
+def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBook) -> CloudOutcome:
+    excluded: Counter[str] = Counter()
+    blockers: dict[str, list[tuple[float, str]]] = {}
+    priced: list[Priced] = []
+    checked = 0
+    budget = demand.spec.placement.monthly_budget
+    for offer in offers():
+        if offer.cloud != cloud:
+            continue
+        checked += 1
+        candidate_or_reason = _candidate(demand, offer)
+        if isinstance(candidate_or_reason, str):
+            excluded[candidate_or_reason] += 1
+            continue
+        sizing = size_candidate(demand, candidate_or_reason)
+        if sizing.blocked is not None:
+            blockers.setdefault(sizing.blocked.kind, []).append((sizing.blocked.gap, f"{offer.name}: {sizing.blocked}"))
+            continue
+        for region in regions:
+            price = _price(demand, sizing, region, book)
+            if budget and price.monthly_ranking and price.monthly_ranking.amount > budget:
+                blockers.setdefault("budget", []).append(
+                    (
+                        price.monthly_ranking.amount / budget,
+                        (f"{offer.name}: {price.monthly_ranking} per month, budget {budget:,.2f}"),
+                    )
+                )
+                continue
+            priced.append(Priced(sizing, region, price))
+    ranked = sorted(priced, key=_rank_key)
+    plans = [_deployment_plan(demand, p, ranked, cloud) for p in ranked[: ALTERNATIVES_SHOWN + 1]]
+    return CloudOutcome(
+        cloud=cloud,
+        regions=regions,
+        chosen=plans[0] if plans else None,
+        alternatives=plans[1:],
+        blocked_by=[] if plans else _summarise_blocks(blockers, excluded),
+        candidates_checked=checked,
+    )
+
+
+def _rank_key(p: Priced) -> tuple[int, float, int, float]:
+    """Known prices first, cheapest first; unknown prices by the smallest hardware that fits."""
+    offer = p.sizing.candidate.offer
+    if p.price.monthly_ranking is not None:
+        return (0, p.price.monthly_ranking.amount, 0, p.sizing.latency_p95_ms)
+    size = p.sizing.replicas * (offer.gpu_count * 1000 + offer.vcpus)
+    return (1, 0.0, size, offer.memory_gib)
+
+
+BLOCKER_LABELS = {
+    "memory": "does not fit in memory",
+    "ttft": "misses the TTFT target",
+    "tpot": "misses the TPOT target",
+    "latency": "misses the latency target",
+    "replicas": "needs too many replicas",
+    "tensor_parallel": "GPU count does not suit tensor parallelism",
+    "cpu_facts": "no CPU facts",
+    "budget": "over the monthly budget",
+}
+
+
+def _summarise_blocks(blockers: dict[str, list[tuple[float, str]]], excluded: Counter[str]) -> list[str]:
+    """One line per kind of blocker, closest to feasible first, naming the closest offer."""
+    lines = []
+    for kind, items in sorted(blockers.items(), key=lambda item: min(gap for gap, _ in item[1])):
+        closest = min(items, key=lambda item: item[0])[1]
+        lines.append(f"{BLOCKER_LABELS.get(kind, kind)} ({len(items)} offers); closest: {closest}")
+    lines += [reason + (f" ({count} offers)" if count > 1 else "") for reason, count in excluded.most_common()]
+    return lines or ["no catalog offer matches the placement"]
+
+
+def _candidate(demand: Demand, offer: Offer) -> Candidate | str:
+    """The engine and precision this offer would run, or why the offer is excluded before sizing."""
+    spec = demand.spec
+    placement = spec.placement
+    if offer.unsupported_reason:
+        return f"{offer.gpu_model} offers skipped: {offer.unsupported_reason}"
+    device = "gpu" if offer.has_gpu else "cpu"
+    if placement.device != "auto" and placement.device != device:
+        return f"{device.upper()} offers excluded by placement.device={placement.device}"
+    if offer.gpu is not None and not _gpu_allowed(offer, placement.gpus_allow, placement.gpus_deny):
+        return f"{offer.gpu.id} excluded by placement.gpus_allow/gpus_deny"
+    llm = demand.model.is_llm
+    precision = spec.precision or (Precision.BF16 if llm else (Precision.FP16 if offer.has_gpu else Precision.FP32))
+    notes: list[str] = []
+    if not llm:
+        if precision.is_gguf:
+            return f"GGUF precision {precision.value} applies to LLMs only"
+        engine = Engine.ONNXRUNTIME if spec.engine is Engine.AUTO else spec.engine
+        if engine is not Engine.ONNXRUNTIME:
+            return f"engine {engine.value} does not serve {demand.model.kind} models (use onnxruntime)"
+        return Candidate(offer, engine, precision)
+    if offer.has_gpu:
+        engine = (
+            spec.engine if spec.engine is not Engine.AUTO else (Engine.LLAMACPP if precision.is_gguf else Engine.VLLM)
+        )
+        if engine is Engine.ONNXRUNTIME:
+            return "onnxruntime does not serve LLMs in inferstack (use vllm or llamacpp)"
+        if engine is Engine.VLLM and precision.is_gguf:
+            return f"vLLM does not serve GGUF ({precision.value}): use engine llamacpp"
+        return Candidate(offer, engine, precision)
+    if spec.engine not in (Engine.AUTO, Engine.LLAMACPP):
+        return f"engine {spec.engine.value} has no CPU model (CPU LLMs run on llama.cpp)"
+    if precision is Precision.MXFP4:
+        return "MXFP4 checkpoints are not served by llama.cpp on CPU"
+    gguf = CPU_GGUF_FOR.get(precision, precision)
+    if gguf is not precision:
+        notes.append(f"on CPU, llama.cpp serves {precision.value} as GGUF {gguf.value}")
+    return Candidate(offer, Engine.LLAMACPP, gguf, tuple(notes))
+
+
+def _gpu_allowed(offer: Offer, allow: list[str], deny: list[str]) -> bool:
+    assert offer.gpu is not None
+    names = {offer.gpu.id.lower(), offer.gpu.name.lower(), offer.gpu_model.lower()}
+    if any(d.lower() in names for d in deny):
+        return False
+    return not allow or any(a.lower() in names for a in allow)
+
+
+# ---- prices --------------------------------------------------------------------------------------------
+
+
+def _price(demand: Demand, sizing: Sizing, region: str, book: PriceBook) -> Price:
+    offer = sizing.candidate.offer
+    found = book.lookup(offer.cloud, region, offer.name)
+    if found is None:
+        return Price(
+            hourly_per_instance=None,
+            monthly=None,
+            monthly_ranking=None,
+            per_million_output_tokens=None,
+            source=None,
+            source_date=None,
+            priced_region=None,
+        )
+    listed, substitute = found
+    monthly = listed.amount_per_hour * HOURS_PER_MONTH * sizing.replicas
+    currency = demand.spec.placement.currency
+    converted = book.rates.convert(monthly, listed.currency, currency)
+    per_million = None
+    if converted is not None and sizing.output_tokens_per_s:
+        tokens_per_month = sizing.output_tokens_per_s * 3600 * HOURS_PER_MONTH
+        per_million = Money(amount=converted / tokens_per_month * 1e6, currency=currency)
+    return Price(
+        hourly_per_instance=Money(amount=listed.amount_per_hour, currency=listed.currency),
+        monthly=Money(amount=monthly, currency=listed.currency),
+        monthly_ranking=Money(amount=converted, currency=currency) if converted is not None else None,
+        per_million_output_tokens=per_million,
+        source=listed.source,
+        source_date=listed.source_date,
+        priced_region=listed.region,
+        substitute=substitute,
+    )
+
+
+# ---- the plan ------------------------------------------------------------------------------------------
+
+
+def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud: Cloud) -> DeploymentPlan:
+    sizing, candidate = priced.sizing, priced.sizing.candidate
+    offer, spec = candidate.offer, demand.spec
+    device = "gpu" if offer.has_gpu else "cpu"
+    runtime = {Engine.VLLM: "vllm", Engine.LLAMACPP: "llamacpp"}.get(candidate.engine, "triton")
+    model = demand.model
+    fmt = FORMATS[candidate.precision]
+    size_gib = (
+        weight_bytes(model.arch, candidate.precision) if model.arch else model.params * fmt.bits_per_weight / 8
+    ) / 2**30
+    artifact = "gguf" if runtime == "llamacpp" else ("onnx" if runtime == "triton" else "safetensors")
+    tp = offer.gpu_count if offer.has_gpu and model.is_llm else 1
+    serving = Serving(
+        runtime=runtime,
+        engine=candidate.engine.value,  # type: ignore[arg-type]
+        backend=("onnxruntime" if offer.has_gpu else "openvino") if runtime == "triton" else None,
+        metrics_port=8002 if runtime == "triton" else None,
+        health_path={"vllm": "/health", "llamacpp": "/health"}.get(runtime, "/v2/health/ready"),
+        max_model_len=demand.max_model_len if model.is_llm else None,
+        max_num_seqs=sizing.slots if model.is_llm else None,
+        gpu_memory_utilization=0.9 if runtime == "vllm" else None,
+        tensor_parallel=tp,
+        dtype=candidate.precision.value,
+        quantization=fmt.engine_flag,
+        kv_cache_dtype=spec.kv_cache_dtype.value,
+        threads=sizing.threads,
+    )
+    disk = DISK_BASE_GIB[device] + RUNTIME_IMAGE_GIB[runtime] + math.ceil(size_gib * 1.2)
+    accelerator = (
+        Accelerator(
+            id=offer.gpu.id,
+            name=offer.gpu.name,
+            memory_gib=offer.gpu.memory_gb,
+            count=offer.gpu_count,
+            attach_type=offer.attach_type,
+        )
+        if offer.gpu
+        else None
+    )
+    from inferstack.sizing.explain import rationale, warnings
+
+    return DeploymentPlan(
+        workload=spec.name,
+        stage=spec.stage,
+        cloud=cloud,
+        region=priced.region,
+        instance_type=offer.machine_type,
+        offer=offer.name,
+        instance_count=sizing.replicas,
+        replicas=sizing.replicas,
+        zones=min(sizing.replicas, demand.stage.min_zones) if sizing.replicas > 1 else 1,
+        spot=spec.placement.spot and spec.stage != "production",
+        device=device,  # type: ignore[arg-type]
+        vcpus=offer.vcpus,
+        memory_gib=offer.memory_gib,
+        local_nvme_gb=offer.local_nvme_gb,
+        accelerator=accelerator,
+        tensor_parallel=tp,
+        model=ModelArtifact(
+            name=model.name,
+            kind=model.kind,
+            source_uri=model.source_uri,
+            params_b=round(model.params / 1e9, 3),
+            artifact_format=artifact,  # type: ignore[arg-type]
+            size_gib=round(size_gib, 2),
+            bucket_prefix=f"models/{model.name}/{candidate.precision.value}/",
+        ),
+        precision=candidate.precision.value,
+        serving=serving,
+        disk_gib=int(math.ceil(disk / 10) * 10),
+        memory=MemoryBreakdown(
+            device=device,
+            capacity_gib=round(sizing.capacity_gib, 2),  # type: ignore[arg-type]
+            usable_gib=round(sizing.usable_gib, 2),
+            weights_gib=round(sizing.weights_gib, 2),
+            overhead_gib=round(sizing.overhead_gib, 2),
+            kv_cache_gib=round(max(sizing.kv_cache_gib, 0), 2),
+            kv_cache_needed_gib=round(sizing.kv_needed_gib, 2),
+            total_gib=round(sizing.weights_gib + sizing.overhead_gib + sizing.kv_needed_gib, 2),
+            kv_cache_bytes_per_token=sizing.kv_bytes_per_token,
+            kv_cache_capacity_tokens=sizing.kv_capacity_tokens,
+            max_concurrency=sizing.max_concurrency,
+        ),
+        performance=Performance(
+            ttft_p95_ms=_round(sizing.ttft_p95_ms),
+            tpot_p95_ms=_round(sizing.tpot_p95_ms),
+            latency_p95_ms=round(sizing.latency_p95_ms, 1),
+            output_tokens_per_s=_round(sizing.output_tokens_per_s),
+            capacity_requests_per_s=round(sizing.capacity_rps, 3),
+            load_requests_per_s=round(sizing.load_rps, 3),
+            utilization=round(sizing.utilization, 3),
+            concurrency_per_replica=sizing.concurrency_per_replica,
+        ),
+        price=priced.price,
+        rationale=rationale(demand, priced, ranked),
+        warnings=warnings(demand, priced),
+    )
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
