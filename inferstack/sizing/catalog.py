@@ -159,6 +159,7 @@ class ListPrice:
     region: str
     source: str
     source_date: str
+    from_override_file: bool = False  # the user's own price: discounts do not apply to it
 
 
 @dataclass(frozen=True)
@@ -203,7 +204,12 @@ class PriceBook:
         self._prices: dict[tuple[str, str], list[ListPrice]] = {}
         for row in rows:
             price = ListPrice(
-                float(row["price_per_hour"]), row["currency"], row["region"], row["source"], row["source_date"]
+                float(row["price_per_hour"]),
+                row["currency"],
+                row["region"],
+                row["source"],
+                row["source_date"],
+                from_override_file=row.get("from_override_file") == "yes",
             )
             self._prices.setdefault((row["cloud"], row["instance_type"]), []).append(price)
         self.rates = rates
@@ -236,7 +242,7 @@ class PriceBook:
 
     def _discounted(self, cloud: str, price: ListPrice) -> ListPrice:
         percent = self.discounts.get(cloud, 0.0)
-        if not percent:
+        if not percent or price.from_override_file:
             return price
         return ListPrice(
             price.amount_per_hour * (1 - percent / 100),
@@ -267,13 +273,21 @@ def _read_override(path: Path) -> dict[str, Any]:
 
 def _merge_rows(rows: list[dict[str, str]], overrides: list[dict[str, Any]], path: Path) -> list[dict[str, str]]:
     problems, replaced = [], {}
+    if not isinstance(overrides, list):
+        raise input_error("prices", "must be a list of entries", value=overrides, fix="see docs/pricing.md")
     for i, item in enumerate(overrides):
-        missing = {"cloud", "region", "instance_type", "price_per_hour", "currency"} - set(item)
-        if missing or item.get("cloud") not in CLOUDS:
+        fields = {"cloud", "region", "instance_type", "price_per_hour", "currency"}
+        if (
+            not isinstance(item, dict)
+            or fields - set(item)
+            or item["cloud"] not in CLOUDS
+            or not _is_positive(item["price_per_hour"])
+        ):
             problems.append(
                 Problem(
                     f"prices[{i}]",
-                    f"needs cloud (one of {', '.join(CLOUDS)}), region, instance_type, price_per_hour and currency",
+                    f"needs cloud (one of {', '.join(CLOUDS)}), region, instance_type, a positive price_per_hour"
+                    " and currency",
                     value=item,
                     fix="complete the entry",
                 )
@@ -288,6 +302,7 @@ def _merge_rows(rows: list[dict[str, str]], overrides: list[dict[str, Any]], pat
             "price_per_hour": str(float(item["price_per_hour"])),
             "source": str(item.get("source", f"override file {path.name}")),
             "source_date": str(item.get("date", "unknown")),
+            "from_override_file": "yes",
         }
     if problems:
         from inferstack.errors import InputError
@@ -298,7 +313,8 @@ def _merge_rows(rows: list[dict[str, str]], overrides: list[dict[str, Any]], pat
 
 
 def _override_rates(section: Any, defaults: ExchangeRates, path: Path) -> ExchangeRates:
-    if not isinstance(section, dict) or not isinstance(section.get("usd_per_unit"), dict):
+    rates_given = section.get("usd_per_unit") if isinstance(section, dict) else None
+    if not isinstance(rates_given, dict) or not all(_is_positive(v) for v in rates_given.values()):
         raise input_error(
             "exchange_rates",
             "must have usd_per_unit: {CURRENCY: rate}",
@@ -311,8 +327,16 @@ def _override_rates(section: Any, defaults: ExchangeRates, path: Path) -> Exchan
     return ExchangeRates(rates, source)
 
 
+def _is_positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _is_percentage(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 100
+
+
 def _override_discounts(section: Any, path: Path) -> dict[str, float]:
-    if not isinstance(section, dict) or not all(k in CLOUDS and 0 <= float(v) < 100 for k, v in section.items()):
+    if not isinstance(section, dict) or not all(k in CLOUDS and _is_percentage(v) for k, v in section.items()):
         raise input_error(
             "discounts",
             "must map clouds to a percentage off list price (0–100)",
