@@ -10,7 +10,9 @@ maintainer's tool, the package only carries its result. Needs scipy (`pip instal
 
 from __future__ import annotations
 
+import argparse
 import math
+import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -59,16 +61,47 @@ def loss(values: list[float], engine: Engine, names: list[str], rows: list[str],
     return sum(math.log(run_case(r) / measured[r]) ** 2 for r in rows)
 
 
+def fit(
+    engine: Engine, names: list[str], rows: list[str], bounds: list[tuple[float, float]], measured: dict[str, float]
+) -> tuple[list[float], float]:
+    """Fitted values and their summed squared log error; the profile is left as it was."""
+    original = efficiency.GPU_PROFILES[engine]
+    start = [getattr(original, n) for n in names]
+    try:
+        result = minimize(loss, start, args=(engine, names, rows, measured), method="Powell", bounds=bounds)
+    finally:
+        efficiency.GPU_PROFILES[engine] = original
+    return list(result.x), float(result.fun)
+
+
+def leave_one_out(
+    engine: Engine, names: list[str], rows: list[str], bounds: list[tuple[float, float]], measured: dict[str, float]
+) -> list[float]:
+    """Absolute relative error on each row when the constants are fitted without it."""
+    errors = []
+    original = efficiency.GPU_PROFILES[engine]
+    for held_out in rows:
+        values, _ = fit(engine, names, [r for r in rows if r != held_out], bounds, measured)
+        efficiency.GPU_PROFILES[engine] = replace(original, **dict(zip(names, values, strict=True)))
+        errors.append(abs(run_case(held_out) / measured[held_out] - 1))
+        efficiency.GPU_PROFILES[engine] = original
+    return errors
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--leave-one-out", action="store_true", help="also refit without each row and predict it")
+    args = parser.parse_args()
     measured = {row["id"]: float(row["value"]) for row in calibration_rows() if row["id"] in CASES}
     for engine, (names, rows, bounds) in FITS.items():
-        original = efficiency.GPU_PROFILES[engine]
-        start = [getattr(original, n) for n in names]
-        result = minimize(loss, start, args=(engine, names, rows, measured), method="Powell", bounds=bounds)
-        efficiency.GPU_PROFILES[engine] = original
-        print(f"{engine.value}: rms log error {math.sqrt(result.fun / len(rows)):.3f} on {', '.join(rows)}")
-        for name, before, after in zip(names, start, result.x, strict=True):
+        start = [getattr(efficiency.GPU_PROFILES[engine], n) for n in names]
+        values, error = fit(engine, names, rows, bounds, measured)
+        print(f"{engine.value}: rms log error {math.sqrt(error / len(rows)):.3f} on {', '.join(rows)}")
+        for name, before, after in zip(names, start, values, strict=True):
             print(f"  {name:38} {before:9.4g} -> {after:9.4g}")
+        if args.leave_one_out:
+            errors = leave_one_out(engine, names, rows, bounds, measured)
+            print(f"  leave-one-out abs. rel. error: median {statistics.median(errors):.1%}, worst {max(errors):.1%}")
 
 
 if __name__ == "__main__":
