@@ -186,7 +186,7 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
 def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
     from inferstack.sizing.refresh import refresh_prices
 
-    result = refresh_prices(args.cloud, region=args.region, output=args.output)
+    result = refresh_prices(args.cloud, region=args.region, output=args.output, all_types=args.all_types)
     _print_json(result.model_dump(mode="json")) if args.json else print(result.summary())
     return 0
 
@@ -266,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     refresh.add_argument("--cloud", required=True, choices=CLOUDS, dest="cloud")
     refresh.add_argument("--region", help="region to price (default: the catalog's region)")
     refresh.add_argument("--output", type=Path, help="prices CSV to update (default: the packaged prices.csv)")
+    refresh.add_argument("--all-types", action="store_true", help="price every type the API sells (AWS only)")
     refresh.add_argument("--json", action="store_true")
     refresh.set_defaults(handler=_cmd_catalog_refresh)
 

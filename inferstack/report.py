@@ -85,28 +85,29 @@ def print_plan_report(report: PlanReport) -> None:
     for index, label in enumerate(PLAN_ROWS):
         table.add_row(label, *(column[index] for column in columns))
     console.print(table)
+    console.out("\n".join(_plan_details(report)), highlight=False)
+
+
+def _plan_details(report: PlanReport) -> list[str]:
+    """The reasons, warnings and alternatives under the table: plain lines (no markup to parse)."""
+    lines = []
     for outcome in report.clouds:
-        console.print(f"\n[bold]{outcome.cloud}[/bold] ({outcome.candidates_checked} offers checked)")
+        lines.append(f"\n{outcome.cloud} ({outcome.candidates_checked} offers checked)")
         if outcome.chosen is None:
-            console.print("  blocked by:")
-            for reason in outcome.blocked_by:
-                console.print(f"   - {reason}", markup=False)
+            lines.append("  blocked by:")
+            lines += [f"   - {reason}" for reason in outcome.blocked_by]
             continue
-        for line in outcome.chosen.rationale:
-            console.print(f"  • {line}", markup=False)
-        for warning in outcome.chosen.warnings:
-            console.print(f"  [yellow]! {warning}[/yellow]")
+        lines += [f"  • {line}" for line in outcome.chosen.rationale]
+        lines += [f"  ! {warning}" for warning in outcome.chosen.warnings]
         if outcome.alternatives:
-            console.print("  alternatives: " + "; ".join(a.summary() for a in outcome.alternatives), markup=False)
-    if report.best:
-        console.print(f"\n[bold green]Best overall:[/bold green] {report.best.summary()}", markup=True)
-    else:
-        console.print("\n[bold red]No feasible deployment with a known price.[/bold red]")
-    for suggestion in report.suggestions:
-        console.print(f"  → {suggestion}", markup=False)
-    for assumption in report.assumptions:
-        console.print(f"  assumed: {assumption}", markup=False)
-    console.print(f"  exchange rates: {report.exchange_rates_source}; * = price from another region", markup=False)
+            lines.append("  alternatives: " + "; ".join(a.summary() for a in outcome.alternatives))
+    lines.append(
+        f"\nBest overall: {report.best.summary()}" if report.best else "\nNo feasible deployment with a known price."
+    )
+    lines += [f"  → {suggestion}" for suggestion in report.suggestions]
+    lines += [f"  assumed: {assumption}" for assumption in report.assumptions]
+    lines.append(f"  exchange rates: {report.exchange_rates_source}; * = price from another region")
+    return lines
 
 
 def print_estimate(result: Estimate) -> None:

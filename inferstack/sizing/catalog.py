@@ -191,9 +191,9 @@ def default_exchange_rates() -> ExchangeRates:
     if path.is_file():
         for row in _read_csv(path):
             value = row.get("usd_per_unit", "").strip()
-            if value:
+            if value and row["currency"] != "USD":
                 rates[row["currency"]] = float(value)
-                sources.add(f"{row['source']} ({row['date']})")
+                sources.add(f"{row['source'].split(' (')[0]} ({row['date']})")
     return ExchangeRates(rates, "; ".join(sorted(sources)) or "none packaged")
 
 
