@@ -135,14 +135,15 @@ LLAMACPP_CPU = CpuProfile(
     provenance="fitted on calibration rows c03 (decode) and c04 (prefill); ISA ratios prior",
 )
 
-# ONNX Runtime / OpenVINO on CPU for encoders and vision: fp32/int8 GEMMs through oneDNN/MLAS reach a
-# larger share of the vector peak than GGUF kernels (prior; no calibration row).
+# ONNX Runtime / OpenVINO on CPU for encoders and vision, fp32 GEMMs: the vector FMA peak per core and cycle
+# (AVX-512: 2 FMA units x 16 lanes x 2 = 64; AVX2 and NEON: 32; AMX adds nothing for fp32) at an assumed 60 %
+# efficiency (prior; no calibration row).
 ONNXRUNTIME_CPU = CpuProfile(
     name="onnxruntime",
     dram_bandwidth_utilization=0.6,
     bandwidth_per_core_gbps=8.0,
-    matmul_flops_per_cycle={"amx": 64.0, "avx512": 40.0, "avx2": 20.0, "neon": 16.0},
-    provenance="prior (vector width x 0.6 efficiency); uncalibrated",
+    matmul_flops_per_cycle={"amx": 38.4, "avx512": 38.4, "avx2": 19.2, "neon": 19.2},
+    provenance="prior (fp32 vector peak x 0.6); uncalibrated",
 )
 
 CPU_PROFILES: dict[Engine, CpuProfile] = {
