@@ -207,6 +207,20 @@ def _cmd_preview(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- diff ----------------------------------------------------------------------------------------------
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from inferstack.diff import diff_workload_files, render_markdown
+
+    diff = diff_workload_files(args.workloads, base_ref=args.base_ref, clouds=args.cloud, prices_file=args.prices)
+    if args.json:
+        _print_json(diff.model_dump(mode="json"))
+    else:
+        sys.stdout.write(render_markdown(diff))
+    return 0  # a diff reports; an infeasible head is shown in it, not signalled by the exit code
+
+
 # ---- parser --------------------------------------------------------------------------------------------
 
 
@@ -276,6 +290,14 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--prices", type=Path, help="price-override file")
     preview.add_argument("--json", action="store_true")
     preview.set_defaults(handler=_cmd_preview)
+
+    diff = commands.add_parser("diff", help="what a workload change does to each cloud's plan (markdown for PRs)")
+    diff.add_argument("workloads", nargs="+", type=Path, metavar="WORKLOAD", help="BASE HEAD, or HEAD with --base-ref")
+    diff.add_argument("--base-ref", metavar="GIT_REF", help="base = HEAD's own path at this git commit (git show)")
+    diff.add_argument("--cloud", action="append", choices=CLOUDS, help="only this cloud (repeatable)")
+    diff.add_argument("--prices", type=Path, help="price-override file, used for both sides")
+    diff.add_argument("--json", action="store_true", help="the structured diff")
+    diff.set_defaults(handler=_cmd_diff)
     return parser
 
 

@@ -360,6 +360,24 @@ def parse_workload(data: Any, *, source: str | None = None, base_dir: Path | Non
     return spec
 
 
+def parse_document(text: str, *, suffix: str, source: str) -> Any:
+    """YAML or JSON text (chosen by the file suffix) as plain data, or an InputError naming the file."""
+    import yaml  # imported here: YAML is only needed for files
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
+    try:
+        return json.loads(text) if suffix == ".json" else yaml.load(text, Loader=loader)
+    except (ValueError, yaml.YAMLError) as error:
+        first_line = str(error).splitlines()[0]
+        raise InputError(
+            [
+                Problem(
+                    "WORKLOAD", f"cannot be parsed: {first_line}", value=source, fix="check the file's JSON/YAML syntax"
+                )
+            ]
+        ) from None
+
+
 def load_workload(path: str | Path) -> WorkloadSpec:
     """Read a workload file (.yaml, .yml or .json)."""
     path = Path(path)
@@ -374,22 +392,5 @@ def load_workload(path: str | Path) -> WorkloadSpec:
                 )
             ]
         )
-    text = path.read_text(encoding="utf-8")
-    import yaml  # imported here: YAML is only needed for files
-
-    try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
-        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=loader)
-    except (ValueError, yaml.YAMLError) as error:
-        first_line = str(error).splitlines()[0]
-        raise InputError(
-            [
-                Problem(
-                    "WORKLOAD",
-                    f"cannot be parsed: {first_line}",
-                    value=str(path),
-                    fix="check the file's JSON/YAML syntax",
-                )
-            ]
-        ) from None
+    data = parse_document(path.read_text(encoding="utf-8"), suffix=path.suffix, source=str(path))
     return parse_workload(data, source=str(path), base_dir=path.parent)

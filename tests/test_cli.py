@@ -147,3 +147,14 @@ def test_listings_as_json(command):
     result = inferstack(command, "--json")
     assert result.returncode == 0, result.stderr
     assert len(json.loads(result.stdout)) > 10
+
+
+def test_diff_of_two_workloads_is_markdown_for_a_pull_request():
+    result = inferstack("diff", str(WORKLOADS / "kb-qa-7b-internal.yaml"), str(WORKLOADS / "chat-8b-public.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("### inferstack plan diff")
+
+
+def test_diff_with_a_bad_base_ref_is_a_clear_error():
+    result = inferstack("diff", "--base-ref", "no-such-ref-xyz", str(WORKLOADS / "chat-8b-public.yaml"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "no-such-ref-xyz" in result.stderr

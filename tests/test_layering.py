@@ -7,7 +7,7 @@ import sys
 def test_spec_sizing_plan_and_bootstrap_do_not_import_pulumi():
     code = (
         "import sys, inferstack.spec, inferstack.sizing, inferstack.plan, inferstack.sizing.estimate, "
-        "inferstack.bootstrap, inferstack.cli; "
+        "inferstack.bootstrap, inferstack.cli, inferstack.diff; "
         "print(sorted(m for m in sys.modules if m.split('.')[0].startswith('pulumi')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,0 +1,700 @@
+"""Plan diffs for review: what a change to a workload file does to the deployment on each cloud.
+
+`diff_reports(base, head)` compares two PlanReports (pure), `render_markdown(diff)` writes the pull-request
+comment, and `diff_workload_files(...)` plans both sides: two files, or one file against its own path at a
+git ref (`git show REF:path`). Both sides are planned with the same catalog and prices, so the diff shows
+what the workload change alone does.
+
+A quantity counts as changed when it reads differently at the precision shown (costs to the cent, latency to
+the millisecond, memory to 0.1 GiB): the diff never reports noise a reader cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from inferstack.errors import input_error
+from inferstack.plan import CloudOutcome, DeploymentPlan, Money, PlanReport, Price
+from inferstack.spec import Cloud, ModelSpec, WorkloadSpec, parse_document, parse_workload
+
+CloudStatus = Literal["unchanged", "changed", "became_infeasible", "became_feasible", "added", "removed"]
+Scalar = str | int | float | None
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Change(_Frozen):
+    """One quantity that reads differently in the head than in the base."""
+
+    field: str = Field(description="Where the value lives: a DeploymentPlan path, or a workload spec path.")
+    label: str = Field(description="What a reader calls it, with its unit.")
+    before: JsonValue = Field(description="Base value (None: absent or unknown).")
+    after: JsonValue = Field(description="Head value (None: absent or unknown).")
+    delta: float | None = Field(default=None, description="after - before, for numbers in the same unit.")
+    percent: float | None = Field(default=None, description="delta as a percentage of before (costs).")
+    unit: str | None = Field(default=None, description="ms, GiB, %, or a currency code for money per month.")
+
+
+class CloudDiff(_Frozen):
+    """How one cloud's chosen deployment changed."""
+
+    cloud: Cloud
+    status: CloudStatus
+    before: str | None = Field(description="The base deployment: instances, GPUs, region; None if none feasible.")
+    after: str | None = Field(description="The head deployment: instances, GPUs, region; None if none feasible.")
+    monthly_cost: Change = Field(description="Monthly cost in the ranking currency, base → head (None: unknown).")
+    changes: list[Change] = Field(description="Every quantity that changed (cost included), in reading order.")
+    warnings_added: list[str]
+    warnings_cleared: list[str]
+    blocked_before: list[str] = Field(description="Why nothing was feasible in the base (empty when feasible).")
+    blocked_after: list[str] = Field(description="Why nothing is feasible in the head (empty when feasible).")
+
+
+class BestDiff(_Frozen):
+    """The cheapest priced deployment across all clouds, base → head."""
+
+    before: str | None
+    after: str | None
+    monthly_cost: Change
+
+
+class PlanDiff(_Frozen):
+    """What `inferstack diff` returns: the workload changes and what they do to each cloud's deployment."""
+
+    workload: str = Field(description="The head workload's name.")
+    base_source: str = Field(description="Where the base came from: a file, or REF:path.")
+    head_source: str
+    currency: str = Field(description="Ranking currency of the head; base costs are converted to it if needed.")
+    base_currency: str | None = Field(description="Ranking currency of the base (None: no base, a new file).")
+    changed: bool = Field(description="True when any deployment, feasibility or the best overall changed.")
+    workload_changes: list[Change]
+    clouds: list[CloudDiff]
+    best: BestDiff
+    suggestions: list[str] = Field(description="Nearest feasible changes, when nothing is feasible in the head.")
+
+
+# ---- what is compared, and how it reads ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Quantity:
+    field: str
+    label: str
+    read: Callable[[DeploymentPlan], Scalar]
+    unit: str | None = None
+    decimals: int = 0
+
+
+def _gpus(plan: DeploymentPlan) -> str:
+    return f"{plan.accelerator.count}x {plan.accelerator.id}" if plan.accelerator else "none"
+
+
+def _percent(value: float | None) -> float | None:
+    return None if value is None else value * 100
+
+
+QUANTITIES: tuple[_Quantity, ...] = (
+    _Quantity("region", "region", lambda p: p.region),
+    _Quantity("offer", "instance type", lambda p: p.offer),
+    _Quantity("instance_count", "instances", lambda p: p.instance_count),
+    _Quantity("accelerator", "GPUs per instance", _gpus),
+    _Quantity("zones", "zones", lambda p: p.zones),
+    _Quantity("spot", "spot capacity", lambda p: "yes" if p.spot else "no"),
+    _Quantity("precision", "precision", lambda p: p.precision),
+    _Quantity("tensor_parallel", "tensor parallel", lambda p: p.tensor_parallel),
+    _Quantity("serving.max_model_len", "max sequence (tokens)", lambda p: p.serving.max_model_len),
+    _Quantity("memory.weights_gib", "weights per device (GiB)", lambda p: p.memory.weights_gib, "GiB", 1),
+    _Quantity(
+        "memory.kv_cache_needed_gib",
+        "KV cache needed per device (GiB)",
+        lambda p: p.memory.kv_cache_needed_gib,
+        "GiB",
+        1,
+    ),
+    _Quantity("memory.total_gib", "memory needed per device (GiB)", lambda p: p.memory.total_gib, "GiB", 1),
+    _Quantity("memory.usable_gib", "usable memory per device (GiB)", lambda p: p.memory.usable_gib, "GiB", 1),
+    _Quantity("disk_gib", "disk (GiB)", lambda p: p.disk_gib, "GiB"),
+    _Quantity("performance.ttft_p95_ms", "TTFT p95 (ms)", lambda p: p.performance.ttft_p95_ms, "ms"),
+    _Quantity("performance.tpot_p95_ms", "TPOT p95 (ms)", lambda p: p.performance.tpot_p95_ms, "ms", 1),
+    _Quantity("performance.latency_p95_ms", "latency p95 (ms)", lambda p: p.performance.latency_p95_ms, "ms"),
+    _Quantity(
+        "performance.output_tokens_per_s", "output tokens/s at peak", lambda p: p.performance.output_tokens_per_s
+    ),
+    _Quantity(
+        "performance.capacity_requests_per_s",
+        "capacity (requests/s)",
+        lambda p: p.performance.capacity_requests_per_s,
+        None,
+        2,
+    ),
+    _Quantity("performance.utilization", "utilization at peak (%)", lambda p: _percent(p.performance.utilization), "%"),
+)
+
+
+def _shown(value: JsonValue, decimals: int = 0) -> str:
+    """A value as the diff prints it; two values are equal for the diff when they print the same."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.{decimals}f}"
+    if isinstance(value, list):
+        return ", ".join(_shown(v) for v in value) or "[]"
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def _spec_value(value: JsonValue) -> str:
+    """A workload spec value as it is written in the file (no thousands separators)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:g}" if isinstance(value, float) else str(value)
+    return _shown(value)
+
+
+def _brief(plan: DeploymentPlan | None) -> str | None:
+    """One deployment in a table cell: instances, GPUs and region (cost has its own column)."""
+    if plan is None:
+        return None
+    gpus = f" ({_gpus(plan)})" if plan.accelerator else ""
+    return f"{plan.instance_count}x {plan.offer}{gpus}, {plan.region}"
+
+
+def _change(quantity: _Quantity, before: DeploymentPlan, after: DeploymentPlan) -> Change | None:
+    old, new = quantity.read(before), quantity.read(after)
+    if _shown(old, quantity.decimals) == _shown(new, quantity.decimals):
+        return None
+    delta = None
+    if isinstance(old, int | float) and isinstance(new, int | float):  # of the shown values: the table adds up
+        delta = round(round(new, quantity.decimals) - round(old, quantity.decimals), quantity.decimals)
+    return Change(field=quantity.field, label=quantity.label, before=old, after=new, delta=delta, unit=quantity.unit)
+
+
+# ---- money -----------------------------------------------------------------------------------------------
+
+
+def _convert(money: Money | None, currency: str, rates: dict[str, float]) -> Money | None:
+    """`money` in `currency`, with `rates` (units of `currency` per unit of each listed currency)."""
+    if money is None or money.currency == currency:
+        return money
+    rate = rates.get(money.currency)
+    return None if rate is None else Money(amount=round(money.amount * rate, 2), currency=currency)
+
+
+def _money(field: str, label: str, before: Money | None, after: Money | None) -> Change:
+    """A money comparison (None: unknown); the delta only when both sides are known and in one currency."""
+    old = None if before is None else round(before.amount, 2)
+    new = None if after is None else round(after.amount, 2)
+    delta = percent = None
+    if before is not None and after is not None and before.currency == after.currency:
+        delta = round(round(after.amount, 2) - round(before.amount, 2), 2)
+        percent = round(delta / before.amount * 100, 1) if before.amount else None
+    unit = after.currency if after else before.currency if before else None
+    return Change(field=field, label=label, before=old, after=new, delta=delta, percent=percent, unit=unit)
+
+
+@dataclass(frozen=True)
+class _Currency:
+    """The head's ranking currency and the rates that bring base figures into it."""
+
+    code: str
+    rates: dict[str, float]
+
+    def monthly(self, before: DeploymentPlan | None, after: DeploymentPlan | None) -> Change:
+        """Monthly cost in the ranking currency, base → head (None where unknown or infeasible)."""
+        return _money(
+            "price.monthly_ranking",
+            f"cost per month ({self.code})",
+            _convert(before.price.monthly_ranking, self.code, self.rates) if before else None,
+            after.price.monthly_ranking if after else None,
+        )
+
+    def cost_changes(self, before: DeploymentPlan | None, after: DeploymentPlan | None) -> list[Change]:
+        """Monthly cost (ranking), list price where the cloud bills in another currency, cost per M tokens."""
+        old = before.price if before else None
+        new = after.price if after else None
+        monthly = self.monthly(before, after)
+        per_token = _money(
+            "price.per_million_output_tokens",
+            f"per million output tokens ({self.code})",
+            _convert(old.per_million_output_tokens, self.code, self.rates) if old else None,
+            new.per_million_output_tokens if new else None,
+        )
+        changes = [monthly, _list_price(old, new, self.code), per_token]
+        return [c for c in changes if c is not None and c.before != c.after]
+
+
+def _list_price(old: Price | None, new: Price | None, ranking_currency: str) -> Change | None:
+    """The monthly list price as the cloud bills it, when that is not the ranking currency."""
+    before = old.monthly if old else None
+    after = new.monthly if new else None
+    currencies = {m.currency for m in (before, after) if m}
+    if not currencies - {ranking_currency}:
+        return None
+    if len(currencies) == 1:
+        return _money("price.monthly", f"list price per month ({currencies.pop()})", before, after)
+    # billed in another currency than before (a region move): amounts in two currencies have no delta
+    return Change(
+        field="price.monthly",
+        label="list price per month",
+        before=str(before) if before else None,
+        after=str(after) if after else None,
+    )
+
+
+# ---- comparing two reports ---------------------------------------------------------------------------------
+
+
+def diff_reports(
+    base: PlanReport | None,
+    head: PlanReport,
+    *,
+    base_source: str = "base",
+    head_source: str = "head",
+) -> PlanDiff:
+    """Compare two plan reports of one workload. `base` None means the workload is new (every cloud added)."""
+    currency = _Currency(head.currency, head.exchange_rates)
+    base_outcomes = {o.cloud: o for o in base.clouds} if base else {}
+    head_outcomes = {o.cloud: o for o in head.clouds}
+    clouds = [*head_outcomes, *(c for c in base_outcomes if c not in head_outcomes)]
+    cloud_diffs = [_cloud_diff(c, base_outcomes.get(c), head_outcomes.get(c), currency) for c in clouds]
+    best_before = base.best if base else None
+    best = BestDiff(
+        before=best_before.summary() if best_before else None,
+        after=head.best.summary() if head.best else None,
+        monthly_cost=currency.monthly(best_before, head.best),
+    )
+    best_changed = best.before != best.after or best.monthly_cost.before != best.monthly_cost.after
+    return PlanDiff(
+        workload=head.workload.name,
+        base_source=base_source,
+        head_source=head_source,
+        currency=head.currency,
+        base_currency=base.currency if base else None,
+        changed=best_changed or any(d.status != "unchanged" for d in cloud_diffs),
+        workload_changes=workload_changes(base.workload if base else None, head.workload),
+        clouds=cloud_diffs,
+        best=best,
+        suggestions=head.suggestions if not any(o.chosen for o in head.clouds) else [],
+    )
+
+
+def _cloud_diff(cloud: Cloud, base: CloudOutcome | None, head: CloudOutcome | None, currency: _Currency) -> CloudDiff:
+    before = base.chosen if base else None
+    after = head.chosen if head else None
+    changes = [c for q in QUANTITIES if (c := _change(q, before, after))] if before and after else []
+    changes += currency.cost_changes(before, after)
+    warnings_before = before.warnings if before else []
+    warnings_after = after.warnings if after else []
+    blocked_before = base.blocked_by if base else []
+    blocked_after = head.blocked_by if head else []
+    added = [w for w in warnings_after if w not in warnings_before]
+    # the warnings of a deployment that no longer exists are not news: its blockers are
+    cleared = [w for w in warnings_before if w not in warnings_after] if after or not before else []
+    status: CloudStatus
+    if base is None or head is None:
+        status = "added" if base is None else "removed"
+    elif before and not after:
+        status = "became_infeasible"
+    elif after and not before:
+        status = "became_feasible"
+    else:
+        changed = changes or added or cleared or blocked_before != blocked_after
+        status = "changed" if changed else "unchanged"
+    return CloudDiff(
+        cloud=cloud,
+        status=status,
+        before=_brief(before),
+        after=_brief(after),
+        monthly_cost=currency.monthly(before, after),
+        changes=changes,
+        warnings_added=added,
+        warnings_cleared=cleared,
+        blocked_before=blocked_before,
+        blocked_after=blocked_after,
+    )
+
+
+def workload_changes(before: WorkloadSpec | None, after: WorkloadSpec) -> list[Change]:
+    """The spec fields whose values differ (defaults included, so spelling out a default is no change)."""
+    old = _flatten(before.model_dump(mode="json")) if before else {}
+    new = _flatten(after.model_dump(mode="json"))
+    return [
+        Change(field=path, label=path, before=old.get(path), after=new.get(path), delta=_number_delta(old, new, path))
+        for path in [*new, *(p for p in old if p not in new)]
+        if old.get(path) != new.get(path)
+    ]
+
+
+def _number_delta(old: dict[str, JsonValue], new: dict[str, JsonValue], path: str) -> float | None:
+    before, after = old.get(path), new.get(path)
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (before, after))
+    return float(after) - float(before) if numbers else None  # type: ignore[arg-type]
+
+
+def _flatten(data: dict[str, JsonValue], prefix: str = "") -> dict[str, JsonValue]:
+    flat: dict[str, JsonValue] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+# ---- markdown ----------------------------------------------------------------------------------------------
+
+STATUS_TEXT: dict[CloudStatus, str] = {
+    "unchanged": "no change",
+    "changed": "changed",
+    "became_infeasible": "**became infeasible**",
+    "became_feasible": "**became feasible**",
+    "added": "new",
+    "removed": "removed",
+}
+
+
+def heading(workload: str, head_source: str) -> str:
+    """The comment's first line: stable for a workload file, so a workflow can find and update the comment."""
+    return f"### inferstack plan diff: `{workload}` (`{head_source}`)"
+
+
+def render_markdown(diff: PlanDiff) -> str:
+    """The diff as GitHub-flavoured markdown for a pull-request comment."""
+    lines = [heading(diff.workload, diff.head_source), "", _sources_line(diff), ""]
+    if diff.workload_changes:
+        lines += ["**Workload changes**", "", "| field | base | head |", "|---|---|---|"]
+        lines += [
+            f"| `{c.field}` | {_cell(_spec_value(c.before))} | {_cell(_spec_value(c.after))} |"
+            for c in diff.workload_changes
+        ]
+        lines.append("")
+    if not diff.changed:
+        lines += [
+            "**No change** to any deployment: every cloud plans the same instances, memory, latency and cost.",
+            "",
+        ]
+    lines += [_best_line(diff), ""]
+    if diff.changed:
+        lines += _summary_table(diff)
+        for cloud in diff.clouds:
+            if cloud.status != "unchanged":
+                lines += _cloud_section(cloud)
+    lines += _bullets("Nearest feasible changes", diff.suggestions)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _sources_line(diff: PlanDiff) -> str:
+    converted = (
+        f" (base costs converted from {diff.base_currency} at the head's exchange rates)"
+        if diff.base_currency and diff.base_currency != diff.currency
+        else ""
+    )
+    base = (
+        f"New workload (`{diff.base_source}` does not exist)"
+        if diff.base_currency is None
+        else f"Base `{diff.base_source}`"
+    )
+    return (
+        f"{base} → head `{diff.head_source}`. Costs per month in {diff.currency}{converted}; "
+        "both sides are planned with the same catalog and prices."
+    )
+
+
+def _best_line(diff: PlanDiff) -> str:
+    best = diff.best
+    cost = best.monthly_cost
+    if best.before == best.after and cost.before == cost.after:
+        return f"**Best overall**: {best.after or 'none feasible'} (unchanged)"
+    text = f"**Best overall**: {best.before or 'none feasible'} → {best.after or 'none feasible'}"
+    if cost.delta is not None and cost.delta != 0:
+        text += f" ({_signed(cost.delta, 2)} {diff.currency}/month, {_signed_percent(cost)})"
+    return text
+
+
+def _summary_table(diff: PlanDiff) -> list[str]:
+    lines = [f"| cloud | base | head | {diff.currency}/month | change |", "|---|---|---|---:|---|"]
+    for cloud in diff.clouds:
+        before = "–" if cloud.status == "added" else cloud.before or "none feasible"
+        after = "–" if cloud.status == "removed" else cloud.after or "none feasible"
+        lines.append(
+            f"| {cloud.cloud} | {_cell(before)} | {_cell(after)} | {_cost_cell(cloud)} | {_status_cell(cloud)} |"
+        )
+    return [*lines, ""]
+
+
+def _cost_cell(cloud: CloudDiff) -> str:
+    """Base → head cost; 'unknown' for a deployment without a price, '–' where there is no deployment."""
+
+    def text(value: JsonValue, plan: str | None) -> str:
+        return _shown(value, 2) if value is not None else "unknown" if plan else "–"
+
+    cost = cloud.monthly_cost
+    after = text(cost.after, cloud.after)
+    same = cost.before == cost.after and (cloud.before is None) == (cloud.after is None)
+    return after if same else f"{text(cost.before, cloud.before)} → {after}"
+
+
+def _status_cell(cloud: CloudDiff) -> str:
+    cost = cloud.monthly_cost
+    if cloud.status == "changed" and cost.delta:
+        return f"{_signed(cost.delta, 2)} ({_signed_percent(cost)})"
+    return STATUS_TEXT[cloud.status]
+
+
+def _cloud_section(cloud: CloudDiff) -> list[str]:
+    lines = [f"#### {cloud.cloud}: {STATUS_TEXT[cloud.status].strip('*')}", ""]
+    if cloud.changes:
+        lines += ["| | base | head | change |", "|---|---:|---:|---:|"]
+        for change in cloud.changes:
+            decimals = 2 if change.field.startswith("price.") else _decimals(change.field)
+            lines.append(
+                f"| {change.label} | {_cell(_shown(change.before, decimals))} | {_cell(_shown(change.after, decimals))}"
+                f" | {_delta_text(change, decimals)} |"
+            )
+        lines.append("")
+    lines += _bullets("New warnings", cloud.warnings_added)
+    lines += _bullets("Cleared warnings", cloud.warnings_cleared)
+    if cloud.status == "became_feasible" or (cloud.blocked_before and cloud.blocked_before != cloud.blocked_after):
+        lines += _bullets("Was blocked by", cloud.blocked_before)
+    lines += _bullets("Blocked by", cloud.blocked_after)
+    return lines
+
+
+def _decimals(field: str) -> int:
+    return next((q.decimals for q in QUANTITIES if q.field == field), 0)
+
+
+def _delta_text(change: Change, decimals: int) -> str:
+    if change.delta is None:
+        return ""
+    text = _signed(change.delta, decimals)
+    return f"{text} ({_signed_percent(change)})" if change.percent is not None else text
+
+
+def _signed(value: float, decimals: int) -> str:
+    return f"{value:+,.{decimals}f}"
+
+
+def _signed_percent(change: Change) -> str:
+    return "n/a" if change.percent is None else f"{change.percent:+,.1f}%"
+
+
+def _bullets(title: str, items: Iterable[str]) -> list[str]:
+    items = list(items)
+    return [f"**{title}**", "", *(f"- {item}" for item in items), ""] if items else []
+
+
+def _cell(text: str) -> str:
+    """Table cells may not contain pipes or newlines."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+# ---- loading and planning both sides ---------------------------------------------------------------------
+
+
+def diff_workload_files(
+    workloads: Sequence[Path],
+    *,
+    base_ref: str | None = None,
+    clouds: Iterable[Cloud] | None = None,
+    prices_file: Path | None = None,
+) -> PlanDiff:
+    """`inferstack diff`: BASE HEAD, or HEAD alone with `base_ref` (HEAD's own path at that git commit).
+
+    Each file is a workload file, or a Pulumi stack file whose workload is inline (`inferstack:workload`).
+    """
+    from inferstack.sizing.planner import plan_workload
+
+    expected = 1 if base_ref else 2
+    if len(workloads) != expected:
+        raise input_error(
+            "WORKLOAD",
+            f"expects {'one file with --base-ref' if base_ref else 'two files, BASE and HEAD'}",
+            value=[str(w) for w in workloads],
+            fix="inferstack diff BASE.yaml HEAD.yaml, or inferstack diff --base-ref origin/main HEAD.yaml",
+        )
+    head_path = Path(workloads[-1])
+    cloud_list = list(clouds) if clouds else None
+    head = plan_workload(read_workload_file(head_path), clouds=cloud_list, prices_file=prices_file)
+    if base_ref is None:
+        base_path = Path(workloads[0])
+        base = plan_workload(read_workload_file(base_path), clouds=cloud_list, prices_file=prices_file)
+        return diff_reports(base, head, base_source=str(base_path), head_source=str(head_path))
+    at_ref = _workload_at_ref(base_ref, head_path)
+    base_at_ref = at_ref.plan(cloud_list, prices_file) if at_ref.text is not None else None
+    return diff_reports(base_at_ref, head, base_source=at_ref.source, head_source=str(head_path))
+
+
+STACK_WORKLOAD_KEY = "inferstack:workload"
+# The provider config key each cloud's Pulumi provider reads its region from (as the components' backends do).
+PROVIDER_REGION_KEYS: dict[str, str] = {
+    "aws": "aws:region",
+    "gcp": "gcp:region",
+    "alibaba": "alicloud:region",
+    "huawei": "huaweicloud:region",
+}
+
+
+def read_workload_file(path: Path) -> WorkloadSpec:
+    """A workload file, or a Pulumi stack file (`stacks/Pulumi.<stack>.yaml`) with an inline workload."""
+    from inferstack.spec import load_workload
+
+    if not path.is_file():
+        return load_workload(path)  # raises its "file not found" error
+    return _spec_from_text(path.read_text(encoding="utf-8"), path, str(path))
+
+
+def _spec_from_text(text: str, path: Path, source: str) -> WorkloadSpec:
+    data = parse_document(text, suffix=path.suffix, source=source)
+    if isinstance(data, dict) and isinstance(data.get("config"), dict):
+        return _stack_workload(data["config"], source, _project_dir(path))
+    return parse_workload(data, source=source, base_dir=path.parent)
+
+
+def _stack_workload(config: dict[str, JsonValue], source: str, project_dir: Path) -> WorkloadSpec:
+    """The workload a stack sizes: its cloud, its provider's region, its stage (as the Pulumi program does)."""
+    workload = config.get(STACK_WORKLOAD_KEY)
+    if not isinstance(workload, dict):
+        raise input_error(
+            STACK_WORKLOAD_KEY,
+            f"is not given inline in the stack file {source}",
+            fix="diff the workload file the stack names (inferstack:workloadFile); a stack that gives a plan has "
+            "no sizing to diff: its `pulumi preview` shows the change",
+        )
+    data = dict(workload)
+    if "inferstack:stage" in config:
+        data["stage"] = config["inferstack:stage"]
+    cloud = config.get("inferstack:cloud")
+    if isinstance(cloud, str):
+        given = data.get("placement")
+        placement = dict(given) if isinstance(given, dict) else {}
+        placement["clouds"] = [cloud]
+        region = config.get(PROVIDER_REGION_KEYS.get(cloud, ""))
+        if isinstance(region, str):
+            regions = placement.get("regions")
+            placement["regions"] = {**(regions if isinstance(regions, dict) else {}), cloud: [region]}
+        data["placement"] = placement
+    return parse_workload(data, source=f"{source} ({STACK_WORKLOAD_KEY})", base_dir=project_dir)
+
+
+def _project_dir(path: Path) -> Path:
+    """The Pulumi project holding a stack file: the nearest folder above it with a Pulumi.yaml."""
+    return next((d for d in path.resolve().parents if (d / "Pulumi.yaml").is_file()), path.resolve().parent)
+
+
+@dataclass(frozen=True)
+class _WorkloadAtRef:
+    """A workload file as it was at a git commit (text None: the file did not exist there)."""
+
+    repo: Path
+    ref: str
+    path: Path  # the working-tree path of the file
+    relative: str  # its path from the repository root, as git names it
+    text: str | None
+
+    @property
+    def source(self) -> str:
+        return f"{self.ref}:{self.relative}"
+
+    def plan(self, clouds: list[Cloud] | None, prices_file: Path | None) -> PlanReport:
+        """Plan the file as it was. A `model.config` file is read at the same commit, not from the worktree."""
+        from inferstack.sizing.planner import plan_workload
+
+        assert self.text is not None
+        spec = _spec_from_text(self.text, self.path, self.source)
+        config = spec.model.config if isinstance(spec.model, ModelSpec) else None
+        if config is None:
+            return plan_workload(spec, clouds=clouds, prices_file=prices_file)
+        with tempfile.TemporaryDirectory(prefix="inferstack-diff-") as scratch:
+            copy = Path(scratch) / config.name
+            copy.write_bytes(self._config_bytes(config))
+            as_of_ref = spec.model_copy(update={"model": spec.model.model_copy(update={"config": copy})})  # type: ignore[union-attr]
+            report = plan_workload(as_of_ref, clouds=clouds, prices_file=prices_file)
+        return report.model_copy(update={"workload": spec})  # the spec as written, paths as in the worktree
+
+    def _config_bytes(self, config: Path) -> bytes:
+        try:
+            relative = config.resolve().relative_to(self.repo).as_posix()
+        except ValueError:
+            return config.read_bytes()  # outside the repository: not versioned with the workload
+        content = _git_show(self.repo, self.ref, relative)
+        if content is None:
+            raise input_error(
+                "model.config",
+                f"does not exist at {self.ref}",
+                value=relative,
+                fix="commit the config file with the workload, or give the model by registry name",
+            )
+        return content
+
+
+def _workload_at_ref(ref: str, path: Path) -> _WorkloadAtRef:
+    if ref.startswith("-"):
+        raise input_error("--base-ref", "is not a git revision", value=ref, fix="give a branch, tag or commit")
+    repo = _repository_root(path)
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode != 0:
+        raise input_error(
+            "--base-ref",
+            "is not a commit in this repository",
+            value=ref,
+            fix="use a branch, tag or commit that exists locally (git fetch origin <branch> first; in GitHub "
+            "Actions check out with fetch-depth: 0 and use origin/<base branch>)",
+        )
+    try:
+        relative = path.resolve().relative_to(repo).as_posix()
+    except ValueError:
+        raise input_error(
+            "WORKLOAD",
+            f"is outside the git repository at {repo}",
+            value=str(path),
+            fix="give a workload file inside the repository",
+        ) from None
+    content = _git_show(repo, ref, relative)
+    return _WorkloadAtRef(repo, ref, path, relative, None if content is None else content.decode("utf-8"))
+
+
+def _repository_root(path: Path) -> Path:
+    result = _git(path.resolve().parent, "rev-parse", "--show-toplevel")
+    if result.returncode != 0:
+        raise input_error(
+            "--base-ref",
+            "needs the workload file to be in a git repository",
+            value=str(path),
+            fix="run it in a git checkout, or compare two files: inferstack diff BASE.yaml HEAD.yaml",
+        )
+    return Path(result.stdout.decode().strip()).resolve()
+
+
+def _git_show(repo: Path, ref: str, relative: str) -> bytes | None:
+    """The file's content at `ref`, or None when it does not exist there."""
+    if _git(repo, "cat-file", "-e", f"{ref}:{relative}").returncode != 0:
+        return None
+    result = _git(repo, "show", f"{ref}:{relative}")
+    if result.returncode != 0:
+        raise input_error("--base-ref", f"git show failed: {result.stderr.decode().strip()}", value=ref)
+    return result.stdout
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False, timeout=60)
+    except FileNotFoundError:
+        raise input_error(
+            "--base-ref", "needs git, which is not installed", fix="install git, or compare two files instead"
+        ) from None
+
+
