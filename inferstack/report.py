@@ -201,9 +201,4 @@ def catalog_rows(clouds: list[str] | None, prices_file: Path | None) -> list[dic
 
 
 def print_preview(result: Any) -> None:
-    plan: DeploymentPlan = result.plan
-    console.print(f"[bold]Preview[/bold] ({plan.cloud}): {plan.summary()}", markup=True)
-    table = Table("type", "name", "parent", "key properties", title="Resources `pulumi up` would create")
-    for resource in result.resources:
-        table.add_row(resource.type, resource.name, resource.parent or "", resource.key_properties())
-    console.print(table)
+    console.out(result.render_tree(), highlight=False)

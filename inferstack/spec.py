@@ -324,7 +324,7 @@ def problems_from_validation(error: ValidationError, prefix: str = "") -> list[P
     """Turn pydantic's errors into Problems that name the field, the value and the fix."""
     problems = []
     for item in error.errors(include_url=False):
-        path = [str(p) for p in item["loc"] if not str(p).startswith(("function-", "literal["))]
+        path = [str(p) for p in item["loc"] if not str(p).startswith(("function-", "literal[", "is-instance["))]
         path = [p for p in path if p not in ("str", "ModelSpec", "int", "float", "TokenCount")]
         field = ".".join([prefix, *path] if prefix else path) or (prefix or "workload")
         message = str(item["msg"]).removeprefix("Value error, ")

@@ -1,0 +1,31 @@
+"""Embeddings on an AWS CPU server: no GPU, no CDN, the model store and a private API.
+
+Config (namespace `aws-cpu-embeddings:`): `allowedCidrs` (list, optional), `apiKey` (secret, optional;
+required when allowedCidrs reaches beyond private networks).
+"""
+
+from pathlib import Path
+
+import pulumi
+
+from inferstack.components import InferenceServer
+from inferstack.spec import load_workload
+
+config = pulumi.Config()
+args = {
+    "workload": load_workload(Path(__file__).parent / "workload.yaml"),
+    "cloud": "aws",
+    "allowed_cidrs": config.get_object("allowedCidrs") or [],
+    "static_assets": False,  # an API only: no bucket + CDN for static files
+    "tags": {"example": "aws-cpu-embeddings"},
+}
+api_key = config.get_secret("apiKey")
+if api_key is not None:
+    args["api_key"] = api_key
+
+embeddings = InferenceServer("embeddings", args)
+
+pulumi.export("endpoint", embeddings.endpoint_url)
+pulumi.export("privateIps", embeddings.private_ips)
+pulumi.export("modelBucket", embeddings.model_bucket_name)
+pulumi.export("plan", embeddings.plan_summary)

@@ -1,0 +1,279 @@
+"""The Pulumi program behind `pulumi up`: stack config → workload → plan → InferenceServer → stack outputs.
+
+`__main__.py` (repo root) runs it for real; `inferstack.preview` runs it under mocks. Everything in the stack
+config is checked here, and a mistake raises an InputError naming the config key before any resource exists.
+
+Config keys (namespace `inferstack:`; region from the provider's own key, e.g. `aws:region`):
+
+    cloud               aws | gcp | alibaba | huawei (required)
+    workload            the workload spec, inline (structured config)      ┐
+    workloadFile        path to a workload YAML/JSON, relative to the project ├ exactly one
+    plan / planFile     a plan from `inferstack plan --json`, inline or file ┘
+    stage               validation | internal | production: overrides the workload's stage
+    allowedCidrs        networks that may call the API (default: the server's own network only)
+    apiKey, hubToken    secrets (`pulumi config set --secret`)
+    staticAssets        create the CDN + assets bucket (default true)
+    pricesFile          price overrides used when sizing the workload (docs/pricing.md)
+    networkId, subnetIds, securityGroupIds, instanceIdentity, modelBucket, assetsBucket
+                        bring your own (then nothing is created for them)
+    tags                extra tags on every resource
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import config as pulumi_config
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from inferstack.components.core import backend_for, parse_cidrs
+from inferstack.components.server import InferenceServer, InferenceServerArgs, size_workload
+from inferstack.errors import InputError, Problem, input_error
+from inferstack.plan import DeploymentPlan, PlanReport
+from inferstack.spec import Cloud, Stage, WorkloadSpec, load_workload, parse_workload, problems_from_validation
+
+NAMESPACE = "inferstack"
+SERVER_NAME = "server"
+_SECRET_KEYS = {"apiKey": "api_key", "hubToken": "hub_token"}
+
+
+class StackConfig(BaseModel):
+    """The `inferstack:` keys of a stack, as plain values (secrets are read separately)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, use_attribute_docstrings=True)
+
+    cloud: str
+    """The cloud to deploy on: aws, gcp, alibaba or huawei."""
+    workload: dict[str, Any] | None = None
+    """The workload spec, inline."""
+    workload_file: str | None = Field(default=None, alias="workloadFile")
+    """Path to a workload file, relative to the project directory."""
+    plan: dict[str, Any] | None = None
+    """A plan from `inferstack plan --json`, inline."""
+    plan_file: str | None = Field(default=None, alias="planFile")
+    """Path to a plan JSON file from `inferstack plan --json`."""
+    stage: Stage | None = None
+    """validation, internal or production; overrides the workload's stage."""
+    allowed_cidrs: list[str] = Field(default_factory=list, alias="allowedCidrs")
+    """Networks that may call the inference API, as CIDR blocks."""
+    static_assets: bool = Field(default=True, alias="staticAssets")
+    """Create the static-assets bucket and its CDN."""
+    network_id: str | None = Field(default=None, alias="networkId")
+    """Existing network (AWS VPC id)."""
+    subnet_ids: list[str] | None = Field(default=None, alias="subnetIds")
+    """Existing subnets for the servers."""
+    security_group_ids: list[str] | None = Field(default=None, alias="securityGroupIds")
+    """Existing security groups."""
+    instance_identity: str | None = Field(default=None, alias="instanceIdentity")
+    """Existing identity (AWS instance profile name)."""
+    model_bucket: str | None = Field(default=None, alias="modelBucket")
+    """Existing bucket holding the model files."""
+    assets_bucket: str | None = Field(default=None, alias="assetsBucket")
+    """Existing bucket for static assets."""
+    tags: dict[str, str] = Field(default_factory=dict)
+    """Extra tags on every resource."""
+    prices_file: str | None = Field(default=None, alias="pricesFile")
+    """Price-override file used when sizing the workload (docs/pricing.md)."""
+
+
+_KNOWN_KEYS = {field.alias or name for name, field in StackConfig.model_fields.items()} | set(_SECRET_KEYS)
+_SOURCES = ("workload", "workloadFile", "plan", "planFile")
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """A checked stack config: the plan, or the workload to size (with its price overrides), and the
+    InferenceServer arguments other than the plan."""
+
+    cloud: Cloud
+    plan: DeploymentPlan | None
+    workload: WorkloadSpec | None
+    prices_file: Path | None
+    server_args: InferenceServerArgs
+
+
+@dataclass(frozen=True)
+class Deployment:
+    plan: DeploymentPlan
+    server: InferenceServer
+    exports: dict[str, pulumi.Output[Any]]
+
+
+def read_stack_config(project_dir: Path | None = None) -> StackSettings:
+    """Read and check the `inferstack:` stack config; raise InputError before anything is created."""
+    project_dir = project_dir or Path.cwd()
+    raw = _raw_config()
+    unknown = sorted(set(raw) - _KNOWN_KEYS)
+    if unknown:
+        raise InputError([Problem(f"{NAMESPACE}:{key}", "is not a known config key",
+                                  fix=_did_you_mean(key) or f"use one of {', '.join(sorted(_KNOWN_KEYS))}")
+                          for key in unknown])
+    if "cloud" not in raw:
+        raise input_error(f"{NAMESPACE}:cloud", "is not set", fix="pulumi config set inferstack:cloud aws "
+                          "(one of aws, gcp, alibaba, huawei)")
+    try:
+        config = StackConfig.model_validate(raw)
+    except ValidationError as error:
+        raise InputError([_config_problem(p) for p in problems_from_validation(error)]) from None
+    backend_for(config.cloud, field=f"{NAMESPACE}:cloud")
+    _, cidr_problems = parse_cidrs(config.allowed_cidrs, f"{NAMESPACE}:allowedCidrs")
+    if cidr_problems:
+        raise InputError(cidr_problems)
+    given = [key for key in _SOURCES if key in raw]
+    if len(given) != 1:
+        raise input_error(f"{NAMESPACE}:workload", "give exactly one of workload, workloadFile, plan, planFile",
+                          value=given or None, fix="pulumi config set inferstack:workloadFile workload.yaml")
+    plan, workload = _read_source(config, project_dir)
+    if workload is not None:
+        workload = _pin_workload(workload, config)
+    prices_file = project_dir / config.prices_file if config.prices_file else None
+    return StackSettings(cloud=config.cloud, plan=plan, workload=workload,  # type: ignore[arg-type]
+                         prices_file=prices_file, server_args=_server_args(config))
+
+
+def deploy(settings: StackSettings) -> Deployment:
+    """Size the workload if the stack gave one, create the InferenceServer, and return its stack outputs."""
+    plan = settings.plan or size_workload(settings.workload, settings.cloud,  # type: ignore[arg-type]
+                                          field=f"{NAMESPACE}:workload", prices_file=settings.prices_file)
+    server = InferenceServer(SERVER_NAME, {**settings.server_args, "plan": plan})
+    exports = {
+        "endpointUrl": server.endpoint_url,
+        "endpointUrls": server.endpoint_urls,
+        "instanceIds": server.instance_ids,
+        "publicIps": server.public_ips,
+        "privateIps": server.private_ips,
+        "modelBucket": server.model_bucket_name,
+        "staticAssetsUrl": server.static_assets_url,
+        "staticAssetsPolicy": server.static_assets_policy,
+        "firewallIds": server.firewall_ids,
+        "identityId": server.identity_id,
+        "apiKeyParameter": server.api_key_ref,
+        "plan": server.plan_summary,
+    }
+    return Deployment(plan=server.plan, server=server, exports=exports)
+
+
+#### Reading ####
+
+
+def _raw_config() -> dict[str, Any]:
+    """Every `inferstack:` key of the stack, structured values decoded (the engine passes them as JSON)."""
+    merged = {**pulumi_config.get_config_env(), **pulumi_config.CONFIG.get()}
+    raw: dict[str, Any] = {}
+    for key, value in merged.items():
+        namespace, _, name = key.partition(":")
+        if namespace != NAMESPACE or name in _SECRET_KEYS:
+            continue
+        raw[name] = _decode(value)
+    return raw
+
+
+def _decode(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        return value
+    return decoded if isinstance(decoded, dict | list | bool) else value
+
+
+def _config_problem(problem: Problem) -> Problem:
+    """Name the config key as the user wrote it: `inferstack:allowedCidrs[0]`, not `allowedCidrs.0`."""
+    head, *rest = problem.field.split(".")
+    where = f"{NAMESPACE}:{head}" + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in rest)
+    return Problem(where, problem.message, value=problem.value, fix=problem.fix)
+
+
+def _did_you_mean(key: str) -> str | None:
+    close = difflib.get_close_matches(key, sorted(_KNOWN_KEYS), n=1)
+    return f"did you mean {NAMESPACE}:{close[0]}?" if close else None
+
+
+def _read_source(config: StackConfig, project_dir: Path) -> tuple[DeploymentPlan | None, WorkloadSpec | None]:
+    if config.workload is not None:
+        return None, parse_workload(config.workload, source=f"{NAMESPACE}:workload", base_dir=project_dir)
+    if config.workload_file is not None:
+        return None, load_workload(project_dir / config.workload_file)
+    if config.plan_file is not None:
+        plan = load_plan(project_dir / config.plan_file, config.cloud)  # type: ignore[arg-type]
+    else:
+        plan = read_plan(config.plan, config.cloud, source=f"{NAMESPACE}:plan")  # type: ignore[arg-type]
+    if plan.cloud != config.cloud:
+        raise input_error(f"{NAMESPACE}:cloud", f"differs from the plan's cloud ({plan.cloud})", value=config.cloud,
+                          fix=f"set inferstack:cloud to {plan.cloud}, or plan for {config.cloud}")
+    if config.stage is not None and config.stage != plan.stage:
+        raise input_error(f"{NAMESPACE}:stage", f"differs from the plan's stage ({plan.stage})", value=config.stage,
+                          fix="re-plan for this stage, or drop inferstack:stage")
+    return plan, None
+
+
+def load_plan(path: Path, cloud: Cloud) -> DeploymentPlan:
+    """The plan for `cloud` in a file written by `inferstack plan --json` (a report, or a single plan)."""
+    if not path.is_file():
+        raise input_error("planFile", "file not found", value=str(path),
+                          fix=f"write one with `inferstack plan WORKLOAD --cloud {cloud} --json > {path.name}`")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise input_error("planFile", f"is not JSON: {error}", value=str(path)) from None
+    return read_plan(data, cloud, source=str(path))
+
+
+def read_plan(data: Any, cloud: Cloud, *, source: str) -> DeploymentPlan:
+    """A DeploymentPlan from JSON data: a plan, or a plan report (its chosen deployment on `cloud`)."""
+    if isinstance(data, dict) and "clouds" in data and "workload" in data and isinstance(data["workload"], dict):
+        try:
+            report = PlanReport.model_validate(data)
+        except ValidationError as error:
+            raise InputError(_plan_problems(error), source=source) from None
+        outcome = next((o for o in report.clouds if o.cloud == cloud), None)
+        if outcome is None or outcome.chosen is None:
+            reasons = "; ".join(outcome.blocked_by) if outcome else f"the report has no result for {cloud}"
+            raise input_error("plan", f"has no deployment on {cloud}: {reasons}", value=source,
+                              fix=f"plan again with --cloud {cloud}")
+        return outcome.chosen
+    try:
+        return DeploymentPlan.model_validate(data)
+    except ValidationError as error:
+        raise InputError(_plan_problems(error), source=source) from None
+
+
+def _plan_problems(error: ValidationError) -> list[Problem]:
+    """A plan is machine-written: say which fields are missing in one line, then anything else that is wrong."""
+    fix = "use the JSON that `inferstack plan WORKLOAD --json` writes, unedited"
+    missing = [".".join(map(str, e["loc"])) for e in error.errors() if e["type"] == "missing"]
+    problems = [Problem("plan", f"is not a complete plan: missing {', '.join(missing)}", fix=fix)] if missing else []
+    problems += [Problem("plan." + ".".join(map(str, e["loc"])), str(e["msg"]), value=e.get("input"), fix=fix)
+                 for e in error.errors() if e["type"] != "missing"]
+    return problems
+
+
+def _pin_workload(workload: WorkloadSpec, config: StackConfig) -> WorkloadSpec:
+    """Size for this stack: its stage and its cloud (the component adds the provider's region)."""
+    placement = workload.placement
+    if config.cloud not in placement.clouds:
+        raise input_error(f"{NAMESPACE}:cloud", "is not among the workload's allowed clouds",
+                          value=config.cloud, fix=f"use one of {placement.clouds}, or allow {config.cloud}")
+    pinned = placement.model_copy(update={"clouds": [config.cloud]})
+    return workload.model_copy(update={"placement": pinned, "stage": config.stage or workload.stage})
+
+
+def _server_args(config: StackConfig) -> InferenceServerArgs:
+    args: dict[str, Any] = {"allowed_cidrs": config.allowed_cidrs, "static_assets": config.static_assets,
+                            "tags": config.tags}
+    for key in ("network_id", "subnet_ids", "security_group_ids", "instance_identity", "model_bucket",
+                "assets_bucket"):
+        if getattr(config, key) is not None:
+            args[key] = getattr(config, key)
+    secrets = pulumi.Config(NAMESPACE)
+    for config_key, arg in _SECRET_KEYS.items():
+        value = secrets.get_secret(config_key)
+        if value is not None:
+            args[arg] = value
+    return args  # type: ignore[return-value]

@@ -1,0 +1,540 @@
+"""The components: cloud-neutral Pulumi ComponentResources that delegate resource creation to a cloud backend.
+
+`InferenceServer` is the top: give it a plan (or a workload, which it sizes) and it composes a `Network`, a
+`Firewall`, a `ModelStore`, `StaticAssets`, `ServerSecrets`, a `ServerIdentity` and the servers themselves.
+Every piece the caller brings (network, subnets, security groups, identity, buckets) replaces the piece that
+would have been created, and nothing is created for it.
+
+Each component checks its arguments (a TypedDict, validated with pydantic) and raises an InputError naming the
+field before it registers anything, so bad input never leaves a half-created stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pydantic import with_config
+from typing_extensions import NotRequired, TypedDict
+
+from inferstack import bootstrap
+from inferstack.components.core import (
+    ARGS_CONFIG,
+    Capability,
+    CloudBackend,
+    FirewallRequest,
+    IdentityRequest,
+    ModelStoreRequest,
+    NetworkRequest,
+    SecretsRequest,
+    ServersRequest,
+    StaticAssetsRequest,
+    backend_for,
+    child_options,
+    default_tags,
+    is_private,
+    parse_cidrs,
+    validate_args,
+)
+from inferstack.errors import InfeasibleError, InputError, Problem, input_error
+from inferstack.plan import DeploymentPlan
+from inferstack.spec import Cloud, WorkloadSpec
+
+#### Network ####
+
+
+@with_config(ARGS_CONFIG)
+class NetworkArgs(TypedDict):
+    cloud: Cloud
+    """Cloud to create the network on."""
+    instance_type: str
+    """Machine type the servers will use: only zones that offer it get a subnet."""
+    zones: NotRequired[int]
+    """Availability zones to spread over, one public subnet each (default 1)."""
+    tags: NotRequired[Mapping[str, str]]
+    """Tags merged over the defaults (project, stack, managed-by)."""
+
+
+class Network(pulumi.ComponentResource):
+    """A minimal network: one public subnet per zone, internet egress, a private path to object storage.
+
+    Servers get public addresses for egress (drivers, packages) without a NAT gateway's hourly cost; the
+    Firewall decides who may reach them. Bring your own network for private subnets behind NAT.
+    """
+
+    network_id: pulumi.Output[str]
+    subnet_ids: pulumi.Output[list[str]]
+    cidr_block: pulumi.Output[str]
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        checked = validate_args(NetworkArgs, args, name)
+        backend = backend_for(checked["cloud"], field=f"{name}.cloud")
+        super().__init__("inferstack:index:Network", name, None, opts)
+        result = backend.create_network(self, name, NetworkRequest(
+            zones=checked.get("zones", 1), instance_type=checked["instance_type"], tags=_tags(checked)))
+        self.subnets = result.subnet_ids
+        self.network_id = result.network_id
+        self.subnet_ids = pulumi.Output.all(*result.subnet_ids)
+        self.cidr_block = result.cidr_block
+        self.register_outputs({"network_id": self.network_id, "subnet_ids": self.subnet_ids,
+                               "cidr_block": self.cidr_block})
+
+
+#### Firewall ####
+
+
+@with_config(ARGS_CONFIG)
+class FirewallArgs(TypedDict):
+    cloud: Cloud
+    network_id: pulumi.Input[str]
+    """Network the firewall belongs to (AWS VPC id)."""
+    network_cidr: pulumi.Input[str]
+    """Address range of that network: metrics, and the API when no CIDR is allowed, are open to it only."""
+    port: int
+    """Port of the inference API."""
+    metrics_port: NotRequired[int | None]
+    """Separate metrics port, reachable from inside the network only."""
+    allowed_cidrs: NotRequired[Sequence[str]]
+    """Networks that may call the API; empty (default) keeps it reachable from the network only."""
+    tags: NotRequired[Mapping[str, str]]
+
+
+class Firewall(pulumi.ComponentResource):
+    """Opens the inference port to the allowed networks and nothing else; SSH stays closed.
+
+    Operators reach servers through the cloud's managed shell (AWS Session Manager). Egress is explicit,
+    limited to HTTP and HTTPS, which the bootstrap needs for drivers, packages and model files.
+    """
+
+    firewall_id: pulumi.Output[str]
+
+    def __init__(self, name: str, args: FirewallArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        checked = validate_args(FirewallArgs, args, name)
+        backend = backend_for(checked["cloud"], field=f"{name}.cloud")
+        networks, problems = parse_cidrs(checked.get("allowed_cidrs", ()), f"{name}.allowed_cidrs")
+        if problems:
+            raise InputError(problems)
+        super().__init__("inferstack:index:Firewall", name, None, opts)
+        result = backend.create_firewall(self, name, FirewallRequest(
+            network_id=checked["network_id"], network_cidr=checked["network_cidr"], serving_port=checked["port"],
+            metrics_port=checked.get("metrics_port"), allowed_cidrs=tuple(str(n) for n in networks),
+            tags=_tags(checked)))
+        self.firewall_id = result.firewall_id
+        self.register_outputs({"firewall_id": self.firewall_id})
+
+
+#### Storage ####
+
+
+@with_config(ARGS_CONFIG)
+class ModelStoreArgs(TypedDict):
+    cloud: Cloud
+    force_destroy: NotRequired[bool]
+    """Let `pulumi destroy` delete buckets that still hold objects (default false; dev stacks only)."""
+    tags: NotRequired[Mapping[str, str]]
+
+
+class ModelStore(pulumi.ComponentResource):
+    """Private, encrypted, versioned buckets: models, user data (uploads/ and results/), and access logs.
+
+    Versioning lets you roll a model back to a previous version; noncurrent versions expire after a while.
+    The three buckets are separate so that each has its own policy and lifecycle.
+    """
+
+    model_bucket_name: pulumi.Output[str]
+    data_bucket_name: pulumi.Output[str]
+    logs_bucket_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        checked = validate_args(ModelStoreArgs, args, name)
+        backend = backend_for(checked["cloud"], field=f"{name}.cloud")
+        super().__init__("inferstack:index:ModelStore", name, None, opts)
+        result = backend.create_model_store(self, name, ModelStoreRequest(
+            force_destroy=checked.get("force_destroy", False), tags=_tags(checked)))
+        self.model_bucket_name = result.model_bucket
+        self.data_bucket_name = result.data_bucket
+        self.logs_bucket_name = result.logs_bucket
+        self.register_outputs({"model_bucket_name": self.model_bucket_name, "data_bucket_name": self.data_bucket_name,
+                               "logs_bucket_name": self.logs_bucket_name})
+
+
+@with_config(ARGS_CONFIG)
+class StaticAssetsArgs(TypedDict):
+    cloud: Cloud
+    bucket: NotRequired[pulumi.Input[str]]
+    """Existing bucket to serve instead of creating one; nothing is created or changed on it."""
+    access_logs_bucket: NotRequired[pulumi.Input[str]]
+    """Bucket that receives the asset bucket's access logs (a created bucket only)."""
+    force_destroy: NotRequired[bool]
+    tags: NotRequired[Mapping[str, str]]
+
+
+class StaticAssets(pulumi.ComponentResource):
+    """A private bucket behind an HTTPS-only CDN that alone can read it."""
+
+    bucket_name: pulumi.Output[str]
+    url: pulumi.Output[str]
+    required_bucket_policy: pulumi.Output[str | None]
+    """For a brought bucket: the policy statement its owner must add so that the CDN can read it."""
+
+    def __init__(self, name: str, args: StaticAssetsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        checked = validate_args(StaticAssetsArgs, args, name)
+        backend = backend_for(checked["cloud"], field=f"{name}.cloud")
+        problem = backend.require(Capability.PRIVATE_CDN_ORIGIN, field=f"{name}.cloud",
+                                  fix="serve static files from elsewhere")
+        if problem:
+            raise InputError([problem])
+        super().__init__("inferstack:index:StaticAssets", name, None, opts)
+        result = backend.create_static_assets(self, name, StaticAssetsRequest(
+            existing_bucket=checked.get("bucket"), logs_bucket=checked.get("access_logs_bucket"),
+            force_destroy=checked.get("force_destroy", False), tags=_tags(checked)))
+        self.bucket_name = result.bucket
+        self.url = result.url
+        self.required_bucket_policy = pulumi.Output.from_input(result.required_bucket_policy)
+        self.register_outputs({"bucket_name": self.bucket_name, "url": self.url,
+                               "required_bucket_policy": self.required_bucket_policy})
+
+
+#### Secrets and identity ####
+
+
+@with_config(ARGS_CONFIG)
+class ServerSecretsArgs(TypedDict):
+    cloud: Cloud
+    api_key: NotRequired[pulumi.Input[str]]
+    """Endpoint API key; stored encrypted, read by the server at boot."""
+    hub_token: NotRequired[pulumi.Input[str]]
+    """Model-hub token; stored encrypted, read by the server at boot."""
+    tags: NotRequired[Mapping[str, str]]
+
+
+class ServerSecrets(pulumi.ComponentResource):
+    """Puts the server's secrets in the cloud's secret store; outputs only references, never values."""
+
+    api_key_ref: pulumi.Output[str | None]
+    hub_token_ref: pulumi.Output[str | None]
+    secret_ids: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, args: ServerSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        checked = validate_args(ServerSecretsArgs, args, name)
+        backend = backend_for(checked["cloud"], field=f"{name}.cloud")
+        super().__init__("inferstack:index:ServerSecrets", name, None, opts)
+        values = {ref: pulumi.Output.secret(checked[key]) for key, ref in _SECRET_NAMES.items() if key in checked}
+        result = backend.create_secrets(self, name, SecretsRequest(values=values, tags=_tags(checked)))
+        self.grant_ids = result.grant_ids
+        self.api_key_ref = pulumi.Output.from_input(result.refs.get("api-key"))
+        self.hub_token_ref = pulumi.Output.from_input(result.refs.get("hub-token"))
+        self.secret_ids = pulumi.Output.all(*result.grant_ids)
+        self.register_outputs({"api_key_ref": self.api_key_ref, "hub_token_ref": self.hub_token_ref,
+                               "secret_ids": self.secret_ids})
+
+
+_SECRET_NAMES = {"api_key": "api-key", "hub_token": "hub-token"}
+
+
+@with_config(ARGS_CONFIG)
+class ServerIdentityArgs(TypedDict):
+    cloud: Cloud
+    model_bucket: pulumi.Input[str]
+    """Bucket holding the model files."""
+    model_prefix: str
+    """The only prefix the server may read (ends in '/')."""
+    secret_ids: NotRequired[Sequence[pulumi.Input[str]]]
+    """Secrets the server may read (from ServerSecrets.secret_ids)."""
+    tags: NotRequired[Mapping[str, str]]
+
+
+class ServerIdentity(pulumi.ComponentResource):
+    """The server's cloud identity: read the model prefix of one bucket, read its own secrets, managed shell."""
+
+    identity_id: pulumi.Output[str]
+    attachment: pulumi.Output[str]
+    """What a server attaches to take this identity (AWS instance profile name)."""
+
+    def __init__(self, name: str, args: ServerIdentityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        checked = validate_args(ServerIdentityArgs, args, name)
+        backend = backend_for(checked["cloud"], field=f"{name}.cloud")
+        prefix = checked["model_prefix"]
+        if not prefix.endswith("/") or prefix.startswith("/"):
+            raise input_error(f"{name}.model_prefix", "must be a relative folder ending in '/'", value=prefix,
+                              fix="use the plan's model.bucket_prefix, e.g. models/llama-3.1-8b/bf16/")
+        super().__init__("inferstack:index:ServerIdentity", name, None, opts)
+        result = backend.create_identity(self, name, IdentityRequest(
+            model_bucket=checked["model_bucket"], model_prefix=prefix,
+            secret_ids=[pulumi.Output.from_input(s) for s in checked.get("secret_ids", ())], tags=_tags(checked)))
+        self.identity_id = result.identity_id
+        self.attachment = result.attachment
+        self.register_outputs({"identity_id": self.identity_id, "attachment": self.attachment})
+
+
+#### Inference server ####
+
+
+@with_config(ARGS_CONFIG)
+class InferenceServerArgs(TypedDict):
+    plan: NotRequired[DeploymentPlan]
+    """The deployment to create, as `inferstack plan --json` printed it. Give this or `workload`."""
+    workload: NotRequired[WorkloadSpec]
+    """A workload to size for `cloud` at construction. Give this or `plan`."""
+    cloud: NotRequired[Cloud]
+    """Cloud to deploy on; defaults to the plan's cloud, or to the workload's only allowed cloud."""
+    allowed_cidrs: NotRequired[Sequence[str]]
+    """Networks that may call the inference API. Empty (default): only the server's own network."""
+    api_key: NotRequired[pulumi.Input[str]]
+    """Endpoint API key (pass a Pulumi secret). Required when allowed_cidrs reach beyond private networks."""
+    hub_token: NotRequired[pulumi.Input[str]]
+    """Model-hub token (pass a Pulumi secret), for runtimes that fetch files from the hub."""
+    static_assets: NotRequired[bool]
+    """Create a private bucket behind an HTTPS CDN for static files (default true)."""
+    network_id: NotRequired[pulumi.Input[str]]
+    """Existing network (AWS VPC id) instead of creating one; give subnet_ids with it."""
+    subnet_ids: NotRequired[Sequence[pulumi.Input[str]]]
+    """Existing subnets for the servers, replica i in subnet i mod n; give network_id with them."""
+    security_group_ids: NotRequired[Sequence[pulumi.Input[str]]]
+    """Existing security groups to attach instead of creating the Firewall."""
+    instance_identity: NotRequired[pulumi.Input[str]]
+    """Existing identity for the servers (AWS instance profile name) instead of creating a ServerIdentity."""
+    model_bucket: NotRequired[pulumi.Input[str]]
+    """Existing bucket with the model under plan.model.bucket_prefix, instead of creating the ModelStore."""
+    assets_bucket: NotRequired[pulumi.Input[str]]
+    """Existing bucket to serve through the CDN; its owner adds the policy in `static_assets_policy`."""
+    tags: NotRequired[Mapping[str, str]]
+    """Tags merged over the defaults (project, stack, workload, managed-by)."""
+
+
+class InferenceServer(pulumi.ComponentResource):
+    """A right-sized inference server from a plan: network, firewall, buckets, CDN, identity, secrets, servers."""
+
+    endpoint_url: pulumi.Output[str]
+    """URL of the first replica's inference API."""
+    endpoint_urls: pulumi.Output[list[str]]
+    instance_ids: pulumi.Output[list[str]]
+    public_ips: pulumi.Output[list[str]]
+    private_ips: pulumi.Output[list[str]]
+    model_bucket_name: pulumi.Output[str]
+    static_assets_url: pulumi.Output[str | None]
+    static_assets_policy: pulumi.Output[str | None]
+    firewall_ids: pulumi.Output[list[str]]
+    identity_id: pulumi.Output[str | None]
+    """The created identity (AWS role ARN); None when one was brought."""
+    api_key_ref: pulumi.Output[str | None]
+    """Where the API key is stored (AWS SSM parameter name), never the key."""
+    plan_summary: pulumi.Output[dict[str, Any]]
+
+    def __init__(self, name: str, args: InferenceServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        checked = validate_args(InferenceServerArgs, args, name)
+        self.plan = _resolve_plan(checked, name)
+        self.backend = backend_for(self.plan.cloud, field=f"{name}.cloud")
+        self.allowed_cidrs = _check_placement(checked, self.plan, self.backend, name)
+        super().__init__("inferstack:index:InferenceServer", name, None, opts)
+        self._name = name
+        self._tags = {**default_tags(self.plan.workload), **checked.get("tags", {})}
+        production = self.plan.stage == "production"
+
+        network_id, subnet_ids, network_cidr = self._network(checked)
+        firewall_ids = self._firewall(checked, network_id, network_cidr)
+        model_bucket, logs_bucket = self._model_store(checked, force_destroy=not production)
+        self._static_assets(checked, logs_bucket, force_destroy=not production)
+        secrets = self._secrets(checked)
+        attachment = self._identity(checked, model_bucket, secrets)
+        user_data = pulumi.Output.all(
+            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None])
+        ).apply(lambda refs: self._render_user_data(*refs))
+        servers = self.backend.create_servers(self, name, ServersRequest(
+            plan=self.plan, subnet_ids=subnet_ids, firewall_ids=firewall_ids, attachment=attachment,
+            user_data=user_data, tags=self._tags))
+
+        port = self.plan.serving.port
+        self.endpoint_urls = pulumi.Output.all(*(
+            pulumi.Output.all(public, private).apply(lambda ips: f"http://{ips[0] or ips[1]}:{port}")
+            for public, private in zip(servers.public_ips, servers.private_ips, strict=True)))
+        self.endpoint_url = self.endpoint_urls.apply(lambda urls: urls[0])
+        self.instance_ids = pulumi.Output.all(*servers.instance_ids)
+        self.public_ips = pulumi.Output.all(*servers.public_ips)
+        self.private_ips = pulumi.Output.all(*servers.private_ips)
+        self.model_bucket_name = pulumi.Output.from_input(model_bucket)
+        self.firewall_ids = pulumi.Output.all(*firewall_ids)
+        self.api_key_ref = secrets.api_key_ref if secrets else pulumi.Output.from_input(None)
+        self.plan_summary = pulumi.Output.from_input(plan_summary(self.plan))
+        self.register_outputs({
+            "endpoint_url": self.endpoint_url, "endpoint_urls": self.endpoint_urls,
+            "instance_ids": self.instance_ids, "public_ips": self.public_ips, "private_ips": self.private_ips,
+            "model_bucket_name": self.model_bucket_name, "static_assets_url": self.static_assets_url,
+            "static_assets_policy": self.static_assets_policy, "firewall_ids": self.firewall_ids,
+            "identity_id": self.identity_id, "api_key_ref": self.api_key_ref, "plan_summary": self.plan_summary})
+
+    def _network(self, checked: Mapping[str, Any]) -> tuple[Any, list[Any], Any]:
+        if "network_id" in checked:
+            needs_cidr = "security_group_ids" not in checked
+            cidr = self.backend.network_cidr(self, checked["network_id"]) if needs_cidr else None
+            return checked["network_id"], list(checked["subnet_ids"]), cidr
+        self.network = Network(f"{self._name}-network", {
+            "cloud": self.plan.cloud, "instance_type": self.plan.instance_type, "zones": self.plan.zones,
+            "tags": self._tags}, opts=child_options(self))
+        return self.network.network_id, self.network.subnets, self.network.cidr_block
+
+    def _firewall(self, checked: Mapping[str, Any], network_id: Any, network_cidr: Any) -> list[Any]:
+        if "security_group_ids" in checked:
+            return list(checked["security_group_ids"])
+        self.firewall = Firewall(f"{self._name}-firewall", {
+            "cloud": self.plan.cloud, "network_id": network_id, "network_cidr": network_cidr,
+            "port": self.plan.serving.port, "metrics_port": self.plan.serving.metrics_port,
+            "allowed_cidrs": self.allowed_cidrs, "tags": self._tags}, opts=child_options(self))
+        return [self.firewall.firewall_id]
+
+    def _model_store(self, checked: Mapping[str, Any], *, force_destroy: bool) -> tuple[Any, Any]:
+        if "model_bucket" in checked:
+            return checked["model_bucket"], None
+        self.model_store = ModelStore(f"{self._name}-store", {
+            "cloud": self.plan.cloud, "force_destroy": force_destroy, "tags": self._tags}, opts=child_options(self))
+        return self.model_store.model_bucket_name, self.model_store.logs_bucket_name
+
+    def _static_assets(self, checked: Mapping[str, Any], logs_bucket: Any, *, force_destroy: bool) -> None:
+        self.static_assets_url = pulumi.Output.from_input(None)
+        self.static_assets_policy = pulumi.Output.from_input(None)
+        if not checked.get("static_assets", True):
+            return
+        assets_args: StaticAssetsArgs = {"cloud": self.plan.cloud, "force_destroy": force_destroy, "tags": self._tags}
+        if "assets_bucket" in checked:
+            assets_args["bucket"] = checked["assets_bucket"]
+        elif logs_bucket is not None:
+            assets_args["access_logs_bucket"] = logs_bucket
+        self.static_assets = StaticAssets(f"{self._name}-assets", assets_args, opts=child_options(self))
+        self.static_assets_url = self.static_assets.url
+        self.static_assets_policy = self.static_assets.required_bucket_policy
+
+    def _secrets(self, checked: Mapping[str, Any]) -> ServerSecrets | None:
+        if "api_key" not in checked and "hub_token" not in checked:
+            return None
+        secrets_args: ServerSecretsArgs = {"cloud": self.plan.cloud, "tags": self._tags}
+        if "api_key" in checked:
+            secrets_args["api_key"] = checked["api_key"]
+        if "hub_token" in checked:
+            secrets_args["hub_token"] = checked["hub_token"]
+        return ServerSecrets(f"{self._name}-secrets", secrets_args, opts=child_options(self))
+
+    def _identity(self, checked: Mapping[str, Any], model_bucket: Any, secrets: ServerSecrets | None) -> Any:
+        if "instance_identity" in checked:
+            self.identity_id = pulumi.Output.from_input(None)
+            return checked["instance_identity"]
+        self.identity = ServerIdentity(f"{self._name}-identity", {
+            "cloud": self.plan.cloud, "model_bucket": model_bucket, "model_prefix": self.plan.model.bucket_prefix,
+            "secret_ids": secrets.grant_ids if secrets else [], "tags": self._tags}, opts=child_options(self))
+        self.identity_id = self.identity.identity_id
+        return self.identity.attachment
+
+    def _render_user_data(self, model_bucket: str, api_key_ref: str | None, hub_token_ref: str | None) -> str:
+        options = bootstrap.BootstrapOptions(model_bucket=model_bucket, region=self.plan.region,
+                                             api_key_secret=api_key_ref, hub_token_secret=hub_token_ref)
+        # Looked up on the module at call time, so a test can substitute the renderer.
+        return bootstrap.render_bootstrap(self.plan, self.plan.cloud, options)
+
+
+def plan_summary(plan: DeploymentPlan) -> dict[str, Any]:
+    """The facts a reader of the stack outputs wants first: what runs, how many, and what it costs."""
+    return {
+        "instance_type": plan.instance_type,
+        "instance_count": plan.instance_count,
+        "gpus_per_instance": plan.gpus_per_instance,
+        "accelerator": plan.accelerator.name if plan.accelerator else None,
+        "region": plan.region,
+        "stage": plan.stage,
+        "monthly_cost": str(plan.price.monthly) if plan.price.monthly else None,
+        "summary": plan.summary(),
+    }
+
+
+def _tags(checked: Mapping[str, Any]) -> dict[str, str]:
+    return {**default_tags(), **checked.get("tags", {})}
+
+
+def _resolve_plan(checked: Mapping[str, Any], name: str) -> DeploymentPlan:
+    plan: DeploymentPlan | None = checked.get("plan")
+    workload: WorkloadSpec | None = checked.get("workload")
+    if (plan is None) == (workload is None):
+        raise input_error(f"{name}.plan", "give exactly one of plan or workload", value=sorted(checked),
+                          fix="pass plan=<DeploymentPlan from `inferstack plan --json`> or workload=<WorkloadSpec>")
+    cloud: Cloud | None = checked.get("cloud")
+    if plan is not None:
+        if cloud is not None and cloud != plan.cloud:
+            raise input_error(f"{name}.cloud", f"differs from the plan's cloud ({plan.cloud})", value=cloud,
+                              fix="drop cloud, or plan the workload for this cloud")
+        return plan
+    assert workload is not None
+    if cloud is None and len(workload.placement.clouds) == 1:
+        cloud = workload.placement.clouds[0]
+    if cloud is None:
+        raise input_error(f"{name}.cloud", "is required with a workload that allows several clouds",
+                          value=workload.placement.clouds, fix="pass cloud='aws' (or another allowed cloud)")
+    return size_workload(workload, cloud, field=f"{name}.workload")
+
+
+def size_workload(workload: WorkloadSpec, cloud: Cloud, *, field: str = "workload",
+                  prices_file: Path | None = None) -> DeploymentPlan:
+    """The cheapest feasible plan for `workload` on `cloud`, in the region the cloud's provider deploys to.
+
+    Raises InfeasibleError with the planner's reasons when nothing fits.
+    """
+    try:
+        from inferstack.sizing import plan_workload  # imported here: only the workload path needs sizing
+    except ImportError:
+        raise input_error(field, "cannot be sized: inferstack.sizing.plan_workload is not available",
+                          fix="pass a plan instead (inferstack plan WORKLOAD --json)") from None
+    region = backend_for(cloud).configured_region()
+    if region is not None:
+        placement = workload.placement
+        regions: dict[Cloud, list[str]] = {**placement.regions, cloud: [region]}
+        workload = workload.model_copy(update={"placement": placement.model_copy(update={"regions": regions})})
+    outcome = plan_workload(workload, clouds=[cloud], prices_file=prices_file).outcome(cloud)
+    if outcome.chosen is None:
+        reasons = "; ".join(outcome.blocked_by) or "no candidate fits"
+        raise InfeasibleError(f"{field}: no feasible deployment on {cloud}: {reasons}. "
+                              "Fix: relax the SLOs, the budget or the placement (`inferstack plan` suggests how)")
+    return outcome.chosen
+
+
+def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: CloudBackend, name: str) -> list[str]:
+    """Every check that needs no cloud call, all at once; returns the normalised allowed CIDRs."""
+    networks, problems = parse_cidrs(checked.get("allowed_cidrs", ()), f"{name}.allowed_cidrs")
+    if ("network_id" in checked) != ("subnet_ids" in checked):
+        problems.append(Problem(f"{name}.network_id", "network_id and subnet_ids come together",
+                                value=sorted(k for k in ("network_id", "subnet_ids") if k in checked),
+                                fix="give both to use an existing network, or neither to create one"))
+    for key in ("subnet_ids", "security_group_ids"):
+        if key in checked and not checked[key]:
+            problems.append(Problem(f"{name}.{key}", "is empty", fix=f"list at least one id, or leave {key} out"))
+    if plan.stage == "production" and 0 < len(checked.get("subnet_ids", ())) < plan.zones:
+        problems.append(Problem(f"{name}.subnet_ids", f"production spreads replicas over {plan.zones} zones",
+                                value=len(checked["subnet_ids"]), fix=f"give {plan.zones} subnets in distinct zones"))
+    public = [str(n) for n in networks if not is_private(n)]
+    if public and "api_key" not in checked:
+        problems.append(Problem(f"{name}.api_key", f"is required when the endpoint is open beyond private networks "
+                                f"({', '.join(public)})", fix="pass a secret API key, e.g. "
+                                "`pulumi config set --secret inferstack:apiKey $(openssl rand -hex 32)`"))
+    configured = backend.configured_region()
+    if configured is not None and configured != plan.region:
+        problems.append(Problem(f"{name}.plan", f"was made for region {plan.region} but the provider deploys to "
+                                f"{configured}", fix=f"plan for {configured}, or set {backend.region_config_key} "
+                                f"to {plan.region}"))
+    for capability, wanted, fix in (
+        (Capability.PRIVATE_CDN_ORIGIN, checked.get("static_assets", True), "set static_assets to false"),
+        (Capability.SPOT_CAPACITY, plan.spot, "plan without spot capacity"),
+        (Capability.SECRET_STORE, "api_key" in checked or "hub_token" in checked, "leave the secrets out"),
+    ):
+        problem = backend.require(capability, field=f"{name}.{capability.value}", fix=fix) if wanted else None
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise InputError(problems)
+    if plan.stage == "production":
+        _warn_missing(backend, Capability.TERMINATION_PROTECTION, name)
+    _warn_missing(backend, Capability.METADATA_HARDENING, name)
+    return [str(n) for n in networks]
+
+
+def _warn_missing(backend: CloudBackend, capability: Capability, name: str) -> None:
+    support = backend.support(capability)
+    if not support.available:
+        pulumi.log.warn(f"{name}: no {capability.value} on {backend.display_name}: {support.note}")

@@ -1,0 +1,335 @@
+"""Offline preview: run the deployment program under Pulumi mocks and show what `pulumi up` would create.
+
+No credentials, no Pulumi CLI, no cloud call. Every resource the program registers is recorded with its type,
+name, parent, URN and inputs; the cloud backends answer with realistic ids, ARNs, addresses and lookups
+(`CloudBackend.preview_outputs` / `preview_invoke`), so outputs that depend on them resolve as in a deployment.
+
+    result = preview_workload("chat.yaml", cloud="aws")   # or preview_deployment(plan), preview_stack(config)
+    print(result.render_tree())                    # or json.dumps(result.to_json())
+
+Pulumi's mocks are process-global: each run replaces this process's Pulumi runtime settings (and restores the
+stack config it changed). Never call it from inside a real `pulumi up` program.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import config as pulumi_config
+from pulumi.runtime import rpc
+from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
+from pulumi.runtime.settings import get_project, get_stack
+
+from inferstack.components.core import PROVIDER_PACKAGES, CloudBackend, backend_for
+from inferstack.components.server import size_workload
+from inferstack.plan import DeploymentPlan
+from inferstack.spec import Cloud, load_workload
+
+STACK_TYPE = "pulumi:pulumi:Stack"
+PROVIDER_TYPE_PREFIX = "pulumi:providers:"
+SECRET_MARK = "[secret]"
+SECRET_CONFIG_KEYS = ("inferstack:apiKey", "inferstack:hubToken")
+
+#### What was registered ####
+
+
+@dataclass(frozen=True)
+class RegisteredResource:
+    """One registration, as the engine would have received it."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    """URN of the parent resource; None for a resource at the top of the stack."""
+    custom: bool
+    """True for a cloud resource, False for a component."""
+    id: str
+    raw_inputs: dict[str, Any]
+    """Inputs in wire form: camelCase keys, secret values still wrapped."""
+    outputs: dict[str, Any]
+    protect: bool
+    ignore_changes: tuple[str, ...]
+    provider: str
+    """Reference (`urn::id`) of the provider an explicit `provider`/`providers` option chose; "" for the default."""
+
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """Inputs with secrets unwrapped (for tests that search them for a secret's value)."""
+        unwrapped: dict[str, Any] = _transform_secrets(self.raw_inputs, rpc.unwrap_rpc_secret)
+        return unwrapped
+
+    @property
+    def masked_inputs(self) -> dict[str, Any]:
+        """Inputs with every secret replaced by "[secret]" (for display)."""
+        masked: dict[str, Any] = _transform_secrets(self.raw_inputs, lambda _: SECRET_MARK)
+        return masked
+
+    def key_properties(self) -> str:
+        """The scalar inputs worth a glance, e.g. `instanceType=g6.xlarge metadataOptions.httpTokens=required`."""
+        return _key_inputs(self.masked_inputs) if self.custom else ""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Everything one program run registered, and the resolved value the program returned."""
+
+    resources: list[RegisteredResource]
+    invokes: list[tuple[str, dict[str, Any]]]
+    """Data-source lookups the program made: (token, arguments)."""
+    value: Any
+
+    def of_type(self, resource_type: str) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.type == resource_type]
+
+    def named(self, name: str) -> RegisteredResource:
+        matches = [r for r in self.resources if r.name == name]
+        if len(matches) != 1:
+            raise KeyError(f"{len(matches)} resources named {name!r}")
+        return matches[0]
+
+    def children(self, parent: RegisteredResource) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.parent == parent.urn]
+
+    def descendants(self, ancestor: RegisteredResource) -> list[RegisteredResource]:
+        found = []
+        for child in self.children(ancestor):
+            found += [child, *self.descendants(child)]
+        return found
+
+
+def resource_urn(stack: str, project: str, parent_urn: str, resource_type: str, name: str) -> str:
+    """The engine's URN: the parent's type chain (the root stack excluded), this type, and the name.
+
+    The parent's *name* is not part of it, which is why every child is named after its component.
+    """
+    qualified = resource_type
+    if parent_urn:
+        parent_chain = parent_urn.split("::")[2]
+        if parent_chain != STACK_TYPE:
+            qualified = f"{parent_chain}${resource_type}"
+    return f"urn:pulumi:{stack}::{project}::{qualified}::{name}"
+
+
+def record(program: Callable[[], Any], *, config: Mapping[str, Any] | None = None, project: str = "inferstack",
+           stack: str = "preview") -> Recording:
+    """Run `program` under mocks with `config` as stack config; return what it registered and returned.
+
+    `config` maps full keys ("inferstack:allowedCidrs", "aws:region") to values; structured values are
+    stored as JSON, the way `pulumi config set --path` stores them. Exceptions from the program propagate.
+    """
+    mocks = _PreviewMocks()
+    monitor = _RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    saved_config, saved_secrets = dict(pulumi_config.CONFIG.get()), set(pulumi_config._SECRET_KEYS.get())
+    pulumi_config.set_all_config(
+        {key: value if isinstance(value, str) else json.dumps(value) for key, value in (config or {}).items()},
+        [key for key in SECRET_CONFIG_KEYS if key in (config or {})])
+    box: dict[str, Any] = {}
+    try:
+        @pulumi.runtime.test  # type: ignore[untyped-decorator]
+        def run() -> pulumi.Output[Any]:
+            return pulumi.Output.from_input(program()).apply(lambda value: box.setdefault("value", value))
+
+        run()
+    finally:
+        pulumi_config.set_all_config(saved_config, sorted(saved_secrets))
+    return Recording(resources=monitor.registered, invokes=mocks.invokes, value=box.get("value"))
+
+
+#### Preview of a stack ####
+
+
+@dataclass(frozen=True)
+class PreviewResult:
+    """What `pulumi up` would create for a plan, in tree order, with the stack outputs it would export."""
+
+    plan: DeploymentPlan
+    resources: list[RegisteredResource]
+    outputs: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "plan": self.plan.model_dump(mode="json"),
+            "resources": [{"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent,
+                           "inputs": r.masked_inputs} for r in self.resources],
+            "outputs": self.outputs,
+        }
+
+    def render_tree(self) -> str:
+        """A plain-text tree: type, name and key inputs of each resource, children indented under parents."""
+        cost = f"{self.plan.price.monthly}/month" if self.plan.price.monthly else "price unknown"
+        lines = [f"Plan: {self.plan.summary()}", f"Monthly cost estimate: {cost}",
+                 f"Resources: {sum(r.custom for r in self.resources)} cloud resources in "
+                 f"{sum(not r.custom for r in self.resources)} components", ""]
+        children: dict[str | None, list[RegisteredResource]] = {}
+        for resource in self.resources:
+            children.setdefault(resource.parent, []).append(resource)
+
+        def walk(parent: str | None, indent: str) -> Iterator[str]:
+            siblings = children.get(parent, [])
+            for index, resource in enumerate(siblings):
+                last = index == len(siblings) - 1
+                details = resource.key_properties()
+                yield f"{indent}{'└─ ' if last else '├─ '}{resource.type}  {resource.name}" + (
+                    f"  {details}" if details else "")
+                yield from walk(resource.urn, indent + ("   " if last else "│  "))
+
+        lines += walk(None, "")
+        lines += ["", "Stack outputs:"] + [f"  {key}: {json.dumps(value)}" for key, value in self.outputs.items()]
+        return "\n".join(lines)
+
+
+def preview_workload(workload: str | Path, *, cloud: Cloud, prices_file: str | Path | None = None,
+                     config: Mapping[str, Any] | None = None) -> PreviewResult:
+    """`inferstack preview WORKLOAD --cloud C`: size the workload file for one cloud, then preview that plan."""
+    prices = Path(prices_file) if prices_file is not None else None
+    plan = size_workload(load_workload(workload), cloud, field=str(workload), prices_file=prices)
+    return preview_deployment(plan, config)
+
+
+def preview_deployment(plan: DeploymentPlan, config: Mapping[str, Any] | None = None, *,
+                       stack: str = "preview") -> PreviewResult:
+    """Preview `plan` as the stack program would deploy it; `config` adds stack config (allowedCidrs, ids ...).
+
+    The plan's cloud and region become the stack's `inferstack:cloud` and provider region.
+    """
+    backend = backend_for(plan.cloud)
+    stack_config = {"inferstack:cloud": plan.cloud, backend.region_config_key: plan.region,
+                    "inferstack:plan": plan.model_dump(mode="json"), **(config or {})}
+    return preview_stack(stack_config, stack=stack)
+
+
+def preview_stack(config: Mapping[str, Any], *, stack: str = "preview") -> PreviewResult:
+    """Run the project's program (`inferstack.components.program`) for this stack config under mocks."""
+    from inferstack.components.program import deploy, read_stack_config  # program imports the components
+
+    deployments = []
+
+    def program() -> pulumi.Output[dict[str, Any]]:
+        deployment = deploy(read_stack_config())
+        deployments.append(deployment)
+        return pulumi.Output.all(**deployment.exports)
+
+    recording = record(program, config=config, stack=stack)
+    return PreviewResult(plan=deployments[0].plan, resources=_tree_order(recording.resources),
+                         outputs=dict(recording.value))
+
+
+#### Mocks ####
+
+
+class _PreviewMocks(pulumi.runtime.Mocks):
+    """Answers from the backend of the cloud whose provider package the token belongs to."""
+
+    def __init__(self) -> None:
+        self.invokes: list[tuple[str, dict[str, Any]]] = []
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        if not args.custom:
+            return "", {}
+        if args.typ.startswith(PROVIDER_TYPE_PREFIX):  # an explicit provider passed in opts
+            return f"{args.name}-provider", dict(args.inputs)
+        resource_id, outputs = _backend(args.typ).preview_outputs(args.typ, args.name, args.inputs)
+        return resource_id, {**args.inputs, **outputs}
+
+    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        self.invokes.append((args.token, dict(args.args)))
+        return _backend(args.token).preview_invoke(args.token, args.args), []  # never (dict, None): it crashes
+
+
+def _backend(token: str) -> CloudBackend:
+    package = token.split(":")[0]
+    if package not in PROVIDER_PACKAGES:
+        raise NotImplementedError(f"the preview has no backend for {token}")
+    return backend_for(PROVIDER_PACKAGES[package])
+
+
+class _RecordingMonitor(MockMonitor):
+    """The SDK's mock monitor, with engine-accurate URNs and a record of every registration."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.registered: list[RegisteredResource] = []
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        return resource_urn(get_stack(), get_project(), parent, type_, name)
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        if request.type != STACK_TYPE:
+            parent = request.parent if request.parent and request.parent.split("::")[2] != STACK_TYPE else None
+            self.registered.append(RegisteredResource(
+                urn=response.urn, type=request.type, name=request.name, parent=parent, custom=request.custom,
+                id=response.id, raw_inputs=rpc.deserialize_properties(request.object),
+                outputs=self.resources[response.urn].state, protect=request.protect,
+                ignore_changes=tuple(request.ignoreChanges), provider=request.provider))
+        return response
+
+
+#### Helpers ####
+
+
+def _transform_secrets(value: Any, replace: Callable[[Any], Any]) -> Any:
+    if rpc.is_rpc_secret(value):
+        return replace(value)
+    if isinstance(value, Mapping):
+        return {key: _transform_secrets(item, replace) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_transform_secrets(item, replace) for item in value]
+    return value
+
+
+def _tree_order(resources: list[RegisteredResource]) -> list[RegisteredResource]:
+    """Parents before children, siblings by name: deterministic whatever order the registrations arrived in."""
+    children: dict[str | None, list[RegisteredResource]] = {}
+    for resource in resources:
+        children.setdefault(resource.parent, []).append(resource)
+    ordered: list[RegisteredResource] = []
+
+    def visit(parent: str | None) -> None:
+        for child in sorted(children.get(parent, []), key=lambda r: (r.name, r.type)):
+            ordered.append(child)
+            visit(child.urn)
+
+    visit(None)
+    return ordered
+
+
+_LONG_TEXT_KEYS = ("userData", "userDataBase64", "policy", "assumeRolePolicy")
+_HIDDEN_KEYS = ("tags", "tagsAll", "description", "comment")
+_MAX_SHOWN = 16
+
+
+def _key_inputs(inputs: Mapping[str, Any]) -> str:
+    """The scalar inputs worth a glance (one level of nesting flattened), long texts reduced to their size."""
+    shown = []
+    for key, value in _flatten(inputs):
+        if key.split(".")[0] in _HIDDEN_KEYS:
+            continue
+        if isinstance(value, str) and key in _LONG_TEXT_KEYS:
+            shown.append(f"{key}=<{len(value.encode())} bytes>")
+        elif isinstance(value, bool):
+            shown.append(f"{key}={json.dumps(value)}")
+        elif isinstance(value, int | float):  # the wire carries every number as a float
+            shown.append(f"{key}={int(value) if float(value).is_integer() else value}")
+        elif isinstance(value, str) and len(value) <= 64:
+            shown.append(f"{key}={value}")
+    return " ".join(shown[:_MAX_SHOWN])
+
+
+def _flatten(inputs: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Top-level scalars first, then the scalars of nested objects (`metadataOptions.httpTokens`)."""
+    for key, value in sorted(inputs.items()):
+        if not isinstance(value, Mapping | list):
+            yield key, value
+    for key, value in sorted(inputs.items()):
+        if isinstance(value, Mapping):
+            for inner_key, inner in sorted(value.items()):
+                if not isinstance(inner, Mapping | list):
+                    yield f"{key}.{inner_key}", inner

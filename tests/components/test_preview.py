@@ -1,0 +1,133 @@
+"""The offline preview and the stack program it runs: same program as `pulumi up`, no credentials."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from inferstack.preview import SECRET_MARK, preview_deployment, preview_stack, preview_workload
+from tests.sample_plans import sample_plan
+
+REPO = Path(__file__).resolve().parents[2]
+API_KEY = "sk-preview-5e4d3c2b1a"
+
+
+def _stack_config(stack: str) -> dict[str, Any]:
+    config: dict[str, Any] = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    return config
+
+
+#### preview_deployment (what the CLI calls) ####
+
+
+def test_preview_json_lists_every_registered_resource_with_parent_and_inputs() -> None:
+    result = preview_deployment(sample_plan("aws", "gpu-llm", "production"))
+    document = result.to_json()
+    assert set(document) == {"plan", "resources", "outputs"}
+    assert document["plan"]["instance_type"] == "g6.xlarge"
+    resources = document["resources"]
+    assert all(set(r) == {"urn", "type", "name", "parent", "inputs"} for r in resources)
+    urns = [r["urn"] for r in resources]
+    assert len(set(urns)) == len(urns)
+    assert all(r["parent"] is None or urns.index(r["parent"]) < urns.index(r["urn"]) for r in resources)
+    instances = [r for r in resources if r["type"] == "aws:ec2/instance:Instance"]
+    assert [i["inputs"]["instanceType"] for i in instances] == ["g6.xlarge", "g6.xlarge"]
+    json.dumps(document)  # serialisable as is
+
+
+def test_preview_is_deterministic() -> None:
+    plan = sample_plan("aws", "cpu-encoder", "production")
+    assert preview_deployment(plan).to_json() == preview_deployment(plan).to_json()
+
+
+def test_preview_masks_secrets_and_never_outputs_them() -> None:
+    result = preview_deployment(sample_plan("aws", "gpu-llm", "validation"),
+                                {"inferstack:allowedCidrs": ["0.0.0.0/0"], "inferstack:apiKey": API_KEY})
+    text = json.dumps(result.to_json()) + result.render_tree()
+    assert API_KEY not in text
+    (parameter,) = [r for r in result.resources if r.type == "aws:ssm/parameter:Parameter"]
+    assert parameter.masked_inputs["value"] == SECRET_MARK and parameter.inputs["value"] == API_KEY
+    assert result.outputs["apiKeyParameter"] == parameter.inputs["name"]
+
+
+def test_preview_tree_shows_plan_cost_and_each_resource() -> None:
+    plan = sample_plan("aws", "cpu-llm", "validation")
+    result = preview_deployment(plan)
+    tree = result.render_tree()
+    assert plan.summary() in tree and str(plan.price.monthly) in tree
+    assert all(f"{r.type}  {r.name}" in tree for r in result.resources)
+    assert "metadataOptions.httpTokens=required" in tree
+    assert result.outputs["plan"]["instance_type"] == "m7i.2xlarge"
+
+
+def test_preview_passes_bring_your_own_config_to_the_program() -> None:
+    result = preview_deployment(sample_plan("aws", "gpu-llm", "validation"),
+                                {"inferstack:networkId": "vpc-0abc", "inferstack:subnetIds": ["subnet-0abc"]})
+    assert not [r for r in result.resources if r.type == "aws:ec2/vpc:Vpc"]
+    instance = next(r for r in result.resources if r.type == "aws:ec2/instance:Instance")
+    assert instance.inputs["subnetId"] == "subnet-0abc"
+
+
+def test_preview_stack_reads_a_plan_file(tmp_path: Path) -> None:
+    plan = sample_plan("aws", "cpu-encoder", "internal")
+    (tmp_path / "plan.json").write_text(plan.model_dump_json())
+    config = {"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:planFile": str(tmp_path / "plan.json")}
+    assert preview_stack(config).plan == plan
+
+
+def test_preview_stack_takes_the_aws_plan_from_a_plan_report(tmp_path: Path) -> None:
+    report = REPO / "examples" / "aws-existing-vpc" / "plan.json"
+    config = {"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:planFile": str(report),
+              "inferstack:networkId": "vpc-0abc", "inferstack:subnetIds": ["subnet-0abc"]}
+    result = preview_stack(config)
+    assert result.plan.cloud == "aws" and result.plan.workload == "kb-qa"
+
+
+def test_cli_preview_sizes_a_workload_file_then_previews_it() -> None:
+    result = preview_workload(REPO / "examples" / "workloads" / "embeddings-bert.yaml", cloud="aws")
+    assert result.plan.cloud == "aws"
+    assert all(r.key_properties() == "" for r in result.resources if not r.custom)
+    instance = next(r for r in result.resources if r.type == "aws:ec2/instance:Instance")
+    assert f"instanceType={result.plan.instance_type}" in instance.key_properties()
+
+
+#### The Pulumi program itself ####
+
+
+def test_main_program_registers_what_the_preview_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from inferstack.preview import record
+
+    plan = sample_plan("aws", "gpu-llm", "production")
+    config = {"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:plan": plan.model_dump(mode="json")}
+    monkeypatch.chdir(REPO)
+
+    def main() -> None:
+        runpy.run_path(str(REPO / "__main__.py"))
+
+    recording = record(main, config=config)
+    previewed = preview_deployment(plan)
+    assert sorted(r.urn for r in recording.resources) == sorted(r.urn for r in previewed.resources)
+
+
+@pytest.mark.parametrize(("stack", "stage"), [("aws-dev", "validation"), ("aws-prod", "production")])
+def test_stack_files_are_valid_config(stack: str, stage: str) -> None:
+    from inferstack.components.program import read_stack_config
+    from inferstack.preview import record
+
+    settings = record(read_stack_config, config=_stack_config(stack)).value
+    assert settings.workload.stage == stage
+    assert settings.workload.placement.clouds == ["aws"]
+
+
+@pytest.mark.parametrize(("stack", "zones"), [("aws-dev", 1), ("aws-prod", 2)])
+def test_stack_files_preview_from_their_workload(stack: str, zones: int) -> None:
+    config = {**_stack_config(stack), "inferstack:apiKey": API_KEY}
+    result = preview_stack(config)
+    assert result.plan.cloud == "aws" and result.plan.zones >= zones
+    subnets = {r.inputs["availabilityZone"] for r in result.resources if r.type == "aws:ec2/subnet:Subnet"}
+    assert len(subnets) == result.plan.zones

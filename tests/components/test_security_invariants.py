@@ -1,0 +1,151 @@
+"""Security invariants, over sample workloads × stages × exposure, on every cloud with a backend and a mapper.
+
+Each case builds one InferenceServer under mocks and checks the cloud-neutral facts (neutral_view.py) of what
+was actually registered: nothing here reads the code's intentions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from inferstack.components import Capability, InferenceServer, available_clouds, backend_for
+from inferstack.plan import DeploymentPlan
+from inferstack.preview import Recording, record
+from tests.components.conftest import REGION_CONFIG
+from tests.components.neutral_view import FACT_MAPPERS, WORLD, SecurityFacts
+from tests.sample_plans import sample_plan
+
+API_KEY = "sk-invariant-7f3c9a0b1d2e4f56"
+HUB_TOKEN = "hf_invariantToken8d7c6b5a4f3e"
+ADMIN_PORTS = (22, 3389)
+EXPOSURES: dict[str, dict[str, Any]] = {
+    "private": {},
+    "public": {"allowed_cidrs": ["0.0.0.0/0"], "api_key": API_KEY, "hub_token": HUB_TOKEN},
+}
+CASES = list(itertools.product(
+    [cloud for cloud in FACT_MAPPERS if cloud in available_clouds()],
+    ["gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"],
+    ["validation", "internal", "production"],
+    EXPOSURES))
+
+
+@dataclass(frozen=True)
+class Case:
+    cloud: str
+    plan: DeploymentPlan
+    exposure: str
+    recording: Recording
+    facts: SecurityFacts
+
+    def supports(self, capability: Capability) -> None:
+        support = backend_for(self.cloud).support(capability)
+        if not support.available:
+            pytest.skip(f"{self.cloud} lacks {capability.value}: {support.note}")
+
+
+@pytest.fixture(scope="module", params=CASES, ids=lambda c: "-".join(c))
+def case(request: pytest.FixtureRequest) -> Case:
+    cloud, variant, stage, exposure = request.param
+    plan = sample_plan(cloud, variant, stage)
+    recording = record(lambda: InferenceServer("inv", {"plan": plan, **EXPOSURES[exposure]}).endpoint_url,
+                       config=REGION_CONFIG, stack="invariants")
+    return Case(cloud, plan, exposure, recording, FACT_MAPPERS[cloud](recording))
+
+
+def test_admin_ports_are_never_open(case: Case) -> None:
+    assert case.facts.ingress, "the firewall registered no ingress rule at all"
+    open_ports = {port for rule in case.facts.ingress for port in range(rule.port_from, rule.port_to + 1)}
+    assert not open_ports & set(ADMIN_PORTS)
+
+
+def test_only_the_inference_port_is_reachable_from_outside_the_network(case: Case) -> None:
+    outside = [rule for rule in case.facts.ingress if rule.source != "network"]
+    port = case.plan.serving.port
+    assert all((rule.port_from, rule.port_to) == (port, port) for rule in outside)
+    expected = set(EXPOSURES[case.exposure].get("allowed_cidrs", []))
+    assert {rule.source for rule in outside} == expected
+
+
+def test_world_is_admitted_only_when_asked_for_and_only_to_the_api(case: Case) -> None:
+    world = [rule for rule in case.facts.ingress if rule.source in WORLD]
+    assert bool(world) == (case.exposure == "public")
+    assert all(rule.port_from == rule.port_to == case.plan.serving.port for rule in world)
+
+
+def test_metrics_port_is_reachable_only_from_inside_the_network(case: Case) -> None:
+    metrics_port = case.plan.serving.metrics_port
+    if metrics_port is None:
+        pytest.skip("this runtime serves metrics on the API port")
+    metrics = [rule for rule in case.facts.ingress if rule.port_from <= metrics_port <= rule.port_to]
+    assert metrics and all(rule.source == "network" for rule in metrics)
+
+
+def test_every_bucket_is_private_encrypted_versioned_and_tls_only(case: Case) -> None:
+    assert len(case.facts.buckets) >= 3  # models, data, logs (+ assets)
+    for bucket in case.facts.buckets:
+        assert bucket.encrypted and bucket.versioned and bucket.tls_only, bucket
+        assert bucket.acls_disabled, bucket
+        if backend_for(case.cloud).support(Capability.BUCKET_PUBLIC_ACCESS_BLOCK).available:
+            assert bucket.public_access_blocked, bucket
+
+
+def test_only_services_named_in_a_policy_may_read_a_bucket(case: Case) -> None:
+    readers = {reader for bucket in case.facts.buckets for reader in bucket.readers}
+    assert readers <= {"cloudfront.amazonaws.com", "logging.s3.amazonaws.com"}
+
+
+def test_every_server_demands_metadata_tokens(case: Case) -> None:
+    assert len(case.facts.servers) == case.plan.instance_count
+    case.supports(Capability.METADATA_HARDENING)
+    assert all(server.metadata_tokens_required for server in case.facts.servers)
+
+
+def test_every_root_disk_is_encrypted(case: Case) -> None:
+    assert case.facts.servers and all(server.root_disk_encrypted for server in case.facts.servers)
+
+
+def test_identity_reads_only_the_model_prefix_of_one_bucket(case: Case) -> None:
+    storage = [grant for grant in case.facts.grants if grant.kind == "storage"]
+    assert storage, "the identity has no storage grant: the server could not read its model"
+    model_bucket = case.recording.named("inv-store-models").id
+    assert all(grant.read_only for grant in storage)
+    assert {scope for grant in storage for scope in grant.scope} == {
+        f"{model_bucket}/{case.plan.model.bucket_prefix}*"}
+
+
+def test_identity_has_no_grant_beyond_model_secrets_and_shell(case: Case) -> None:
+    assert {grant.kind for grant in case.facts.grants} <= {"storage", "secrets", "management"}
+    stored = {r.inputs["name"] for r in case.recording.of_type("aws:ssm/parameter:Parameter")}
+    for grant in case.facts.grants:
+        if grant.kind == "secrets":
+            assert grant.read_only and set(grant.scope) == stored
+
+
+def test_cdn_serves_https_only_from_a_private_origin(case: Case) -> None:
+    case.supports(Capability.PRIVATE_CDN_ORIGIN)
+    assert len(case.facts.cdns) == 1
+    assert case.facts.cdns[0].https_only and case.facts.cdns[0].private_origin
+
+
+def test_no_secret_value_reaches_user_data_or_any_plain_input(case: Case) -> None:
+    given = {key: value for key, value in EXPOSURES[case.exposure].items() if key in ("api_key", "hub_token")}
+    assert sorted(case.facts.secret_values_stored) == sorted(given.values())
+    visible = json.dumps([r.masked_inputs for r in case.recording.resources])
+    for server in case.facts.servers:
+        assert server.user_data.startswith("#cloud-config")
+        for secret in given.values():
+            assert secret not in server.user_data
+    for secret in given.values():
+        assert secret not in visible
+
+
+def test_user_data_names_the_api_key_parameter_the_server_reads_at_boot(case: Case) -> None:
+    if "api_key" not in EXPOSURES[case.exposure]:
+        pytest.skip("no API key in this exposure")
+    (parameter,) = [r for r in case.recording.of_type("aws:ssm/parameter:Parameter") if r.name.endswith("api-key")]
+    assert all(parameter.inputs["name"] in server.user_data for server in case.facts.servers)

@@ -1,0 +1,178 @@
+"""Bad input fails with a message naming the field, the value and the fix, before any resource is registered."""
+
+from __future__ import annotations
+
+import runpy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+
+from inferstack.components import InferenceServer, backend_for
+from inferstack.components.program import read_stack_config
+from inferstack.errors import InputError
+from inferstack.preview import Recording
+from inferstack.spec import CLOUDS
+from tests.sample_plans import sample_plan
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _rejected(run: Any, build: Callable[[], Any], config: dict[str, Any] | None = None) -> tuple[str, Recording]:
+    """Run `build` under mocks expecting an InputError; return its message and what was registered."""
+
+    def program() -> str:
+        with pytest.raises(InputError) as caught:
+            build()
+        return str(caught.value)
+
+    recording = run(program, config=config)
+    return recording.value, recording
+
+
+def _server(**args: Any) -> Callable[[], Any]:
+    return lambda: InferenceServer("chat", {"plan": sample_plan("aws", "gpu-llm", "production"), **args})
+
+
+#### Component arguments ####
+
+
+@pytest.mark.parametrize(("cidr", "expected"), [
+    ("10.0.0.300/24", "not a CIDR block"),
+    ("203.0.113.7/24", "has host bits set (got '203.0.113.7/24'). Fix: use 203.0.113.0/24"),
+    ("10.0.0.0/33", "not a CIDR block"),
+    ("office", "not a CIDR block"),
+])
+def test_cidr_typo_names_the_entry_and_registers_nothing(run: Any, cidr: str, expected: str) -> None:
+    message, recording = _rejected(run, _server(allowed_cidrs=["10.0.0.0/8", cidr]))
+    assert "chat.allowed_cidrs[1]: " in message and expected in message and repr(cidr) in message
+    assert recording.resources == []
+
+
+def test_misspelt_argument_is_rejected(run: Any) -> None:
+    message, recording = _rejected(run, _server(allowed_cidr=["10.0.0.0/8"]))
+    assert "chat.allowed_cidr" in message and "not a known field" in message
+    assert recording.resources == []
+
+
+def test_public_endpoint_without_an_api_key_is_rejected(run: Any) -> None:
+    message, recording = _rejected(run, _server(allowed_cidrs=["0.0.0.0/0"]))
+    assert "chat.api_key" in message and "0.0.0.0/0" in message and "pulumi config set --secret" in message
+    assert recording.resources == []
+
+
+def test_private_networks_need_no_api_key(run: Any) -> None:
+    recording = run(lambda: InferenceServer("chat", {
+        "plan": sample_plan("aws", "gpu-llm", "validation"),
+        "allowed_cidrs": ["10.0.0.0/8", "100.64.0.0/10", "fd00::/8"]}).endpoint_url)
+    assert recording.of_type("aws:ec2/instance:Instance")
+
+
+def test_network_without_subnets_is_rejected(run: Any) -> None:
+    message, recording = _rejected(run, _server(network_id="vpc-0byo"))
+    assert "network_id and subnet_ids come together" in message
+    assert recording.resources == []
+
+
+def test_production_with_fewer_subnets_than_zones_is_rejected(run: Any) -> None:
+    message, recording = _rejected(run, _server(network_id="vpc-0byo", subnet_ids=["subnet-0a"]))
+    assert "chat.subnet_ids" in message and "give 2 subnets in distinct zones" in message
+    assert recording.resources == []
+
+
+def test_plan_for_another_region_than_the_provider_is_rejected(run: Any) -> None:
+    message, recording = _rejected(run, _server(), config={"aws:region": "eu-west-1"})
+    assert "made for region us-east-1" in message and "eu-west-1" in message and "aws:region" in message
+    assert recording.resources == []
+
+
+@pytest.mark.parametrize("args", [{}, {"plan": "x", "workload": "y"}])
+def test_plan_or_workload_exactly_one(run: Any, args: dict[str, Any]) -> None:
+    if "plan" in args:
+        args = {"plan": sample_plan(), "workload": {"model": "llama-3.1-8b", "traffic": {"requests_per_s": 1}}}
+    message, recording = _rejected(run, lambda: InferenceServer("chat", args))  # type: ignore[arg-type]
+    assert "exactly one of plan or workload" in message
+    assert recording.resources == []
+
+
+def test_all_problems_are_reported_at_once(run: Any) -> None:
+    message, _ = _rejected(run, _server(allowed_cidrs=["1.2.3.4/8", "0.0.0.0/0"], subnet_ids=[]))
+    assert "3 problem(s)" in message or message.count("\n  - ") >= 3
+
+
+#### Stack config ####
+
+
+def _config_rejected(run: Any, config: dict[str, Any]) -> str:
+    message, recording = _rejected(run, read_stack_config, config=config)
+    assert recording.resources == []
+    return message
+
+
+def test_unknown_cloud_lists_the_four_clouds(run: Any) -> None:
+    message = _config_rejected(run, {"inferstack:cloud": "azure", "inferstack:plan": {}})
+    assert "inferstack:cloud" in message and "'azure'" in message
+    assert all(cloud in message for cloud in CLOUDS)
+
+
+def test_missing_cloud_says_how_to_set_it(run: Any) -> None:
+    assert "pulumi config set inferstack:cloud aws" in _config_rejected(run, {"inferstack:workload": {}})
+
+
+def test_missing_workload_says_what_to_give(run: Any) -> None:
+    message = _config_rejected(run, {"inferstack:cloud": "aws"})
+    assert "exactly one of workload, workloadFile, plan, planFile" in message
+
+
+def test_misspelt_config_key_suggests_the_right_one(run: Any) -> None:
+    message = _config_rejected(run, {"inferstack:cloud": "aws", "inferstack:allowedCidr": ["10.0.0.0/8"]})
+    assert "inferstack:allowedCidr:" in message and "did you mean inferstack:allowedCidrs?" in message
+
+
+def test_cidr_typo_in_config_names_the_config_key(run: Any) -> None:
+    message = _config_rejected(run, {"inferstack:cloud": "aws", "inferstack:plan": sample_plan().model_dump(
+        mode="json"), "inferstack:allowedCidrs": ["10.0.0.0/8", "192.168.1.300/32"]})
+    assert "inferstack:allowedCidrs[1]" in message and "'192.168.1.300/32'" in message
+
+
+def test_incomplete_plan_lists_the_missing_fields_once(run: Any) -> None:
+    message = _config_rejected(run, {"inferstack:cloud": "aws", "inferstack:plan": {"cloud": "aws"}})
+    assert message.count("\n  - ") == 1 and "missing workload, stage, region" in message
+
+
+def test_wrongly_typed_config_names_the_key(run: Any) -> None:
+    message = _config_rejected(run, {"inferstack:cloud": "aws", "inferstack:plan": {},
+                                     "inferstack:subnetIds": "subnet-0a"})
+    assert "inferstack:subnetIds" in message
+
+
+def test_plan_for_another_cloud_than_the_stack_is_rejected(run: Any) -> None:
+    message = _config_rejected(run, {"inferstack:cloud": "aws",
+                                     "inferstack:plan": sample_plan("gcp").model_dump(mode="json")})
+    assert "differs from the plan's cloud (gcp)" in message
+
+
+@pytest.mark.parametrize("cloud", [c for c in CLOUDS if c != "aws"])
+def test_cloud_without_a_provisioning_module_says_which_clouds_are_ready(run: Any, cloud: str) -> None:
+    try:
+        backend_for(cloud)
+    except InputError:
+        message = _config_rejected(run, {"inferstack:cloud": cloud, "inferstack:plan": {}})
+        assert "has no provisioning module yet" in message and "aws" in message
+    else:
+        pytest.skip(f"{cloud} has a provisioning module now")
+
+
+def test_pulumi_program_reports_config_mistakes_without_a_traceback(run: Any, monkeypatch: Any) -> None:
+    monkeypatch.chdir(REPO)
+
+    def program() -> str:
+        with pytest.raises(pulumi.RunError) as caught:
+            runpy.run_path(str(REPO / "__main__.py"))
+        return str(caught.value)
+
+    recording = run(program, config={"inferstack:cloud": "aws"})
+    assert "exactly one of workload, workloadFile, plan, planFile" in recording.value
+    assert recording.resources == []
