@@ -9,6 +9,7 @@ nearest change (a lower precision, a looser target, another accelerator or cloud
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -133,10 +134,28 @@ def _chosen_clouds(spec: WorkloadSpec, clouds: Iterable[Cloud] | None) -> list[C
     return chosen
 
 
+# The shape of each cloud's region names (us-east-1, us-central1, ap-southeast-1, ap-southeast-3), to catch
+# a region meant for another cloud or a typo before it silently becomes a priced "substitute".
+REGION_PATTERNS: dict[Cloud, re.Pattern[str]] = {
+    "aws": re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"),
+    "gcp": re.compile(r"^[a-z]+-[a-z]+\d+$"),
+    "alibaba": re.compile(r"^[a-z]{2}-[a-z]+(-\d+)?$"),
+    "huawei": re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$"),
+}
+
+
 def _regions(spec: WorkloadSpec, cloud: Cloud, region: str | None) -> list[str]:
-    if region:
-        return [region]
-    return spec.placement.regions.get(cloud) or [CATALOG_REGIONS[cloud]]
+    field_name = "--region" if region else f"placement.regions.{cloud}"
+    regions = [region] if region else (spec.placement.regions.get(cloud) or [CATALOG_REGIONS[cloud]])
+    for name in regions:
+        if not REGION_PATTERNS[cloud].match(name):
+            raise input_error(
+                field_name,
+                f"is not a {cloud} region name",
+                value=name,
+                fix=f"use a {cloud} region such as {CATALOG_REGIONS[cloud]}",
+            )
+    return regions
 
 
 def _rates_for(book: PriceBook, currency: str) -> dict[str, float]:

@@ -217,3 +217,9 @@ def test_adding_a_cheaper_feasible_instance_never_raises_the_cost(tmp_path_facto
         planner.offers = original_offers  # type: ignore[assignment]
     assert after is not None
     assert after.price.monthly_ranking.amount <= before.price.monthly_ranking.amount + 1e-6
+
+
+@pytest.mark.parametrize(("cloud", "region"), [("aws", "us-central1"), ("gcp", "us-east-1"), ("huawei", "singapore")])
+def test_a_region_of_another_cloud_is_a_clear_error(cloud, region):
+    with pytest.raises(InputError, match=rf"--region: is not a {cloud} region name \(got '{region}'\)"):
+        plan_workload(load_workload(WORKLOADS / "embeddings-bert.yaml"), clouds=[cloud], region=region)
