@@ -22,8 +22,9 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-# Tools the checks run for real: shellcheck, cloud-init's schema validator, debootstrap for the boot test.
-SYSTEM_PACKAGES := shellcheck cloud-init debootstrap
+# Tools the checks run for real: shellcheck, cloud-init's schema validator, debootstrap and systemd-analyze for
+# the boot test (which builds a Debian 12 root file system under .cache/), git for plan diffs.
+SYSTEM_PACKAGES := shellcheck cloud-init debootstrap systemd util-linux tar ca-certificates git
 system-packages:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

@@ -221,6 +221,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return 0  # a diff reports; an infeasible head is shown in it, not signalled by the exit code
 
 
+# ---- manifest ------------------------------------------------------------------------------------------
+
+
+def _cmd_manifest(args: argparse.Namespace) -> int:
+    from inferstack.bootstrap.manifest import write_manifest
+
+    print(write_manifest(args.model_dir))
+    return 0
+
+
 # ---- parser --------------------------------------------------------------------------------------------
 
 
@@ -298,6 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--prices", type=Path, help="price-override file, used for both sides")
     diff.add_argument("--json", action="store_true", help="the structured diff")
     diff.set_defaults(handler=_cmd_diff)
+
+    manifest = commands.add_parser("manifest", help="write manifest.json (path, size, sha256) for a model folder")
+    manifest.add_argument("model_dir", type=Path, help="the folder you upload under the plan's bucket prefix")
+    manifest.set_defaults(handler=_cmd_manifest)
     return parser
 
 

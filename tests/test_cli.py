@@ -158,3 +158,12 @@ def test_diff_of_two_workloads_is_markdown_for_a_pull_request():
 def test_diff_with_a_bad_base_ref_is_a_clear_error():
     result = inferstack("diff", "--base-ref", "no-such-ref-xyz", str(WORKLOADS / "chat-8b-public.yaml"))
     assert result.returncode == 2 and "Traceback" not in result.stderr and "no-such-ref-xyz" in result.stderr
+
+
+def test_manifest_lists_every_file_with_size_and_sha256(tmp_path):
+    (tmp_path / "model.gguf").write_bytes(b"weights")
+    result = inferstack("manifest", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    sha256_of_weights = "9a129038d9a00aed0cf6a7ea059ca50a813449061ab87848cf1a13eafdf33b2c"
+    assert manifest["files"] == [{"path": "model.gguf", "size": 7, "sha256": sha256_of_weights}]

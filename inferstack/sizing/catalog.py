@@ -107,6 +107,12 @@ def host_cpu(cloud: str, family: str, vcpus: int) -> CpuSpec | None:
     )
 
 
+def _cloud(name: str) -> Cloud:
+    if name not in CLOUDS:
+        raise ValueError(f"instances.csv names an unknown cloud {name!r}")
+    return name
+
+
 def _gpu_for(row: dict[str, str]) -> GpuSpec | None:
     count = int(row["gpu_count"] or 0)
     if not count:
@@ -129,9 +135,9 @@ def offers() -> tuple[Offer, ...]:
             vcpus = int(row["vcpus"])
             result.append(
                 Offer(
-                    cloud=row["cloud"],
+                    cloud=_cloud(row["cloud"]),
                     region=row["region"],
-                    name=row["instance_type"],  # type: ignore[arg-type]
+                    name=row["instance_type"],
                     machine_type=attached["machine"] if attached else row["instance_type"],
                     attach_type=attached["accelerator"] if attached else None,
                     family=row["family"],

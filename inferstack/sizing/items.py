@@ -85,7 +85,8 @@ class ItemServer:
                 / (self.gpu.peak_tflops(compute_kind) * 1e12 * profile.matmul_utilization)
             )
             p = profile.overlap_exponent
-            return (memory_s**p + compute_s**p) ** (1 / p) + FIXED_LATENCY_S
+            combined: float = (memory_s**p + compute_s**p) ** (1 / p)
+            return combined + FIXED_LATENCY_S
         assert self.cpu is not None
         cpu_profile = CPU_PROFILES[self.engine]
         flops_per_s = self.cpu.cores * cpu_profile.matmul_flops_per_cycle[self.cpu.isa] * self.cpu.ghz * 1e9

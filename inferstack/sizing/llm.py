@@ -116,7 +116,7 @@ class LlmReplica:
         tp = self.tensor_parallel
         activation = (
             ACTIVATION_GIB_BASE + ACTIVATION_GIB_PER_HIDDEN * self.arch.hidden_size
-        ) * tp**-ACTIVATION_TP_EXPONENT
+        ) * math.pow(tp, -ACTIVATION_TP_EXPONENT)
         if self.arch.is_moe:
             activation *= MOE_ACTIVATION_FACTOR
         return NON_TORCH_GIB[min(tp, 2)] + activation
@@ -181,7 +181,7 @@ class LlmReplica:
         utilization = profile.fp8_matmul_utilization if self._compute_kind == "fp8" else profile.matmul_utilization
         compute_s = flops / tp / (gpu.peak_tflops(self._compute_kind) * 1e12 * utilization)
         p = profile.overlap_exponent
-        combined = (memory_s**p + compute_s**p) ** (1 / p)
+        combined: float = (memory_s**p + compute_s**p) ** (1 / p)
         return combined + self.arch.layers * profile.step_overhead_ms_per_layer / 1e3 + self._allreduce_s(tokens)
 
     def _allreduce_s(self, tokens: int) -> float:

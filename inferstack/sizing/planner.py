@@ -338,7 +338,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     tp = offer.gpu_count if offer.has_gpu and model.is_llm else 1
     serving = Serving(
         runtime=runtime,
-        engine=candidate.engine.value,  # type: ignore[arg-type]
+        engine=candidate.engine.value,
         backend=("onnxruntime" if offer.has_gpu else "openvino") if runtime == "triton" else None,
         metrics_port=8002 if runtime == "triton" else None,
         health_path={"vllm": "/health", "llamacpp": "/health"}.get(runtime, "/v2/health/ready"),
@@ -376,7 +376,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         replicas=sizing.replicas,
         zones=min(sizing.replicas, demand.stage.min_zones) if sizing.replicas > 1 else 1,
         spot=spec.placement.spot and spec.stage != "production",
-        device=device,  # type: ignore[arg-type]
+        device=device,
         vcpus=offer.vcpus,
         memory_gib=offer.memory_gib,
         local_nvme_gb=offer.local_nvme_gb,
@@ -387,7 +387,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
             kind=model.kind,
             source_uri=model.source_uri,
             params_b=round(model.params / 1e9, 3),
-            artifact_format=artifact,  # type: ignore[arg-type]
+            artifact_format=artifact,
             size_gib=round(size_gib, 2),
             bucket_prefix=f"models/{model.name}/{candidate.precision.value}/",
         ),
@@ -396,7 +396,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         disk_gib=int(math.ceil(disk / 10) * 10),
         memory=MemoryBreakdown(
             device=device,
-            capacity_gib=round(sizing.capacity_gib, 2),  # type: ignore[arg-type]
+            capacity_gib=round(sizing.capacity_gib, 2),
             usable_gib=round(sizing.usable_gib, 2),
             weights_gib=round(sizing.weights_gib, 2),
             overhead_gib=round(sizing.overhead_gib, 2),

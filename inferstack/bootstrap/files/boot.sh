@@ -1,0 +1,350 @@
+#!/bin/bash
+# inferstack boot: driver -> runtime -> model sync -> service -> model load (readiness).
+#
+# Runs at every boot as inferstack-boot.service (cloud-init only writes the files and starts it once). Every
+# phase looks before it acts, so a second run on a booted server changes nothing. One line per phase, with
+# its duration, goes to the journal (journalctl -u inferstack-boot) and to /var/log/inferstack/boot.log:
+#
+#   inferstack phase=model_sync status=ok duration_s=41.2 detail="..."
+#
+# `boot.sh` runs all phases; `boot.sh --phase NAME` runs one (for debugging).
+# shellcheck disable=SC2153  # upper-case settings come from bootstrap.env, sourced below
+set -euo pipefail
+
+CONFIG=${INFERSTACK_CONFIG:-/etc/inferstack/bootstrap.env}
+LIB_DIR=/usr/local/lib/inferstack
+STATE_DIR=/var/lib/inferstack
+LOG_DIR=/var/log/inferstack
+RUN_DIR=/run/inferstack-boot # per-run scratch (phase results): not persistent, so a re-run leaves no trace
+MODEL_ENV=/etc/inferstack/model.env
+VENV=/opt/inferstack/venv
+SERVICE=inferstack-server.service
+REBOOT_REQUESTED=100
+
+# shellcheck source=/dev/null
+. "$CONFIG"
+
+log() { printf '%s inferstack %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
+# detail: the phase's one-line result, repeated in its summary line
+detail() { printf '%s' "$*" >"$RUN_DIR/phase-detail"; log "$*"; }
+fail() { detail "ERROR: $*"; exit 1; }
+now_s() { date +%s.%N; }
+elapsed_s() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }'; }
+
+#### helpers ####
+
+require_apt() {
+    command -v apt-get >/dev/null 2>&1 ||
+        fail "this step installs packages with apt-get; use an Ubuntu 22.04/24.04 or Debian 12 image (or a driver-ready image)"
+}
+
+is_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+# apt-get with retries; waits for the dpkg lock that unattended-upgrades holds on a fresh server.
+apt_get() {
+    local attempt
+    for attempt in 1 2 3 4 5; do
+        if DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 "$@"; then return 0; fi
+        log "apt-get $1 failed (attempt $attempt/5); retrying in $((attempt * 10))s"
+        sleep $((attempt * 10))
+    done
+    fail "apt-get $* kept failing; check the network egress to the package mirrors"
+}
+
+apt_install() {
+    local missing=() package
+    for package in "$@"; do is_installed "$package" || missing+=("$package"); done
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    log "installing ${missing[*]}"
+    apt_get update
+    apt_get install -y --no-install-recommends "${missing[@]}"
+}
+
+retry() {
+    local attempt
+    for attempt in 1 2 3 4 5; do
+        if "$@"; then return 0; fi
+        log "'$*' failed (attempt $attempt/5); retrying in $((attempt * 5))s"
+        sleep $((attempt * 5))
+    done
+    return 1
+}
+
+#### phase: driver ####
+
+phase_driver() {
+    if [ "$DEVICE" != gpu ]; then detail "cpu server: no GPU driver needed"; return 0; fi
+    if nvidia-smi >/dev/null 2>&1; then
+        detail "present: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)"
+        return 0
+    fi
+    if [ -f "$STATE_DIR/driver-installed" ]; then
+        modprobe nvidia 2>/dev/null && nvidia-smi >/dev/null 2>&1 && { detail "loaded after install"; return 0; }
+        fail "the NVIDIA driver was installed on an earlier boot but nvidia-smi still fails; see dmesg (Secure Boot needs the Ubuntu-signed driver)"
+    fi
+    require_apt
+    # shellcheck source=/dev/null
+    . /etc/os-release
+    [ "${ID:-}" = ubuntu ] || fail "no NVIDIA driver on this ${ID:-unknown} image; use a driver-ready image (docs/bootstrap.md)"
+    log "no NVIDIA driver: installing nvidia-headless-${NVIDIA_DRIVER_BRANCH}-server (slow path, 5-12 min)"
+    apt_install "linux-headers-$(uname -r)" "nvidia-headless-${NVIDIA_DRIVER_BRANCH}-server" \
+        "nvidia-utils-${NVIDIA_DRIVER_BRANCH}-server"
+    touch "$STATE_DIR/driver-installed"
+    if modprobe nvidia 2>/dev/null && nvidia-smi >/dev/null 2>&1; then detail "installed and loaded"; return 0; fi
+    detail "driver installed; rebooting to load it (inferstack-boot.service resumes after the reboot)"
+    return "$REBOOT_REQUESTED"
+}
+
+#### phase: runtime ####
+
+install_docker() {
+    command -v docker >/dev/null 2>&1 && return 0
+    require_apt
+    # shellcheck source=/dev/null
+    . /etc/os-release
+    log "installing Docker Engine ${DOCKER_VERSION_PIN} from download.docker.com"
+    apt_install ca-certificates curl gnupg
+    install -m 0755 -d /etc/apt/keyrings
+    retry curl -fsSL "https://download.docker.com/linux/${ID}/gpg" -o /etc/apt/keyrings/docker.asc
+    echo "deb [arch=$(dpkg --print-architecture) signed-by=/etc/apt/keyrings/docker.asc] https://download.docker.com/linux/${ID} ${VERSION_CODENAME} stable" \
+        >/etc/apt/sources.list.d/docker.list
+    printf 'Package: docker-ce docker-ce-cli\nPin: version %s\nPin-Priority: 1001\n' "$DOCKER_VERSION_PIN" \
+        >/etc/apt/preferences.d/inferstack-docker
+    apt_get update
+    apt_get install -y docker-ce docker-ce-cli containerd.io
+    systemctl enable --now docker.service
+}
+
+install_nvidia_container_toolkit() {
+    local keyring=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg version=$NVIDIA_CONTAINER_TOOLKIT_VERSION
+    if ! command -v nvidia-ctk >/dev/null 2>&1; then
+        require_apt
+        log "installing NVIDIA Container Toolkit ${version}"
+        apt_install ca-certificates curl gnupg
+        retry curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey -o /tmp/nvidia-container.gpgkey
+        gpg --batch --yes --dearmor -o "$keyring" /tmp/nvidia-container.gpgkey
+        retry curl -fsSL https://nvidia.github.io/libnvidia-container/stable/deb/nvidia-container-toolkit.list \
+            -o /tmp/nvidia-container-toolkit.list
+        sed "s#deb https://#deb [signed-by=${keyring}] https://#g" /tmp/nvidia-container-toolkit.list \
+            >/etc/apt/sources.list.d/nvidia-container-toolkit.list
+        apt_get update
+        apt_get install -y "nvidia-container-toolkit=${version}" "nvidia-container-toolkit-base=${version}" \
+            "libnvidia-container-tools=${version}" "libnvidia-container1=${version}"
+    fi
+    if ! docker info --format '{{json .Runtimes}}' | grep -q nvidia; then
+        nvidia-ctk runtime configure --runtime=docker
+        systemctl restart docker.service
+    fi
+}
+
+install_container_runtime() {
+    install_docker
+    [ "$DEVICE" = gpu ] && install_nvidia_container_toolkit
+    if docker image inspect "$RUNTIME_IMAGE" >/dev/null 2>&1; then
+        detail "container: $RUNTIME_IMAGE present"
+        return 0
+    fi
+    log "pulling $RUNTIME_IMAGE"
+    retry docker pull --quiet "$RUNTIME_IMAGE" || fail "cannot pull $RUNTIME_IMAGE; check egress to the registry"
+    detail "container: pulled $RUNTIME_IMAGE"
+}
+
+installed_pip_version() {
+    "$VENV/bin/python3" -c "import importlib.metadata as m; print(m.version('$PIP_DISTRIBUTION'))" 2>/dev/null || true
+}
+
+install_native_runtime() {
+    if [ "$(installed_pip_version)" = "$PIP_VERSION" ]; then
+        detail "native: $PIP_DISTRIBUTION $PIP_VERSION present in $VENV"
+        return 0
+    fi
+    require_apt
+    local packages
+    IFS=, read -r -a packages <<<"$APT_PACKAGES"
+    apt_install "${packages[@]}"
+    [ -x "$VENV/bin/python3" ] || python3 -m venv "$VENV"
+    log "pip install $PIP_REQUIREMENT (llama-cpp-python compiles llama.cpp here: minutes)"
+    retry "$VENV/bin/pip" install --no-input --disable-pip-version-check "$PIP_REQUIREMENT" ||
+        fail "pip install $PIP_REQUIREMENT failed; see the lines above"
+    [ "$(installed_pip_version)" = "$PIP_VERSION" ] || fail "$PIP_DISTRIBUTION $PIP_VERSION not importable after install"
+    detail "native: installed $PIP_DISTRIBUTION $PIP_VERSION in $VENV"
+}
+
+phase_runtime() {
+    if [ "$INSTALL_MODE" = container ]; then install_container_runtime; else install_native_runtime; fi
+}
+
+#### phase: model_sync ####
+
+# An instance-store NVMe disk: whole disk, no partitions, not mounted, named as the clouds name local disks.
+find_local_nvme() {
+    local block model name
+    for block in /sys/block/nvme*n1; do
+        [ -e "$block" ] || continue
+        name=$(basename "$block")
+        model=$(cat "$block/device/model" 2>/dev/null || true)
+        case "$model" in
+            *"Instance Storage"* | *nvme_card* | *EphemeralDisk*) ;;
+            *) continue ;;
+        esac
+        [ "$(lsblk -nro NAME "/dev/$name" | wc -l)" -eq 1 ] || continue
+        [ -z "$(lsblk -nro MOUNTPOINT "/dev/$name")" ] || continue
+        echo "/dev/$name"
+        return 0
+    done
+}
+
+model_root() {
+    local mount=/mnt/inferstack-nvme device
+    if [ "$NVME_EXPECTED" = 1 ]; then
+        if mountpoint -q /opt/dlami/nvme; then echo /opt/dlami/nvme/inferstack; return 0; fi
+        if mountpoint -q "$mount"; then echo "$mount"; return 0; fi
+        device=$(find_local_nvme || true)
+        if [ -n "$device" ]; then
+            # Instance storage is empty after a stop/start: format it only when it carries no file system.
+            blkid "$device" >/dev/null 2>&1 || mkfs.ext4 -q -F -L inferstack-nvme "$device" >&2
+            mkdir -p "$mount"
+            mount -o noatime "$device" "$mount"
+            echo "$mount"
+            return 0
+        fi
+        log "local NVMe expected but not found; using the data disk" >&2
+    fi
+    echo "$STATE_DIR"
+}
+
+write_if_changed() { # path, content: rewrites the file only when its content differs
+    [ -f "$1" ] && [ "$(cat "$1")" = "$2" ] && return 0
+    printf '%s\n' "$2" >"$1.tmp" && mv "$1.tmp" "$1"
+}
+
+triton_repository() { # model dir, root -> a Triton model repository (under root) holding the model as version 1
+    local repo=$2/triton-repo model_dir=$1 kind=KIND_CPU
+    [ "$DEVICE" = gpu ] && kind=KIND_GPU
+    mkdir -p "$repo/$MODEL_NAME"
+    ln -sfn "$model_dir" "$repo/$MODEL_NAME/1"
+    if [ -f "$model_dir/config.pbtxt" ]; then
+        ln -sfn "$model_dir/config.pbtxt" "$repo/$MODEL_NAME/config.pbtxt"
+    else
+        write_if_changed "$repo/$MODEL_NAME/config.pbtxt" "name: \"$MODEL_NAME\"
+backend: \"$TRITON_BACKEND\"
+default_model_filename: \"model.onnx\"
+instance_group [ { kind: $kind, count: 1 } ]"
+    fi
+    echo "$repo"
+}
+
+phase_model_sync() {
+    local root dest output model_dir model_file="" repo=""
+    root=$(model_root)
+    dest=$root/models/$MODEL_NAME
+    output=$(python3 "$LIB_DIR/model_sync.py" --cloud "$INFERSTACK_CLOUD" --region "$INFERSTACK_REGION" \
+        --bucket "$MODEL_BUCKET" --prefix "$MODEL_PREFIX" --dest "$dest" --workers "$SYNC_WORKERS" \
+        ${STORAGE_ENDPOINT:+--endpoint "$STORAGE_ENDPOINT"} ${METADATA_ENDPOINT:+--metadata-endpoint "$METADATA_ENDPOINT"}) ||
+        fail "model sync failed (exit $?); the server keeps the model it had, if any"
+    model_dir=$dest/current
+    case "$MODEL_FORMAT" in
+        gguf)
+            # the single file, or the first shard of a split model (name-00001-of-0000N.gguf)
+            model_file=$(find -L "$model_dir" -name '*.gguf' | sort | head -n 1)
+            [ -n "$model_file" ] || fail "no .gguf file in $MODEL_BUCKET/$MODEL_PREFIX"
+            ;;
+        onnx) repo=$(triton_repository "$model_dir" "$root") ;;
+    esac
+    write_if_changed "$MODEL_ENV" "MODEL_DIR=$model_dir
+MODEL_FILE=$model_file
+TRITON_REPO=$repo
+MODEL_ROOT=$root"
+    write_if_changed "$STATE_DIR/model-version" "$(readlink "$model_dir")"
+    detail "$output"
+}
+
+#### phase: service ####
+
+phase_service() {
+    local version served=""
+    version=$(cat "$STATE_DIR/model-version")
+    [ -f "$STATE_DIR/served-version" ] && served=$(cat "$STATE_DIR/served-version")
+    systemctl daemon-reload
+    systemctl is-enabled --quiet "$SERVICE" || systemctl enable "$SERVICE"
+    if ! systemctl is-active --quiet "$SERVICE"; then
+        systemctl start "$SERVICE"
+        detail "started $SERVICE ($version)"
+    elif [ "$served" != "$version" ]; then
+        systemctl restart "$SERVICE"
+        detail "restarted $SERVICE for the new model ($served -> $version)"
+    else
+        detail "$SERVICE already serving $version"
+    fi
+    write_if_changed "$STATE_DIR/served-version" "$version"
+}
+
+#### phase: model_load ####
+
+phase_model_load() {
+    local url="http://127.0.0.1:${PORT}${HEALTH_PATH}" deadline=$((SECONDS + READY_TIMEOUT_S))
+    until curl -fsS -o /dev/null --max-time 5 "$url" 2>/dev/null; do
+        if ! systemctl is-active --quiet "$SERVICE"; then
+            fail "$SERVICE is not running; see journalctl -u $SERVICE"
+        fi
+        [ "$SECONDS" -lt "$deadline" ] || fail "$url not healthy after ${READY_TIMEOUT_S}s; see journalctl -u $SERVICE"
+        sleep 2
+    done
+    write_if_changed "$STATE_DIR/ready" "model=$MODEL_NAME version=$(cat "$STATE_DIR/served-version") url=$url"
+    detail "healthy at $url"
+}
+
+#### main ####
+
+run_phase() { # name: runs the phase in its own process (so errexit applies inside) and logs one line
+    local name=$1 started detail="" code status=ok
+    started=$(now_s)
+    rm -f "$RUN_DIR/phase-rc" "$RUN_DIR/phase-detail"
+    bash "$0" --phase "$name" || true
+    code=$(cat "$RUN_DIR/phase-rc" 2>/dev/null || echo 1)
+    [ -f "$RUN_DIR/phase-detail" ] && detail=$(cat "$RUN_DIR/phase-detail")
+    [ "$code" -eq 0 ] || status=failed
+    [ "$code" -eq "$REBOOT_REQUESTED" ] && status=reboot
+    log "phase=$name status=$status duration_s=$(elapsed_s "$started") detail=\"${detail//\"/\'}\""
+    DURATIONS+=("$name=$(elapsed_s "$started")s")
+    return "$code"
+}
+
+main() {
+    local started phase code
+    started=$(now_s)
+    DURATIONS=()
+    log "boot start: $RUNTIME ($INSTALL_MODE) on $DEVICE, model $MODEL_NAME from $INFERSTACK_CLOUD $MODEL_BUCKET/$MODEL_PREFIX"
+    for phase in driver runtime model_sync service model_load; do
+        code=0
+        run_phase "$phase" || code=$?
+        if [ "$code" -eq "$REBOOT_REQUESTED" ]; then
+            log "summary: rebooting to finish the driver install (${DURATIONS[*]})"
+            systemctl reboot
+            exit 0
+        fi
+        if [ "$code" -ne 0 ]; then
+            log "summary: FAILED in phase $phase after $(elapsed_s "$started")s (${DURATIONS[*]}); see the lines above"
+            exit 1
+        fi
+    done
+    log "summary: ready in $(elapsed_s "$started")s (${DURATIONS[*]})"
+}
+
+if [ "${1:-}" = --phase ]; then
+    mkdir -p "$STATE_DIR" "$RUN_DIR"
+    trap 'echo $? >"$RUN_DIR/phase-rc"' EXIT
+    case "$2" in
+        driver) phase_driver ;;
+        runtime) phase_runtime ;;
+        model_sync) phase_model_sync ;;
+        service) phase_service ;;
+        model_load) phase_model_load ;;
+        *) fail "unknown phase $2 (driver, runtime, model_sync, service, model_load)" ;;
+    esac
+    exit 0
+fi
+mkdir -p "$STATE_DIR" "$LOG_DIR" "$RUN_DIR"
+set +e # the boot's status is main's, even if the log file cannot be written
+main 2>&1 | tee -a "$LOG_DIR/boot.log"
+exit "${PIPESTATUS[0]}"

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Fetch the endpoint API key from the cloud's secret store and write it to a root-only environment file.
+
+Runs as the inference service's ExecStartPre, so the key is read at every start (a rotated key takes effect on
+restart) and never appears in user data, in the unit, on a command line or in a log. Secret stores:
+
+| cloud   | store                         | call                                                        |
+|---------|-------------------------------|-------------------------------------------------------------|
+| aws     | SSM Parameter Store           | AmazonSSM.GetParameter, WithDecryption (SecureString)       |
+| gcp     | Secret Manager                | projects/<project>/secrets/<id>/versions/latest:access      |
+| alibaba | KMS Secrets Manager           | GetSecretValue (RPC API 2016-01-20)                         |
+| huawei  | DEW / CSMS                    | GET /v1/<project_id>/secrets/<name>/versions/latest         |
+
+Exit status: 0 written, 2 usage or unusable value, 4 the store could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import sys
+import urllib.parse
+from collections.abc import Callable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cloud_access import (  # type: ignore[import-not-found,unused-ignore]  # the sibling file
+    AccessError,
+    Credentials,
+    Request,
+    gcp_project_id,
+    huawei_project_id,
+    instance_credentials,
+    log,
+    read_json,
+    send,
+    sign_alibaba_rpc,
+    sign_aws_v4,
+    sign_huawei_apig,
+)
+
+# A value written unquoted must mean the same to systemd, to `docker --env-file` and to a POSIX shell.
+SAFE_VALUE = re.compile(r"^[A-Za-z0-9._~+/=:@-]+$")
+
+
+def default_endpoint(cloud: str, region: str) -> str:
+    return {
+        "aws": f"https://ssm.{region}.amazonaws.com",
+        "gcp": "https://secretmanager.googleapis.com",
+        "alibaba": f"https://kms.{region}.aliyuncs.com",
+        "huawei": f"https://kms.{region}.myhuaweicloud.com",
+    }[cloud]
+
+
+def read_aws(name: str, endpoint: str, region: str, credentials: Credentials, metadata: str | None) -> str:
+    body = json.dumps({"Name": name, "WithDecryption": True}).encode()
+    headers = {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "AmazonSSM.GetParameter"}
+    response = send(lambda: sign_aws_v4(Request("POST", endpoint + "/", dict(headers), body), credentials, region,
+                                        "ssm"), what=f"SSM GetParameter {name}")
+    parameter = read_json(response)["Parameter"]
+    assert isinstance(parameter, dict)
+    return str(parameter["Value"])
+
+
+def read_gcp(name: str, endpoint: str, region: str, credentials: Credentials, metadata: str | None) -> str:
+    resource = name if name.startswith("projects/") else f"projects/{gcp_project_id(metadata)}/secrets/{name}"
+    if "/versions/" not in resource:
+        resource += "/versions/latest"
+    url = f"{endpoint}/v1/{resource}:access"
+    headers = {"Authorization": f"Bearer {credentials.bearer_token}"}
+    payload = read_json(send(lambda: Request("GET", url, dict(headers)), what=f"Secret Manager access {resource}"))
+    data = payload["payload"]
+    assert isinstance(data, dict)
+    return base64.b64decode(str(data["data"])).decode("utf-8")
+
+
+def read_alibaba(name: str, endpoint: str, region: str, credentials: Credentials, metadata: str | None) -> str:
+    def build() -> Request:
+        params = {"Action": "GetSecretValue", "SecretName": name, "Version": "2016-01-20", "Format": "JSON"}
+        query = urllib.parse.urlencode(sign_alibaba_rpc(params, credentials), quote_via=urllib.parse.quote)
+        return Request("GET", f"{endpoint}/?{query}", {})
+
+    return str(read_json(send(build, what=f"KMS GetSecretValue {name}"))["SecretData"])
+
+
+def read_huawei(name: str, endpoint: str, region: str, credentials: Credentials, metadata: str | None) -> str:
+    project_id = huawei_project_id(metadata)
+    url = f"{endpoint}/v1/{project_id}/secrets/{urllib.parse.quote(name, safe='')}/versions/latest"
+    response = send(lambda: sign_huawei_apig(Request("GET", url, {"Content-Type": "application/json"}), credentials),
+                    what=f"CSMS ShowSecretVersion {name}")
+    version = read_json(response)["version"]
+    assert isinstance(version, dict)
+    return str(version["secret_string"])
+
+
+READERS: dict[str, Callable[[str, str, str, Credentials, str | None], str]] = {
+    "aws": read_aws, "gcp": read_gcp, "alibaba": read_alibaba, "huawei": read_huawei,
+}
+
+
+def write_env_file(path: str, name: str, value: str) -> None:
+    """Write `name=value` readable by root only, atomically (a reader never sees half a file)."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    temporary = f"{path}.tmp"
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(f"{name}={value}\n")
+    os.chmod(temporary, 0o600)
+    os.replace(temporary, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Fetch the endpoint API key into a root-only env file.")
+    parser.add_argument("--cloud", required=True, choices=sorted(READERS))
+    parser.add_argument("--region", required=True)
+    parser.add_argument("--secret", required=True, help="name/id of the secret in the cloud's secret store")
+    parser.add_argument("--env-name", required=True, help="environment variable the runtime reads the key from")
+    parser.add_argument("--out", required=True, help="environment file to write (mode 0600)")
+    parser.add_argument("--endpoint", default=None, help="secret-store endpoint override")
+    parser.add_argument("--metadata-endpoint", default=None, help="metadata-server override")
+    args = parser.parse_args(argv)
+    try:
+        credentials = instance_credentials(args.cloud, args.metadata_endpoint)
+        endpoint = (args.endpoint or default_endpoint(args.cloud, args.region)).rstrip("/")
+        value = READERS[args.cloud](args.secret, endpoint, args.region, credentials, args.metadata_endpoint).strip()
+    except (AccessError, KeyError, ValueError) as error:
+        log(f"secret: cannot read {args.secret!r} from the {args.cloud} secret store: {error}")
+        return 4
+    if not SAFE_VALUE.match(value):
+        log(f"secret: {args.secret!r} is empty or holds characters other than [A-Za-z0-9._~+/=:@-]; "
+            "store the API key as a single-line token")
+        return 2
+    write_env_file(args.out, args.env_name, value)
+    log(f"secret: {args.secret!r} fetched ({len(value)} characters) into {args.out} as {args.env_name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""The inference runtimes the bootstrap installs: one pinned table, and the command line each one runs.
+
+Pins are tags and package versions, not digests: a digest cannot be verified offline here. To pin digests,
+resolve each tag once on a machine with registry access and replace the tag with `name@sha256:…`:
+
+    docker buildx imagetools inspect vllm/vllm-openai:v0.12.0 --format '{{json .Manifest.Digest}}'
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Literal
+
+from inferstack.errors import input_error
+from inferstack.plan import DeploymentPlan, Runtime
+
+Mode = Literal["container", "native"]
+Device = Literal["cpu", "gpu"]
+
+# NVIDIA packages from their official apt repositories (used only when the image lacks them).
+NVIDIA_DRIVER_BRANCH = "580"
+"""Ubuntu's `nvidia-headless-580-server` branch: current datacenter branch (535/565/570-server now point to it)."""
+NVIDIA_CONTAINER_TOOLKIT_VERSION = "1.17.8-1"
+"""NVIDIA Container Toolkit v1.17.8 (2025-05-30), apt version string of libnvidia-container's stable repo."""
+DOCKER_VERSION_PIN = "5:28.*"
+"""Docker Engine 28.x from download.docker.com (apt pin; the full version string differs per distro release)."""
+
+
+@dataclass(frozen=True)
+class RuntimePin:
+    """How one runtime is installed and started, per install mode."""
+
+    runtime: Runtime
+    image_cpu: str | None
+    """Container image for CPU servers (None: the runtime has no CPU build)."""
+    image_gpu: str | None
+    """Container image for GPU servers."""
+    pip_requirement: str | None
+    """Native install: what pip installs into /opt/inferstack/venv (None: no native install)."""
+    pip_distribution: str
+    pip_version: str
+    apt_packages: tuple[str, ...]
+    """Debian/Ubuntu packages the native install needs (compilers when pip builds from source)."""
+    native_devices: tuple[Device, ...]
+    api_key_env: dict[Mode, str]
+    """Environment variable through which the runtime reads the endpoint API key, per mode."""
+    default_mode: dict[Device, Mode]
+
+
+RUNTIME_PINS: dict[Runtime, RuntimePin] = {
+    # vLLM v0.12.0: tag seen on Docker Hub (vllm/vllm-openai:v0.12.0); the PyPI wheel of the same version ships
+    # CUDA kernels, so native mode needs only a driver.
+    "vllm": RuntimePin(
+        runtime="vllm", image_cpu=None, image_gpu="vllm/vllm-openai:v0.12.0",
+        pip_requirement="vllm==0.12.0", pip_distribution="vllm", pip_version="0.12.0",
+        apt_packages=("python3-venv",), native_devices=("gpu",),
+        api_key_env={"container": "VLLM_API_KEY", "native": "VLLM_API_KEY"},
+        default_mode={"gpu": "container", "cpu": "container"}),
+    # llama.cpp: server images from ggml-org (build b9603; `server-cuda12-b9603` seen on the package page, CPU
+    # tag follows the documented `server-<build>` naming). Native: llama-cpp-python builds llama.cpp from the
+    # PyPI source distribution (CPU only; a CUDA build needs the CUDA toolkit, use container mode on GPUs).
+    "llamacpp": RuntimePin(
+        runtime="llamacpp", image_cpu="ghcr.io/ggml-org/llama.cpp:server-b9603",
+        image_gpu="ghcr.io/ggml-org/llama.cpp:server-cuda12-b9603",
+        pip_requirement="llama-cpp-python[server]==0.3.16", pip_distribution="llama_cpp_python",
+        pip_version="0.3.16", apt_packages=("python3-venv", "python3-dev", "build-essential"),
+        native_devices=("cpu",),
+        api_key_env={"container": "LLAMA_API_KEY", "native": "API_KEY"},
+        default_mode={"gpu": "container", "cpu": "native"}),
+    # Triton 25.10 (CUDA 13.0; data-center GPUs also run on R535+ drivers). The same image serves CPU-only hosts
+    # and carries both the ONNX Runtime and OpenVINO backends. Triton is container-only in practice: NVIDIA
+    # ships no distro packages or wheels of the server.
+    "triton": RuntimePin(
+        runtime="triton", image_cpu="nvcr.io/nvidia/tritonserver:25.10-py3",
+        image_gpu="nvcr.io/nvidia/tritonserver:25.10-py3", pip_requirement=None, pip_distribution="",
+        pip_version="", apt_packages=(), native_devices=(),
+        api_key_env={"container": "API_KEY", "native": "API_KEY"},
+        default_mode={"gpu": "container", "cpu": "container"}),
+}
+
+
+def resolve_mode(plan: DeploymentPlan, requested: str) -> Mode:
+    """The install mode for `plan`: the requested one when the runtime supports it there, else a clear error."""
+    pin = RUNTIME_PINS[plan.serving.runtime]
+    device: Device = plan.device
+    if requested == "auto":
+        return pin.default_mode[device]
+    if requested == "native" and device not in pin.native_devices:
+        supported = " and ".join(pin.native_devices) or "no"
+        raise input_error(
+            "options.install_mode", f"{plan.serving.runtime} has no native install on {device} servers "
+            f"(native supports {supported} servers)", value=requested, fix="use install_mode='container' or 'auto'")
+    image = pin.image_gpu if device == "gpu" else pin.image_cpu
+    if requested == "container" and image is None:
+        raise input_error("options.install_mode", f"{plan.serving.runtime} has no container image for {device}",
+                          value=requested, fix="use install_mode='native' or 'auto'")
+    mode: Mode = "native" if requested == "native" else "container"
+    return mode
+
+
+def image_for(plan: DeploymentPlan) -> str:
+    pin = RUNTIME_PINS[plan.serving.runtime]
+    image = pin.image_gpu if plan.device == "gpu" else pin.image_cpu
+    if image is None:
+        raise input_error("plan.serving.runtime", f"{plan.serving.runtime} does not run on {plan.device} servers",
+                          value=plan.serving.runtime, fix="plan a GPU server for vLLM")
+    return image
+
+
+#### Command lines ####
+# Each returns the runtime's arguments. "$MODEL_DIR", "$MODEL_FILE" and "$TRITON_REPO" are expanded at start
+# from /etc/inferstack/model.env (the model's place on disk is known only after the sync).
+
+_VLLM_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def vllm_args(plan: DeploymentPlan) -> list[str]:
+    serving = plan.serving
+    args = ["--model", "$MODEL_DIR", "--served-model-name", plan.model.name, "--host", "0.0.0.0",
+            "--port", str(serving.port), "--tensor-parallel-size", str(serving.tensor_parallel),
+            "--dtype", _VLLM_DTYPES.get(serving.dtype, "auto")]
+    if serving.max_model_len:
+        args += ["--max-model-len", str(serving.max_model_len)]
+    if serving.max_num_seqs:
+        args += ["--max-num-seqs", str(serving.max_num_seqs)]
+    if serving.gpu_memory_utilization:
+        args += ["--gpu-memory-utilization", str(serving.gpu_memory_utilization)]
+    if serving.quantization and serving.quantization != "gguf":
+        args += ["--quantization", serving.quantization]
+    if serving.kv_cache_dtype in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        args += ["--kv-cache-dtype", serving.kv_cache_dtype]
+    return args
+
+
+def llamacpp_server_args(plan: DeploymentPlan) -> list[str]:
+    """llama.cpp's own `llama-server` (container images). Context is shared by the parallel slots."""
+    serving = plan.serving
+    slots = serving.max_num_seqs or 1
+    args = ["-m", "$MODEL_FILE", "--alias", plan.model.name, "--host", "0.0.0.0", "--port", str(serving.port),
+            "-np", str(slots)]
+    if serving.max_model_len:
+        args += ["-c", str(serving.max_model_len * slots)]
+    if serving.threads:
+        args += ["-t", str(serving.threads)]
+    if plan.device == "gpu":
+        args += ["-ngl", "999"]
+    return args
+
+
+def llamacpp_python_args(plan: DeploymentPlan) -> list[str]:
+    """llama-cpp-python's OpenAI-compatible server (native mode); it serves one sequence at a time."""
+    serving = plan.serving
+    args = ["--model", "$MODEL_FILE", "--model_alias", plan.model.name, "--host", "0.0.0.0",
+            "--port", str(serving.port)]
+    if serving.max_model_len:
+        args += ["--n_ctx", str(serving.max_model_len)]
+    if serving.threads:
+        args += ["--n_threads", str(serving.threads)]
+    return args
+
+
+def triton_args(plan: DeploymentPlan) -> list[str]:
+    serving = plan.serving
+    args = ["tritonserver", "--model-repository=$TRITON_REPO", f"--http-port={serving.port}", "--grpc-port=8001"]
+    if serving.metrics_port:
+        args.append(f"--metrics-port={serving.metrics_port}")
+    return args
+
+
+def server_args(plan: DeploymentPlan, mode: Mode) -> list[str]:
+    runtime = plan.serving.runtime
+    if runtime == "vllm":
+        return vllm_args(plan)
+    if runtime == "llamacpp":
+        return llamacpp_python_args(plan) if mode == "native" else llamacpp_server_args(plan)
+    return triton_args(plan)
+
+
+def shell_words(args: list[str]) -> str:
+    """Arguments as shell words: "$VAR" references stay expandable, everything else is quoted literally."""
+    words = []
+    for arg in args:
+        if "$" in arg:
+            head, _, var = arg.partition("$")
+            words.append(shlex.quote(head) + f'"${{{var}}}"' if head else f'"${{{var}}}"')
+        else:
+            words.append(shlex.quote(arg))
+    return " ".join(words)

@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""A stand-in for `systemctl` inside the test chroot, where systemd is not PID 1.
+
+It starts units the way systemd would, from the unit files themselves: a clean environment (PATH, LANG) plus
+every EnvironmentFile=, ExecStartPre= commands in order, then ExecStart=; stdout and stderr go to
+/var/log/fake-journal/<unit>.log (the journal's stand-in). Type=oneshot runs to completion (unless
+--no-block); Type=exec leaves the main process running, its process-group id in /run/fake-systemd/<unit>.pid.
+Supported: daemon-reload, enable, is-enabled, start [--no-block], stop, restart, is-active [--quiet].
+Not emulated: Restart=, dependencies, resource limits.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+UNIT_DIR = "/etc/systemd/system"
+STATE_DIR = "/run/fake-systemd"
+JOURNAL_DIR = "/var/log/fake-journal"
+
+
+def parse_unit(name: str) -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    with open(os.path.join(UNIT_DIR, name)) as handle:
+        for line in handle:
+            line = line.strip()
+            if "=" in line and not line.startswith(("#", "[")):
+                key, value = line.split("=", 1)
+                settings.setdefault(key, []).append(value)
+    return settings
+
+
+def environment(settings: dict[str, list[str]]) -> dict[str, str]:
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    for path in settings.get("EnvironmentFile", []):
+        optional = path.startswith("-")
+        path = path.lstrip("-")
+        if optional and not os.path.exists(path):
+            continue
+        with open(path) as handle:
+            for line in handle:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    key, value = line.split("=", 1)
+                    env[key] = value.strip('"')
+    return env
+
+
+def state_file(unit: str, kind: str) -> str:
+    return os.path.join(STATE_DIR, f"{unit}.{kind}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def run(unit: str) -> int:
+    """The unit's start job, run in this process (the caller detaches it when asked not to block)."""
+    settings = parse_unit(unit)
+    env = environment(settings)
+    for directory in settings.get("RuntimeDirectory", []):
+        os.makedirs(f"/run/{directory}", mode=0o700, exist_ok=True)
+    os.makedirs(JOURNAL_DIR, exist_ok=True)
+    with open(os.path.join(JOURNAL_DIR, f"{unit}.log"), "ab") as journal:
+        for command in settings.get("ExecStartPre", []):
+            code = subprocess.call(shlex.split(command.lstrip("-+")), env=env, stdout=journal, stderr=journal)
+            if code != 0 and not command.startswith("-"):
+                return code
+        main = subprocess.Popen(shlex.split(settings["ExecStart"][0]), env=env, stdout=journal, stderr=journal,
+                                start_new_session=True)
+        with open(state_file(unit, "pid"), "w") as handle:
+            handle.write(str(main.pid))
+        code = main.wait()
+    with open(state_file(unit, "rc"), "w") as handle:
+        handle.write(str(code))
+    return code
+
+
+def start(unit: str, block: bool) -> int:
+    os.makedirs(STATE_DIR, exist_ok=True)
+    for kind in ("pid", "rc"):
+        if os.path.exists(state_file(unit, kind)):
+            os.unlink(state_file(unit, kind))
+    oneshot = parse_unit(unit).get("Type", ["simple"])[0] == "oneshot"
+    if oneshot and block:
+        return run(unit)
+    supervisor = subprocess.Popen([sys.executable, __file__, "_run", unit], start_new_session=True,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(state_file(unit, "supervisor"), "w") as handle:
+        handle.write(str(supervisor.pid))
+    if not oneshot:  # Type=exec: started once the main process exists (or the job already failed)
+        while not os.path.exists(state_file(unit, "pid")) and supervisor.poll() is None:
+            time.sleep(0.05)
+        return 0 if supervisor.poll() in (None, 0) else 1
+    return 0
+
+
+def main_pid(unit: str) -> int | None:
+    try:
+        with open(state_file(unit, "pid")) as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return None
+
+
+def is_active(unit: str) -> bool:
+    pid = main_pid(unit)
+    if pid is not None and alive(pid):
+        return True
+    settings = parse_unit(unit)
+    if settings.get("RemainAfterExit", ["no"])[0] == "yes" and os.path.exists(state_file(unit, "rc")):
+        with open(state_file(unit, "rc")) as handle:
+            return handle.read().strip() == "0"
+    return False
+
+
+def stop(unit: str) -> None:
+    pid = main_pid(unit)
+    if pid is not None and alive(pid):
+        os.killpg(pid, signal.SIGTERM)
+        for _ in range(100):
+            if not alive(pid):
+                break
+            time.sleep(0.1)
+    if os.path.exists(state_file(unit, "pid")):
+        os.unlink(state_file(unit, "pid"))
+
+
+def enable(unit: str) -> None:
+    for target in parse_unit(unit).get("WantedBy", []):
+        wants = os.path.join(UNIT_DIR, f"{target}.wants")
+        os.makedirs(wants, exist_ok=True)
+        link = os.path.join(wants, unit)
+        if not os.path.islink(link):
+            os.symlink(os.path.join(UNIT_DIR, unit), link)
+
+
+def is_enabled(unit: str) -> bool:
+    return any(os.path.islink(os.path.join(UNIT_DIR, f"{t}.wants", unit))
+               for t in parse_unit(unit).get("WantedBy", []))
+
+
+def main(argv: list[str]) -> int:
+    flags = {a for a in argv if a.startswith("--")}
+    words = [a for a in argv if not a.startswith("--")]
+    command, units = words[0], words[1:]
+    if command == "daemon-reload":
+        return 0
+    if command == "_run":
+        return run(units[0])
+    results = []
+    for unit in units:
+        if command == "enable":
+            enable(unit)
+            results.append(0)
+        elif command == "is-enabled":
+            results.append(0 if is_enabled(unit) else 1)
+        elif command == "is-active":
+            active = is_active(unit)
+            if "--quiet" not in flags:
+                print("active" if active else "inactive")
+            results.append(0 if active else 3)
+        elif command == "start":
+            results.append(0 if is_active(unit) else start(unit, "--no-block" not in flags))
+        elif command == "stop":
+            stop(unit)
+            results.append(0)
+        elif command == "restart":
+            stop(unit)
+            results.append(start(unit, "--no-block" not in flags))
+        else:
+            print(f"fake systemctl: {command} is not emulated", file=sys.stderr)
+            return 1
+    return max(results, default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,324 @@
+"""End to end, really run: the rendered native-mode bootstrap boots a Debian 12 root file system (debootstrap,
+in a chroot) against a real S3-compatible server on loopback, and the server it starts answers a real
+completion request from a tiny GGUF model that this test creates.
+
+systemd is not PID 1 in a chroot: the units are checked with `systemd-analyze verify`, and a stand-in
+`systemctl` (fake_systemctl.py) starts them from their unit files as systemd would. The metadata server is
+a loopback stand-in too (AWS IMDSv2 paths), so credentials follow the same code path as on EC2.
+
+Slow when cold (debootstrap ~2 min, llama.cpp compiled by pip ~4 min on 2 cores); the Debian root file system,
+the apt archives and pip's wheel cache are kept under .cache/bootstrap (or $INFERSTACK_TEST_CACHE), which makes
+a warm run take about a minute. Runs only as root with debootstrap installed, and skips otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from bootstrap_fakes import ACCESS_KEY, SECRET_KEY, free_port, metadata_server, s3_client, s3_server, upload_model
+from sample_plans import sample_plan
+from tiny_gguf import write_tiny_llama
+
+from inferstack.bootstrap import BootstrapOptions, render_bootstrap
+from inferstack.bootstrap.manifest import write_manifest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE_DIR = Path(os.environ.get("INFERSTACK_TEST_CACHE", REPO / ".cache" / "bootstrap"))
+ROOTFS_TAR = CACHE_DIR / "debian12-rootfs.tar"
+DEBIAN_MIRROR = os.environ.get("INFERSTACK_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+BASE_PACKAGES = "systemd,systemd-sysv,python3,ca-certificates,curl"
+"""What a Debian cloud image has that the bootstrap relies on (python3 for the sync, curl for readiness)."""
+CHROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BOOT_TIMEOUT_S = 1800
+BUCKET = "e2e-models"
+PREFIX = "models/tiny-llama/f32/"
+API_KEY = "sk-e2e-0123456789abcdef"
+API_KEY_PARAMETER = "/inferstack/e2e/api-key"
+
+
+def missing_prerequisite() -> str | None:
+    if os.geteuid() != 0:
+        return "the end-to-end test needs root (debootstrap, chroot, mount)"
+    for tool in ("debootstrap", "chroot", "mount", "umount", "tar"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (apt-get install debootstrap)"
+    return None
+
+
+@dataclass
+class Chroot:
+    root: Path
+
+    def run(self, *command: str, timeout_s: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(["chroot", str(self.root), "/usr/bin/env", "-i", f"PATH={CHROOT_PATH}",
+                                 "HOME=/root", "LANG=C.UTF-8", *command], capture_output=True, text=True,
+                                timeout=timeout_s)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(command)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def path(self, inside: str) -> Path:
+        return self.root / inside.lstrip("/")
+
+    def read(self, inside: str) -> str:
+        return self.path(inside).read_text()
+
+
+def debian_rootfs_tar() -> Path:
+    """The cached Debian 12 root file system (debootstrapped once, then reused)."""
+    if ROOTFS_TAR.exists():
+        return ROOTFS_TAR
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    build = CACHE_DIR / "rootfs-build"
+    shutil.rmtree(build, ignore_errors=True)
+    subprocess.run(["debootstrap", "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(build),
+                    DEBIAN_MIRROR], check=True, capture_output=True, timeout=1200)
+    partial = ROOTFS_TAR.with_suffix(".partial")
+    subprocess.run(["tar", "-C", str(build), "-cf", str(partial), "."], check=True)
+    partial.rename(ROOTFS_TAR)
+    shutil.rmtree(build, ignore_errors=True)
+    return ROOTFS_TAR
+
+
+def mount_all(root: Path) -> list[Path]:
+    """proc, /dev, and the caches (apt archives, pip's wheels) bound into the chroot; returns the mount points."""
+    binds = {CACHE_DIR / "apt-archives": root / "var/cache/apt/archives", CACHE_DIR / "pip": root / "root/.cache/pip"}
+    mounted: list[Path] = []
+    subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
+    mounted.append(root / "proc")
+    subprocess.run(["mount", "--rbind", "/dev", str(root / "dev")], check=True)
+    mounted.append(root / "dev")
+    for source, target in binds.items():
+        (source / "partial").mkdir(parents=True, exist_ok=True)
+        target.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", str(source), str(target)], check=True)
+        mounted.append(target)
+    return mounted
+
+
+def mounts_under(directory: Path) -> list[str]:
+    with open("/proc/mounts") as mounts:
+        return [line.split()[1] for line in mounts if line.split()[1].startswith(str(directory))]
+
+
+@pytest.fixture(scope="module")
+def chroot() -> Iterator[Chroot]:
+    reason = missing_prerequisite()
+    if reason:
+        pytest.skip(reason)
+    # Not under pytest's temporary directories: a concurrent pytest run prunes those, mounts and all.
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="e2e-run-", dir=CACHE_DIR))
+    root = workdir / "rootfs"
+    root.mkdir()
+    subprocess.run(["tar", "-C", str(root), "-xf", str(debian_rootfs_tar())], check=True)
+    # The host's trust store (it may hold a proxy's CA) and resolver, as a cloud image has its own.
+    shutil.copy("/etc/ssl/certs/ca-certificates.crt", root / "etc/ssl/certs/ca-certificates.crt")
+    shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+    shim = root / "usr/local/bin/systemctl"
+    shutil.copy(Path(__file__).with_name("fake_systemctl.py"), shim)
+    shim.chmod(0o755)
+    mounted: list[Path] = []
+    box = Chroot(root)
+    try:
+        mounted = mount_all(root)
+        yield box
+    finally:
+        stop_everything(box)
+        for target in reversed(mounted):
+            subprocess.run(["umount", "-R", "-l", str(target)], check=False)
+        keep = os.environ.get("INFERSTACK_E2E_KEEP") == "1"  # leave the root file system for a post-mortem
+        if not keep and not mounts_under(workdir):  # never delete through a mount that is still there
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def stop_everything(box: Chroot) -> None:
+    """Stop what the stand-in systemctl started in the chroot (by the process ids it recorded)."""
+    state = box.path("/run/fake-systemd")
+    for pid_file in sorted(state.glob("*.pid")) + sorted(state.glob("*.supervisor")) if state.exists() else []:
+        with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
+            os.killpg(int(pid_file.read_text()), 15)
+
+
+@dataclass
+class Deployment:
+    box: Chroot
+    storage: str
+    port: int
+    model_dir: Path
+
+
+@pytest.fixture(scope="module")
+def deployment(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """Model in the bucket, API key in SSM, user data rendered and applied: write_files, then runcmd."""
+    with s3_server() as storage, metadata_server() as metadata:
+        model_dir = tmp_path_factory.mktemp("model")
+        write_tiny_llama(model_dir / "tiny-llama-f32.gguf", seed=1)
+        (model_dir / "README.md").write_text("inferstack end-to-end test model: random weights.\n")
+        write_manifest(model_dir)
+        upload_model(storage, BUCKET, PREFIX, model_dir)
+        import boto3
+
+        boto3.client("ssm", endpoint_url=storage, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
+                     aws_secret_access_key=SECRET_KEY).put_parameter(
+            Name=API_KEY_PARAMETER, Value=API_KEY, Type="SecureString", Overwrite=True)
+        port = free_port()
+        plan = sample_plan("aws", "cpu-llm")
+        plan = plan.model_copy(update={
+            "model": plan.model.model_copy(update={"name": "tiny-llama", "bucket_prefix": PREFIX}),
+            "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": 2})})
+        user_data = render_bootstrap(plan, "aws", BootstrapOptions(
+            model_bucket=BUCKET, region="us-east-1", api_key_secret=API_KEY_PARAMETER, install_mode="native",
+            storage_endpoint=storage, secret_endpoint=storage, metadata_endpoint=metadata))
+        apply_cloud_config(chroot, user_data)
+        wait_for_boot(chroot)
+        yield Deployment(chroot, storage, port, model_dir)
+
+
+def apply_cloud_config(box: Chroot, user_data: str) -> None:
+    """What cloud-init does with this user data: write the files, then run each runcmd line."""
+    config = yaml.safe_load(user_data)
+    for entry in config["write_files"]:
+        target = box.path(entry["path"])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(entry["content"])
+        target.chmod(int(entry["permissions"], 8))
+    for command in config["runcmd"]:
+        box.run(*command)
+
+
+def wait_for_boot(box: Chroot) -> int:
+    """Wait for inferstack-boot.service (started with --no-block) to finish; returns its exit status."""
+    rc_file = box.path("/run/fake-systemd/inferstack-boot.service.rc")
+    deadline = time.monotonic() + BOOT_TIMEOUT_S
+    while not rc_file.exists():
+        assert time.monotonic() < deadline, f"boot did not finish in {BOOT_TIMEOUT_S}s:\n{boot_log(box)[-3000:]}"
+        time.sleep(1)
+    return int(rc_file.read_text())
+
+
+def boot_again(box: Chroot) -> int:
+    """Run the boot service again on the booted server (`systemctl restart` of the oneshot unit) and wait."""
+    return box.run("systemctl", "restart", "inferstack-boot.service", timeout_s=BOOT_TIMEOUT_S,
+                   check=False).returncode
+
+
+def boot_log(box: Chroot) -> str:
+    """The boot log, or (when the boot died before writing one) what the service printed."""
+    journal = box.path("/var/log/fake-journal/inferstack-boot.service.log")
+    for path in (box.path("/var/log/inferstack/boot.log"), journal):
+        if path.exists():
+            return path.read_text()
+    return "(no boot log)"
+
+
+def complete(port: int, prompt: str, api_key: str | None) -> tuple[int, dict[str, object]]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/completions", method="POST",
+        data=json.dumps({"model": "tiny-llama", "prompt": prompt, "max_tokens": 8}).encode(),
+        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, {}
+
+
+def snapshot(box: Chroot) -> dict[str, tuple[int, int, int]]:
+    """(inode, size, mtime) of everything the bootstrap owns that must not change on a re-run."""
+    owned = ["/etc/inferstack", "/var/lib/inferstack", "/opt/inferstack", "/usr/local/lib/inferstack",
+             "/etc/systemd/system"]
+    result = {}
+    for top in owned:
+        for path in [box.path(top), *box.path(top).rglob("*")]:
+            stat = path.lstat()
+            result[str(path.relative_to(box.root))] = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    return result
+
+
+#### The tests, in the order a server lives them ####
+
+
+def test_the_units_pass_systemd_analyze_verify_inside_debian(deployment: Deployment) -> None:
+    result = deployment.box.run("systemd-analyze", "verify", "/etc/systemd/system/inferstack-boot.service",
+                                "/etc/systemd/system/inferstack-server.service", check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_first_boot_serves_a_real_completion_on_loopback(deployment: Deployment) -> None:
+    box = deployment.box
+    log = boot_log(box)
+    assert box.read("/run/fake-systemd/inferstack-boot.service.rc").strip() == "0", log[-4000:]
+    for phase in ("driver", "runtime", "model_sync", "service", "model_load"):
+        assert f"phase={phase} status=ok duration_s=" in log, log[-4000:]
+    assert "summary: ready in" in log
+    assert box.read("/var/lib/inferstack/ready").startswith("model=tiny-llama version=v-")
+    status, body = complete(deployment.port, "hello world", API_KEY)
+    assert status == 200, body
+    choice = body["choices"][0]  # type: ignore[index]
+    assert isinstance(choice["text"], str) and body["usage"]["completion_tokens"] > 0  # type: ignore[index]
+    assert complete(deployment.port, "hello world", None)[0] == 401
+    secrets = box.path("/run/inferstack/secrets.env")
+    assert secrets.read_text() == f"API_KEY={API_KEY}\n" and (secrets.stat().st_mode & 0o077) == 0
+    assert API_KEY not in log and API_KEY not in box.read("/etc/inferstack/bootstrap.env")
+
+
+def test_a_second_boot_changes_nothing(deployment: Deployment) -> None:
+    box = deployment.box
+    before = snapshot(box)
+    server_pid = box.read("/run/fake-systemd/inferstack-server.service.pid")
+    assert boot_again(box) == 0, boot_log(box)[-3000:]
+    log = boot_log(box).rsplit("boot start:", 1)[1]
+    assert "model unchanged" in log
+    assert "native: llama_cpp_python 0.3.16 present" in log
+    assert "inferstack-server.service already serving" in log
+    assert snapshot(box) == before
+    assert box.read("/run/fake-systemd/inferstack-server.service.pid") == server_pid
+
+
+def test_a_corrupted_model_update_is_detected_and_not_served(deployment: Deployment) -> None:
+    box, model_dir = deployment.box, deployment.model_dir
+    served = os.readlink(box.path("/var/lib/inferstack/models/tiny-llama/current"))
+    write_tiny_llama(model_dir / "tiny-llama-f32.gguf", seed=2)  # a new model version and its manifest…
+    write_manifest(model_dir)
+    upload_model(deployment.storage, BUCKET, PREFIX, model_dir)
+    corrupted = bytearray((model_dir / "tiny-llama-f32.gguf").read_bytes())
+    corrupted[len(corrupted) // 2] ^= 0xFF  # …but the object in the bucket has one byte flipped
+    s3_client(deployment.storage).put_object(Bucket=BUCKET, Key=PREFIX + "tiny-llama-f32.gguf", Body=bytes(corrupted))
+    assert boot_again(box) != 0
+    log = boot_log(box).rsplit("boot start:", 1)[1]
+    assert "checksum mismatch (round 2/2): tiny-llama-f32.gguf: manifest sha256" in log
+    assert "phase=model_sync status=failed" in log and "summary: FAILED in phase model_sync" in log
+    assert os.readlink(box.path("/var/lib/inferstack/models/tiny-llama/current")) == served
+    assert complete(deployment.port, "hello", API_KEY)[0] == 200  # the previous, verified model still serves
+
+
+def test_an_unreachable_storage_endpoint_is_retried_then_fails_clearly(deployment: Deployment) -> None:
+    box = deployment.box
+    settings = box.path("/etc/inferstack/bootstrap.env")
+    original = settings.read_text()
+    unreachable = f"http://127.0.0.1:{free_port()}"
+    settings.write_text(original.replace(f"STORAGE_ENDPOINT={deployment.storage}", f"STORAGE_ENDPOINT={unreachable}"))
+    try:
+        assert boot_again(box) != 0
+    finally:
+        settings.write_text(original)
+    log = boot_log(box).rsplit("boot start:", 1)[1]
+    assert log.count("retry GET e2e-models/models/tiny-llama/f32/manifest.json: attempt") == 4
+    assert "sync FAILED: object storage unreachable or access denied" in log
+    assert "phase=model_sync status=failed" in log
