@@ -11,6 +11,7 @@ Alibaba and Huawei: 32 KB) take it gzip-compressed, which cloud-init unpacks by 
 from __future__ import annotations
 
 import ast
+import functools
 import base64
 import gzip
 import re
@@ -67,6 +68,7 @@ def package_file(name: str) -> str:
     return resources.files("inferstack.bootstrap").joinpath("files", name).read_text(encoding="utf-8")
 
 
+@functools.cache  # pure, and parsing on every render is slow
 def shipped_copy(name: str) -> str:
     """A program from files/ as the server gets it: the same code without comments and docstrings."""
     source = package_file(name)

@@ -442,6 +442,7 @@ def plan_summary(plan: DeploymentPlan) -> dict[str, Any]:
         "region": plan.region,
         "stage": plan.stage,
         "monthly_cost": str(plan.price.monthly) if plan.price.monthly else None,
+        "monthly_cost_ranking": str(plan.price.monthly_ranking) if plan.price.monthly_ranking else None,
         "summary": plan.summary(),
     }
 

@@ -1,0 +1,34 @@
+"""A chat model on a Google Cloud GPU server: the workload is sized at `pulumi up`, then deployed.
+
+Config (namespace `gcp-gpu-chat:`): `allowedCidrs` (list, optional; default: reachable inside the VPC network
+only), `apiKey` (secret; required once allowedCidrs opens the API beyond private networks). The static-assets
+domain is `inferstack-gcp:assetsDomain` (Pulumi.dev.yaml); the region is `gcp:region`.
+"""
+
+from pathlib import Path
+
+import pulumi
+
+from inferstack.components import InferenceServer
+from inferstack.spec import load_workload
+
+config = pulumi.Config()
+args = {
+    "workload": load_workload(Path(__file__).parent / "workload.yaml"),
+    "cloud": "gcp",
+    "allowed_cidrs": config.get_object("allowedCidrs") or [],
+    "tags": {"example": "gcp-gpu-chat"},
+}
+api_key = config.get_secret("apiKey")
+if api_key is not None:
+    args["api_key"] = api_key
+
+chat = InferenceServer("chat", args)
+
+pulumi.export("endpoint", chat.endpoint_url)
+pulumi.export("instanceIds", chat.instance_ids)
+pulumi.export("modelBucket", chat.model_bucket_name)
+pulumi.export("staticAssetsUrl", chat.static_assets_url)
+pulumi.export("apiKeySecret", chat.api_key_ref)
+pulumi.export("serviceAccount", chat.identity_id)
+pulumi.export("plan", chat.plan_summary)

@@ -1,0 +1,651 @@
+"""Alibaba Cloud provisioning (pulumi_alicloud 4.0.x): VPC + vSwitches, security group, OSS + CDN, KMS Secrets
+Manager, RAM, ECS.
+
+Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
+
+Three settings have no cloud-neutral argument yet, so this backend reads them from its own stack-config
+namespace (`inferstack-alibaba:`; Pulumi also takes them as `PULUMI_CONFIG_INFERSTACK_ALIBABA_<KEY>`):
+`cdnDomain` (a domain you own; Alibaba CDN has no default hostname), and `kmsInstanceId` + `kmsKeyId` (KMS 3.0
+keeps secrets in a KMS instance you buy). See docs/deploy-alibaba.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, cast
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from inferstack.bootstrap.render import user_data_gzip_base64
+from inferstack.components.core import (
+    Capability,
+    CloudBackend,
+    FirewallRequest,
+    FirewallResult,
+    IdentityRequest,
+    IdentityResult,
+    ModelStoreRequest,
+    ModelStoreResult,
+    NetworkRequest,
+    NetworkResult,
+    SecretsRequest,
+    SecretsResult,
+    ServersRequest,
+    ServersResult,
+    StaticAssetsRequest,
+    StaticAssetsResult,
+    StrOutput,
+    Support,
+    child_options,
+    invoke_options,
+    register_backend,
+    slug,
+    supported,
+    unique_name,
+    unsupported,
+)
+from inferstack.errors import InputError, Problem, input_error
+from inferstack.plan import DeploymentPlan
+
+#### Constants ####
+
+# The same uncommon private range as the AWS backend, so that peering with a VPC built from 10.0.0.0/16 is possible.
+NETWORK_CIDR = "10.64.0.0/16"
+SUBNET_PREFIX_LENGTH = 20  # 4,092 usable addresses per vSwitch
+
+# ECS accepts at most 32 KB of user data. The cloud-config is sent gzip-compressed and Base64-encoded (cloud-init
+# on Alibaba's Ubuntu images unpacks gzip by itself); the check applies to the Base64 text, the stricter reading.
+USER_DATA_LIMIT_BYTES = 32 * 1024
+
+# Public address for egress (drivers, packages, containers), billed per GB (PayByTraffic): the bandwidth is a
+# ceiling, not a reservation. 100 Mbit/s is the provider's documented maximum for internet_max_bandwidth_out.
+PUBLIC_BANDWIDTH_MBPS = 100
+SYSTEM_DISK_CATEGORY = "cloud_essd"
+
+# Alibaba's Ubuntu 22.04 system images (`ubuntu_22_04_x64_20G_alibase_<date>.vhd`, arm64 alike); filtering by
+# instance type leaves the architecture that runs on it. No driver-ready GPU image has a stable name to look up,
+# so GPU servers use the same image and the bootstrap installs the driver (docs/bootstrap.md, phase `driver`).
+IMAGE_OWNER = "system"
+IMAGE_NAME_REGEX = r"^ubuntu_22_04_(x64|arm64)_"
+
+# Retention choices (not Alibaba limits). No lifecycle rule expires noncurrent versions: some regions reject
+# NoncurrentVersionExpiration (OSS error 0014-00000069), which would fail `pulumi up`.
+INCOMPLETE_UPLOAD_DAYS = 7
+ACCESS_LOG_DAYS = 365
+
+# Egress the bootstrap needs: HTTPS (OSS, KMS, model hub, container registries, NVIDIA) and HTTP (Ubuntu mirrors;
+# packages are signed). DNS and NTP go to Alibaba's in-VPC services (100.100.2.136/138 resolvers, NTP servers and
+# the metadata server 100.100.100.200 all sit in 100.100.0.0/16). Everything else leaving the server is dropped.
+EGRESS_PORTS = {"https": 443, "http": 80}
+CLOUD_SERVICES_CIDR = "100.100.0.0/16"
+CLOUD_SERVICE_PORTS = (("dns-udp", "udp", 53), ("dns-tcp", "tcp", 53), ("ntp", "udp", 123))
+ACCEPT_PRIORITY = 1  # security-group rule priorities run 1 (first) to 100 (last)
+DROP_PRIORITY = 100
+
+# One-time, account-wide authorisation that lets CDN sign origin requests to private buckets (CDN console, origin
+# settings, "authorize"; or the RAM role of that name trusting cdn.aliyuncs.com). It is shared by every CDN
+# domain of the account, so a stack checks that it exists and never creates or changes it.
+CDN_ORIGIN_ROLE = "AliyunCDNAccessingPrivateOSSRole"
+CDN_TLS_REDIRECT = "301"
+
+CONFIG_NAMESPACE = "inferstack-alibaba"
+CDN_DOMAIN_KEY = "cdnDomain"
+KMS_INSTANCE_KEY = "kmsInstanceId"
+KMS_KEY_KEY = "kmsKeyId"
+_HOSTNAME = re.compile(r"^(?=.{4,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+
+# Mainland China regions need an ICP filing for a `domestic` CDN domain; elsewhere the CDN serves `overseas`.
+_MAINLAND_REGION = re.compile(r"^cn-(?!hongkong)")
+
+
+@register_backend
+class AlibabaBackend(CloudBackend):
+    """Alibaba Cloud (international and China sites)."""
+
+    cloud = "alibaba"
+    display_name = "Alibaba Cloud"
+    region_config_key = "alicloud:region"
+    capabilities: ClassVar[Mapping[Capability, Support]] = {
+        Capability.METADATA_HARDENING: supported(
+            "ECS http_tokens=required: the metadata server answers only token (hardened-mode) requests. The hop "
+            "limit stays at the service default (1, per the provider docs; its argument is 'not available for use "
+            "yet')"),
+        Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported("OSS BucketPublicAccessBlock (block_public_access) and a "
+                                                         "private bucket ACL"),
+        Capability.PRIVATE_CDN_ORIGIN: supported(
+            "CDN back-to-origin authentication for private OSS (l2_oss_key private_oss_auth=on): the CDN signs "
+            f"origin requests with the account's {CDN_ORIGIN_ROLE}; the bucket stays private with public access "
+            "blocked. Needs a domain you own (inferstack-alibaba:cdnDomain). That role is account-wide and, as "
+            "Alibaba authorises it, may read every bucket of the account"),
+        Capability.PREFIX_SCOPED_GRANTS: supported("RAM: oss:GetObject on acs:oss:*:*:bucket/prefix*, "
+                                                   "oss:ListObjects with an oss:Prefix condition"),
+        Capability.MANAGED_SHELL: supported("Cloud Assistant session management (agent preinstalled on Alibaba "
+                                            "public images); no key pair, no password, port 22 closed"),
+        Capability.SECRET_STORE: supported(
+            "KMS Secrets Manager generic secret in your KMS instance (inferstack-alibaba:kmsInstanceId, "
+            "kmsKeyId), read with kms:GetSecretValue on that secret only"),
+        Capability.TERMINATION_PROTECTION: supported("ECS deletion_protection (Alibaba ignores it on spot "
+                                                     "instances)"),
+        Capability.DRIVER_READY_IMAGE: unsupported(
+            "no driver-ready GPU image has a stable name to look up (the console's 'auto-install GPU driver' "
+            "only writes a user-data script); GPU servers boot the Ubuntu 22.04 system image and the bootstrap "
+            "installs nvidia-headless-580-server, which adds 5-12 min and a reboot to the first boot"),
+        Capability.LOCAL_NVME_CACHE: supported("instance families with local NVMe disks: the bootstrap formats "
+                                               "and mounts the first unformatted local disk as the model cache"),
+        Capability.SPOT_CAPACITY: supported("pay-as-you-go spot (SpotAsPriceGo), released on interruption"),
+    }
+
+    #### Region ####
+
+    def configured_region(self) -> str | None:
+        # The provider's own order: stack config, then the environment.
+        return pulumi.Config("alicloud").get("region") or os.environ.get("ALICLOUD_REGION")
+
+    #### Network ####
+
+    def create_network(self, parent: pulumi.Resource, name: str, request: NetworkRequest) -> NetworkResult:
+        opts = child_options(parent)
+        vpc = alicloud.vpc.Network(f"{name}-vpc", vpc_name=f"{name}-vpc", cidr_block=NETWORK_CIDR,
+                                   description="inferstack inference servers", tags=request.tags, opts=opts)
+        zones = _zones_offering(parent, request.instance_type, request.zones)
+        ranges = list(ipaddress.ip_network(NETWORK_CIDR).subnets(new_prefix=SUBNET_PREFIX_LENGTH))
+        subnet_ids = []
+        for index in range(request.zones):
+            switch = alicloud.vpc.Switch(
+                f"{name}-vswitch-{index}", vswitch_name=f"{name}-vswitch-{index}", vpc_id=vpc.id,
+                cidr_block=str(ranges[index]), zone_id=zones.apply(_item(index)), tags=request.tags, opts=opts)
+            subnet_ids.append(switch.id)
+        # No gateway or endpoint to add: servers reach the internet through their own public address, and OSS
+        # through its internal endpoint (oss-<region>-internal), which every VPC reaches without a charge.
+        return NetworkResult(network_id=vpc.id, subnet_ids=subnet_ids, cidr_block=vpc.cidr_block)
+
+    def network_cidr(self, parent: pulumi.Resource, network_id: pulumi.Input[str]) -> StrOutput:
+        ids = pulumi.Output.from_input(network_id).apply(lambda vpc_id: [vpc_id])
+        found = alicloud.vpc.get_networks_output(ids=ids, opts=invoke_options(parent))
+        cidrs = found.vpcs.apply(lambda vpcs: [str(vpc.cidr_block) for vpc in vpcs])
+        return pulumi.Output.all(network_id, cidrs).apply(lambda facts: _only_network_cidr(*facts))
+
+    #### Firewall ####
+
+    def create_firewall(self, parent: pulumi.Resource, name: str, request: FirewallRequest) -> FirewallResult:
+        opts = child_options(parent)
+        group = alicloud.ecs.SecurityGroup(
+            f"{name}-sg", security_group_name=f"{name}-sg", vpc_id=request.network_id, security_group_type="normal",
+            # Replicas never talk to each other: no implicit traffic between members of the group.
+            inner_access_policy="Drop",
+            description="inferstack inference server: API to allowed networks, metrics inside the VPC",
+            tags=request.tags, opts=opts)
+        api_sources: list[tuple[str, pulumi.Input[str]]] = [(slug(cidr), cidr) for cidr in request.allowed_cidrs]
+        if not api_sources:
+            api_sources = [("network", request.network_cidr)]
+        for label, cidr in api_sources:
+            _rule(f"{name}-api-{label}", group, "ingress", "tcp", request.serving_port, cidr, "inference API", opts)
+        if request.metrics_port is not None and request.metrics_port != request.serving_port:
+            _rule(f"{name}-metrics", group, "ingress", "tcp", request.metrics_port, request.network_cidr,
+                  "metrics, VPC only", opts)
+        for label, port in EGRESS_PORTS.items():
+            _rule(f"{name}-egress-{label}", group, "egress", "tcp", port, "0.0.0.0/0",
+                  f"{label} for drivers, packages, models", opts)
+        for label, protocol, port in CLOUD_SERVICE_PORTS:
+            _rule(f"{name}-egress-{label}", group, "egress", protocol, port, CLOUD_SERVICES_CIDR,
+                  f"{label} to Alibaba's in-VPC services", opts)
+        alicloud.ecs.SecurityGroupRule(
+            f"{name}-egress-drop-rest", security_group_id=group.id, type="egress", ip_protocol="all",
+            port_range="-1/-1", cidr_ip="0.0.0.0/0", policy="drop", priority=DROP_PRIORITY, nic_type="intranet",
+            description="everything else leaving the server", opts=opts)
+        return FirewallResult(firewall_id=group.id)
+
+    #### Storage ####
+
+    def create_model_store(self, parent: pulumi.Resource, name: str, request: ModelStoreRequest) -> ModelStoreResult:
+        logs = _private_bucket(parent, name, "logs", request.force_destroy, request.tags,
+                               expire_after_days=ACCESS_LOG_DAYS)
+        buckets = {purpose: _private_bucket(parent, name, purpose, request.force_destroy, request.tags,
+                                            logs_bucket=logs.id).id for purpose in ("models", "data")}
+        return ModelStoreResult(model_bucket=buckets["models"], data_bucket=buckets["data"], logs_bucket=logs.id)
+
+    def create_static_assets(
+        self, parent: pulumi.Resource, name: str, request: StaticAssetsRequest
+    ) -> StaticAssetsResult:
+        if request.existing_bucket is not None:
+            bucket_name = pulumi.Output.from_input(request.existing_bucket)
+        else:
+            bucket_name = _private_bucket(parent, name, "bucket", request.force_destroy, request.tags,
+                                          logs_bucket=request.logs_bucket).id
+        domain = settings().cdn_domain
+        if domain is None:
+            pulumi.log.warn(f"{name}: no CDN: Alibaba Cloud CDN serves only a domain you own. The private assets "
+                            f"bucket is created; set {CONFIG_NAMESPACE}:{CDN_DOMAIN_KEY} and run `pulumi up` again "
+                            "to put the CDN in front of it (docs/deploy-alibaba.md)", resource=parent)
+            no_url = cast(StrOutput, pulumi.Output.from_input(None))
+            return StaticAssetsResult(bucket=bucket_name, url=no_url, required_bucket_policy=None)
+        url = _cdn_domain(parent, name, domain, bucket_name, request.tags)
+        # Nothing to add to a brought bucket: the account's CDN role reads it (same account and region required).
+        return StaticAssetsResult(bucket=bucket_name, url=url, required_bucket_policy=None)
+
+    #### Secrets and identity ####
+
+    def create_secrets(self, parent: pulumi.Resource, name: str, request: SecretsRequest) -> SecretsResult:
+        instance_id, key_id = _kms_instance(field=f"{name}.cloud")
+        path = "/".join(["inferstack", slug(pulumi.get_project()), slug(pulumi.get_stack()), slug(name)])
+        refs, grant_ids = {}, []
+        for key, value in request.values.items():
+            secret = alicloud.kms.Secret(
+                f"{name}-{key}", secret_name=f"{path}/{key}", secret_data=value, secret_type="Generic",
+                version_id="v1", dkms_instance_id=instance_id, encryption_key_id=key_id,
+                # The value lives in the stack's encrypted config; `pulumi up` recreates a deleted secret, so
+                # there is nothing a recovery window would save, and it would block the name for 7-30 days.
+                force_delete_without_recovery=True,
+                description=f"inferstack {key} for {name}; read by the server at boot", tags=request.tags,
+                # A new value replaces the secret (its version id stays v1); the server reads it at its next start.
+                opts=child_options(parent, replace_on_changes=["secretData"], delete_before_replace=True))
+            refs[key] = secret.secret_name
+            grant_ids.append(secret.arn)
+        return SecretsResult(refs=refs, grant_ids=grant_ids)
+
+    def create_identity(self, parent: pulumi.Resource, name: str, request: IdentityRequest) -> IdentityResult:
+        opts = child_options(parent)
+        role = alicloud.ram.Role(
+            f"{name}-role", role_name=_ram_name(parent, name, "role"),
+            description="inferstack inference server: read its model prefix and its secrets",
+            assume_role_policy_document=json.dumps({"Version": "1", "Statement": [{
+                "Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": ["ecs.aliyuncs.com"]}}]}),
+            tags=request.tags, opts=opts)
+        bucket = pulumi.Output.concat("acs:oss:*:*:", request.model_bucket)
+        policies: dict[str, list[dict[str, Any]]] = {"model-read": [
+            {"Effect": "Allow", "Action": "oss:ListObjects", "Resource": bucket,
+             "Condition": {"StringLike": {"oss:Prefix": [f"{request.model_prefix}*"]}}},
+            {"Effect": "Allow", "Action": "oss:GetObject",
+             "Resource": pulumi.Output.concat(bucket, "/", request.model_prefix, "*")}]}
+        if request.secret_ids:
+            policies["secrets-read"] = [{"Effect": "Allow", "Action": "kms:GetSecretValue",
+                                         "Resource": list(request.secret_ids)}]
+        # Cloud Assistant (the managed shell) needs no grant on the server's role: its agent has its own channel.
+        attachments = []
+        for label, statements in policies.items():
+            policy = alicloud.ram.Policy(
+                f"{name}-{label}", policy_name=_ram_name(parent, name, label),
+                policy_document=pulumi.Output.json_dumps({"Version": "1", "Statement": statements}),
+                description=f"inferstack {label} for {name}", tags=request.tags, opts=opts)
+            attachments.append(alicloud.ram.RolePolicyAttachment(
+                f"{name}-{label}-attachment", role_name=role.role_name, policy_name=policy.policy_name,
+                policy_type="Custom", opts=opts))
+        # The role name resolves only once every policy is attached: a server that takes it can read its model
+        # from its first boot.
+        ready = pulumi.Output.all(role.role_name, *(a.id for a in attachments)).apply(lambda ids: ids[0])
+        return IdentityResult(identity_id=role.arn, attachment=ready)
+
+    #### Compute ####
+
+    def create_servers(self, parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult:
+        plan = request.plan
+        image = _server_image(parent, plan)
+        # The provider's region, as resolved for this component (an explicit provider in opts included): the
+        # boot script reads the bucket and the secrets in the plan's region.
+        user_data = pulumi.Output.all(request.user_data, _current_region(parent)).apply(
+            lambda texts: compressed_user_data(texts[0]) if texts[1] == plan.region else _wrong_region(plan, texts[1]))
+        result = ServersResult(instance_ids=[], public_ips=[], private_ips=[])
+        for index in range(plan.instance_count):
+            server = alicloud.ecs.Instance(
+                f"{name}-server-{index}", instance_name=f"{name}-server-{index}", image_id=image.image_id,
+                instance_type=plan.instance_type, vswitch_id=request.subnet_ids[index % len(request.subnet_ids)],
+                security_groups=list(request.firewall_ids),
+                # role_name (deprecated since provider 1.275.0 in favour of ecs.RamRoleAttachment) is passed to
+                # RunInstances, so the role's credentials exist at first boot; an attachment made after the
+                # instance starts would race the bootstrap's first read of the model bucket.
+                role_name=request.attachment,
+                http_endpoint="enabled", http_tokens="required",
+                system_disk_category=SYSTEM_DISK_CATEGORY, system_disk_encrypted=True,
+                system_disk_size=image.size_gib.apply(lambda gib: max(gib, plan.disk_gib)),
+                instance_charge_type="PostPaid", internet_charge_type="PayByTraffic",
+                internet_max_bandwidth_out=PUBLIC_BANDWIDTH_MBPS, user_data=user_data,
+                deletion_protection=plan.stage == "production" and not plan.spot,
+                spot_strategy="SpotAsPriceGo" if plan.spot else None,
+                spot_interruption_behavior="Terminate" if plan.spot else None,
+                tags=request.tags, volume_tags=request.tags,
+                # cloud-init runs once per instance: new user data means a new server, as on AWS. A newer image
+                # must not touch a running server on the next `pulumi up`; roll it out with
+                # `pulumi up --replace <urn>` when you choose to.
+                opts=child_options(parent, replace_on_changes=["userData"], ignore_changes=["imageId"]))
+            result.instance_ids.append(server.id)
+            result.public_ips.append(server.public_ip.apply(lambda ip: ip or ""))
+            result.private_ips.append(server.private_ip)
+        return result
+
+    #### Offline preview ####
+
+    def preview_outputs(self, resource_type: str, name: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        digest = hashlib.sha256(f"{resource_type}\0{name}".encode()).hexdigest()
+        make = _PREVIEW_OUTPUTS.get(resource_type)
+        if make is None:
+            return f"{name}-{digest[:8]}", {}
+        return make(_PreviewContext(name, dict(inputs), digest, self._preview_region(), PREVIEW_ACCOUNT))
+
+    def preview_invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        answer = _PREVIEW_INVOKES.get(token)
+        if answer is None:
+            raise NotImplementedError(f"the Alibaba preview has no answer for {token}; add one to _PREVIEW_INVOKES")
+        return answer(dict(args), self._preview_region())
+
+    def _preview_region(self) -> str:
+        return self.configured_region() or PREVIEW_DEFAULT_REGION
+
+    #### Shared behaviour ####
+
+    def require(self, capability: Capability, *, field: str, fix: str) -> Problem | None:
+        """As for every cloud, plus the settings without which Alibaba cannot provide what was asked for."""
+        problem = super().require(capability, field=field, fix=fix)
+        if problem is not None:
+            return problem
+        if capability is Capability.SECRET_STORE:
+            return _kms_problem(field)
+        if capability is Capability.PRIVATE_CDN_ORIGIN:
+            return _cdn_domain_problem()
+        return None
+
+
+#### Helpers: settings ####
+
+
+@dataclass(frozen=True)
+class AlibabaSettings:
+    """The `inferstack-alibaba:` stack config (read at each call: each program run has its own config)."""
+
+    cdn_domain: str | None
+    kms_instance_id: str | None
+    kms_key_id: str | None
+
+
+def settings() -> AlibabaSettings:
+    config = pulumi.Config(CONFIG_NAMESPACE)
+    domain = config.get(CDN_DOMAIN_KEY)
+    return AlibabaSettings(cdn_domain=domain.strip() if domain else None, kms_instance_id=config.get(KMS_INSTANCE_KEY),
+                           kms_key_id=config.get(KMS_KEY_KEY))
+
+
+def _kms_problem(field: str) -> Problem | None:
+    current = settings()
+    missing = [f"{CONFIG_NAMESPACE}:{key}" for key, value in
+               ((KMS_INSTANCE_KEY, current.kms_instance_id), (KMS_KEY_KEY, current.kms_key_id)) if not value]
+    if not missing:
+        return None
+    return Problem(field, f"needs {' and '.join(missing)}: KMS 3.0 keeps secrets in a KMS instance you buy, "
+                   "encrypted with a symmetric key of that instance",
+                   fix=f"pulumi config set {CONFIG_NAMESPACE}:{KMS_INSTANCE_KEY} kst-... and "
+                   f"pulumi config set {CONFIG_NAMESPACE}:{KMS_KEY_KEY} key-... (KMS console), or leave the secrets "
+                   "out")
+
+
+def _kms_instance(field: str) -> tuple[str, str]:
+    problem = _kms_problem(field)
+    if problem is not None:
+        raise InputError([problem])
+    current = settings()
+    return cast(str, current.kms_instance_id), cast(str, current.kms_key_id)
+
+
+def _cdn_domain_problem() -> Problem | None:
+    domain = settings().cdn_domain
+    if domain is None or _HOSTNAME.match(domain):
+        return None
+    return Problem(f"{CONFIG_NAMESPACE}:{CDN_DOMAIN_KEY}", "is not a domain name CDN can serve", value=domain,
+                   fix="give a lowercase host name you own, e.g. static.example.com (no scheme, no path)")
+
+
+#### Helpers: network and firewall ####
+
+
+def _item(index: int) -> Callable[[Sequence[str]], str]:
+    return lambda items: items[index]
+
+
+def _zones_offering(parent: pulumi.Resource, instance_type: str, count: int) -> pulumi.Output[list[str]]:
+    """The first `count` zones (by id) where the instance type is on sale and vSwitches can be created."""
+    found = alicloud.get_zones_output(available_instance_type=instance_type, available_resource_creation="VSwitch",
+                                      opts=invoke_options(parent))
+
+    def first(zones: Sequence[Any]) -> list[str]:
+        ids = sorted(zone.id for zone in zones)
+        if len(ids) < count:
+            raise input_error("plan.zones", f"{instance_type} is on sale in {len(ids)} zone(s) of this region "
+                              f"({', '.join(ids) or 'none'})", value=count,
+                              fix="plan for another region or instance type, or bring your own vSwitches")
+        return ids[:count]
+
+    return found.zones.apply(first)
+
+
+def _only_network_cidr(network_id: str, cidrs: Sequence[str]) -> str:
+    if len(cidrs) != 1:
+        raise input_error("network_id", "is not a VPC in this region", value=network_id,
+                          fix="give the id of an existing VPC (vpc-...) in the provider's region")
+    return cidrs[0]
+
+
+def _rule(resource_name: str, group: alicloud.ecs.SecurityGroup, direction: str, protocol: str, port: int,
+          cidr: pulumi.Input[str], purpose: str, opts: pulumi.ResourceOptions) -> None:
+    """One accepted port; intranet is the only NIC type a VPC security group has."""
+    ipv6 = isinstance(cidr, str) and ":" in cidr
+    alicloud.ecs.SecurityGroupRule(
+        resource_name, security_group_id=group.id, type=direction, ip_protocol=protocol, port_range=f"{port}/{port}",
+        cidr_ip=None if ipv6 else cidr, ipv6_cidr_ip=cidr if ipv6 else None, policy="accept",
+        priority=ACCEPT_PRIORITY, nic_type="intranet", description=purpose, opts=opts)
+
+
+#### Helpers: buckets and CDN ####
+
+
+def _private_bucket(parent: pulumi.Resource, name: str, purpose: str, force_destroy: bool, tags: Mapping[str, str],
+                    *, logs_bucket: pulumi.Input[str] | None = None,
+                    expire_after_days: int | None = None) -> alicloud.oss.Bucket:
+    """A bucket nobody outside the account can read: ACL private, public access blocked, encrypted, versioned,
+    TLS only.
+
+    Encryption is OSS-managed (AES256): CDN origin fetch and log delivery cannot decrypt KMS-encrypted objects
+    without extra grants to the account-wide CDN role.
+    """
+    resource = f"{name}-{purpose}"
+    opts = child_options(parent)
+    rules: list[alicloud.oss.BucketLifecycleRuleArgsDict] = [
+        {"id": "abort-incomplete-uploads", "enabled": True, "prefix": "",
+         "abort_multipart_uploads": [{"days": INCOMPLETE_UPLOAD_DAYS}]}]
+    if expire_after_days is not None:
+        rules.append({"id": "expire-objects", "enabled": True, "prefix": "",
+                      "expirations": [{"days": expire_after_days}]})
+    bucket = alicloud.oss.Bucket(resource, bucket=_bucket_name(parent, name, purpose), storage_class="Standard",
+                                 force_destroy=force_destroy, lifecycle_rules=rules, tags=tags, opts=opts)
+    alicloud.oss.BucketAcl(f"{resource}-acl", bucket=bucket.id, acl="private", opts=opts)
+    alicloud.oss.BucketPublicAccessBlock(f"{resource}-public-access", bucket=bucket.id, block_public_access=True,
+                                         opts=opts)
+    alicloud.oss.BucketServerSideEncryption(f"{resource}-encryption", bucket=bucket.id, sse_algorithm="AES256",
+                                            opts=opts)
+    alicloud.oss.BucketVersioning(f"{resource}-versioning", bucket=bucket.id, status="Enabled", opts=opts)
+    deny_plain_http = {"Effect": "Deny", "Principal": ["*"], "Action": ["oss:*"],
+                       "Resource": [pulumi.Output.concat("acs:oss:*:*:", bucket.id),
+                                    pulumi.Output.concat("acs:oss:*:*:", bucket.id, "/*")],
+                       "Condition": {"Bool": {"acs:SecureTransport": ["false"]}}}
+    alicloud.oss.BucketPolicy(f"{resource}-policy", bucket=bucket.id, opts=opts, policy=pulumi.Output.json_dumps(
+        {"Version": "1", "Statement": [deny_plain_http]}))
+    if logs_bucket is not None:
+        alicloud.oss.BucketLogging(f"{resource}-logging", bucket=bucket.id, target_bucket=logs_bucket,
+                                   target_prefix=f"{purpose}/", opts=opts)
+    return bucket
+
+
+def _bucket_name(parent: pulumi.Resource, name: str, purpose: str) -> StrOutput:
+    """Deterministic per stack, unique across accounts and regions (OSS names are global)."""
+    account = alicloud.get_caller_identity_output(opts=invoke_options(parent)).account_id
+    return pulumi.Output.all(account, _current_region(parent)).apply(
+        lambda where: unique_name([pulumi.get_project(), pulumi.get_stack(), name, purpose], unique_by=where))
+
+
+def _cdn_domain(parent: pulumi.Resource, name: str, domain: str, bucket: pulumi.Input[str],
+                tags: Mapping[str, str]) -> StrOutput:
+    """An HTTPS-only CDN domain whose origin is the private bucket, fetched over HTTPS with signed requests."""
+    opts = child_options(parent)
+    region = _current_region(parent)
+    cdn = alicloud.cdn.DomainNew(
+        f"{name}-cdn", domain_name=domain, cdn_type="web",
+        scope=region.apply(lambda r: "domestic" if _MAINLAND_REGION.match(r) else "overseas"),
+        sources=[{"type": "oss", "content": pulumi.Output.concat(bucket, ".oss-", region, ".aliyuncs.com"),
+                  "port": 443, "priority": 20, "weight": 10}],
+        # Alibaba's free DV certificate, issued once the domain's CNAME points at the CDN.
+        certificate_config={"cert_type": "free", "server_certificate_status": "on"}, tags=tags, opts=opts)
+    # The origin authorisation is a prerequisite: without the role the CDN's origin requests would be refused.
+    authorised_domain = pulumi.Output.all(cdn.domain_name, _cdn_origin_role(parent)).apply(lambda v: v[0])
+    functions = {"private-origin": ("l2_oss_key", {"private_oss_auth": "on"}),
+                 "https-only": ("https_force", {"enable": "on", "https_rewrite": CDN_TLS_REDIRECT})}
+    for label, (function, arguments) in functions.items():
+        alicloud.cdn.DomainConfig(
+            f"{name}-cdn-{label}", domain_name=authorised_domain, function_name=function,
+            function_args=[{"arg_name": key, "arg_value": value} for key, value in arguments.items()], opts=opts)
+    return pulumi.Output.concat("https://", cdn.domain_name)
+
+
+def _cdn_origin_role(parent: pulumi.Resource) -> StrOutput:
+    found = alicloud.ram.get_roles_output(name_regex=f"^{CDN_ORIGIN_ROLE}$", opts=invoke_options(parent))
+
+    def present(names: Sequence[str]) -> str:
+        if CDN_ORIGIN_ROLE not in names:
+            raise input_error(f"{CONFIG_NAMESPACE}:{CDN_DOMAIN_KEY}", f"needs the account's {CDN_ORIGIN_ROLE}, "
+                              "which CDN uses to read private buckets",
+                              fix="authorise it once: CDN console, domain, origin settings, private OSS bucket "
+                              "origin, 'authorize' (docs/deploy-alibaba.md)")
+        return CDN_ORIGIN_ROLE
+
+    return found.names.apply(present)
+
+
+#### Helpers: identity ####
+
+
+def _ram_name(parent: pulumi.Resource, name: str, purpose: str) -> StrOutput:
+    """RAM names are unique in the account: readable, with a hash of stack and region (64 characters at most)."""
+    return _current_region(parent).apply(lambda region: unique_name(
+        [pulumi.get_project(), pulumi.get_stack(), name, purpose], unique_by=[region], max_length=64))
+
+
+#### Helpers: compute ####
+
+
+@dataclass(frozen=True)
+class _ServerImage:
+    image_id: StrOutput
+    size_gib: pulumi.Output[int]
+    """Size of the image: the system disk may not be smaller."""
+
+
+def _server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> _ServerImage:
+    """The newest Ubuntu 22.04 system image that runs on the plan's instance type, looked up at deploy time."""
+    found = alicloud.ecs.get_images_output(owners=IMAGE_OWNER, name_regex=IMAGE_NAME_REGEX, most_recent=True,
+                                           instance_type=plan.instance_type, os_type="linux",
+                                           opts=invoke_options(parent))
+
+    def newest(images: Sequence[Any]) -> Any:
+        if not images:
+            raise input_error("plan.instance_type", "has no Ubuntu 22.04 system image in this region",
+                              value=plan.instance_type, fix="plan for another region or instance type")
+        return images[0]
+
+    image = found.images.apply(newest)
+    return _ServerImage(image_id=image.apply(lambda i: str(i.id)), size_gib=image.apply(lambda i: int(i.size or 0)))
+
+
+def _current_region(parent: pulumi.Resource) -> StrOutput:
+    found = alicloud.get_regions_output(current=True, opts=invoke_options(parent))
+    return found.regions.apply(lambda regions: str(regions[0].id))
+
+
+def _wrong_region(plan: DeploymentPlan, region: str) -> str:
+    raise input_error("plan", f"was made for region {plan.region} but the Alibaba provider deploys to {region}",
+                      fix=f"plan for {region}, or give the component a provider for {plan.region}")
+
+
+def compressed_user_data(text: str) -> str:
+    """User data as ECS takes it: Base64 of deterministic gzip (an unchanged bootstrap never replaces a server)."""
+    encoded = user_data_gzip_base64(text)
+    if len(encoded) > USER_DATA_LIMIT_BYTES:
+        raise input_error("bootstrap", f"compresses to {len(encoded)} bytes of Base64 user data; ECS accepts "
+                          f"{USER_DATA_LIMIT_BYTES}", value=f"{len(text.encode())} bytes uncompressed",
+                          fix="move large files out of the cloud-config (fetch them from the model bucket)")
+    return encoded
+
+
+#### Helpers: offline preview ####
+
+PREVIEW_ACCOUNT = "1234567890123456"  # a placeholder in the shape of an Alibaba account id (16 digits)
+PREVIEW_DEFAULT_REGION = "ap-southeast-1"  # the region the catalog prices Alibaba in
+PREVIEW_IMAGE_ID = "ubuntu_22_04_x64_20G_alibase_preview.vhd"  # the system images' naming, with no real date
+PREVIEW_IMAGE_GIB = 20
+
+
+@dataclass(frozen=True)
+class _PreviewContext:
+    name: str
+    inputs: dict[str, Any]
+    digest: str
+    region: str
+    account: str
+
+    def resource_id(self, prefix: str) -> str:
+        return f"{prefix}-{self.digest[:20]}"
+
+
+def _instance_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
+    host = int(c.digest[:4], 16)
+    # Documentation address ranges (RFC 5737 TEST-NET-3) for public IPs; private IPs from our network range.
+    return c.resource_id("i"), {"publicIp": f"203.0.113.{host % 254 + 1}",
+                                "privateIp": f"10.64.{host % 16}.{host % 250 + 4}"}
+
+
+_PREVIEW_OUTPUTS: dict[str, Callable[[_PreviewContext], tuple[str, dict[str, Any]]]] = {
+    "alicloud:vpc/network:Network": lambda c: (c.resource_id("vpc"), {}),
+    "alicloud:vpc/switch:Switch": lambda c: (c.resource_id("vsw"), {}),
+    "alicloud:ecs/securityGroup:SecurityGroup": lambda c: (c.resource_id("sg"), {}),
+    "alicloud:oss/bucket:Bucket": lambda c: (c.inputs["bucket"], {
+        "extranetEndpoint": f"oss-{c.region}.aliyuncs.com", "intranetEndpoint": f"oss-{c.region}-internal.aliyuncs.com",
+        "location": f"oss-{c.region}"}),
+    "alicloud:kms/secret:Secret": lambda c: (c.inputs["secretName"], {
+        "arn": f"acs:kms:{c.region}:{c.account}:secret/{c.inputs['secretName']}"}),
+    "alicloud:ram/role:Role": lambda c: (c.inputs["roleName"], {
+        "arn": f"acs:ram::{c.account}:role/{c.inputs['roleName']}", "roleId": c.digest[:19]}),
+    "alicloud:ram/policy:Policy": lambda c: (c.inputs["policyName"], {}),
+    "alicloud:cdn/domainNew:DomainNew": lambda c: (c.inputs["domainName"], {}),
+    "alicloud:ecs/instance:Instance": _instance_outputs,
+}
+
+
+def _preview_zones(region: str) -> list[str]:
+    # International zone ids append a letter (ap-southeast-1a); mainland ones a dash and a letter (cn-hangzhou-h).
+    separator = "" if region[-1].isdigit() else "-"
+    return [f"{region}{separator}{letter}" for letter in "abc"]
+
+
+_PREVIEW_INVOKES: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
+    "alicloud:index/getCallerIdentity:getCallerIdentity": lambda a, region: {
+        "accountId": PREVIEW_ACCOUNT, "arn": f"acs:ram::{PREVIEW_ACCOUNT}:root", "id": PREVIEW_ACCOUNT,
+        "identityType": "Account"},
+    "alicloud:index/getRegions:getRegions": lambda a, region: {
+        "regions": [{"id": region, "regionId": region, "localName": region}], "ids": [region], "id": region},
+    "alicloud:index/getZones:getZones": lambda a, region: {
+        "zones": [{"id": zone, "localName": zone} for zone in _preview_zones(region)],
+        "ids": _preview_zones(region), "id": region},
+    "alicloud:ecs/getImages:getImages": lambda a, region: {
+        "images": [{"id": PREVIEW_IMAGE_ID, "imageId": PREVIEW_IMAGE_ID, "size": PREVIEW_IMAGE_GIB,
+                    "architecture": "x86_64", "osType": "linux"}], "ids": [PREVIEW_IMAGE_ID], "id": region},
+    "alicloud:ram/getRoles:getRoles": lambda a, region: {
+        "roles": [{"id": "300000000000000001", "name": CDN_ORIGIN_ROLE,
+                   "arn": f"acs:ram::{PREVIEW_ACCOUNT}:role/{CDN_ORIGIN_ROLE.lower()}"}],
+        "names": [CDN_ORIGIN_ROLE], "ids": ["300000000000000001"], "id": CDN_ORIGIN_ROLE},
+    # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
+    "alicloud:vpc/getNetworks:getNetworks": lambda a, region: {
+        "vpcs": [{"id": vpc_id, "cidrBlock": "10.0.0.0/16", "vpcId": vpc_id} for vpc_id in a.get("ids", [])],
+        "ids": a.get("ids", []), "id": region},
+}

@@ -1,0 +1,143 @@
+"""Huawei Cloud: what a recorded program registered, as the cloud-neutral security facts of neutral_view.py.
+
+Facts the provider cannot express stay False (metadata tokens, public-access block, disabled ACLs, termination
+protection): the invariants that need them are skipped through the backend's capabilities, never faked here.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inferstack.preview import Recording, RegisteredResource
+from tests.components.neutral_view import Bucket, Cdn, Grant, Ingress, SecurityFacts, Server
+
+ECS_SERVICE = "op_svc_ecs"
+_STORAGE_READS = {"obs:object:getobject", "obs:bucket:listbucket"}
+_SECRET_READS = {"csms:secretversion:get", "kms:dek:decrypt"}
+_OBJECT_PREFIX = "obs:*:*:object:"
+
+
+def facts(recording: Recording) -> SecurityFacts:
+    network_cidrs = {r.outputs.get("cidr") for r in recording.of_type("huaweicloud:Vpc/vpc:Vpc")}
+    buckets = recording.of_type("huaweicloud:Obs/bucket:Bucket")
+    return SecurityFacts(
+        ingress=[_ingress(r, network_cidrs) for r in recording.of_type("huaweicloud:Vpc/secgroupRule:SecgroupRule")
+                 if r.inputs["direction"] == "ingress"],
+        buckets=[_bucket(r) for r in buckets],
+        servers=[_server(r) for r in recording.of_type("huaweicloud:Ecs/instance:Instance")],
+        grants=[grant for role in _server_roles(recording) for grant in _grants(role.inputs["policy"])],
+        cdns=[_cdn(r, buckets) for r in recording.of_type("huaweicloud:Cdn/domain:Domain")],
+        secret_values_stored=[r.inputs["secretText"] for r in recording.of_type("huaweicloud:Dew/secret:Secret")],
+    )
+
+
+def _ingress(rule: RegisteredResource, network_cidrs: set[Any]) -> Ingress:
+    inputs = rule.inputs
+    source = inputs.get("remoteIpPrefix") or f"group:{inputs.get('remoteGroupId')}"
+    return Ingress(int(inputs["portRangeMin"]), int(inputs["portRangeMax"]),
+                   "network" if source in network_cidrs else source)
+
+
+def _statements(policy_json: str | None) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = json.loads(policy_json or "{}").get("Statement", [])
+    return statements
+
+
+def _bucket(bucket: RegisteredResource) -> Bucket:
+    inputs = bucket.inputs
+    statements = _statements(inputs.get("policy"))
+    name = inputs["bucket"]
+    tls_only = any(
+        s["Effect"] == "Deny" and s.get("Principal") == {"ID": ["*"]} and s.get("Action") == ["*"]
+        and set(s.get("Resource", [])) >= {name, f"{name}/*"}
+        and s.get("Condition", {}).get("Bool", {}).get("SecureTransport") == ["false"] for s in statements)
+    return Bucket(
+        name=bucket.id,
+        # OBS has neither a public-access block nor a switch that turns ACLs off (see the backend's capabilities).
+        public_access_blocked=False,
+        encrypted=inputs.get("encryption") is True and inputs.get("sseAlgorithm") in ("AES256", "kms"),
+        versioned=inputs.get("versioning") is True,
+        acls_disabled=False,
+        tls_only=tls_only,
+        # Whoever an Allow statement names, and anyone a non-private ACL lets in (OBS keeps ACLs).
+        readers=tuple(_principal_ids(s) for s in statements if s["Effect"] == "Allow")
+        + ((f"acl:{inputs.get('acl')}",) if inputs.get("acl", "private") != "private" else ()),
+    )
+
+
+def _principal_ids(statement: Mapping[str, Any]) -> str:
+    principal = statement.get("Principal", "*")
+    return ",".join(principal.get("ID", ["*"])) if isinstance(principal, Mapping) else str(principal)
+
+
+def _server(instance: RegisteredResource) -> Server:
+    inputs = instance.inputs
+    encoded = inputs.get("userData", "")
+    return Server(
+        name=instance.name,
+        metadata_tokens_required=False,  # the ECS metadata service has no token mode
+        termination_protected=False,  # ecs.Instance has no deletion-protection argument in 0.0.12
+        root_disk_encrypted=bool(inputs.get("systemDiskKmsKeyId")),
+        user_data=gzip.decompress(base64.b64decode(encoded)).decode() if encoded else "",
+    )
+
+
+def _server_roles(recording: Recording) -> list[RegisteredResource]:
+    """The custom policies attached to agencies that ECS takes (not, say, the agency that delivers OBS logs)."""
+    attached: set[str] = set()
+    for agency in recording.of_type("huaweicloud:Iam/agency:Agency"):
+        inputs = agency.inputs
+        if inputs.get("delegatedServiceName") != ECS_SERVICE:
+            continue
+        attached |= set(inputs.get("domainRoles", [])) | set(inputs.get("allResourcesRoles", []))
+        attached |= {role for project in inputs.get("projectRoles", []) for role in project.get("roles", [])}
+    return [r for r in recording.of_type("huaweicloud:Iam/role:Role") if r.inputs["name"] in attached]
+
+
+def _grants(policy_json: str) -> list[Grant]:
+    grants = []
+    for statement in _statements(policy_json):
+        if statement["Effect"] != "Allow":
+            continue
+        actions = {action.lower() for action in _as_list(statement["Action"])}
+        # A statement without Resource covers every resource of the scope it is granted on.
+        resources = _as_list(statement.get("Resource", ["*"]))
+        if all(action.startswith("obs:") for action in actions):
+            grants.append(Grant("storage", actions <= _STORAGE_READS, tuple(_storage_scope(r) for r in resources)))
+        elif actions <= _SECRET_READS:
+            grants.append(Grant("secrets", True, tuple(resources)))
+        else:
+            grants.append(Grant("other", False, tuple(resources)))
+    return grants
+
+
+def _storage_scope(resource: str) -> str:
+    """"bucket/prefix*" for an object resource; a bucket or a wildcard stays as written (and fails the scope check)."""
+    return resource[len(_OBJECT_PREFIX):] if resource.lower().startswith(_OBJECT_PREFIX) else resource
+
+
+def _as_list(value: Any) -> list[Any]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _cdn(domain: RegisteredResource, buckets: Sequence[RegisteredResource]) -> Cdn:
+    """HTTPS only: HTTPS on with a certificate, HTTP redirected. Private origin: every source is a private OBS
+    bucket of this stack that grants nothing to anyone, read by the CDN through the account's OBS agency."""
+    configs = domain.inputs.get("configs", {})
+    https = configs.get("httpsSettings", {})
+    redirect = configs.get("forceRedirect", {})
+    certificate = https.get("scmCertificateId") or https.get("certificateBody")
+    https_only = (https.get("httpsEnabled") is True and bool(certificate)
+                  and redirect.get("enabled") is True and redirect.get("type") == "https")
+    private_buckets = {b.outputs.get("bucketDomainName") for b in buckets
+                       if b.inputs.get("acl") == "private"
+                       and not [s for s in _statements(b.inputs.get("policy")) if s["Effect"] == "Allow"]}
+    sources = domain.inputs.get("sources", [])
+    private_origin = bool(sources) and all(
+        s.get("originType") == "obs_bucket" and s.get("obsBucketType") == "private"
+        and s.get("origin") in private_buckets for s in sources)
+    return Cdn(https_only=https_only, private_origin=private_origin)
