@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 REGISTRY_PATH = Path(__file__).resolve().parents[2] / "inferstack" / "sizing" / "data" / "models.yaml"
+ROOT = REGISTRY_PATH.parents[3]
 
 REQUIRED_MODELS = {
     "llm": [
@@ -365,3 +366,15 @@ def test_whisper_carries_its_encoder_decoder_config() -> None:
     assert BY_NAME["whisper-large-v3"]["params_m"] == pytest.approx(
         BY_NAME["whisper-large-v3"]["published_params_m"], rel=PUBLISHED_COUNT_TOLERANCE
     )
+
+
+def test_packaged_json_registry_matches_the_yaml_source():
+    """models.json is what the package loads; tools/build_registry.py rebuilds it from models.yaml."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_registry", ROOT / "tools" / "build_registry.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    packaged = (ROOT / "inferstack" / "sizing" / "data" / "models.json").read_text(encoding="utf-8")
+    assert packaged == module.registry_json(), "run `python tools/build_registry.py` after editing models.yaml"
