@@ -1,0 +1,76 @@
+"""The deployments the policy pack is checked against: every example project, every stack file, and a public
+deployment on every cloud, each run through the real program under Pulumi mocks with property dependencies kept.
+Each runs once per test session (cached): tests that change a resource work on copies (`Registered.with_inputs`).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from inferstack.preview import Recording, preview_deployment, preview_stack
+from tests.policy.harness import REPO, Registered, dependencies_recorded, record_with_dependencies
+from tests.sample_plans import sample_plan
+
+EXAMPLES = sorted(path.parent.name for path in (REPO / "examples").glob("*/Pulumi.yaml"))
+STACKS = sorted(path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+                for path in (REPO / "stacks").glob("Pulumi.*.yaml"))
+API_KEY = "sk-policy-3c2b1a0f9e8d7c6b"
+HUB_TOKEN = "hf_policyToken5a4b3c2d1e"
+
+# What each cloud needs besides the plan to deploy everything, static assets and secrets included.
+CLOUD_SETTINGS: Mapping[str, Mapping[str, Any]] = {
+    "aws": {},
+    "gcp": {"inferstack:assetsDomain": "assets.example.com"},
+    "alibaba": {"inferstack:assetsDomain": "static.example.com",
+                "inferstack-alibaba:kmsInstanceId": "kst-sgp00000000000000000",
+                "inferstack-alibaba:kmsKeyId": "key-sgp00000000000000000"},
+    "huawei": {"inferstack:assetsDomain": "assets.example.com", "inferstack:assetsCertificate": "scs1700000000001"},
+}
+PUBLIC = {"inferstack:allowedCidrs": ["0.0.0.0/0"], "inferstack:apiKey": API_KEY, "inferstack:hubToken": HUB_TOKEN}
+
+
+@contextmanager
+def _inside(folder: Path) -> Iterator[None]:
+    """Examples read files next to their program (workload.yaml, plan.json) by relative path, as `pulumi up` runs."""
+    previous = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+
+
+@cache
+def example(name: str) -> Registered:
+    folder = REPO / "examples" / name
+    config = yaml.safe_load((folder / "Pulumi.dev.yaml").read_text())["config"]
+    project = yaml.safe_load((folder / "Pulumi.yaml").read_text())["name"]
+    with _inside(folder):
+        return record_with_dependencies(lambda: runpy.run_path(str(folder / "__main__.py")), config=config,
+                                        project=project, stack="dev")
+
+
+@cache
+def stack(name: str) -> Registered:
+    config = yaml.safe_load((REPO / "stacks" / f"Pulumi.{name}.yaml").read_text())["config"]
+    if config.get("inferstack:allowedCidrs"):  # the stack files tell you to set the key, as a secret, yourself
+        config["inferstack:apiKey"] = API_KEY
+    with dependencies_recorded() as dependencies:
+        result = preview_stack(config, stack=name)
+    return Registered(Recording(result.resources, [], result.outputs), dependencies)
+
+
+@cache
+def public_deployment(cloud: str, variant: str) -> Registered:
+    """A production plan whose API is open to the whole internet, with an API key, a hub token and static assets."""
+    with dependencies_recorded() as dependencies:
+        result = preview_deployment(sample_plan(cloud, variant, "production"), {**PUBLIC, **CLOUD_SETTINGS[cloud]})
+    return Registered(Recording(result.resources, [], result.outputs), dependencies)

@@ -1,0 +1,224 @@
+"""Run the policy pack's validators as the engine does: on hand-built resources, or on what a program registered.
+
+The engine hands a resource policy one resource's inputs (camelCase, behind the SDK's unknown-checking proxy) and a
+stack policy every resource with its outputs, parent and property dependencies. `check_resource`, `check_stack`
+and `check_recording` build exactly those arguments with pulumi_policy's own classes, and collect what the policies
+report: violations (with their enforcement level) and "not applicable" reasons.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "policy"))  # the pack imports its module by plain name, as the analyzer runs it
+
+try:
+    from pulumi_policy import (
+        EnforcementLevel,
+        Policy,
+        PolicyCustomTimeouts,
+        PolicyResource,
+        PolicyResourceOptions,
+        ResourceValidationArgs,
+        ResourceValidationPolicy,
+        StackValidationArgs,
+        StackValidationPolicy,
+    )
+    from pulumi_policy.policy import _NotApplicableError  # what args.not_applicable() raises
+    from pulumi_policy.proxy import unknown_checking_proxy
+except ImportError as error:  # never a silent skip: the policy tests need the policy SDK
+    raise ImportError(
+        "tests/policy need pulumi-policy==1.21.0 (policy/requirements.txt). It pins protobuf~=5.29.5, which the "
+        "main environment's google-cloud-billing (protobuf>=6.33.5) forbids, so they run in their own environment: "
+        "`make policy-tests` (docs/policy.md)") from error
+
+import inferstack_policies as rules  # noqa: E402  (after the path and the SDK check above)
+
+from inferstack import preview  # noqa: E402
+from inferstack.preview import Recording, RegisteredResource  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Violation:
+    policy: str
+    level: EnforcementLevel
+    message: str
+    urn: str
+
+
+@dataclass
+class Report:
+    violations: list[Violation] = field(default_factory=list)
+    not_applicable: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(policy, urn; "" for a stack policy) → the reason the policy gave."""
+    checked: dict[str, set[str]] = field(default_factory=dict)
+    """Policy → resource types it was run on."""
+
+    def messages(self, policy: str | None = None) -> list[str]:
+        return [v.message for v in self.violations if policy is None or v.policy == policy]
+
+    def mandatory(self) -> list[Violation]:
+        return [v for v in self.violations if v.level == EnforcementLevel.MANDATORY]
+
+
+def _options() -> PolicyResourceOptions:
+    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+
+
+def _level(policy: Policy) -> EnforcementLevel:
+    return policy.enforcement_level or EnforcementLevel.ADVISORY
+
+
+def _run(policy: Policy, args: Any, urn: str, report: Report) -> None:
+    def report_violation(message: str, violation_urn: str | None = None) -> None:
+        report.violations.append(Violation(policy.name, _level(policy), message, violation_urn or urn))
+
+    try:
+        policy.validate(args, report_violation)
+    except _NotApplicableError as reason:
+        report.not_applicable[(policy.name, urn)] = reason.reason or ""
+
+
+#### Hand-built resources ####
+
+
+def check_resource(policy: ResourceValidationPolicy, resource_type: str, props: Mapping[str, Any], *,
+                   config: Mapping[str, Any] | None = None, name: str = "resource") -> Report:
+    """One resource policy on one resource's inputs."""
+    report = Report()
+    urn = f"urn:pulumi:test::test::{resource_type}::{name}"
+    args = ResourceValidationArgs(resource_type, unknown_checking_proxy(dict(props)), urn, name, _options(), None,
+                                  dict(config) if config is not None else None)
+    _run(policy, args, urn, report)
+    return report
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A resource of a hand-built stack: `depends` maps a property to the names of the resources it came from."""
+
+    type: str
+    name: str
+    props: Mapping[str, Any]
+    depends: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+    @property
+    def urn(self) -> str:
+        return f"urn:pulumi:test::test::{self.type}::{self.name}"
+
+
+def check_stack(policy: StackValidationPolicy, resources: Sequence[Resource]) -> Report:
+    """One stack policy on a hand-built stack."""
+    built = {r.name: PolicyResource(r.type, unknown_checking_proxy(dict(r.props)), r.urn, r.name, _options(), None,
+                                    None, [], {}) for r in resources}
+    for resource in resources:
+        for prop, names in resource.depends.items():
+            built[resource.name].property_dependencies[prop] = [built[n] for n in names]
+            built[resource.name].dependencies.extend(built[n] for n in names)
+    report = Report()
+    _run(policy, StackValidationArgs(list(built.values())), "", report)
+    return report
+
+
+#### What a program registered ####
+
+
+@contextmanager
+def dependencies_recorded() -> Iterator[dict[str, dict[str, list[str]]]]:
+    """Record each registration's property dependencies (URN → property → URNs), which the engine passes to
+    stack policies and `inferstack.preview` does not keep."""
+    captured: dict[str, dict[str, list[str]]] = {}
+    register = preview._RecordingMonitor.RegisterResource
+
+    def recording_register(self: Any, request: Any) -> Any:
+        response = register(self, request)
+        captured[response.urn] = {key: list(deps.urns) for key, deps in request.propertyDependencies.items()}
+        return response
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(preview._RecordingMonitor, "RegisterResource", recording_register)
+        yield captured
+
+
+def _state(resource: RegisteredResource) -> dict[str, Any]:
+    """What a stack policy sees: the resource's outputs, which start as its inputs (secrets unwrapped)."""
+    return {**{k: v for k, v in resource.outputs.items() if k not in resource.inputs}, **resource.inputs}
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A recording and the property dependencies of each resource, as the engine would have them."""
+
+    recording: Recording
+    dependencies: Mapping[str, Mapping[str, Sequence[str]]]
+
+    def resources(self) -> list[RegisteredResource]:
+        return [r for r in self.recording.resources if not r.type.startswith(preview.PROVIDER_TYPE_PREFIX)]
+
+    def named(self, name: str) -> RegisteredResource:
+        return self.recording.named(name)
+
+    def with_inputs(self, name: str, inputs: Mapping[str, Any], resource_type: str | None = None) -> Registered:
+        """A copy in which one resource was registered with other inputs, or as another type (a mutation)."""
+        changed = [_replaced(r, inputs, resource_type) if r.name == name else r for r in self.recording.resources]
+        return Registered(Recording(changed, self.recording.invokes, self.recording.value), self.dependencies)
+
+    def without(self, name: str) -> Registered:
+        kept = [r for r in self.recording.resources if r.name != name]
+        return Registered(Recording(kept, self.recording.invokes, self.recording.value), self.dependencies)
+
+
+def _replaced(resource: RegisteredResource, inputs: Mapping[str, Any],
+              resource_type: str | None) -> RegisteredResource:
+    computed = {k: v for k, v in resource.outputs.items() if k not in resource.inputs}
+    return dataclasses.replace(resource, type=resource_type or resource.type, raw_inputs=dict(inputs),
+                               outputs={**computed, **inputs})
+
+
+def record_with_dependencies(program: Any, **record_args: Any) -> Registered:
+    with dependencies_recorded() as dependencies:
+        recording = preview.record(program, **record_args)
+    return Registered(recording, dependencies)
+
+
+def check_recording(registered: Registered, *, config: Mapping[str, Mapping[str, Any]] | None = None,
+                    policies: Sequence[Policy] | None = None) -> Report:
+    """Every policy of the pack on everything a program registered: resource policies on each cloud resource's
+    inputs, stack policies on all of them. `config` maps a policy name to its configuration."""
+    report = Report()
+    chosen = list(policies if policies is not None else rules.POLICIES)
+    resources = registered.resources()
+    for resource in (r for r in resources if r.custom):
+        for policy in (p for p in chosen if isinstance(p, ResourceValidationPolicy)):
+            report.checked.setdefault(policy.name, set()).add(resource.type)
+            policy_config = (config or {}).get(policy.name)
+            args = ResourceValidationArgs(resource.type, unknown_checking_proxy(resource.inputs), resource.urn,
+                                          resource.name, _options(), None,
+                                          dict(policy_config) if policy_config is not None else None)
+            _run(policy, args, resource.urn, report)
+    stack = _stack_resources(resources, registered.dependencies)
+    for policy in (p for p in chosen if isinstance(p, StackValidationPolicy)):
+        _run(policy, StackValidationArgs(stack), "", report)
+    return report
+
+
+def _stack_resources(resources: Sequence[RegisteredResource],
+                     dependencies: Mapping[str, Mapping[str, Sequence[str]]]) -> list[PolicyResource]:
+    built = {r.urn: PolicyResource(r.type, unknown_checking_proxy(_state(r)), r.urn, r.name, _options(), None, None,
+                                   [], {}) for r in resources}
+    for resource in resources:
+        target = built[resource.urn]
+        target.parent = built.get(resource.parent or "")
+        for prop, urns in dependencies.get(resource.urn, {}).items():
+            target.property_dependencies[prop] = [built[u] for u in urns if u in built]
+            target.dependencies.extend(built[u] for u in urns if u in built)
+    return list(built.values())

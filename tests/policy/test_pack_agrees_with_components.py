@@ -1,0 +1,94 @@
+"""The pack and the components agree: every deployment inferstack makes (each example project, each stack file, a
+public deployment on every cloud) passes every policy, and the pack looked at what matters in it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from inferstack.components import Capability, backend_for
+from inferstack.plan import Serving
+from tests.policy import deployments
+from tests.policy.harness import Registered, Resource, check_recording, check_resource, check_stack, rules
+
+CLOUD_OF_PACKAGE = {"aws": "aws", "gcp": "gcp", "alicloud": "alibaba", "huaweicloud": "huawei"}
+INSTANCE_TYPES = {"aws": rules.AWS_INSTANCE, "gcp": rules.GCP_INSTANCE, "alibaba": rules.ALI_INSTANCE,
+                  "huawei": rules.HW_INSTANCE}
+INGRESS_TYPES = {"aws": rules.AWS_INGRESS_RULE, "gcp": rules.GCP_FIREWALL, "alibaba": rules.ALI_SECURITY_GROUP_RULE,
+                 "huawei": rules.HW_SECURITY_GROUP_RULE}
+BUCKET_TYPES = {"aws": rules.AWS_BUCKET, "gcp": rules.GCP_BUCKET, "alibaba": rules.ALI_BUCKET,
+                "huawei": rules.HW_BUCKET}
+NO_TOKENS_REASON = {"gcp": rules.GCP_NO_METADATA_TOKENS, "huawei": rules.HUAWEI_NO_METADATA_TOKENS}
+PUBLIC_VARIANTS = ["gpu-llm", "cpu-encoder"]
+
+DEPLOYMENTS: dict[str, Callable[[], Registered]] = {
+    **{f"example {name}": (lambda name=name: deployments.example(name)) for name in deployments.EXAMPLES},
+    **{f"stack {name}": (lambda name=name: deployments.stack(name)) for name in deployments.STACKS},
+    **{f"public {cloud} {variant}": (lambda cloud=cloud, variant=variant: deployments.public_deployment(cloud, variant))
+       for cloud in deployments.CLOUD_SETTINGS for variant in PUBLIC_VARIANTS},
+}
+
+
+def cloud_of(registered: Registered) -> str:
+    clouds = {CLOUD_OF_PACKAGE[r.type.split(":")[0]] for r in registered.resources()
+              if r.custom and r.type.split(":")[0] in CLOUD_OF_PACKAGE}
+    assert len(clouds) == 1, clouds
+    return clouds.pop()
+
+
+@pytest.fixture(scope="module", params=sorted(DEPLOYMENTS))
+def deployment(request: pytest.FixtureRequest) -> Registered:
+    return DEPLOYMENTS[request.param]()
+
+
+def test_every_deployment_passes_every_policy(deployment: Registered) -> None:
+    report = check_recording(deployment)
+    assert [(v.policy, v.message) for v in report.violations] == []
+
+
+def test_the_pack_checked_the_firewall_buckets_and_servers_of_every_deployment(deployment: Registered) -> None:
+    cloud = cloud_of(deployment)
+    report = check_recording(deployment)
+    essentials = {INGRESS_TYPES[cloud], BUCKET_TYPES[cloud], INSTANCE_TYPES[cloud]}
+    assert essentials <= {r.type for r in deployment.resources()}
+    assert essentials <= report.checked["admin-ports-not-public"]
+    assert ("server-identity-least-privilege", "") not in report.not_applicable, "no server identity was found"
+
+
+def test_metadata_tokens_are_not_applicable_exactly_where_the_backend_lacks_metadata_hardening(
+        deployment: Registered) -> None:
+    cloud = cloud_of(deployment)
+    report = check_recording(deployment, policies=[rules.metadata_tokens_required])
+    instances = {r.urn for r in deployment.resources() if r.type == INSTANCE_TYPES[cloud]}
+    not_applicable = {urn for (policy, urn) in report.not_applicable}
+    if backend_for(cloud).support(Capability.METADATA_HARDENING).available:
+        assert not not_applicable
+    else:
+        assert instances and not_applicable == instances
+        assert set(report.not_applicable.values()) == {NO_TOKENS_REASON[cloud]}
+
+
+@pytest.mark.parametrize("cloud", sorted(INSTANCE_TYPES))
+def test_the_pack_says_not_applicable_for_metadata_tokens_where_the_backend_says_unsupported(cloud: str) -> None:
+    report = check_resource(rules.metadata_tokens_required, INSTANCE_TYPES[cloud], {})
+    supported = backend_for(cloud).support(Capability.METADATA_HARDENING).available
+    assert bool(report.not_applicable) != supported
+    assert bool(report.violations) == supported  # where it is supported, an instance that sets nothing violates
+
+
+@pytest.mark.parametrize("cloud", sorted(BUCKET_TYPES))
+def test_the_pack_checks_a_public_access_block_where_the_backend_has_one(cloud: str) -> None:
+    bucket = Resource(BUCKET_TYPES[cloud], "models", {"bucket": "b", "name": "b"})
+    stack_report = check_stack(rules.buckets_have_public_access_block, [bucket])
+    resource_report = check_resource(rules.buckets_not_public, BUCKET_TYPES[cloud], bucket.props)
+    reported = stack_report.violations + resource_report.violations
+    if backend_for(cloud).support(Capability.BUCKET_PUBLIC_ACCESS_BLOCK).available:
+        assert reported, "a bucket without a public access block passed"
+    else:
+        assert not reported
+        assert list(stack_report.not_applicable.values()) == [rules.HUAWEI_NO_PUBLIC_ACCESS_BLOCK]
+
+
+def test_the_default_serving_port_is_the_plans_serving_port() -> None:
+    assert (Serving.model_fields["port"].default,) == rules.DEFAULT_SERVING_PORTS

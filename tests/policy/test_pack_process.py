@@ -1,0 +1,140 @@
+"""The pack as the Pulumi CLI runs it: `python -m pulumi.policy <engine> policy/` (what the CLI's analyzer script
+execs in the pack's environment) starts the analyzer's gRPC server, and the engine's calls get the answers below.
+
+No Pulumi CLI is available here, so the engine's side of the protocol is played by this test, with the SDK's own
+generated client (pulumi.runtime.proto.analyzer_pb2_grpc).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+from google.protobuf import empty_pb2, struct_pb2
+from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+from tests.policy.harness import REPO, rules
+
+PACK = REPO / "policy"
+STARTUP_TIMEOUT_S = 60
+
+
+def _struct(values: dict[str, Any]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(values)
+    return struct
+
+
+@pytest.fixture(scope="module")
+def analyzer() -> Iterator[analyzer_pb2_grpc.AnalyzerStub]:
+    process = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", str(PACK)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        port_line = process.stdout.readline().strip() if process.stdout else ""
+        errors = process.stderr.read() if process.stderr and not port_line.isdigit() else ""
+        assert port_line.isdigit(), f"the pack printed no port: {port_line!r} {errors}"
+        channel = grpc.insecure_channel(f"127.0.0.1:{port_line}")
+        grpc.channel_ready_future(channel).result(timeout=STARTUP_TIMEOUT_S)
+        yield analyzer_pb2_grpc.AnalyzerStub(channel)
+        channel.close()
+    finally:
+        process.terminate()  # the pack serves until its engine stops it
+        process.wait(timeout=30)
+
+
+def _analyze(stub: analyzer_pb2_grpc.AnalyzerStub, resource_type: str, props: dict[str, Any],
+             name: str = "r") -> analyzer_pb2.AnalyzeResponse:
+    return stub.Analyze(analyzer_pb2.AnalyzeRequest(
+        type=resource_type, properties=_struct(props), urn=f"urn:pulumi:dev::p::{resource_type}::{name}", name=name))
+
+
+def test_the_pack_introduces_itself_with_every_policy_and_its_enforcement_level(
+        analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    info = analyzer.GetAnalyzerInfo(empty_pb2.Empty())
+    assert info.name == "inferstack-guardrails"
+    levels = {p.name: analyzer_pb2.EnforcementLevel.Name(p.enforcementLevel) for p in info.policies}
+    assert levels == {p.name: ("ADVISORY" if p is rules.public_api_has_api_key else "MANDATORY")
+                      for p in rules.POLICIES}
+    kinds = {p.name: analyzer_pb2.PolicyType.Name(p.policy_type) for p in info.policies}
+    stack_policies = {name for name, kind in kinds.items() if kind == "POLICY_TYPE_STACK"}
+    assert stack_policies == {p.name for p in rules.STACK_POLICIES}
+
+
+def test_a_mandatory_violation_comes_back_with_the_policy_description_and_message(
+        analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    response = _analyze(analyzer, rules.AWS_INSTANCE, {"metadataOptions": {"httpTokens": "optional"},
+                                                       "rootBlockDevice": {"encrypted": True}})
+    (diagnostic,) = response.diagnostics
+    assert diagnostic.policyName == "metadata-tokens-required"
+    assert analyzer_pb2.EnforcementLevel.Name(diagnostic.enforcementLevel) == "MANDATORY"
+    assert diagnostic.message == (f"{rules.metadata_tokens_required.description}\nthe metadata service answers without "
+                                  "a session token (metadataOptions.httpTokens is optional): set it to required")
+
+
+def test_a_setting_the_cloud_lacks_comes_back_as_not_applicable_with_the_reason(
+        analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    response = _analyze(analyzer, rules.HW_INSTANCE, {"systemDiskKmsKeyId": "k", "flavorId": "pi2.2xlarge.4"})
+    assert list(response.diagnostics) == []
+    assert [(n.policy_name, n.reason) for n in response.not_applicable] == [
+        ("metadata-tokens-required", rules.HUAWEI_NO_METADATA_TOKENS)]
+
+
+def test_a_value_unknown_during_preview_is_reported_as_an_advisory_that_the_policy_could_not_run(
+        analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's marker for an unknown string
+    response = _analyze(analyzer, rules.AWS_INGRESS_RULE, {"ipProtocol": "tcp", "fromPort": 22, "toPort": 22,
+                                                           "cidrIpv4": unknown})
+    messages = {(d.policyName, analyzer_pb2.EnforcementLevel.Name(d.enforcementLevel)): d.message
+                for d in response.diagnostics}
+    assert set(messages) == {("admin-ports-not-public", "ADVISORY"), ("world-ingress-serving-port-only", "ADVISORY")}
+    assert "during preview: string value at .cidrIpv4 can't be known during preview" in messages[
+        ("admin-ports-not-public", "ADVISORY")]
+
+
+def test_a_stack_policy_names_the_resource_at_fault(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    bucket = analyzer_pb2.AnalyzerResource(type=rules.AWS_BUCKET, name="models", urn="urn:pulumi:dev::p::b::models",
+                                           properties=_struct({"bucket": "models-1a2b"}))
+    response = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=[bucket]))
+    found = {(d.policyName, d.urn) for d in response.diagnostics}
+    assert found == {("buckets-have-public-access-block", bucket.urn), ("buckets-have-default-encryption", bucket.urn)}
+
+
+def test_policy_pack_config_opens_another_serving_port(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    rule = {"ipProtocol": "tcp", "fromPort": 9000, "toPort": 9000, "cidrIpv4": "0.0.0.0/0"}
+    assert [d.policyName for d in _analyze(analyzer, rules.AWS_INGRESS_RULE, rule).diagnostics] == [
+        "world-ingress-serving-port-only"]
+    config = analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.MANDATORY,
+                                       properties=_struct({"servingPorts": [9000]}))
+    analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={"world-ingress-serving-port-only": config}))
+    try:
+        assert list(_analyze(analyzer, rules.AWS_INGRESS_RULE, rule).diagnostics) == []
+    finally:
+        analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={}))
+
+
+#### The pack's files ####
+
+
+def test_the_pack_declares_a_python_runtime_with_its_own_environment_and_pins_the_policy_sdk() -> None:
+    manifest = yaml.safe_load((PACK / "PulumiPolicy.yaml").read_text())
+    assert manifest["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}}
+    requirements = [line.strip() for line in (PACK / "requirements.txt").read_text().splitlines()
+                    if line.strip() and not line.startswith("#")]
+    assert "pulumi-policy==1.21.0" in requirements
+
+
+@pytest.mark.parametrize("workflow_file", ["preview.yml", "deploy.yml"])
+def test_the_workflows_run_this_pack_from_the_project_folder(workflow_file: str) -> None:
+    workflow = yaml.safe_load((REPO / "examples" / "github-actions" / workflow_file).read_text())
+    steps = [s for job in workflow["jobs"].values() for s in job.get("steps", [])
+             if str(s.get("uses", "")).startswith("pulumi/actions")]
+    assert steps
+    for step in steps:
+        work_dir = REPO / step["with"].get("work-dir", ".")  # the action runs the CLI there
+        assert (work_dir / "Pulumi.yaml").is_file()
+        assert (work_dir / step["with"]["policyPacks"] / "PulumiPolicy.yaml").is_file()

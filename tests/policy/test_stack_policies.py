@@ -1,0 +1,288 @@
+"""Each stack policy on hand-built stacks: the resources it relates, found by property dependency (how a preview
+knows them) or by value (resources that exist), one compliant and one violating stack per rule and cloud."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.policy.harness import Resource, check_stack, rules
+
+BUCKET = "inferstack-dev-models-1a2b3c4d"
+PREFIX = "models/llama/"
+
+
+def _doc(statements: list[dict[str, Any]], version: str = "2012-10-17") -> str:
+    return json.dumps({"Version": version, "Statement": statements})
+
+
+def _aws_bucket(name: str = "models") -> Resource:
+    return Resource(rules.AWS_BUCKET, name, {"bucket": BUCKET})
+
+
+#### buckets-have-public-access-block ####
+
+AWS_BLOCK = {"bucket": BUCKET, "blockPublicAcls": True, "blockPublicPolicy": True, "ignorePublicAcls": True,
+             "restrictPublicBuckets": True}
+
+
+@pytest.mark.parametrize("depends", [{"bucket": ["models"]}, {}], ids=["by dependency", "by value"])
+def test_an_s3_bucket_with_its_public_access_block_passes(depends: dict[str, list[str]]) -> None:
+    stack = [_aws_bucket(), Resource(rules.AWS_PUBLIC_ACCESS_BLOCK, "models-public-access", AWS_BLOCK, depends)]
+    report = check_stack(rules.buckets_have_public_access_block, stack)
+    assert report.violations == [] and report.not_applicable == {}
+
+
+def test_an_s3_bucket_without_a_public_access_block_is_reported_on_the_bucket() -> None:
+    other = Resource(rules.AWS_PUBLIC_ACCESS_BLOCK, "logs-public-access", {**AWS_BLOCK, "bucket": "logs-bucket"})
+    report = check_stack(rules.buckets_have_public_access_block, [_aws_bucket(), other])
+    assert report.messages() == [
+        "bucket models has no BucketPublicAccessBlock: add one that blocks public ACLs and policies"]
+    assert report.violations[0].urn == _aws_bucket().urn
+
+
+def test_an_oss_bucket_needs_its_public_access_block() -> None:
+    bucket = Resource(rules.ALI_BUCKET, "models", {"bucket": BUCKET})
+    block = Resource(rules.ALI_PUBLIC_ACCESS_BLOCK, "models-public-access",
+                     {"bucket": BUCKET, "blockPublicAccess": True}, {"bucket": ["models"]})
+    assert check_stack(rules.buckets_have_public_access_block, [bucket, block]).violations == []
+    assert check_stack(rules.buckets_have_public_access_block, [bucket]).messages() == [
+        "bucket models has no BucketPublicAccessBlock: add one that blocks public ACLs and policies"]
+
+
+@pytest.mark.parametrize(("bucket_type", "reason"), [
+    (rules.GCP_BUCKET, rules.GCP_PUBLIC_ACCESS_ON_BUCKET),
+    (rules.HW_BUCKET, rules.HUAWEI_NO_PUBLIC_ACCESS_BLOCK),
+])
+def test_public_access_block_is_not_applicable_where_the_cloud_has_no_such_resource(bucket_type: str,
+                                                                                      reason: str) -> None:
+    report = check_stack(rules.buckets_have_public_access_block, [Resource(bucket_type, "models", {"bucket": BUCKET})])
+    assert report.violations == [] and list(report.not_applicable.values()) == [reason]
+
+
+#### buckets-have-default-encryption ####
+
+
+def test_an_s3_bucket_needs_default_encryption() -> None:
+    encryption = Resource(rules.AWS_BUCKET_ENCRYPTION, "models-encryption", {
+        "bucket": BUCKET, "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]},
+        {"bucket": ["models"]})
+    assert check_stack(rules.buckets_have_default_encryption, [_aws_bucket(), encryption]).violations == []
+    assert check_stack(rules.buckets_have_default_encryption, [_aws_bucket()]).messages() == [
+        "bucket models has no default encryption: add a BucketServerSideEncryptionConfiguration"]
+
+
+def test_an_oss_bucket_needs_default_encryption_inline_or_separate() -> None:
+    bucket = Resource(rules.ALI_BUCKET, "models", {"bucket": BUCKET})
+    inline = Resource(rules.ALI_BUCKET, "models", {"bucket": BUCKET,
+                                                   "serverSideEncryptionRule": {"sseAlgorithm": "KMS"}})
+    separate = Resource(rules.ALI_BUCKET_ENCRYPTION, "models-encryption", {"bucket": BUCKET, "sseAlgorithm": "AES256"})
+    assert check_stack(rules.buckets_have_default_encryption, [bucket, separate]).violations == []
+    assert check_stack(rules.buckets_have_default_encryption, [inline]).violations == []
+    assert check_stack(rules.buckets_have_default_encryption, [bucket]).messages() == [
+        "bucket models has no default encryption: add a BucketServerSideEncryption"]
+
+
+@pytest.mark.parametrize(("bucket_type", "reason"), [
+    (rules.GCP_BUCKET, rules.GCP_ALWAYS_ENCRYPTED),
+    (rules.HW_BUCKET, "OBS encryption is a property of the bucket, which encryption-at-rest checks"),
+])
+def test_default_encryption_is_not_applicable_where_it_is_not_a_separate_resource(bucket_type: str,
+                                                                                 reason: str) -> None:
+    report = check_stack(rules.buckets_have_default_encryption, [Resource(bucket_type, "models", {"bucket": BUCKET})])
+    assert report.violations == [] and list(report.not_applicable.values()) == [reason]
+
+
+#### server-identity-least-privilege ####
+
+EC2_TRUST = _doc([{"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": "ec2.amazonaws.com"}}])
+AWS_READ = [
+    {"Sid": "ListModelPrefix", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{BUCKET}",
+     "Condition": {"StringLike": {"s3:prefix": [f"{PREFIX}*"]}}},
+    {"Sid": "ReadModelFiles", "Effect": "Allow", "Action": "s3:GetObject",
+     "Resource": f"arn:aws:s3:::{BUCKET}/{PREFIX}*"}]
+
+
+def _aws_identity(statements: list[dict[str, Any]], *, trust: str = EC2_TRUST) -> list[Resource]:
+    return [Resource(rules.AWS_ROLE, "server-role", {"assumeRolePolicy": trust, "name": "server-role-d992a2c"}),
+            Resource(rules.AWS_ROLE_POLICY, "server-model-read",
+                     {"role": "server-role-d992a2c", "policy": _doc(statements)}, {"role": ["server-role"]})]
+
+
+def test_the_aws_server_role_reading_its_model_prefix_passes() -> None:
+    assert check_stack(rules.server_identity_least_privilege, _aws_identity(AWS_READ)).violations == []
+
+
+def test_the_aws_server_role_may_not_write_list_unbounded_or_read_a_whole_bucket() -> None:
+    statements = [
+        {"Sid": "List", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{BUCKET}"},
+        {"Sid": "Write", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+         "Resource": f"arn:aws:s3:::{BUCKET}/*"}]
+    report = check_stack(rules.server_identity_least_privilege, _aws_identity(statements))
+    assert report.messages() == [
+        f"the servers' identity may list arn:aws:s3:::{BUCKET} (statement List) without a prefix condition: limit the "
+        "listing to the model prefix",
+        "the servers' identity may s3:PutObject (statement Write): it only reads its model; grant read actions only",
+        f"the servers' identity reads arn:aws:s3:::{BUCKET}/* (statement Write), which is not limited to a model "
+        "prefix: grant bucket/prefix* only"]
+    assert {v.urn for v in report.violations} == {_aws_identity([])[1].urn}
+
+
+def test_a_role_that_no_server_assumes_is_not_the_servers_identity() -> None:
+    lambda_trust = _doc([{"Effect": "Allow", "Action": "sts:AssumeRole",
+                          "Principal": {"Service": "lambda.amazonaws.com"}}])
+    writer = [{"Effect": "Allow", "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{BUCKET}/*"}]
+    report = check_stack(rules.server_identity_least_privilege, _aws_identity(writer, trust=lambda_trust))
+    assert report.violations == []
+    assert list(report.not_applicable.values()) == [
+        "the stack holds no server identity (an AWS or Alibaba role that the compute service assumes, a Huawei "
+        "agency for ECS, a Google service account on an instance)"]
+
+
+ECS_TRUST = _doc([{"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": ["ecs.aliyuncs.com"]}}],
+                 "1")
+
+
+def _alibaba_identity(statements: list[dict[str, Any]]) -> list[Resource]:
+    return [Resource(rules.ALI_ROLE, "server-role", {"roleName": "server-role-8f30", "assumeRolePolicyDocument":
+                                                     ECS_TRUST}),
+            Resource(rules.ALI_POLICY, "server-model-read", {"policyName": "model-read-1",
+                                                             "policyDocument": _doc(statements, "1")}),
+            Resource(rules.ALI_ROLE_POLICY_ATTACHMENT, "server-model-read-attachment",
+                     {"roleName": "server-role-8f30", "policyName": "model-read-1", "policyType": "Custom"})]
+
+
+def test_the_alibaba_server_role_is_found_through_its_attachments() -> None:
+    read = [{"Effect": "Allow", "Action": "oss:ListObjects", "Resource": f"acs:oss:*:*:{BUCKET}",
+             "Condition": {"StringLike": {"oss:Prefix": [f"{PREFIX}*"]}}},
+            {"Effect": "Allow", "Action": "oss:GetObject", "Resource": f"acs:oss:*:*:{BUCKET}/{PREFIX}*"}]
+    assert check_stack(rules.server_identity_least_privilege, _alibaba_identity(read)).violations == []
+    whole = [{"Effect": "Allow", "Action": "oss:GetObject", "Resource": f"acs:oss:*:*:{BUCKET}/*"}]
+    assert check_stack(rules.server_identity_least_privilege, _alibaba_identity(whole)).messages() == [
+        f"the servers' identity reads acs:oss:*:*:{BUCKET}/* (statement #0), which is not limited to a model prefix: "
+        "grant bucket/prefix* only"]
+
+
+def _huawei_identity(statements: list[dict[str, Any]], service: str = "op_svc_ecs") -> list[Resource]:
+    return [Resource(rules.HW_ROLE, "server-model-read", {"name": "model-read-1", "type": "AX", "policy": json.dumps(
+                {"Version": "1.1", "Statement": statements})}),
+            Resource(rules.HW_AGENCY, "server-agency", {"name": "agency-1", "delegatedServiceName": service,
+                                                        "domainRoles": ["model-read-1"]},
+                     {"domainRoles": ["server-model-read"]})]
+
+
+def test_the_huawei_server_agency_reads_its_model_prefix_and_log_delivery_is_not_the_server() -> None:
+    read = [{"Effect": "Allow", "Action": ["obs:object:GetObject"],
+             "Resource": [f"obs:*:*:object:{BUCKET}/{PREFIX}*"]}]
+    assert check_stack(rules.server_identity_least_privilege, _huawei_identity(read)).violations == []
+    write = [{"Effect": "Allow", "Action": ["obs:object:PutObject"], "Resource": ["obs:*:*:object:logs/*"]}]
+    assert check_stack(rules.server_identity_least_privilege, _huawei_identity(write, "op_svc_obs")).violations == []
+    assert check_stack(rules.server_identity_least_privilege, _huawei_identity(write)).messages() == [
+        "the servers' identity may obs:object:PutObject (statement #0): it only reads its model; grant read actions "
+        "only",
+        "the servers' identity reads obs:*:*:object:logs/* (statement #0), which is not limited to a model prefix: "
+        "grant bucket/prefix* only"]
+
+
+CONDITION = (f'resource.name.startsWith("projects/_/buckets/{BUCKET}/objects/{PREFIX}") || '
+             f'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("{PREFIX}")')
+
+
+def _gcp_identity(member: dict[str, Any]) -> list[Resource]:
+    email = "inferstack-dev-server@p.iam.gserviceaccount.com"
+    return [Resource(rules.GCP_SERVICE_ACCOUNT, "server-account", {"accountId": "inferstack-dev-server",
+                                                                    "email": email}),
+            Resource(rules.GCP_INSTANCE, "server-0", {"serviceAccount": {"email": email}},
+                     {"serviceAccount": ["server-account"]}),
+            Resource(rules.GCP_BUCKET_IAM_MEMBER, "server-model-read",
+                     {"bucket": BUCKET, "member": f"serviceAccount:{email}", **member}, {"member": ["server-account"]})]
+
+
+def test_the_gcp_server_account_reads_under_a_prefix_condition() -> None:
+    compliant = {"role": "roles/storage.objectViewer", "condition": {"title": "t", "expression": CONDITION}}
+    assert check_stack(rules.server_identity_least_privilege, _gcp_identity(compliant)).violations == []
+    report = check_stack(rules.server_identity_least_privilege, _gcp_identity({"role": "roles/storage.objectViewer"}))
+    assert report.messages() == [
+        f"the servers' identity reads all of bucket {BUCKET} (roles/storage.objectViewer without a condition limiting "
+        "it to the model prefix): add one"]
+    report = check_stack(rules.server_identity_least_privilege, _gcp_identity({"role": "roles/storage.objectUser"}))
+    assert report.messages() == [
+        f"the servers' identity holds roles/storage.objectUser on bucket {BUCKET}: it only reads its model; grant "
+        "roles/storage.objectViewer"]
+
+
+#### cdn-https-front-ends ####
+
+
+def _gcp_front_end(*, with_http: bool) -> list[Resource]:
+    stack = [
+        Resource(rules.GCP_BACKEND_BUCKET, "assets-backend", {"name": "assets-backend-1", "enableCdn": True,
+                                                              "bucketName": BUCKET}),
+        Resource(rules.GCP_URL_MAP, "assets-urls", {"name": "urls-1", "defaultService":
+                                                    "projects/p/global/backendBuckets/assets-backend-1"},
+                 {"defaultService": ["assets-backend"]}),
+        Resource("gcp:compute/targetHttpsProxy:TargetHttpsProxy", "assets-https",
+                 {"urlMap": "projects/p/global/urlMaps/urls-1"}, {"urlMap": ["assets-urls"]})]
+    if with_http:
+        stack.append(Resource(rules.GCP_HTTP_PROXY, "assets-http", {"urlMap": "projects/p/global/urlMaps/urls-1"}))
+    return stack
+
+
+def test_a_google_cdn_backend_is_served_over_https_only() -> None:
+    assert check_stack(rules.cdn_https_front_ends, _gcp_front_end(with_http=False)).violations == []
+    report = check_stack(rules.cdn_https_front_ends, _gcp_front_end(with_http=True))
+    assert report.messages() == [
+        "assets-http serves the CDN backend assets-backend over plain HTTP: serve it through a TargetHttpsProxy "
+        "only, and redirect port 80 with a URL map whose defaultUrlRedirect has httpsRedirect"]
+
+
+def _alibaba_cdn(functions: dict[str, dict[str, str]]) -> list[Resource]:
+    domain = Resource(rules.ALI_CDN_DOMAIN, "assets-cdn", {"domainName": "static.example.com", "sources": [
+        {"type": "oss", "content": f"{BUCKET}.oss-ap-southeast-1.aliyuncs.com", "port": 443.0}]})
+    configs = [Resource(rules.ALI_CDN_CONFIG, f"assets-cdn-{name}", {
+        "domainName": "static.example.com", "functionName": name,
+        "functionArgs": [{"argName": k, "argValue": v} for k, v in args.items()]}) for name, args in functions.items()]
+    return [domain, *configs]
+
+
+def test_an_alibaba_cdn_domain_forces_https_and_signs_origin_requests() -> None:
+    complete = {"https_force": {"enable": "on", "https_rewrite": "301"}, "l2_oss_key": {"private_oss_auth": "on"}}
+    assert check_stack(rules.cdn_https_front_ends, _alibaba_cdn(complete)).violations == []
+    assert check_stack(rules.cdn_https_front_ends, _alibaba_cdn({})).messages() == [
+        "CDN domain static.example.com does not force HTTPS: add a DomainConfig https_force with enable=on",
+        "CDN domain static.example.com reads its OSS origin without back-to-origin authentication, so the bucket "
+        "would have to be public: add a DomainConfig l2_oss_key with private_oss_auth=on"]
+
+
+def test_cdn_front_ends_are_not_applicable_to_cloudfront() -> None:
+    report = check_stack(rules.cdn_https_front_ends, [Resource(rules.AWS_DISTRIBUTION, "assets-cdn", {})])
+    assert report.violations == [] and len(report.not_applicable) == 1
+
+
+#### public-api-has-api-key ####
+
+WORLD_API = Resource(rules.AWS_INGRESS_RULE, "firewall-api", {"ipProtocol": "tcp", "fromPort": 8000.0,
+                                                               "toPort": 8000.0, "cidrIpv4": "0.0.0.0/0"})
+
+
+@pytest.mark.parametrize("secret_type", [rules.AWS_PARAMETER, rules.GCP_SECRET, rules.ALI_SECRET, rules.HW_SECRET])
+def test_a_world_open_api_with_an_api_key_secret_passes(secret_type: str) -> None:
+    assert check_stack(rules.public_api_has_api_key, [WORLD_API, Resource(secret_type, "secrets-api-key", {})]
+                       ).violations == []
+
+
+def test_a_world_open_api_without_an_api_key_is_an_advisory_violation() -> None:
+    report = check_stack(rules.public_api_has_api_key, [WORLD_API, Resource(rules.AWS_PARAMETER, "secrets-hub-token",
+                                                                            {})])
+    assert [(v.level.value, v.urn) for v in report.violations] == [("advisory", WORLD_API.urn)]
+    assert report.messages() == [
+        "port 8000 is open to the whole internet (0.0.0.0/0) and the stack stores no API key (no secret resource "
+        "named '*-api-key'): set one with `pulumi config set --secret inferstack:apiKey \"$(openssl rand -hex 32)\"`, "
+        "or list your users' networks in allowedCidrs"]
+
+
+def test_an_api_open_to_named_networks_needs_no_key_from_this_policy() -> None:
+    named = Resource(rules.AWS_INGRESS_RULE, "firewall-api", {**WORLD_API.props, "cidrIpv4": "203.0.113.0/24"})
+    assert check_stack(rules.public_api_has_api_key, [named]).violations == []
