@@ -197,7 +197,8 @@ def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
 def _cmd_preview(args: argparse.Namespace) -> int:
     from inferstack.preview import preview_workload
 
-    result = preview_workload(args.workload, cloud=args.cloud, prices_file=args.prices)
+    result = preview_workload(args.workload, cloud=args.cloud, prices_file=args.prices, config=dict(args.config),
+                              assets_domain=args.assets_domain, assets_certificate=args.assets_certificate)
     if args.json:
         _print_json(result.to_json())
     else:
@@ -205,6 +206,14 @@ def _cmd_preview(args: argparse.Namespace) -> int:
 
         print_preview(result)
     return 0
+
+
+def _config_entry(text: str) -> tuple[str, str]:
+    """`--config KEY=VALUE`: a full stack-config key (namespace:name) and its value (JSON for lists and maps)."""
+    key, equals, value = text.partition("=")
+    if not equals or ":" not in key.strip(":"):
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE:KEY=VALUE, e.g. gcp:project=my-project (got {text!r})")
+    return key, value
 
 
 # ---- diff ----------------------------------------------------------------------------------------------
@@ -298,6 +307,13 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("workload", type=Path)
     preview.add_argument("--cloud", required=True, choices=CLOUDS)
     preview.add_argument("--prices", type=Path, help="price-override file")
+    preview.add_argument("--assets-domain", metavar="DOMAIN",
+                         help="domain of the static-assets CDN (needed on gcp, alibaba, huawei; without it they are "
+                         "left out of the preview)")
+    preview.add_argument("--assets-certificate", metavar="ID",
+                         help="that domain's certificate where the cloud needs one (aws: ACM ARN; huawei: SCM id)")
+    preview.add_argument("--config", action="append", default=[], type=_config_entry, metavar="KEY=VALUE",
+                         help="stack config, repeatable: inferstack:allowedCidrs='[\"10.0.0.0/8\"]', gcp:project=p")
     preview.add_argument("--json", action="store_true")
     preview.set_defaults(handler=_cmd_preview)
 

@@ -4,7 +4,8 @@ No credentials, no Pulumi CLI, no cloud call. Every resource the program registe
 name, parent, URN and inputs; the cloud backends answer with realistic ids, ARNs, addresses and lookups
 (`CloudBackend.preview_outputs` / `preview_invoke`), so outputs that depend on them resolve as in a deployment.
 
-    result = preview_workload("chat.yaml", cloud="aws")   # or preview_deployment(plan), preview_stack(config)
+    result = preview_workload("chat.yaml", cloud="gcp", assets_domain="assets.example.com")
+    # or preview_deployment(plan, config), preview_stack(config)
     print(result.render_tree())                    # or json.dumps(result.to_json())
 
 Pulumi's mocks are process-global: each run replaces this process's Pulumi runtime settings (and restores the
@@ -13,9 +14,11 @@ stack config it changed). Never call it from inside a real `pulumi up` program.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 from pulumi.runtime.settings import get_project, get_stack
 
-from inferstack.components.core import PROVIDER_PACKAGES, CloudBackend, backend_for
+from inferstack.components.core import PROVIDER_PACKAGES, Capability, CloudBackend, backend_for
 from inferstack.components.server import size_workload
 from inferstack.plan import DeploymentPlan
 from inferstack.spec import Cloud, load_workload
@@ -137,9 +140,23 @@ def record(program: Callable[[], Any], *, config: Mapping[str, Any] | None = Non
             return pulumi.Output.from_input(program()).apply(lambda value: box.setdefault("value", value))
 
         run()
+    except BaseException:
+        _retrieve_abandoned_errors()
+        raise
     finally:
         pulumi_config.set_all_config(saved_config, sorted(saved_secrets))
     return Recording(resources=monitor.registered, invokes=mocks.invokes, value=box.get("value"))
+
+
+def _retrieve_abandoned_errors() -> None:
+    """Mark as retrieved the errors of the futures a failed run leaves behind (hundreds: every Output that
+    depended on the failed one). Left alone, each logs "exception was never retrieved" from a finaliser whenever the
+    garbage collector reaches it, in the middle of unrelated code; under CPython 3.11.7 a finaliser that runs inside
+    ast.parse makes it raise SystemError ("AST constructor recursion depth mismatch"). The run's own error is
+    raised as usual."""
+    for thing in gc.get_objects():
+        if isinstance(thing, asyncio.Future) and thing.done() and not thing.cancelled():
+            thing.exception()
 
 
 #### Preview of a stack ####
@@ -152,6 +169,8 @@ class PreviewResult:
     plan: DeploymentPlan
     resources: list[RegisteredResource]
     outputs: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    """What the preview left out or assumed, and how to include it."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -159,6 +178,7 @@ class PreviewResult:
             "resources": [{"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent,
                            "inputs": r.masked_inputs} for r in self.resources],
             "outputs": self.outputs,
+            "notes": self.notes,
         }
 
     def render_tree(self) -> str:
@@ -166,7 +186,8 @@ class PreviewResult:
         cost = f"{self.plan.price.monthly}/month" if self.plan.price.monthly else "price unknown"
         lines = [f"Plan: {self.plan.summary()}", f"Monthly cost estimate: {cost}",
                  f"Resources: {sum(r.custom for r in self.resources)} cloud resources in "
-                 f"{sum(not r.custom for r in self.resources)} components", ""]
+                 f"{sum(not r.custom for r in self.resources)} components"]
+        lines += [f"Note: {note}" for note in self.notes] + [""]
         children: dict[str | None, list[RegisteredResource]] = {}
         for resource in self.resources:
             children.setdefault(resource.parent, []).append(resource)
@@ -186,8 +207,15 @@ class PreviewResult:
 
 
 def preview_workload(workload: str | Path, *, cloud: Cloud, prices_file: str | Path | None = None,
-                     config: Mapping[str, Any] | None = None) -> PreviewResult:
-    """`inferstack preview WORKLOAD --cloud C`: size the workload file for one cloud, then preview that plan."""
+                     config: Mapping[str, Any] | None = None, assets_domain: str | None = None,
+                     assets_certificate: str | None = None) -> PreviewResult:
+    """`inferstack preview WORKLOAD --cloud C`: size the workload file for one cloud, then preview that plan.
+
+    `config` is stack config by full key (`inferstack:allowedCidrs`, `gcp:project`); `assets_domain` and
+    `assets_certificate` are the stack's `inferstack:assetsDomain` and `inferstack:assetsCertificate`.
+    """
+    assets = {"inferstack:assetsDomain": assets_domain, "inferstack:assetsCertificate": assets_certificate}
+    config = {**(config or {}), **{key: value for key, value in assets.items() if value is not None}}
     prices = Path(prices_file) if prices_file is not None else None
     plan = size_workload(load_workload(workload), cloud, field=str(workload), prices_file=prices)
     return preview_deployment(plan, config)
@@ -197,12 +225,27 @@ def preview_deployment(plan: DeploymentPlan, config: Mapping[str, Any] | None = 
                        stack: str = "preview") -> PreviewResult:
     """Preview `plan` as the stack program would deploy it; `config` adds stack config (allowedCidrs, ids ...).
 
-    The plan's cloud and region become the stack's `inferstack:cloud` and provider region.
+    The plan's cloud and region become the stack's `inferstack:cloud` and provider region. On a cloud whose CDN
+    needs a domain, a config that names none and says nothing of static assets previews without them, and the
+    result's notes say so (a deployment would refuse, asking for the domain).
     """
     backend = backend_for(plan.cloud)
     stack_config = {"inferstack:cloud": plan.cloud, backend.region_config_key: plan.region,
                     "inferstack:plan": plan.model_dump(mode="json"), **(config or {})}
-    return preview_stack(stack_config, stack=stack)
+    notes = []
+    if _static_assets_need_a_domain(backend, stack_config):
+        stack_config["inferstack:staticAssets"] = False
+        hostname = backend.support(Capability.CDN_DEFAULT_HOSTNAME).note
+        certificate = " --assets-certificate <id>" if backend.assets_certificate else ""
+        notes.append(f"static assets left out: on {backend.display_name} they need a domain ({hostname}); preview "
+                     f"them with --assets-domain assets.example.com{certificate}")
+    result = preview_stack(stack_config, stack=stack)
+    return PreviewResult(plan=result.plan, resources=result.resources, outputs=result.outputs, notes=notes)
+
+
+def _static_assets_need_a_domain(backend: CloudBackend, config: Mapping[str, Any]) -> bool:
+    unspoken = "inferstack:staticAssets" not in config and "inferstack:assetsDomain" not in config
+    return unspoken and not backend.support(Capability.CDN_DEFAULT_HOSTNAME).available
 
 
 def preview_stack(config: Mapping[str, Any], *, stack: str = "preview") -> PreviewResult:
@@ -304,6 +347,7 @@ def _tree_order(resources: list[RegisteredResource]) -> list[RegisteredResource]
 _LONG_TEXT_KEYS = ("userData", "userDataBase64", "policy", "assumeRolePolicy")
 _HIDDEN_KEYS = ("tags", "tagsAll", "description", "comment")
 _MAX_SHOWN = 16
+_MAX_SHOWN_CHARS = 64
 
 
 def _key_inputs(inputs: Mapping[str, Any]) -> str:
@@ -312,13 +356,13 @@ def _key_inputs(inputs: Mapping[str, Any]) -> str:
     for key, value in _flatten(inputs):
         if key.split(".")[0] in _HIDDEN_KEYS:
             continue
-        if isinstance(value, str) and key in _LONG_TEXT_KEYS:
+        if isinstance(value, str) and key in _LONG_TEXT_KEYS and len(value) > _MAX_SHOWN_CHARS:
             shown.append(f"{key}=<{len(value.encode())} bytes>")
         elif isinstance(value, bool):
             shown.append(f"{key}={json.dumps(value)}")
         elif isinstance(value, int | float):  # the wire carries every number as a float
             shown.append(f"{key}={int(value) if float(value).is_integer() else value}")
-        elif isinstance(value, str) and len(value) <= 64:
+        elif isinstance(value, str) and len(value) <= _MAX_SHOWN_CHARS:
             shown.append(f"{key}={value}")
     return " ".join(shown[:_MAX_SHOWN])
 

@@ -1,8 +1,8 @@
 """A chat model on a Google Cloud GPU server: the workload is sized at `pulumi up`, then deployed.
 
 Config (namespace `gcp-gpu-chat:`): `allowedCidrs` (list, optional; default: reachable inside the VPC network
-only), `apiKey` (secret; required once allowedCidrs opens the API beyond private networks). The static-assets
-domain is `inferstack-gcp:assetsDomain` (Pulumi.dev.yaml); the region is `gcp:region`.
+only), `apiKey` (secret; required once allowedCidrs opens the API beyond private networks), `assetsDomain` (the
+static-assets domain; its DNS A record points at the address the deployment log names).
 """
 
 from pathlib import Path
@@ -13,12 +13,17 @@ from inferstack.components import InferenceServer
 from inferstack.spec import load_workload
 
 config = pulumi.Config()
+assets_domain = config.get("assetsDomain")
 args = {
     "workload": load_workload(Path(__file__).parent / "workload.yaml"),
     "cloud": "gcp",
     "allowed_cidrs": config.get_object("allowedCidrs") or [],
+    # Cloud CDN serves only a domain you own: without one, the example deploys the server alone.
+    "static_assets": assets_domain is not None,
     "tags": {"example": "gcp-gpu-chat"},
 }
+if assets_domain is not None:
+    args["assets_domain"] = assets_domain
 api_key = config.get_secret("apiKey")
 if api_key is not None:
     args["api_key"] = api_key

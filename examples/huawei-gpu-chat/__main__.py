@@ -1,8 +1,8 @@
 """A chat model on a Huawei Cloud GPU server: the workload is sized at `pulumi up`, then deployed.
 
 Config (namespace `huawei-gpu-chat:`): `allowedCidrs` (list, optional; default: reachable inside the VPC only),
-`apiKey` (secret; required once allowedCidrs opens the API beyond private networks). Static assets behind Huawei
-CDN are added when `inferstack-huawei:cdnDomain` and `inferstack-huawei:cdnCertificateId` are set.
+`apiKey` (secret; required once allowedCidrs opens the API beyond private networks), `assetsDomain` and
+`assetsCertificate` (the static-assets domain and the id of its certificate in SCM).
 """
 
 from pathlib import Path
@@ -13,15 +13,20 @@ from inferstack.components import InferenceServer
 from inferstack.spec import load_workload
 
 config = pulumi.Config()
-cdn = pulumi.Config("inferstack-huawei")
+assets_domain = config.get("assetsDomain")
 args = {
     "workload": load_workload(Path(__file__).parent / "workload.yaml"),
     "cloud": "huawei",
     "allowed_cidrs": config.get_object("allowedCidrs") or [],
     # Huawei CDN serves only a domain you own: without one, the example deploys the server alone.
-    "static_assets": bool(cdn.get("cdnDomain") and cdn.get("cdnCertificateId")),
+    "static_assets": assets_domain is not None,
     "tags": {"example": "huawei-gpu-chat"},
 }
+if assets_domain is not None:
+    args["assets_domain"] = assets_domain
+assets_certificate = config.get("assetsCertificate")  # the domain's certificate in SCM, required with it
+if assets_certificate is not None:
+    args["assets_certificate"] = assets_certificate
 api_key = config.get_secret("apiKey")
 if api_key is not None:
     args["api_key"] = api_key

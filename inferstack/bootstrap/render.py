@@ -11,8 +11,8 @@ Alibaba and Huawei: 32 KB) take it gzip-compressed, which cloud-init unpacks by 
 from __future__ import annotations
 
 import ast
-import functools
 import base64
+import functools
 import gzip
 import re
 import string
@@ -48,6 +48,10 @@ CONTAINER_NAME = "inferstack-server"
 SYNC_WORKERS = 16
 READY_TIMEOUT_S = 1800
 """How long the boot waits for the health endpoint once the service starts (large models load for minutes)."""
+
+# Clouds whose instance metadata server demands no session token (the components' capability
+# `metadata-hardening` is unsupported there): boot.sh lets only root reach its HTTP port (phase metadata_firewall).
+METADATA_FIREWALL_CLOUDS: frozenset[Cloud] = frozenset({"gcp", "huawei"})
 
 # Values go unquoted into a shell-sourced, systemd-read env file and into unit lines: allow only these.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:/@+=,\[\]-]*$")
@@ -145,7 +149,9 @@ def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions,
         "MODEL_PREFIX": plan.model.bucket_prefix, "MODEL_FORMAT": plan.model.artifact_format,
         "NVME_EXPECTED": "1" if plan.local_nvme_gb else "0", "SYNC_WORKERS": str(SYNC_WORKERS),
         "READY_TIMEOUT_S": str(READY_TIMEOUT_S), "STORAGE_ENDPOINT": options.storage_endpoint or "",
-        "METADATA_ENDPOINT": options.metadata_endpoint or "", "TRITON_BACKEND": plan.serving.backend or "",
+        "METADATA_ENDPOINT": options.metadata_endpoint or "",
+        "METADATA_FIREWALL": "1" if cloud in METADATA_FIREWALL_CLOUDS else "0",
+        "TRITON_BACKEND": plan.serving.backend or "",
         "NVIDIA_DRIVER_BRANCH": NVIDIA_DRIVER_BRANCH,
         "NVIDIA_CONTAINER_TOOLKIT_VERSION": NVIDIA_CONTAINER_TOOLKIT_VERSION,
         "DOCKER_VERSION_PIN": DOCKER_VERSION_PIN,
@@ -199,6 +205,8 @@ def run_server_script(plan: DeploymentPlan, mode: Mode) -> str:
 def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode) -> str:
     runtime = plan.serving.runtime
     exec_start_pre = ""
+    if cloud in METADATA_FIREWALL_CLOUDS:  # the rules are gone after a reboot; the server never starts without them
+        exec_start_pre += f"ExecStartPre={LIB_DIR}/boot.sh --phase metadata_firewall\n"
     if options.api_key_secret:
         key_env = RUNTIME_PINS[runtime].api_key_env[mode]
         command = [f"{LIB_DIR}/fetch_secret.py", "--cloud", cloud, "--region", options.region,
@@ -207,7 +215,7 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
             command += ["--endpoint", options.secret_endpoint]
         if options.metadata_endpoint:
             command += ["--metadata-endpoint", options.metadata_endpoint]
-        exec_start_pre = f"ExecStartPre=/usr/bin/python3 {' '.join(command)}\n"
+        exec_start_pre += f"ExecStartPre=/usr/bin/python3 {' '.join(command)}\n"
     container = mode == "container"
     return string.Template(package_file("inferstack-server.service.in")).substitute(
         description=f"{runtime} ({mode}) serving {plan.model.name}",

@@ -4,8 +4,9 @@
     server = InferenceServer("chat", {"plan": plan, "allowed_cidrs": ["203.0.113.0/24"], "api_key": key})
 
 The components (`server.py`) are cloud-neutral; each cloud is one backend module named after it (`aws.py`,
-later `gcp.py`, `alibaba.py`, `huawei.py`) behind the `CloudBackend` interface in `core.py`, found through a
-registry and imported only when a plan asks for that cloud.
+`gcp.py`, `alibaba.py`, `huawei.py`) behind the `CloudBackend` interface in `core.py`, found through a registry
+and imported only when a plan asks for that cloud. What a cloud cannot do is a `Capability` it states with a
+reason; the components check them, and the guides (docs/deploy-<cloud>.md) list them.
 """
 
 from inferstack.components.core import Capability, CloudBackend, Support, available_clouds, backend_for

@@ -3,28 +3,31 @@ Manager, RAM, ECS.
 
 Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
 
-Three settings have no cloud-neutral argument yet, so this backend reads them from its own stack-config
-namespace (`inferstack-alibaba:`; Pulumi also takes them as `PULUMI_CONFIG_INFERSTACK_ALIBABA_<KEY>`):
-`cdnDomain` (a domain you own; Alibaba CDN has no default hostname), and `kmsInstanceId` + `kmsKeyId` (KMS 3.0
-keeps secrets in a KMS instance you buy). See docs/deploy-alibaba.md.
+Two settings have no cloud-neutral meaning, so this backend reads them from its own stack-config namespace
+(`inferstack-alibaba:`): `kmsInstanceId` + `kmsKeyId`, because KMS 3.0 keeps secrets in a KMS instance you buy.
+They are checked with the component arguments, before anything is created (`settings_problem`). See
+docs/deploy-alibaba.md.
 """
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
+import functools
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 import pulumi
 import pulumi_alicloud as alicloud
 
-from inferstack.bootstrap.render import user_data_gzip_base64
 from inferstack.components.core import (
+    ACCESS_LOG_DAYS,
+    INCOMPLETE_UPLOAD_DAYS,
+    NETWORK_CIDR,
+    SUBNET_RANGES,
+    WEB_EGRESS_PORTS,
     Capability,
     CloudBackend,
     FirewallRequest,
@@ -35,6 +38,10 @@ from inferstack.components.core import (
     ModelStoreResult,
     NetworkRequest,
     NetworkResult,
+    PreviewAnswers,
+    PreviewContext,
+    PreviewLookup,
+    PreviewResource,
     SecretsRequest,
     SecretsResult,
     ServersRequest,
@@ -43,8 +50,12 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    checked_user_data,
     child_options,
+    compressed_user_data,
+    first_zones,
     invoke_options,
+    nth,
     register_backend,
     slug,
     supported,
@@ -56,13 +67,10 @@ from inferstack.plan import DeploymentPlan
 
 #### Constants ####
 
-# The same uncommon private range as the AWS backend, so that peering with a VPC built from 10.0.0.0/16 is possible.
-NETWORK_CIDR = "10.64.0.0/16"
-SUBNET_PREFIX_LENGTH = 20  # 4,092 usable addresses per vSwitch
-
 # ECS accepts at most 32 KB of user data. The cloud-config is sent gzip-compressed and Base64-encoded (cloud-init
-# on Alibaba's Ubuntu images unpacks gzip by itself); the check applies to the Base64 text, the stricter reading.
-USER_DATA_LIMIT_BYTES = 32 * 1024
+# on Alibaba's Ubuntu images unpacks gzip by itself). Read strictly, the 32 KB bound the Base64 text: that is 24 KB
+# of gzip (Base64 writes 4 characters per 3 bytes).
+USER_DATA_LIMIT_BYTES = 32 * 1024 * 3 // 4
 
 # Public address for egress (drivers, packages, containers), billed per GB (PayByTraffic): the bandwidth is a
 # ceiling, not a reservation. 100 Mbit/s is the provider's documented maximum for internet_max_bandwidth_out.
@@ -75,15 +83,11 @@ SYSTEM_DISK_CATEGORY = "cloud_essd"
 IMAGE_OWNER = "system"
 IMAGE_NAME_REGEX = r"^ubuntu_22_04_(x64|arm64)_"
 
-# Retention choices (not Alibaba limits). No lifecycle rule expires noncurrent versions: some regions reject
+# Retention (core's choices): no lifecycle rule expires noncurrent versions, because some regions reject
 # NoncurrentVersionExpiration (OSS error 0014-00000069), which would fail `pulumi up`.
-INCOMPLETE_UPLOAD_DAYS = 7
-ACCESS_LOG_DAYS = 365
 
-# Egress the bootstrap needs: HTTPS (OSS, KMS, model hub, container registries, NVIDIA) and HTTP (Ubuntu mirrors;
-# packages are signed). DNS and NTP go to Alibaba's in-VPC services (100.100.2.136/138 resolvers, NTP servers and
-# the metadata server 100.100.100.200 all sit in 100.100.0.0/16). Everything else leaving the server is dropped.
-EGRESS_PORTS = {"https": 443, "http": 80}
+# Egress: WEB_EGRESS_PORTS, and DNS and NTP to Alibaba's in-VPC services (100.100.2.136/138 resolvers, NTP servers
+# and the metadata server 100.100.100.200 all sit in 100.100.0.0/16). Everything else leaving the server is dropped.
 CLOUD_SERVICES_CIDR = "100.100.0.0/16"
 CLOUD_SERVICE_PORTS = (("dns-udp", "udp", 53), ("dns-tcp", "tcp", 53), ("ntp", "udp", 123))
 ACCEPT_PRIORITY = 1  # security-group rule priorities run 1 (first) to 100 (last)
@@ -96,10 +100,10 @@ CDN_ORIGIN_ROLE = "AliyunCDNAccessingPrivateOSSRole"
 CDN_TLS_REDIRECT = "301"
 
 CONFIG_NAMESPACE = "inferstack-alibaba"
-CDN_DOMAIN_KEY = "cdnDomain"
 KMS_INSTANCE_KEY = "kmsInstanceId"
 KMS_KEY_KEY = "kmsKeyId"
-_HOSTNAME = re.compile(r"^(?=.{4,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+# KMS ids, as the KMS API writes them: kst-bjj62f5ba3dnpb6v8****, key-bjj62f5ba3dnpb6v8****.
+KMS_ID_PATTERNS = {KMS_INSTANCE_KEY: r"kst-[a-z0-9]+", KMS_KEY_KEY: r"key-[a-z0-9]+"}
 
 # Mainland China regions need an ICP filing for a `domestic` CDN domain; elsewhere the CDN serves `overseas`.
 _MAINLAND_REGION = re.compile(r"^cn-(?!hongkong)")
@@ -117,20 +121,26 @@ class AlibabaBackend(CloudBackend):
             "ECS http_tokens=required: the metadata server answers only token (hardened-mode) requests. The hop "
             "limit stays at the service default (1, per the provider docs; its argument is 'not available for use "
             "yet')"),
-        Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported("OSS BucketPublicAccessBlock (block_public_access) and a "
-                                                         "private bucket ACL"),
+        Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported(
+            "OSS BucketPublicAccessBlock (block_public_access), which makes public ACLs and policies ineffective, "
+            "and a private bucket ACL (OSS ACLs are canned: they grant no other account anything)"),
+        Capability.TLS_ONLY_STORAGE: supported("bucket policy denies every request with acs:SecureTransport=false"),
         Capability.PRIVATE_CDN_ORIGIN: supported(
             "CDN back-to-origin authentication for private OSS (l2_oss_key private_oss_auth=on): the CDN signs "
             f"origin requests with the account's {CDN_ORIGIN_ROLE}; the bucket stays private with public access "
-            "blocked. Needs a domain you own (inferstack-alibaba:cdnDomain). That role is account-wide and, as "
-            "Alibaba authorises it, may read every bucket of the account"),
+            "blocked. That role is account-wide and, as Alibaba authorises it, may read every bucket of the account"),
+        Capability.CDN_DEFAULT_HOSTNAME: unsupported(
+            "Alibaba Cloud CDN accelerates only a domain you own (its CNAME points at the CDN); the free DV "
+            "certificate is issued for that domain"),
         Capability.PREFIX_SCOPED_GRANTS: supported("RAM: oss:GetObject on acs:oss:*:*:bucket/prefix*, "
                                                    "oss:ListObjects with an oss:Prefix condition"),
         Capability.MANAGED_SHELL: supported("Cloud Assistant session management (agent preinstalled on Alibaba "
                                             "public images); no key pair, no password, port 22 closed"),
         Capability.SECRET_STORE: supported(
             "KMS Secrets Manager generic secret in your KMS instance (inferstack-alibaba:kmsInstanceId, "
-            "kmsKeyId), read with kms:GetSecretValue on that secret only"),
+            "kmsKeyId), read by name at boot"),
+        Capability.SECRET_SCOPED_GRANTS: supported("RAM: kms:GetSecretValue on the ARNs of the server's own "
+                                                   "secrets"),
         Capability.TERMINATION_PROTECTION: supported("ECS deletion_protection (Alibaba ignores it on spot "
                                                      "instances)"),
         Capability.DRIVER_READY_IMAGE: unsupported(
@@ -141,6 +151,7 @@ class AlibabaBackend(CloudBackend):
                                                "and mounts the first unformatted local disk as the model cache"),
         Capability.SPOT_CAPACITY: supported("pay-as-you-go spot (SpotAsPriceGo), released on interruption"),
     }
+    assets_certificate = None  # Alibaba's free DV certificate is issued for the domain
 
     #### Region ####
 
@@ -155,12 +166,11 @@ class AlibabaBackend(CloudBackend):
         vpc = alicloud.vpc.Network(f"{name}-vpc", vpc_name=f"{name}-vpc", cidr_block=NETWORK_CIDR,
                                    description="inferstack inference servers", tags=request.tags, opts=opts)
         zones = _zones_offering(parent, request.instance_type, request.zones)
-        ranges = list(ipaddress.ip_network(NETWORK_CIDR).subnets(new_prefix=SUBNET_PREFIX_LENGTH))
         subnet_ids = []
         for index in range(request.zones):
             switch = alicloud.vpc.Switch(
                 f"{name}-vswitch-{index}", vswitch_name=f"{name}-vswitch-{index}", vpc_id=vpc.id,
-                cidr_block=str(ranges[index]), zone_id=zones.apply(_item(index)), tags=request.tags, opts=opts)
+                cidr_block=SUBNET_RANGES[index], zone_id=zones.apply(nth(index)), tags=request.tags, opts=opts)
             subnet_ids.append(switch.id)
         # No gateway or endpoint to add: servers reach the internet through their own public address, and OSS
         # through its internal endpoint (oss-<region>-internal), which every VPC reaches without a charge.
@@ -182,15 +192,12 @@ class AlibabaBackend(CloudBackend):
             inner_access_policy="Drop",
             description="inferstack inference server: API to allowed networks, metrics inside the VPC",
             tags=request.tags, opts=opts)
-        api_sources: list[tuple[str, pulumi.Input[str]]] = [(slug(cidr), cidr) for cidr in request.allowed_cidrs]
-        if not api_sources:
-            api_sources = [("network", request.network_cidr)]
-        for label, cidr in api_sources:
+        for label, cidr in request.api_sources():
             _rule(f"{name}-api-{label}", group, "ingress", "tcp", request.serving_port, cidr, "inference API", opts)
-        if request.metrics_port is not None and request.metrics_port != request.serving_port:
+        if request.metrics_port is not None:
             _rule(f"{name}-metrics", group, "ingress", "tcp", request.metrics_port, request.network_cidr,
                   "metrics, VPC only", opts)
-        for label, port in EGRESS_PORTS.items():
+        for label, port in WEB_EGRESS_PORTS.items():
             _rule(f"{name}-egress-{label}", group, "egress", "tcp", port, "0.0.0.0/0",
                   f"{label} for drivers, packages, models", opts)
         for label, protocol, port in CLOUD_SERVICE_PORTS:
@@ -219,13 +226,8 @@ class AlibabaBackend(CloudBackend):
         else:
             bucket_name = _private_bucket(parent, name, "bucket", request.force_destroy, request.tags,
                                           logs_bucket=request.logs_bucket).id
-        domain = settings().cdn_domain
-        if domain is None:
-            pulumi.log.warn(f"{name}: no CDN: Alibaba Cloud CDN serves only a domain you own. The private assets "
-                            f"bucket is created; set {CONFIG_NAMESPACE}:{CDN_DOMAIN_KEY} and run `pulumi up` again "
-                            "to put the CDN in front of it (docs/deploy-alibaba.md)", resource=parent)
-            no_url = cast(StrOutput, pulumi.Output.from_input(None))
-            return StaticAssetsResult(bucket=bucket_name, url=no_url, required_bucket_policy=None)
+        domain = request.domain
+        assert domain is not None, "StaticAssets requires a domain here (no Capability.CDN_DEFAULT_HOSTNAME)"
         url = _cdn_domain(parent, name, domain, bucket_name, request.tags)
         # Nothing to add to a brought bucket: the account's CDN role reads it (same account and region required).
         return StaticAssetsResult(bucket=bucket_name, url=url, required_bucket_policy=None)
@@ -287,10 +289,9 @@ class AlibabaBackend(CloudBackend):
     def create_servers(self, parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult:
         plan = request.plan
         image = _server_image(parent, plan)
-        # The provider's region, as resolved for this component (an explicit provider in opts included): the
-        # boot script reads the bucket and the secrets in the plan's region.
-        user_data = pulumi.Output.all(request.user_data, _current_region(parent)).apply(
-            lambda texts: compressed_user_data(texts[0]) if texts[1] == plan.region else _wrong_region(plan, texts[1]))
+        user_data = checked_user_data(plan, request.user_data, _current_region(parent), provider=self.display_name,
+                                      encode=functools.partial(compressed_user_data,
+                                                               limit_bytes=USER_DATA_LIMIT_BYTES, service="ECS"))
         result = ServersResult(instance_ids=[], public_ips=[], private_ips=[])
         for index in range(plan.instance_count):
             server = alicloud.ecs.Instance(
@@ -321,89 +322,53 @@ class AlibabaBackend(CloudBackend):
 
     #### Offline preview ####
 
-    def preview_outputs(self, resource_type: str, name: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        digest = hashlib.sha256(f"{resource_type}\0{name}".encode()).hexdigest()
-        make = _PREVIEW_OUTPUTS.get(resource_type)
-        if make is None:
-            return f"{name}-{digest[:8]}", {}
-        return make(_PreviewContext(name, dict(inputs), digest, self._preview_region(), PREVIEW_ACCOUNT))
-
-    def preview_invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        answer = _PREVIEW_INVOKES.get(token)
-        if answer is None:
-            raise NotImplementedError(f"the Alibaba preview has no answer for {token}; add one to _PREVIEW_INVOKES")
-        return answer(dict(args), self._preview_region())
-
-    def _preview_region(self) -> str:
-        return self.configured_region() or PREVIEW_DEFAULT_REGION
+    def preview_answers(self) -> PreviewAnswers:
+        return PreviewAnswers(resources=_PREVIEW_OUTPUTS, lookups=_PREVIEW_INVOKES,
+                              region=self.configured_region() or PREVIEW_REGION, account=PREVIEW_ACCOUNT)
 
     #### Shared behaviour ####
 
-    def require(self, capability: Capability, *, field: str, fix: str) -> Problem | None:
-        """As for every cloud, plus the settings without which Alibaba cannot provide what was asked for."""
-        problem = super().require(capability, field=field, fix=fix)
-        if problem is not None:
-            return problem
-        if capability is Capability.SECRET_STORE:
-            return _kms_problem(field)
-        if capability is Capability.PRIVATE_CDN_ORIGIN:
-            return _cdn_domain_problem()
-        return None
+    def settings_problem(self, capability: Capability, *, field: str) -> Problem | None:
+        """Secrets need the KMS instance and key (`inferstack-alibaba:`), which have no cloud-neutral meaning."""
+        return _kms_problem(field) if capability is Capability.SECRET_STORE else None
 
 
 #### Helpers: settings ####
 
 
-@dataclass(frozen=True)
-class AlibabaSettings:
-    """The `inferstack-alibaba:` stack config (read at each call: each program run has its own config)."""
-
-    cdn_domain: str | None
-    kms_instance_id: str | None
-    kms_key_id: str | None
-
-
-def settings() -> AlibabaSettings:
+def kms_settings() -> dict[str, str | None]:
+    """The `inferstack-alibaba:` KMS settings by key (read at each call: each program run has its own config)."""
     config = pulumi.Config(CONFIG_NAMESPACE)
-    domain = config.get(CDN_DOMAIN_KEY)
-    return AlibabaSettings(cdn_domain=domain.strip() if domain else None, kms_instance_id=config.get(KMS_INSTANCE_KEY),
-                           kms_key_id=config.get(KMS_KEY_KEY))
+    return {key: (config.get(key) or "").strip() or None for key in KMS_ID_PATTERNS}
 
 
 def _kms_problem(field: str) -> Problem | None:
-    current = settings()
-    missing = [f"{CONFIG_NAMESPACE}:{key}" for key, value in
-               ((KMS_INSTANCE_KEY, current.kms_instance_id), (KMS_KEY_KEY, current.kms_key_id)) if not value]
-    if not missing:
-        return None
-    return Problem(field, f"needs {' and '.join(missing)}: KMS 3.0 keeps secrets in a KMS instance you buy, "
-                   "encrypted with a symmetric key of that instance",
-                   fix=f"pulumi config set {CONFIG_NAMESPACE}:{KMS_INSTANCE_KEY} kst-... and "
-                   f"pulumi config set {CONFIG_NAMESPACE}:{KMS_KEY_KEY} key-... (KMS console), or leave the secrets "
-                   "out")
+    settings = kms_settings()
+    missing = [f"{CONFIG_NAMESPACE}:{key}" for key, value in settings.items() if not value]
+    if missing:
+        return Problem(field, f"needs {' and '.join(missing)}: KMS 3.0 keeps secrets in a KMS instance you buy, "
+                       "encrypted with a symmetric key of that instance",
+                       fix=f"pulumi config set {CONFIG_NAMESPACE}:{KMS_INSTANCE_KEY} kst-... and "
+                       f"pulumi config set {CONFIG_NAMESPACE}:{KMS_KEY_KEY} key-... (KMS console), or leave the "
+                       "secrets out")
+    for key, pattern in KMS_ID_PATTERNS.items():
+        value = settings[key]
+        if value is not None and not re.fullmatch(pattern, value):
+            return Problem(f"{CONFIG_NAMESPACE}:{key}", "is not a KMS id", value=value,
+                           fix=f"copy the id from the KMS console ({pattern.split('-')[0]}-...)")
+    return None
 
 
 def _kms_instance(field: str) -> tuple[str, str]:
+    """The KMS instance and key (checked before anything was created: see `settings_problem`)."""
     problem = _kms_problem(field)
     if problem is not None:
         raise InputError([problem])
-    current = settings()
-    return cast(str, current.kms_instance_id), cast(str, current.kms_key_id)
-
-
-def _cdn_domain_problem() -> Problem | None:
-    domain = settings().cdn_domain
-    if domain is None or _HOSTNAME.match(domain):
-        return None
-    return Problem(f"{CONFIG_NAMESPACE}:{CDN_DOMAIN_KEY}", "is not a domain name CDN can serve", value=domain,
-                   fix="give a lowercase host name you own, e.g. static.example.com (no scheme, no path)")
+    settings = kms_settings()
+    return cast(str, settings[KMS_INSTANCE_KEY]), cast(str, settings[KMS_KEY_KEY])
 
 
 #### Helpers: network and firewall ####
-
-
-def _item(index: int) -> Callable[[Sequence[str]], str]:
-    return lambda items: items[index]
 
 
 def _zones_offering(parent: pulumi.Resource, instance_type: str, count: int) -> pulumi.Output[list[str]]:
@@ -411,15 +376,7 @@ def _zones_offering(parent: pulumi.Resource, instance_type: str, count: int) -> 
     found = alicloud.get_zones_output(available_instance_type=instance_type, available_resource_creation="VSwitch",
                                       opts=invoke_options(parent))
 
-    def first(zones: Sequence[Any]) -> list[str]:
-        ids = sorted(zone.id for zone in zones)
-        if len(ids) < count:
-            raise input_error("plan.zones", f"{instance_type} is on sale in {len(ids)} zone(s) of this region "
-                              f"({', '.join(ids) or 'none'})", value=count,
-                              fix="plan for another region or instance type, or bring your own vSwitches")
-        return ids[:count]
-
-    return found.zones.apply(first)
+    return found.zones.apply(lambda zones: first_zones(sorted(zone.id for zone in zones), count, instance_type))
 
 
 def _only_network_cidr(network_id: str, cidrs: Sequence[str]) -> str:
@@ -499,7 +456,7 @@ def _cdn_domain(parent: pulumi.Resource, name: str, domain: str, bucket: pulumi.
         # Alibaba's free DV certificate, issued once the domain's CNAME points at the CDN.
         certificate_config={"cert_type": "free", "server_certificate_status": "on"}, tags=tags, opts=opts)
     # The origin authorisation is a prerequisite: without the role the CDN's origin requests would be refused.
-    authorised_domain = pulumi.Output.all(cdn.domain_name, _cdn_origin_role(parent)).apply(lambda v: v[0])
+    authorised_domain = pulumi.Output.all(cdn.domain_name, _cdn_origin_role(parent, name)).apply(lambda v: v[0])
     functions = {"private-origin": ("l2_oss_key", {"private_oss_auth": "on"}),
                  "https-only": ("https_force", {"enable": "on", "https_rewrite": CDN_TLS_REDIRECT})}
     for label, (function, arguments) in functions.items():
@@ -509,12 +466,12 @@ def _cdn_domain(parent: pulumi.Resource, name: str, domain: str, bucket: pulumi.
     return pulumi.Output.concat("https://", cdn.domain_name)
 
 
-def _cdn_origin_role(parent: pulumi.Resource) -> StrOutput:
+def _cdn_origin_role(parent: pulumi.Resource, name: str) -> StrOutput:
     found = alicloud.ram.get_roles_output(name_regex=f"^{CDN_ORIGIN_ROLE}$", opts=invoke_options(parent))
 
     def present(names: Sequence[str]) -> str:
         if CDN_ORIGIN_ROLE not in names:
-            raise input_error(f"{CONFIG_NAMESPACE}:{CDN_DOMAIN_KEY}", f"needs the account's {CDN_ORIGIN_ROLE}, "
+            raise input_error(f"{name}.domain", f"needs the account's {CDN_ORIGIN_ROLE}, "
                               "which CDN uses to read private buckets",
                               fix="authorise it once: CDN console, domain, origin settings, private OSS bucket "
                               "origin, 'authorize' (docs/deploy-alibaba.md)")
@@ -563,52 +520,22 @@ def _current_region(parent: pulumi.Resource) -> StrOutput:
     return found.regions.apply(lambda regions: str(regions[0].id))
 
 
-def _wrong_region(plan: DeploymentPlan, region: str) -> str:
-    raise input_error("plan", f"was made for region {plan.region} but the Alibaba provider deploys to {region}",
-                      fix=f"plan for {region}, or give the component a provider for {plan.region}")
-
-
-def compressed_user_data(text: str) -> str:
-    """User data as ECS takes it: Base64 of deterministic gzip (an unchanged bootstrap never replaces a server)."""
-    encoded = user_data_gzip_base64(text)
-    if len(encoded) > USER_DATA_LIMIT_BYTES:
-        raise input_error("bootstrap", f"compresses to {len(encoded)} bytes of Base64 user data; ECS accepts "
-                          f"{USER_DATA_LIMIT_BYTES}", value=f"{len(text.encode())} bytes uncompressed",
-                          fix="move large files out of the cloud-config (fetch them from the model bucket)")
-    return encoded
-
-
 #### Helpers: offline preview ####
 
 PREVIEW_ACCOUNT = "1234567890123456"  # a placeholder in the shape of an Alibaba account id (16 digits)
-PREVIEW_DEFAULT_REGION = "ap-southeast-1"  # the region the catalog prices Alibaba in
+PREVIEW_REGION = "ap-southeast-1"  # the region the catalog prices Alibaba in
 PREVIEW_IMAGE_ID = "ubuntu_22_04_x64_20G_alibase_preview.vhd"  # the system images' naming, with no real date
 PREVIEW_IMAGE_GIB = 20
 
 
-@dataclass(frozen=True)
-class _PreviewContext:
-    name: str
-    inputs: dict[str, Any]
-    digest: str
-    region: str
-    account: str
-
-    def resource_id(self, prefix: str) -> str:
-        return f"{prefix}-{self.digest[:20]}"
+def _resource_id(c: PreviewContext, prefix: str) -> str:
+    return f"{prefix}-{c.digest[:20]}"
 
 
-def _instance_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
-    host = int(c.digest[:4], 16)
-    # Documentation address ranges (RFC 5737 TEST-NET-3) for public IPs; private IPs from our network range.
-    return c.resource_id("i"), {"publicIp": f"203.0.113.{host % 254 + 1}",
-                                "privateIp": f"10.64.{host % 16}.{host % 250 + 4}"}
-
-
-_PREVIEW_OUTPUTS: dict[str, Callable[[_PreviewContext], tuple[str, dict[str, Any]]]] = {
-    "alicloud:vpc/network:Network": lambda c: (c.resource_id("vpc"), {}),
-    "alicloud:vpc/switch:Switch": lambda c: (c.resource_id("vsw"), {}),
-    "alicloud:ecs/securityGroup:SecurityGroup": lambda c: (c.resource_id("sg"), {}),
+_PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
+    "alicloud:vpc/network:Network": lambda c: (_resource_id(c, "vpc"), {}),
+    "alicloud:vpc/switch:Switch": lambda c: (_resource_id(c, "vsw"), {}),
+    "alicloud:ecs/securityGroup:SecurityGroup": lambda c: (_resource_id(c, "sg"), {}),
     "alicloud:oss/bucket:Bucket": lambda c: (c.inputs["bucket"], {
         "extranetEndpoint": f"oss-{c.region}.aliyuncs.com", "intranetEndpoint": f"oss-{c.region}-internal.aliyuncs.com",
         "location": f"oss-{c.region}"}),
@@ -618,7 +545,8 @@ _PREVIEW_OUTPUTS: dict[str, Callable[[_PreviewContext], tuple[str, dict[str, Any
         "arn": f"acs:ram::{c.account}:role/{c.inputs['roleName']}", "roleId": c.digest[:19]}),
     "alicloud:ram/policy:Policy": lambda c: (c.inputs["policyName"], {}),
     "alicloud:cdn/domainNew:DomainNew": lambda c: (c.inputs["domainName"], {}),
-    "alicloud:ecs/instance:Instance": _instance_outputs,
+    "alicloud:ecs/instance:Instance": lambda c: (_resource_id(c, "i"), {"publicIp": c.public_ip,
+                                                                       "privateIp": c.private_ip}),
 }
 
 
@@ -628,24 +556,24 @@ def _preview_zones(region: str) -> list[str]:
     return [f"{region}{separator}{letter}" for letter in "abc"]
 
 
-_PREVIEW_INVOKES: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
-    "alicloud:index/getCallerIdentity:getCallerIdentity": lambda a, region: {
-        "accountId": PREVIEW_ACCOUNT, "arn": f"acs:ram::{PREVIEW_ACCOUNT}:root", "id": PREVIEW_ACCOUNT,
+_PREVIEW_INVOKES: dict[str, PreviewLookup] = {
+    "alicloud:index/getCallerIdentity:getCallerIdentity": lambda a, c: {
+        "accountId": c.account, "arn": f"acs:ram::{c.account}:root", "id": c.account,
         "identityType": "Account"},
-    "alicloud:index/getRegions:getRegions": lambda a, region: {
-        "regions": [{"id": region, "regionId": region, "localName": region}], "ids": [region], "id": region},
-    "alicloud:index/getZones:getZones": lambda a, region: {
-        "zones": [{"id": zone, "localName": zone} for zone in _preview_zones(region)],
-        "ids": _preview_zones(region), "id": region},
-    "alicloud:ecs/getImages:getImages": lambda a, region: {
+    "alicloud:index/getRegions:getRegions": lambda a, c: {
+        "regions": [{"id": c.region, "regionId": c.region, "localName": c.region}], "ids": [c.region], "id": c.region},
+    "alicloud:index/getZones:getZones": lambda a, c: {
+        "zones": [{"id": zone, "localName": zone} for zone in _preview_zones(c.region)],
+        "ids": _preview_zones(c.region), "id": c.region},
+    "alicloud:ecs/getImages:getImages": lambda a, c: {
         "images": [{"id": PREVIEW_IMAGE_ID, "imageId": PREVIEW_IMAGE_ID, "size": PREVIEW_IMAGE_GIB,
-                    "architecture": "x86_64", "osType": "linux"}], "ids": [PREVIEW_IMAGE_ID], "id": region},
-    "alicloud:ram/getRoles:getRoles": lambda a, region: {
+                    "architecture": "x86_64", "osType": "linux"}], "ids": [PREVIEW_IMAGE_ID], "id": c.region},
+    "alicloud:ram/getRoles:getRoles": lambda a, c: {
         "roles": [{"id": "300000000000000001", "name": CDN_ORIGIN_ROLE,
-                   "arn": f"acs:ram::{PREVIEW_ACCOUNT}:role/{CDN_ORIGIN_ROLE.lower()}"}],
+                   "arn": f"acs:ram::{c.account}:role/{CDN_ORIGIN_ROLE.lower()}"}],
         "names": [CDN_ORIGIN_ROLE], "ids": ["300000000000000001"], "id": CDN_ORIGIN_ROLE},
     # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
-    "alicloud:vpc/getNetworks:getNetworks": lambda a, region: {
+    "alicloud:vpc/getNetworks:getNetworks": lambda a, c: {
         "vpcs": [{"id": vpc_id, "cidrBlock": "10.0.0.0/16", "vpcId": vpc_id} for vpc_id in a.get("ids", [])],
-        "ids": a.get("ids", []), "id": region},
+        "ids": a.get("ids", []), "id": c.region},
 }

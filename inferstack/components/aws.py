@@ -5,10 +5,8 @@ Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same o
 
 from __future__ import annotations
 
-import base64
-import gzip
+import functools
 import hashlib
-import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +17,15 @@ import pulumi
 import pulumi_aws as aws
 
 from inferstack.components.core import (
+    ACCESS_LOG_DAYS,
+    INCOMPLETE_UPLOAD_DAYS,
+    NETWORK_CIDR,
+    NONCURRENT_VERSION_DAYS,
+    NONCURRENT_VERSIONS_KEPT,
+    SUBNET_RANGES,
+    WEB_EGRESS_PORTS,
     Capability,
+    CertificateRule,
     CloudBackend,
     FirewallRequest,
     FirewallResult,
@@ -29,6 +35,10 @@ from inferstack.components.core import (
     ModelStoreResult,
     NetworkRequest,
     NetworkResult,
+    PreviewAnswers,
+    PreviewContext,
+    PreviewLookup,
+    PreviewResource,
     SecretsRequest,
     SecretsResult,
     ServersRequest,
@@ -37,21 +47,20 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    checked_user_data,
     child_options,
+    compressed_user_data,
+    first_zones,
     invoke_options,
+    nth,
     register_backend,
     slug,
     supported,
     unique_name,
 )
-from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan
 
 #### Constants ####
-
-# An uncommon private range, so that peering with a VPC built from the usual 10.0.0.0/16 does not clash.
-NETWORK_CIDR = "10.64.0.0/16"
-SUBNET_PREFIX_LENGTH = 20  # 4,091 usable addresses per zone
 
 # EC2 API limit: user data is at most 16 KB before base64 encoding. The cloud-config is sent gzip-compressed
 # (cloud-init decompresses it), which is what keeps a full bootstrap under the limit.
@@ -60,12 +69,6 @@ USER_DATA_LIMIT_BYTES = 16 * 1024
 # Hop limit 1: only the host reaches the metadata service; a container on a bridge network cannot borrow the
 # server's credentials. The bootstrap therefore fetches the model and secrets on the host.
 METADATA_HOP_LIMIT = 1
-
-# Retention choices (not AWS limits): roll back a model within a month; keep a year of access logs.
-NONCURRENT_VERSION_DAYS = 30
-NONCURRENT_VERSIONS_KEPT = 3
-INCOMPLETE_UPLOAD_DAYS = 7
-ACCESS_LOG_DAYS = 365
 
 # Images, resolved at deploy time from public SSM parameters (AWS DLAMI guide "Finding the ID of a DLAMI";
 # Canonical's Ubuntu parameters). Both are Ubuntu 22.04, so the bootstrap targets one OS.
@@ -87,11 +90,9 @@ SESSION_MANAGER_ACTIONS = [
     "ssmmessages:OpenDataChannel",
 ]
 
-# Egress the bootstrap needs: HTTPS (S3, SSM, model hub, container registries, NVIDIA) and HTTP (Ubuntu
-# mirrors serve apt over HTTP; packages are signed). DNS and NTP to the VPC resolver are not filtered.
-EGRESS_PORTS = {"https": 443, "http": 80}
-
 CACHE_POLICY_NAME = "Managed-CachingOptimized"
+# With your own domain: SNI (no dedicated-IP fee) and the oldest TLS version CloudFront's current policies allow.
+CUSTOM_DOMAIN_TLS_POLICY = "TLSv1.2_2021"
 
 
 @register_backend
@@ -103,19 +104,30 @@ class AwsBackend(CloudBackend):
     region_config_key = "aws:region"
     capabilities: ClassVar[Mapping[Capability, Support]] = {
         Capability.METADATA_HARDENING: supported("IMDSv2 required (http_tokens=required), hop limit 1"),
-        Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported("S3 Block Public Access, all four settings on"),
+        Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported("S3 Block Public Access, all four settings on; ACLs off "
+                                                         "(BucketOwnerEnforced)"),
+        Capability.TLS_ONLY_STORAGE: supported("bucket policy denies every request with aws:SecureTransport=false"),
         Capability.PRIVATE_CDN_ORIGIN: supported("CloudFront Origin Access Control; bucket policy names the "
                                                  "distribution"),
+        Capability.CDN_DEFAULT_HOSTNAME: supported("CloudFront's *.cloudfront.net name with its certificate; your "
+                                                   "own domain takes an ACM certificate in us-east-1"),
         Capability.PREFIX_SCOPED_GRANTS: supported("IAM: s3:GetObject on bucket/prefix*, s3:ListBucket with an "
                                                    "s3:prefix condition"),
         Capability.MANAGED_SHELL: supported("SSM Session Manager; no key pair, port 22 closed"),
-        Capability.SECRET_STORE: supported("SSM Parameter Store SecureString, read by ARN"),
+        Capability.SECRET_STORE: supported("SSM Parameter Store SecureString, read by name at boot"),
+        Capability.SECRET_SCOPED_GRANTS: supported("IAM: ssm:GetParameter on the ARNs of the server's own "
+                                                   "parameters"),
         Capability.TERMINATION_PROTECTION: supported("EC2 disable_api_termination"),
         Capability.DRIVER_READY_IMAGE: supported("Deep Learning Base OSS Nvidia Driver GPU AMI via SSM parameter"),
         Capability.LOCAL_NVME_CACHE: supported("instance-store NVMe is exposed by Nitro types; the DLAMI mounts "
                                                "it at /opt/dlami/nvme"),
         Capability.SPOT_CAPACITY: supported("one-time spot request, terminated on interruption"),
     }
+    assets_certificate = CertificateRule(
+        kind="the ARN of an ACM certificate in us-east-1 that covers the domain (CloudFront takes certificates from "
+             "that region only)",
+        pattern=r"arn:aws:acm:us-east-1:\d{12}:certificate/[0-9a-f-]{36}",
+        example="arn:aws:acm:us-east-1:123456789012:certificate/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0")
 
     #### Region ####
 
@@ -136,12 +148,11 @@ class AwsBackend(CloudBackend):
                                     routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}],
                                     tags=_named(request.tags, f"{name}-public"), opts=opts)
         zones = _zones_offering(parent, request.instance_type, request.zones)
-        ranges = list(ipaddress.ip_network(NETWORK_CIDR).subnets(new_prefix=SUBNET_PREFIX_LENGTH))
         subnet_ids = []
         for index in range(request.zones):
             subnet = aws.ec2.Subnet(
-                f"{name}-subnet-{index}", vpc_id=vpc.id, cidr_block=str(ranges[index]),
-                availability_zone=zones.apply(_item(index)), map_public_ip_on_launch=True,
+                f"{name}-subnet-{index}", vpc_id=vpc.id, cidr_block=SUBNET_RANGES[index],
+                availability_zone=zones.apply(nth(index)), map_public_ip_on_launch=True,
                 tags=_named(request.tags, f"{name}-subnet-{index}"), opts=opts)
             aws.ec2.RouteTableAssociation(f"{name}-subnet-{index}-routes", subnet_id=subnet.id,
                                           route_table_id=routes.id, opts=opts)
@@ -164,14 +175,12 @@ class AwsBackend(CloudBackend):
             f"{name}-sg", vpc_id=request.network_id,
             description="inferstack inference server: API to allowed networks, metrics inside the VPC",
             tags=_named(request.tags, f"{name}-sg"), opts=opts)
-        api_sources: list[tuple[str, pulumi.Input[str]]] = (
-            [(slug(cidr), cidr) for cidr in request.allowed_cidrs] or [("network", request.network_cidr)])
-        for label, cidr in api_sources:
+        for label, cidr in request.api_sources():
             _ingress(f"{name}-api-{label}", group, request.serving_port, cidr, "inference API", request.tags, opts)
-        if request.metrics_port is not None and request.metrics_port != request.serving_port:
+        if request.metrics_port is not None:
             _ingress(f"{name}-metrics", group, request.metrics_port, request.network_cidr, "metrics, VPC only",
                      request.tags, opts)
-        for label, port in EGRESS_PORTS.items():
+        for label, port in WEB_EGRESS_PORTS.items():
             aws.vpc.SecurityGroupEgressRule(
                 f"{name}-egress-{label}", security_group_id=group.id, ip_protocol="tcp", from_port=port,
                 to_port=port, cidr_ipv4="0.0.0.0/0", description=f"{label} for drivers, packages, models",
@@ -212,16 +221,25 @@ class AwsBackend(CloudBackend):
             description="inferstack static assets: CloudFront signs requests to the private bucket",
             origin_access_control_origin_type="s3", signing_behavior="always", signing_protocol="sigv4", opts=opts)
         cache_policy = aws.cloudfront.get_cache_policy_output(name=CACHE_POLICY_NAME, opts=invoke_options(parent))
+        certificate: aws.cloudfront.DistributionViewerCertificateArgsDict = {"cloudfront_default_certificate": True}
+        if request.domain is not None:
+            certificate = {"acm_certificate_arn": request.certificate, "ssl_support_method": "sni-only",
+                           "minimum_protocol_version": CUSTOM_DOMAIN_TLS_POLICY}
         distribution = aws.cloudfront.Distribution(
             f"{name}-cdn", enabled=True, is_ipv6_enabled=True, http_version="http2and3",
             price_class="PriceClass_100", default_root_object="index.html", comment=f"inferstack {name}"[:128],
+            aliases=[request.domain] if request.domain else None,
             origins=[{"origin_id": "assets", "domain_name": origin_domain, "origin_access_control_id": access.id}],
             default_cache_behavior={
                 "target_origin_id": "assets", "viewer_protocol_policy": "https-only", "compress": True,
                 "allowed_methods": ["GET", "HEAD"], "cached_methods": ["GET", "HEAD"],
                 "cache_policy_id": cache_policy.id},
             restrictions={"geo_restriction": {"restriction_type": "none"}},
-            viewer_certificate={"cloudfront_default_certificate": True}, tags=request.tags, opts=opts)
+            viewer_certificate=certificate, tags=request.tags, opts=opts)
+        if request.domain is not None:
+            # DNS stays yours: say where the domain must point.
+            distribution.domain_name.apply(lambda target: pulumi.log.info(
+                f"{name}: point {request.domain} at {target} (a CNAME, or a Route 53 alias record)", resource=parent))
 
         def cdn_read(arn: pulumi.Input[str]) -> list[dict[str, Any]]:
             return [{"Sid": "CloudFrontReadsThisBucket", "Effect": "Allow",
@@ -235,8 +253,8 @@ class AwsBackend(CloudBackend):
             required_policy = pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": cdn_read(bucket_arn)})
         else:
             _bucket_policy(parent, f"{name}-bucket", bucket, cdn_read)
-        return StaticAssetsResult(bucket=bucket_id, url=pulumi.Output.concat("https://", distribution.domain_name),
-                                  required_bucket_policy=required_policy)
+        url = pulumi.Output.concat("https://", request.domain or distribution.domain_name)
+        return StaticAssetsResult(bucket=bucket_id, url=url, required_bucket_policy=required_policy)
 
     #### Secrets and identity ####
 
@@ -287,11 +305,10 @@ class AwsBackend(CloudBackend):
     def create_servers(self, parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult:
         plan = request.plan
         image = _server_image(parent, plan)
-        # The provider's region, as resolved for this component (an explicit provider in opts included): the
-        # boot script reads the bucket and the secrets in the plan's region.
-        region = aws.get_region_output(opts=invoke_options(parent)).region
-        user_data = pulumi.Output.all(request.user_data, region).apply(
-            lambda texts: compressed_user_data(texts[0]) if texts[1] == plan.region else _wrong_region(plan, texts[1]))
+        user_data = checked_user_data(
+            plan, request.user_data, aws.get_region_output(opts=invoke_options(parent)).region,
+            provider=self.display_name, encode=functools.partial(
+                compressed_user_data, limit_bytes=USER_DATA_LIMIT_BYTES, service="EC2"))
         spot: aws.ec2.InstanceInstanceMarketOptionsArgsDict = {"market_type": "spot", "spot_options": {
             "spot_instance_type": "one-time", "instance_interruption_behavior": "terminate"}}
         result = ServersResult(instance_ids=[], public_ips=[], private_ips=[])
@@ -319,19 +336,9 @@ class AwsBackend(CloudBackend):
 
     #### Offline preview ####
 
-    def preview_outputs(self, resource_type: str, name: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        region = self.configured_region() or "us-east-1"
-        digest = hashlib.sha256(f"{resource_type}\0{name}".encode()).hexdigest()
-        make = _PREVIEW_OUTPUTS.get(resource_type)
-        if make is None:
-            return f"{name}-{digest[:8]}", {}
-        return make(_PreviewContext(name, dict(inputs), digest, region, PREVIEW_ACCOUNT))
-
-    def preview_invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        answer = _PREVIEW_INVOKES.get(token)
-        if answer is None:
-            raise NotImplementedError(f"the AWS preview has no answer for {token}; add one to _PREVIEW_INVOKES")
-        return answer(dict(args), self.configured_region() or "us-east-1")
+    def preview_answers(self) -> PreviewAnswers:
+        return PreviewAnswers(resources=_PREVIEW_OUTPUTS, lookups=_PREVIEW_INVOKES,
+                              region=self.configured_region() or PREVIEW_REGION, account=PREVIEW_ACCOUNT)
 
 
 #### Helpers: network and firewall ####
@@ -342,24 +349,13 @@ def _named(tags: Mapping[str, str], name: str) -> dict[str, str]:
     return {**tags, "Name": name}
 
 
-def _item(index: int) -> Callable[[Sequence[str]], str]:
-    return lambda items: items[index]
-
-
 def _zones_offering(parent: pulumi.Resource, instance_type: str, count: int) -> pulumi.Output[list[str]]:
     """The first `count` zones (by name) that offer the machine type: not every zone has every GPU."""
     offerings = aws.ec2.get_instance_type_offerings_output(
         location_type="availability-zone", filters=[{"name": "instance-type", "values": [instance_type]}],
         opts=invoke_options(parent))
 
-    def first(zones: Sequence[str]) -> list[str]:
-        if len(zones) < count:
-            raise input_error("plan.zones", f"{instance_type} is offered in {len(zones)} zone(s) of this region "
-                              f"({', '.join(sorted(zones)) or 'none'})", value=count,
-                              fix="plan for another region or instance type, or bring your own subnets")
-        return sorted(zones)[:count]
-
-    return offerings.locations.apply(first)
+    return offerings.locations.apply(lambda zones: first_zones(sorted(zones), count, instance_type))
 
 
 def _ingress(resource_name: str, group: aws.ec2.SecurityGroup, port: int, cidr: pulumi.Input[str], purpose: str,
@@ -471,74 +467,49 @@ def _root_snapshot_gib(root_device: str, mappings: Sequence[Any]) -> int:
     return 0
 
 
-def _wrong_region(plan: DeploymentPlan, region: str) -> str:
-    raise input_error("plan", f"was made for region {plan.region} but the AWS provider deploys to {region}",
-                      fix=f"plan for {region}, or give the component a provider for {plan.region}")
-
-
-def compressed_user_data(text: str) -> str:
-    """User data as EC2 takes it: gzip (deterministic, so an unchanged bootstrap never replaces a server), base64."""
-    packed = gzip.compress(text.encode(), compresslevel=9, mtime=0)
-    if len(packed) > USER_DATA_LIMIT_BYTES:
-        raise input_error("bootstrap", f"compresses to {len(packed)} bytes of user data; EC2 accepts "
-                          f"{USER_DATA_LIMIT_BYTES}", value=f"{len(text.encode())} bytes uncompressed",
-                          fix="move large files out of the cloud-config (fetch them from the model bucket)")
-    return base64.b64encode(packed).decode()
-
-
 #### Helpers: offline preview ####
 
 PREVIEW_ACCOUNT = "123456789012"  # the account id AWS documentation uses in examples
+PREVIEW_REGION = "us-east-1"
 
 
-@dataclass(frozen=True)
-class _PreviewContext:
-    name: str
-    inputs: dict[str, Any]
-    digest: str
-    region: str
-    account: str
-
-    def arn(self, service: str, resource: str, *, regional: bool = True) -> str:
-        return f"arn:aws:{service}:{self.region if regional else ''}:{self.account}:{resource}"
+def _arn(c: PreviewContext, service: str, resource: str) -> str:
+    return f"arn:aws:{service}:{c.region}:{c.account}:{resource}"
 
 
-def _bucket_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
+def _bucket_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
     bucket = c.inputs.get("bucket") or f"{c.name}-{c.digest[:8]}"
     return bucket, {"bucket": bucket, "arn": f"arn:aws:s3:::{bucket}",
                     "bucketRegionalDomainName": f"{bucket}.s3.{c.region}.amazonaws.com"}
 
 
-def _auto_named(prefix: str) -> Callable[[_PreviewContext], tuple[str, dict[str, Any]]]:
+def _auto_named(prefix: str) -> Callable[[PreviewContext], tuple[str, dict[str, Any]]]:
     """IAM names are generated by the provider (name + random suffix); the preview imitates that."""
-    def make(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
+    def make(c: PreviewContext) -> tuple[str, dict[str, Any]]:
         generated = f"{c.name}-{c.digest[:7]}"
         return generated, {"name": generated, "arn": f"arn:aws:iam::{c.account}:{prefix}/{generated}"}
     return make
 
 
-def _instance_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
-    host = int(c.digest[:4], 16)
-    # Documentation address ranges (RFC 5737 TEST-NET-3) for public IPs; private IPs from our network range.
-    return f"i-0{c.digest[:16]}", {"publicIp": f"203.0.113.{host % 254 + 1}",
-                                    "privateIp": f"10.64.{host % 16}.{host % 250 + 4}",
-                                    "arn": c.arn("ec2", f"instance/i-0{c.digest[:16]}")}
+def _instance_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    return f"i-0{c.digest[:16]}", {"publicIp": c.public_ip, "privateIp": c.private_ip,
+                                    "arn": _arn(c, "ec2", f"instance/i-0{c.digest[:16]}")}
 
 
-_PREVIEW_OUTPUTS: dict[str, Callable[[_PreviewContext], tuple[str, dict[str, Any]]]] = {
-    "aws:ec2/vpc:Vpc": lambda c: (f"vpc-0{c.digest[:16]}", {"arn": c.arn("ec2", f"vpc/vpc-0{c.digest[:16]}")}),
+_PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
+    "aws:ec2/vpc:Vpc": lambda c: (f"vpc-0{c.digest[:16]}", {"arn": _arn(c, "ec2", f"vpc/vpc-0{c.digest[:16]}")}),
     "aws:ec2/subnet:Subnet": lambda c: (f"subnet-0{c.digest[:16]}", {}),
     "aws:ec2/internetGateway:InternetGateway": lambda c: (f"igw-0{c.digest[:16]}", {}),
     "aws:ec2/routeTable:RouteTable": lambda c: (f"rtb-0{c.digest[:16]}", {}),
     "aws:ec2/routeTableAssociation:RouteTableAssociation": lambda c: (f"rtbassoc-0{c.digest[:16]}", {}),
     "aws:ec2/vpcEndpoint:VpcEndpoint": lambda c: (f"vpce-0{c.digest[:16]}", {}),
     "aws:ec2/securityGroup:SecurityGroup": lambda c: (f"sg-0{c.digest[:16]}", {
-        "arn": c.arn("ec2", f"security-group/sg-0{c.digest[:16]}")}),
+        "arn": _arn(c, "ec2", f"security-group/sg-0{c.digest[:16]}")}),
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": lambda c: (f"sgr-0{c.digest[:16]}", {}),
     "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": lambda c: (f"sgr-0{c.digest[:16]}", {}),
     "aws:s3/bucket:Bucket": _bucket_outputs,
     "aws:ssm/parameter:Parameter": lambda c: (c.inputs["name"], {
-        "arn": c.arn("ssm", "parameter" + c.inputs["name"])}),
+        "arn": _arn(c, "ssm", "parameter" + c.inputs["name"])}),
     "aws:iam/role:Role": _auto_named("role"),
     "aws:iam/instanceProfile:InstanceProfile": _auto_named("instance-profile"),
     "aws:cloudfront/originAccessControl:OriginAccessControl": lambda c: (f"E{c.digest[:13].upper()}", {}),
@@ -556,33 +527,33 @@ def _preview_architectures(instance_type: str) -> list[str]:
     return ["arm64"] if re.fullmatch(r"[a-z]+\d+[a-z]*g[a-z]*", family) else ["x86_64", "i386"]
 
 
-_PREVIEW_INVOKES: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
-    "aws:index/getCallerIdentity:getCallerIdentity": lambda a, region: {
-        "accountId": PREVIEW_ACCOUNT, "arn": f"arn:aws:iam::{PREVIEW_ACCOUNT}:user/preview",
-        "id": PREVIEW_ACCOUNT, "userId": "AIDAPREVIEW"},
-    "aws:index/getRegion:getRegion": lambda a, region: {
-        "region": region, "name": region, "id": region, "endpoint": f"ec2.{region}.amazonaws.com",
-        "description": region},
-    "aws:index/getPartition:getPartition": lambda a, region: {
+_PREVIEW_INVOKES: dict[str, PreviewLookup] = {
+    "aws:index/getCallerIdentity:getCallerIdentity": lambda a, c: {
+        "accountId": c.account, "arn": f"arn:aws:iam::{c.account}:user/preview", "id": c.account,
+        "userId": "AIDAPREVIEW"},
+    "aws:index/getRegion:getRegion": lambda a, c: {
+        "region": c.region, "name": c.region, "id": c.region, "endpoint": f"ec2.{c.region}.amazonaws.com",
+        "description": c.region},
+    "aws:index/getPartition:getPartition": lambda a, c: {
         "partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws", "reverseDnsPrefix": "com.amazonaws"},
-    "aws:ec2/getInstanceType:getInstanceType": lambda a, region: {
+    "aws:ec2/getInstanceType:getInstanceType": lambda a, c: {
         "instanceType": a["instanceType"], "supportedArchitectures": _preview_architectures(a["instanceType"])},
-    "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": lambda a, region: {
-        "locations": [f"{region}{zone}" for zone in "abc"], "locationTypes": ["availability-zone"] * 3,
-        "instanceTypes": a["filters"][0]["values"] * 3, "id": region},
-    "aws:ssm/getParameter:getParameter": lambda a, region: {
+    "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": lambda a, c: {
+        "locations": [f"{c.region}{zone}" for zone in "abc"], "locationTypes": ["availability-zone"] * 3,
+        "instanceTypes": a["filters"][0]["values"] * 3, "id": c.region},
+    "aws:ssm/getParameter:getParameter": lambda a, c: {
         "name": a["name"], "type": "String", "version": 1, "id": a["name"],
         "value": "ami-0" + hashlib.sha256(a["name"].encode()).hexdigest()[:16],
-        "insecureValue": "", "arn": f"arn:aws:ssm:{region}::parameter{a['name']}"},
+        "insecureValue": "", "arn": f"arn:aws:ssm:{c.region}::parameter{a['name']}"},
     # The root snapshot size is a placeholder smaller than any plan's disk, so the plan decides the preview.
-    "aws:ec2/getAmi:getAmi": lambda a, region: {
+    "aws:ec2/getAmi:getAmi": lambda a, c: {
         "id": a["filters"][0]["values"][0], "rootDeviceName": "/dev/sda1",
         "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"volume_size": "8"}}]},
-    "aws:cloudfront/getCachePolicy:getCachePolicy": lambda a, region: {
+    "aws:cloudfront/getCachePolicy:getCachePolicy": lambda a, c: {
         "id": "658327ea-f89d-4fab-a63d-7e88639e58f6", "name": a["name"]},
     # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
-    "aws:ec2/getVpc:getVpc": lambda a, region: {"id": a["id"], "cidrBlock": "10.0.0.0/16"},
-    "aws:s3/getBucket:getBucket": lambda a, region: {
+    "aws:ec2/getVpc:getVpc": lambda a, c: {"id": a["id"], "cidrBlock": "10.0.0.0/16"},
+    "aws:s3/getBucket:getBucket": lambda a, c: {
         "id": a["bucket"], "bucket": a["bucket"], "arn": f"arn:aws:s3:::{a['bucket']}",
-        "bucketRegionalDomainName": f"{a['bucket']}.s3.{region}.amazonaws.com"},
+        "bucketRegionalDomainName": f"{a['bucket']}.s3.{c.region}.amazonaws.com"},
 }

@@ -8,17 +8,21 @@ they validate their arguments, then call the backend's methods; they never branc
 A backend method receives the component that parents the resources it creates, the component's name (every
 child is named `f"{name}-<role>"`, so two servers in one stack never collide) and a frozen request record. It
 returns a result record of Outputs. Requests and results are the contract between components and clouds.
+
+What is the same logic on every cloud lives here too, once: the network range and retention choices, gzip'd user
+data checked against the plan's region, zone selection, and the offline preview's answers (`PreviewAnswers`).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib
 import importlib.util
 import ipaddress
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import cache
@@ -27,6 +31,7 @@ from typing import Any, ClassVar, TypeVar
 import pulumi
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
+from inferstack.bootstrap.render import user_data_gzip
 from inferstack.errors import InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
 from inferstack.spec import CLOUDS, Cloud, problems_from_validation
@@ -40,15 +45,22 @@ class Capability(str, Enum):
     METADATA_HARDENING = "metadata-hardening"
     """The instance metadata service demands session tokens, so an SSRF cannot read the server's credentials."""
     BUCKET_PUBLIC_ACCESS_BLOCK = "bucket-public-access-block"
-    """A bucket setting that rejects public ACLs and policies, whatever is written later."""
+    """A bucket setting that rejects public ACLs and policies, whatever is written later; with it no ACL can open a
+    bucket (ACLs are off, or public ones are ignored)."""
+    TLS_ONLY_STORAGE = "tls-only-storage"
+    """Each bucket refuses requests made over plain HTTP, by a setting or policy of its own."""
     PRIVATE_CDN_ORIGIN = "private-cdn-origin"
     """The CDN reads a private bucket with its own identity; the bucket never becomes public."""
+    CDN_DEFAULT_HOSTNAME = "cdn-default-hostname"
+    """The CDN serves HTTPS on a hostname of its own, so static assets need no domain (`assets_domain`)."""
     PREFIX_SCOPED_GRANTS = "prefix-scoped-grants"
     """The server's identity can be limited to one prefix of one bucket."""
     MANAGED_SHELL = "managed-shell"
     """Operators get a shell through the cloud's API, so no SSH port is opened."""
     SECRET_STORE = "secret-store"
     """Secrets live in a managed store and are read by the server at boot, never placed in user data."""
+    SECRET_SCOPED_GRANTS = "secret-scoped-grants"
+    """The server's identity can be limited to reading its own secrets, each named in the grant."""
     TERMINATION_PROTECTION = "termination-protection"
     """Production servers cannot be deleted by an API call until the flag is lifted."""
     DRIVER_READY_IMAGE = "driver-ready-image"
@@ -73,6 +85,17 @@ def supported(how: str) -> Support:
 
 def unsupported(why: str) -> Support:
     return Support(False, why)
+
+
+@dataclass(frozen=True)
+class CertificateRule:
+    """What `assets_certificate` names on a cloud whose CDN serves your domain with a certificate you hold."""
+
+    kind: str
+    """What the value is, e.g. "the ARN of an ACM certificate in us-east-1 that covers the domain"."""
+    pattern: str
+    """A regular expression the whole value matches."""
+    example: str
 
 
 #### Requests and results: the contract between components and clouds ####
@@ -104,9 +127,14 @@ class FirewallRequest:
     """Traffic from inside the network (metrics, and the API when no CIDR is allowed)."""
     serving_port: int
     metrics_port: int | None
+    """A metrics port of its own, opened to the network only; None when metrics share the serving port."""
     allowed_cidrs: tuple[str, ...]
     """Normalised CIDRs that may reach the serving port; empty keeps it network-only."""
     tags: Mapping[str, str]
+
+    def api_sources(self) -> list[tuple[str, pulumi.Input[str]]]:
+        """(label, CIDR) of each network the serving port opens to: the allowed CIDRs, or else the server's network."""
+        return [(slug(cidr), cidr) for cidr in self.allowed_cidrs] or [("network", self.network_cidr)]
 
 
 @dataclass(frozen=True)
@@ -136,6 +164,12 @@ class StaticAssetsRequest:
     existing_bucket: pulumi.Input[str] | None
     """Serve this bucket instead of creating one (nothing is created for it)."""
     logs_bucket: pulumi.Input[str] | None
+    domain: str | None
+    """The domain the CDN serves (checked: a lowercase DNS name); None only where the CDN has a hostname of its own
+    (Capability.CDN_DEFAULT_HOSTNAME)."""
+    certificate: str | None
+    """The domain's certificate in the cloud's certificate service (checked against `assets_certificate`); None
+    where the cloud issues one itself, or without a domain."""
     force_destroy: bool
     tags: Mapping[str, str]
 
@@ -189,6 +223,9 @@ class ServersRequest:
     firewall_ids: Sequence[pulumi.Input[str]]
     attachment: pulumi.Input[str]
     user_data: StrOutput
+    public_endpoint: bool
+    """The API is open beyond private networks (an allowed CIDR is public). A cloud whose servers otherwise have
+    no public address (Huawei: egress through NAT) gives each one."""
     tags: Mapping[str, str]
 
 
@@ -198,6 +235,61 @@ class ServersResult:
     public_ips: list[StrOutput]
     """Empty string for a server without a public address."""
     private_ips: list[StrOutput]
+
+
+#### Offline preview answers ####
+
+PreviewResource = Callable[["PreviewContext"], tuple[str, dict[str, Any]]]
+"""A registered resource's realistic (id, computed outputs)."""
+PreviewLookup = Callable[[dict[str, Any], "PreviewContext"], dict[str, Any]]
+"""A data-source lookup's realistic answer, from its arguments (camelCase, as the provider sends them)."""
+
+
+@dataclass(frozen=True)
+class PreviewContext:
+    """What a preview answer may depend on: the resource or lookup, and where the preview deploys."""
+
+    name: str
+    inputs: dict[str, Any]
+    """The resource's inputs or the lookup's arguments, as the engine received them (camelCase keys)."""
+    digest: str
+    """sha256 of type (or token) and name, in hex: stable ids and addresses for the same resource."""
+    region: str
+    account: str
+    """The account id (the project id on Google Cloud) the answers name."""
+
+    @classmethod
+    def of(cls, answers: PreviewAnswers, kind: str, name: str, inputs: Mapping[str, Any]) -> PreviewContext:
+        digest = hashlib.sha256(f"{kind}\0{name}".encode()).hexdigest()
+        return cls(name, dict(inputs), digest, answers.region, answers.account)
+
+    @property
+    def public_ip(self) -> str:
+        """A documentation address (RFC 5737 TEST-NET-3), stable per resource."""
+        return f"203.0.113.{int(self.digest[:4], 16) % 254 + 1}"
+
+    @property
+    def private_ip(self) -> str:
+        """An address in NETWORK_CIDR, the range every backend's network uses, stable per resource."""
+        host = int(self.digest[:4], 16)
+        return f"10.64.{host % 16}.{host % 250 + 4}"
+
+
+def _name_and_digest(context: PreviewContext) -> str:
+    return f"{context.name}-{context.digest[:8]}"
+
+
+@dataclass(frozen=True)
+class PreviewAnswers:
+    """How a backend answers Pulumi's mocks in the offline preview: realistic ids, outputs and lookups."""
+
+    resources: Mapping[str, PreviewResource]
+    """Per resource type; a type missing here gets `unlisted_id` and no computed outputs."""
+    lookups: Mapping[str, PreviewLookup]
+    """Per data-source token; a token missing here fails the preview (the backend never calls it)."""
+    region: str
+    account: str
+    unlisted_id: Callable[[PreviewContext], str] = _name_and_digest
 
 
 #### The interface each cloud implements ####
@@ -212,6 +304,8 @@ class CloudBackend(ABC):
     """The provider's config key for its region, e.g. `aws:region`."""
     capabilities: ClassVar[Mapping[Capability, Support]]
     """Every Capability, each with how it is done or why it is missing."""
+    assets_certificate: ClassVar[CertificateRule | None]
+    """What `assets_certificate` names here; None where the cloud issues the domain's certificate itself."""
 
     #### Region ####
 
@@ -261,12 +355,24 @@ class CloudBackend(ABC):
     #### Offline preview ####
 
     @abstractmethod
+    def preview_answers(self) -> PreviewAnswers:
+        """How the offline preview answers for this cloud (built at each call: each run has its own stack config)."""
+
     def preview_outputs(self, resource_type: str, name: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """Realistic id and computed outputs for a resource registered under mocks (no cloud is called)."""
+        answers = self.preview_answers()
+        context = PreviewContext.of(answers, resource_type, name, inputs)
+        make = answers.resources.get(resource_type)
+        return make(context) if make else (answers.unlisted_id(context), {})
 
-    @abstractmethod
     def preview_invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """Realistic answer to a data-source lookup under mocks; raise for a token the backend never calls."""
+        answers = self.preview_answers()
+        answer = answers.lookups.get(token)
+        if answer is None:
+            raise NotImplementedError(f"the {self.display_name} preview has no answer for {token}; add one to the "
+                                      f"lookups of {type(self).__name__}.preview_answers")
+        return answer(dict(args), PreviewContext.of(answers, token, token, args))
 
     #### Shared behaviour ####
 
@@ -274,11 +380,19 @@ class CloudBackend(ABC):
         return self.capabilities[capability]
 
     def require(self, capability: Capability, *, field: str, fix: str) -> Problem | None:
-        """A Problem when the cloud lacks `capability`, naming the field that asked for it."""
+        """A Problem when the cloud lacks `capability` (naming the field that asked for it), or lacks a setting of
+        its own that the capability needs (`settings_problem`)."""
         support = self.support(capability)
-        if support.available:
-            return None
-        return Problem(field, f"needs {capability.value}, which {self.display_name} lacks: {support.note}", fix=fix)
+        if not support.available:
+            return Problem(field, f"needs {capability.value}, which {self.display_name} lacks: {support.note}",
+                           fix=fix)
+        return self.settings_problem(capability, field=field)
+
+    def settings_problem(self, capability: Capability, *, field: str) -> Problem | None:
+        """What the cloud's own stack settings (a config namespace of its own, for values with no cloud-neutral
+        meaning) lack for `capability`, which `field` asked for; checked before anything is created. Most clouds
+        need none."""
+        return None
 
 
 #### Registry ####
@@ -295,6 +409,8 @@ def register_backend(backend: BackendType) -> BackendType:
     missing = [c.value for c in Capability if c not in backend.capabilities]
     if missing:
         raise TypeError(f"{backend.__name__}.capabilities does not state {missing}")
+    if not hasattr(backend, "assets_certificate"):
+        raise TypeError(f"{backend.__name__} does not state assets_certificate (None where the cloud issues one)")
     _BACKENDS[backend.cloud] = backend
     return backend
 
@@ -366,12 +482,12 @@ PRIVATE_NETWORKS = tuple(
     ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
 )
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-def parse_cidrs(values: Sequence[str], field_name: str) -> tuple[tuple[Network, ...], list[Problem]]:
+def parse_cidrs(values: Sequence[str], field_name: str) -> tuple[tuple[IpNetwork, ...], list[Problem]]:
     """Parse CIDR blocks strictly; each bad one becomes a Problem naming its index and the likely fix."""
-    networks: list[Network] = []
+    networks: list[IpNetwork] = []
     problems: list[Problem] = []
     for index, text in enumerate(values):
         where = f"{field_name}[{index}]"
@@ -387,8 +503,26 @@ def parse_cidrs(values: Sequence[str], field_name: str) -> tuple[tuple[Network, 
     return tuple(networks), problems
 
 
-def is_private(network: Network) -> bool:
+def is_private(network: IpNetwork) -> bool:
     return any(network.version == p.version and network.subnet_of(p) for p in PRIVATE_NETWORKS)  # type: ignore[arg-type]
+
+
+# A lowercase DNS name: labels of letters, digits and inner dashes, a top-level label of letters (no scheme, port,
+# path or wildcard). The form CDNs and certificate services accept for a domain they serve.
+DOMAIN_NAME = re.compile(r"(?=.{4,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}")
+
+
+def domain_problem(field: str, domain: str) -> Problem | None:
+    if DOMAIN_NAME.fullmatch(domain):
+        return None
+    return Problem(field, "is not a lowercase DNS name", value=domain,
+                   fix="give a name such as assets.example.com, without scheme, port, path or wildcard")
+
+
+def certificate_problem(rule: CertificateRule, field: str, certificate: str) -> Problem | None:
+    if re.fullmatch(rule.pattern, certificate):
+        return None
+    return Problem(field, f"is not {rule.kind}", value=certificate, fix=f"give one such as {rule.example}")
 
 
 # Component args (TypedDicts) carry this with `@with_config(ARGS_CONFIG)`: a misspelt argument is an error, not
@@ -421,3 +555,66 @@ def _distinct(problems: list[Problem]) -> list[Problem]:
     for problem in problems:
         seen.setdefault(problem.field, problem)
     return list(seen.values())
+
+
+#### Choices every cloud shares ####
+
+# An uncommon private range, so that peering with a network built from the usual 10.0.0.0/16 or 192.168.0.0/16
+# does not clash; one /20 per zone (4,091 usable addresses each).
+NETWORK_CIDR = "10.64.0.0/16"
+SUBNET_RANGES = tuple(str(subnet) for subnet in ipaddress.IPv4Network(NETWORK_CIDR).subnets(new_prefix=20))
+
+# Egress the bootstrap needs: HTTPS (object storage, secret store, model hub, container registries, NVIDIA) and
+# HTTP (Ubuntu mirrors serve apt over HTTP; packages are signed).
+WEB_EGRESS_PORTS: Mapping[str, int] = {"https": 443, "http": 80}
+
+# Retention choices (not any cloud's limits): roll a model back within a month; keep a year of access logs.
+NONCURRENT_VERSION_DAYS = 30
+NONCURRENT_VERSIONS_KEPT = 3
+INCOMPLETE_UPLOAD_DAYS = 7
+ACCESS_LOG_DAYS = 365
+
+
+#### Helpers every backend uses ####
+
+T = TypeVar("T")
+
+
+def nth(index: int) -> Callable[[Sequence[T]], T]:
+    """For `.apply`: the item at `index` of a list Output (a zone of the zones looked up)."""
+    return lambda items: items[index]
+
+
+def first_zones(offering: Sequence[str], count: int, machine_type: str) -> list[str]:
+    """The first `count` zones, in the order given, of those offering the machine type; an error saying which do."""
+    if len(offering) < count:
+        raise input_error("plan.zones", f"{machine_type} is offered in {len(offering)} zone(s) of this region "
+                          f"({', '.join(offering) or 'none'})", value=count,
+                          fix="plan for another region or machine type, or bring your own subnets")
+    return list(offering[:count])
+
+
+def compressed_user_data(text: str, *, limit_bytes: int, service: str) -> str:
+    """User data as Base64 of gzip: deterministic bytes (an unchanged bootstrap never replaces a server), which
+    cloud-init recognises and unpacks. `limit_bytes` bounds the gzip bytes (the cloud's limit before Base64)."""
+    packed = user_data_gzip(text)
+    if len(packed) > limit_bytes:
+        raise input_error("bootstrap", f"compresses to {len(packed)} bytes of user data; {service} accepts "
+                          f"{limit_bytes}", value=f"{len(text.encode())} bytes uncompressed",
+                          fix="move large files out of the cloud-config (fetch them from the model bucket)")
+    return base64.b64encode(packed).decode()
+
+
+def checked_user_data(plan: DeploymentPlan, user_data: pulumi.Input[str], provider_region: pulumi.Input[str], *,
+                      provider: str, encode: Callable[[str], T]) -> pulumi.Output[T]:
+    """The user data as the cloud takes it (`encode`), once the provider's region is known to be the plan's: the
+    boot script reads the bucket and the secrets in the plan's region. The provider is resolved for the component
+    (an explicit provider in opts included), which the component's region check cannot see."""
+    def checked(values: list[Any]) -> T:
+        text, region = values
+        if region != plan.region:
+            raise input_error("plan", f"was made for region {plan.region} but the {provider} provider deploys to "
+                              f"{region}", fix=f"plan for {region}, or give the component a provider for {plan.region}")
+        return encode(text)
+
+    return pulumi.Output.all(user_data, provider_region).apply(checked)

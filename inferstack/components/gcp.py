@@ -6,11 +6,10 @@ Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same o
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -18,6 +17,12 @@ import pulumi
 import pulumi_gcp as gcp
 
 from inferstack.components.core import (
+    ACCESS_LOG_DAYS,
+    INCOMPLETE_UPLOAD_DAYS,
+    NONCURRENT_VERSION_DAYS,
+    NONCURRENT_VERSIONS_KEPT,
+    SUBNET_RANGES,
+    WEB_EGRESS_PORTS,
     Capability,
     CloudBackend,
     FirewallRequest,
@@ -28,6 +33,10 @@ from inferstack.components.core import (
     ModelStoreResult,
     NetworkRequest,
     NetworkResult,
+    PreviewAnswers,
+    PreviewContext,
+    PreviewLookup,
+    PreviewResource,
     SecretsRequest,
     SecretsResult,
     ServersRequest,
@@ -36,32 +45,28 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    checked_user_data,
     child_options,
+    first_zones,
     invoke_options,
+    nth,
     register_backend,
     slug,
     supported,
     unique_name,
     unsupported,
 )
-from inferstack.errors import Problem, input_error
+from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan
 
 #### Constants ####
 
-# Subnetworks are regional on GCP: one serves every zone of the region. An uncommon private range, so that
-# peering with a network built from the usual 10.0.0.0/x does not clash (the same range AWS servers use).
-SUBNET_CIDR = "10.64.0.0/20"  # 4,092 usable addresses
+# Subnetworks are regional on GCP: one serves every zone of the region, in the first range of NETWORK_CIDR.
+SUBNET_CIDR = SUBNET_RANGES[0]
 
 # Compute Engine limit: one metadata value holds at most 256 KB. The cloud-config goes in `user-data` as plain
 # text (about 50 KB), so no compression is needed; cloud-init reads it from the GCE datasource.
 METADATA_VALUE_LIMIT_BYTES = 256 * 1024
-
-# Retention choices (not GCP limits), the same as on AWS: roll back a model within a month; keep a year of logs.
-NONCURRENT_VERSION_DAYS = 30
-NONCURRENT_VERSIONS_KEPT = 3
-INCOMPLETE_UPLOAD_DAYS = 7
-ACCESS_LOG_DAYS = 365
 
 # Images, looked up by family at deploy time. GPU: Canonical's Ubuntu 22.04 accelerator images carry the NVIDIA
 # 580 driver built and signed by Canonical, so they boot with Shielded VM secure boot on (an unsigned driver,
@@ -89,10 +94,8 @@ HARDENED_METADATA: Mapping[str, str] = {
 # The instance takes its service account with the cloud-platform scope; IAM grants (below) decide what it may do.
 SERVICE_ACCOUNT_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 
-# Egress the bootstrap needs: HTTPS (Cloud Storage, Secret Manager, model hub, registries, NVIDIA) and HTTP
-# (Ubuntu mirrors serve apt over HTTP; packages are signed). Everything else leaves through no rule: a deny-all
-# egress rule sits below the allow. The metadata server (DNS, NTP, tokens) is always reachable on GCP.
-EGRESS_PORTS = {"https": 443, "http": 80}
+# Egress: WEB_EGRESS_PORTS, and nothing else (a deny-all egress rule sits below the allow). The metadata server
+# (DNS, NTP, tokens) is always reachable on GCP.
 ALLOW_PRIORITY = 1000
 DENY_EGRESS_PRIORITY = 65000
 
@@ -110,23 +113,9 @@ LOAD_BALANCER_AGENT = "service-{number}@https-lb.iam.gserviceaccount.com"
 # suits public static files. An hour at the edge and in browsers.
 CDN_CACHE_TTL_S = 3600
 
-# Until StaticAssetsRequest carries a domain, the HTTPS load balancer reads it from this stack config key.
-ASSETS_DOMAIN_NAMESPACE = "inferstack-gcp"
-ASSETS_DOMAIN_KEY = "assetsDomain"
-ASSETS_DOMAIN_CONFIG = f"{ASSETS_DOMAIN_NAMESPACE}:{ASSETS_DOMAIN_KEY}"
-_DOMAIN = re.compile(r"^(?=.{4,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
-
 # The provider's environment variables, in its own order (pulumi_gcp/config/vars.py).
 REGION_ENV = ("GOOGLE_REGION", "GCLOUD_REGION", "CLOUDSDK_COMPUTE_REGION")
 ZONE_ENV = ("GOOGLE_ZONE", "GCLOUD_ZONE", "CLOUDSDK_COMPUTE_ZONE")
-
-
-# Local workaround until core.py has Capability.TLS_ONLY_STORAGE (asked for in the helper's report): stated here so
-# that registration passes the day it exists.
-_TLS_ONLY_STORAGE: Mapping[Capability, Support] = {
-    capability: unsupported("Cloud Storage's XML API also answers plain HTTP and no bucket setting refuses it; the "
-                            "organisation policy storage.secureHttpTransport does, for a whole project or folder")
-    for capability in Capability if capability.value == "tls-only-storage"}
 
 
 @register_backend
@@ -140,22 +129,30 @@ class GcpBackend(CloudBackend):
         Capability.METADATA_HARDENING: unsupported(
             "the GCE metadata server has no session tokens and no hop limit: it demands only the header "
             "`Metadata-Flavor: Google` and refuses requests that carry X-Forwarded-For, which stops an SSRF that "
-            "controls a URL but not one that can set headers, nor a container on the server (legacy header-free "
-            "endpoints are disabled with disable-legacy-endpoints)"),
+            "controls a URL but not one that can set headers (legacy header-free endpoints are disabled with "
+            "disable-legacy-endpoints); the boot script's host firewall lets only root reach its HTTP port (DNS "
+            "stays open), for host processes and containers alike"),
         Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported("public_access_prevention=enforced, uniform bucket-level "
                                                          "access (no ACLs)"),
+        Capability.TLS_ONLY_STORAGE: unsupported(
+            "Cloud Storage's XML API also answers plain HTTP and no bucket setting refuses it; the organisation "
+            "policy storage.secureHttpTransport does, for a whole project or folder (inferstack's clients always "
+            "use HTTPS)"),
         Capability.PRIVATE_CDN_ORIGIN: supported(
             "Cloud CDN private bucket access: only the project's load-balancing service agent "
-            "(service-<number>@https-lb) may read the assets bucket; the HTTPS load balancer needs a domain "
-            f"({ASSETS_DOMAIN_CONFIG})"),
+            "(service-<number>@https-lb) may read the assets bucket"),
+        Capability.CDN_DEFAULT_HOSTNAME: unsupported(
+            "the HTTPS load balancer in front of Cloud CDN has an IP address but no hostname, and its "
+            "Google-managed certificate is issued for a domain you control"),
         Capability.PREFIX_SCOPED_GRANTS: supported("objectViewer on the bucket with an IAM condition on "
                                                    "resource.name (objects) and objectListPrefix (listing)"),
         Capability.MANAGED_SHELL: unsupported(
             "a shell through Google's API (IAP TCP forwarding) needs port 22 open to IAP's range 35.235.240.0/20, "
             "and inferstack opens no admin port; OS Login is on and SSH keys are refused, so adding that one "
             "firewall rule gives IAM-controlled `gcloud compute ssh --tunnel-through-iap`"),
-        Capability.SECRET_STORE: supported("Secret Manager, one secret per value; secretAccessor on those secrets "
-                                           "only"),
+        Capability.SECRET_STORE: supported("Secret Manager, one secret per value, read by id at boot"),
+        Capability.SECRET_SCOPED_GRANTS: supported("secretAccessor granted on each of the server's secrets, no "
+                                                   "project-level role"),
         Capability.TERMINATION_PROTECTION: supported("Compute Engine deletion_protection"),
         Capability.DRIVER_READY_IMAGE: supported("Canonical's Ubuntu 22.04 accelerator image (NVIDIA 580, signed for "
                                                  "secure boot), looked up by image family"),
@@ -163,8 +160,8 @@ class GcpBackend(CloudBackend):
                                                "it as NVMe; the boot script uses it as the model cache"),
         Capability.SPOT_CAPACITY: supported("provisioning_model=SPOT; a preempted server stops and its boot "
                                             "service resumes when it starts again"),
-        **_TLS_ONLY_STORAGE,
     }
+    assets_certificate = None  # a Google-managed certificate is issued for the domain
 
     #### Region ####
 
@@ -204,18 +201,14 @@ class GcpBackend(CloudBackend):
         opts = child_options(parent)
         # Rules target servers by this network tag, which create_servers puts on each instance.
         tag = _gcp_name(name, "server")
-        rules = []
-        api_sources: list[tuple[str, pulumi.Input[str]]] = (
-            [(slug(cidr), cidr) for cidr in request.allowed_cidrs] or [("network", request.network_cidr)])
-        for label, cidr in api_sources:
-            rules.append(_ingress(f"{name}-api-{label}", request, tag, request.serving_port, cidr, "inference API",
-                                  opts))
-        if request.metrics_port is not None and request.metrics_port != request.serving_port:
+        rules = [_ingress(f"{name}-api-{label}", request, tag, request.serving_port, cidr, "inference API", opts)
+                 for label, cidr in request.api_sources()]
+        if request.metrics_port is not None:
             rules.append(_ingress(f"{name}-metrics", request, tag, request.metrics_port, request.network_cidr,
                                   "metrics, network only", opts))
         rules.append(gcp.compute.Firewall(
             f"{name}-egress-web", name=_gcp_name(name, "egress-web"), network=request.network_id, direction="EGRESS",
-            allows=[{"protocol": "tcp", "ports": [str(port) for port in EGRESS_PORTS.values()]}],
+            allows=[{"protocol": "tcp", "ports": [str(port) for port in WEB_EGRESS_PORTS.values()]}],
             destination_ranges=["0.0.0.0/0"], target_tags=[tag], priority=ALLOW_PRIORITY,
             description="http and https for drivers, packages, models", opts=opts))
         rules.append(gcp.compute.Firewall(
@@ -242,9 +235,8 @@ class GcpBackend(CloudBackend):
     def create_static_assets(
         self, parent: pulumi.Resource, name: str, request: StaticAssetsRequest
     ) -> StaticAssetsResult:
-        domain = assets_domain()
-        if domain is None:  # require() refuses this before any resource exists; this guards direct calls
-            raise input_error(ASSETS_DOMAIN_CONFIG, "is not set", fix=f"{_DOMAIN_FIX}, or set static_assets to false")
+        domain = request.domain
+        assert domain is not None, "StaticAssets requires a domain here (no Capability.CDN_DEFAULT_HOSTNAME)"
         opts = child_options(parent)
         if request.existing_bucket is not None:
             bucket_name: StrOutput = pulumi.Output.from_input(request.existing_bucket)
@@ -333,14 +325,14 @@ class GcpBackend(CloudBackend):
             project=placement.architecture.apply(lambda arch: IMAGE_FAMILIES[(plan.device, arch)][0]),
             family=placement.architecture.apply(lambda arch: IMAGE_FAMILIES[(plan.device, arch)][1]),
             opts=invoke_options(parent))
-        metadata = pulumi.Output.all(request.user_data, placement.region).apply(
-            lambda texts: instance_metadata(texts[0]) if texts[1] == plan.region else _wrong_region(plan, texts[1]))
+        metadata = checked_user_data(plan, request.user_data, placement.region, provider=self.display_name,
+                                     encode=instance_metadata)
         labels = gcp_labels(request.tags)
         result = ServersResult(instance_ids=[], public_ips=[], private_ips=[])
         for index in range(plan.instance_count):
             server = gcp.compute.Instance(
                 f"{name}-server-{index}", machine_type=plan.instance_type,
-                zone=placement.zones.apply(_item(index % plan.zones)),
+                zone=placement.zones.apply(nth(index % plan.zones)),
                 boot_disk={"auto_delete": True, "initialize_params": {
                     "image": image.self_link, "type": boot_disk_type(plan.instance_type), "labels": labels,
                     "size": image.disk_size_gb.apply(lambda gib: max(gib or 0, plan.disk_gib))}},
@@ -363,36 +355,9 @@ class GcpBackend(CloudBackend):
 
     #### Offline preview ####
 
-    def preview_outputs(self, resource_type: str, name: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        digest = hashlib.sha256(f"{resource_type}\0{name}".encode()).hexdigest()
-        make = _PREVIEW_OUTPUTS.get(resource_type)
-        context = _PreviewContext(name, dict(inputs), digest, self._preview_region(), _preview_project())
-        if make is None:
-            return f"{name}-{digest[:8]}", {}
-        return make(context)
-
-    def preview_invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        answer = _PREVIEW_INVOKES.get(token)
-        if answer is None:
-            raise NotImplementedError(f"the Google Cloud preview has no answer for {token}; add one to "
-                                      "_PREVIEW_INVOKES")
-        return answer(dict(args), _PreviewContext("", {}, "", self._preview_region(), _preview_project()))
-
-    def _preview_region(self) -> str:
-        return self.configured_region() or PREVIEW_REGION
-
-    #### Shared behaviour ####
-
-    def require(self, capability: Capability, *, field: str, fix: str) -> Problem | None:
-        """Also refuses static assets without a domain, before anything is created (see ASSETS_DOMAIN_CONFIG).
-
-        Local workaround: the domain belongs in StaticAssetsRequest; until it is there, this is the one check that
-        runs before the components register anything.
-        """
-        problem = super().require(capability, field=field, fix=fix)
-        if problem is not None or capability is not Capability.PRIVATE_CDN_ORIGIN:
-            return problem
-        return _domain_problem(fix)
+    def preview_answers(self) -> PreviewAnswers:
+        return PreviewAnswers(resources=_PREVIEW_OUTPUTS, lookups=_PREVIEW_INVOKES,
+                              region=self.configured_region() or PREVIEW_REGION, account=_preview_project())
 
 
 #### Helpers: region, names and labels ####
@@ -428,10 +393,6 @@ def gcp_labels(tags: Mapping[str, str]) -> dict[str, str]:
 def provider_region(client: pulumi.Output[gcp.organizations.GetClientConfigResult]) -> StrOutput:
     """The provider's region as it resolved it: its region setting, else the region of its zone setting."""
     return client.apply(lambda c: c.region or (c.zone or "").rsplit("-", 1)[0])
-
-
-def _item(index: int) -> Callable[[Sequence[str]], str]:
-    return lambda items: items[index]
 
 
 def _field(value: Any, name: str) -> Any:
@@ -523,29 +484,6 @@ def prefix_condition(bucket: str, prefix: str) -> str:
             f'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("{prefix}")')
 
 
-#### Helpers: static assets domain ####
-
-_DOMAIN_FIX = (f"pulumi config set {ASSETS_DOMAIN_CONFIG} assets.example.com (a name whose DNS you control; for "
-               "`inferstack preview`, set PULUMI_CONFIG_INFERSTACK_GCP_ASSETSDOMAIN)")
-
-
-def assets_domain() -> str | None:
-    """The domain the static-assets load balancer serves (stack config `inferstack-gcp:assetsDomain`)."""
-    return pulumi.Config(ASSETS_DOMAIN_NAMESPACE).get(ASSETS_DOMAIN_KEY) or None
-
-
-def _domain_problem(fix: str) -> Problem | None:
-    domain = assets_domain()
-    if domain is None:
-        return Problem(ASSETS_DOMAIN_CONFIG, "is not set: Google Cloud serves static assets only over HTTPS, and the "
-                       "Google-managed certificate needs a domain (there is no provider hostname as on CloudFront)",
-                       fix=f"{_DOMAIN_FIX}, or {fix}")
-    if not _DOMAIN.fullmatch(domain):
-        return Problem(ASSETS_DOMAIN_CONFIG, "is not a lowercase DNS name", value=domain,
-                       fix="give a name such as assets.example.com, without scheme, port or path")
-    return None
-
-
 #### Helpers: compute ####
 
 
@@ -580,12 +518,7 @@ def _placement(parent: pulumi.Resource, plan: DeploymentPlan) -> _Placement:
 
 def choose_zones(plan: DeploymentPlan, offers: Mapping[str, Any], preferred: str | None) -> list[str]:
     """The plan's zone count of zones offering the machine type, by name, the provider's zone first."""
-    ordered = sorted(offers, key=lambda zone: (zone != preferred, zone))
-    if len(ordered) < plan.zones:
-        raise input_error("plan.zones", f"{plan.instance_type} is offered in {len(ordered)} zone(s) of this region "
-                          f"({', '.join(ordered) or 'none'})", value=plan.zones,
-                          fix="plan for another region or machine type")
-    return ordered[:plan.zones]
+    return first_zones(sorted(offers, key=lambda zone: (zone != preferred, zone)), plan.zones, plan.instance_type)
 
 
 def _architecture(offers: Mapping[str, Sequence[Any]]) -> str:
@@ -623,11 +556,6 @@ def instance_metadata(user_data: str) -> dict[str, str]:
     return {**HARDENED_METADATA, "user-data": user_data}
 
 
-def _wrong_region(plan: DeploymentPlan, region: str) -> dict[str, str]:
-    raise input_error("plan", f"was made for region {plan.region} but the Google Cloud provider deploys to {region}",
-                      fix=f"plan for {region}, or give the component a provider for {plan.region}")
-
-
 def _public_ip(interfaces: Sequence[Any]) -> str:
     configs = _field(interfaces[0], "access_configs") or []
     return str(_field(configs[0], "nat_ip") or "") if configs else ""
@@ -640,77 +568,67 @@ PREVIEW_PROJECT_NUMBER = "123456789012"
 PREVIEW_REGION = "us-central1"
 
 
-@dataclass(frozen=True)
-class _PreviewContext:
-    name: str
-    inputs: dict[str, Any]
-    digest: str
-    region: str
-    project: str
+def _resource_name(c: PreviewContext) -> str:
+    """The explicit name, or the provider's autoname (name + random suffix), imitated."""
+    return str(c.inputs.get("name") or f"{c.name}-{c.digest[:7]}")
 
-    @property
-    def resource_name(self) -> str:
-        """The explicit name, or the provider's autoname (name + random suffix), imitated."""
-        return str(self.inputs.get("name") or f"{self.name}-{self.digest[:7]}")
 
-    def path(self, collection: str, *, regional: bool = False) -> str:
-        scope = f"regions/{self.region}" if regional else "global"
-        return f"projects/{self.project}/{scope}/{collection}/{self.resource_name}"
+def _path(c: PreviewContext, collection: str, *, regional: bool = False) -> str:
+    scope = f"regions/{c.region}" if regional else "global"
+    return f"projects/{c.account}/{scope}/{collection}/{_resource_name(c)}"
 
 
 def _preview_project() -> str:
     return pulumi.Config("gcp").get("project") or _env(("GOOGLE_PROJECT", "GOOGLE_CLOUD_PROJECT")) or PREVIEW_PROJECT
 
 
-def _global(collection: str) -> Callable[[_PreviewContext], tuple[str, dict[str, Any]]]:
-    def make(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
-        path = c.path(collection)
-        return path, {"name": c.resource_name, "selfLink": f"https://www.googleapis.com/compute/v1/{path}"}
+def _global(collection: str) -> PreviewResource:
+    def make(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+        path = _path(c, collection)
+        return path, {"name": _resource_name(c), "selfLink": f"https://www.googleapis.com/compute/v1/{path}"}
     return make
 
 
-def _subnetwork_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
-    path = c.path("subnetworks", regional=True)
-    return path, {"name": c.resource_name, "region": c.region, "gatewayAddress": "10.64.0.1",
+def _subnetwork_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    path = _path(c, "subnetworks", regional=True)
+    return path, {"name": _resource_name(c), "region": c.region, "gatewayAddress": "10.64.0.1",
                   "selfLink": f"https://www.googleapis.com/compute/v1/{path}"}
 
 
-def _bucket_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
-    name = c.resource_name
+def _bucket_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    name = _resource_name(c)
     return name, {"name": name, "url": f"gs://{name}", "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}"}
 
 
-def _account_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
-    email = f"{c.inputs['accountId']}@{c.project}.iam.gserviceaccount.com"
-    return f"projects/{c.project}/serviceAccounts/{email}", {
+def _account_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    email = f"{c.inputs['accountId']}@{c.account}.iam.gserviceaccount.com"
+    return f"projects/{c.account}/serviceAccounts/{email}", {
         "email": email, "member": f"serviceAccount:{email}", "uniqueId": str(int(c.digest[:15], 16))}
 
 
-def _secret_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
-    return f"projects/{c.project}/secrets/{c.inputs['secretId']}", {
+def _secret_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    return f"projects/{c.account}/secrets/{c.inputs['secretId']}", {
         "name": f"projects/{PREVIEW_PROJECT_NUMBER}/secrets/{c.inputs['secretId']}"}
 
 
-def _instance_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
-    host = int(c.digest[:4], 16)
+def _instance_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
     zone = c.inputs.get("zone", f"{c.region}-a")
-    interfaces = [{**nic, "networkIp": f"10.64.{host % 16}.{host % 250 + 4}",
-                   # Documentation addresses (RFC 5737 TEST-NET-3) for public IPs.
-                   "accessConfigs": [{**access, "natIp": f"203.0.113.{host % 254 + 1}"}
+    interfaces = [{**nic, "networkIp": c.private_ip,
+                   "accessConfigs": [{**access, "natIp": c.public_ip}
                                      for access in nic.get("accessConfigs", [])]}
                   for nic in c.inputs.get("networkInterfaces", [])]
-    return f"projects/{c.project}/zones/{zone}/instances/{c.resource_name}", {
-        "name": c.resource_name, "networkInterfaces": interfaces, "instanceId": str(int(c.digest[:15], 16)),
-        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{c.project}/zones/{zone}/instances/"
-                    f"{c.resource_name}"}
+    return f"projects/{c.account}/zones/{zone}/instances/{_resource_name(c)}", {
+        "name": _resource_name(c), "networkInterfaces": interfaces, "instanceId": str(int(c.digest[:15], 16)),
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{c.account}/zones/{zone}/instances/"
+                    f"{_resource_name(c)}"}
 
 
-def _iam_member_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
+def _iam_member_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
     target = c.inputs.get("bucket") or c.inputs.get("secretId")
     return f"{target}/{c.inputs['role']}/{c.inputs['member']}", {"etag": f"BwY{c.digest[:9]}"}
 
 
-_PREVIEW_OUTPUTS: dict[str, Callable[[_PreviewContext], tuple[str, dict[str, Any]]]] = {
+_PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "gcp:compute/network:Network": _global("networks"),
     "gcp:compute/subnetwork:Subnetwork": _subnetwork_outputs,
     "gcp:compute/firewall:Firewall": _global("firewalls"),
@@ -722,8 +640,8 @@ _PREVIEW_OUTPUTS: dict[str, Callable[[_PreviewContext], tuple[str, dict[str, Any
         "name": f"{c.inputs['secret']}/versions/1", "version": "1"}),
     "gcp:secretmanager/secretIamMember:SecretIamMember": _iam_member_outputs,
     "gcp:compute/backendBucket:BackendBucket": _global("backendBuckets"),
-    "gcp:compute/globalAddress:GlobalAddress": lambda c: (c.path("addresses"), {
-        "name": c.resource_name, "address": f"198.51.100.{int(c.digest[:4], 16) % 254 + 1}"}),  # RFC 5737
+    "gcp:compute/globalAddress:GlobalAddress": lambda c: (_path(c, "addresses"), {
+        "name": _resource_name(c), "address": f"198.51.100.{int(c.digest[:4], 16) % 254 + 1}"}),  # RFC 5737
     "gcp:compute/managedSslCertificate:ManagedSslCertificate": _global("sslCertificates"),
     "gcp:compute/sSLPolicy:SSLPolicy": _global("sslPolicies"),
     "gcp:compute/uRLMap:URLMap": _global("urlMaps"),
@@ -733,27 +651,27 @@ _PREVIEW_OUTPUTS: dict[str, Callable[[_PreviewContext], tuple[str, dict[str, Any
 }
 
 
-def _preview_machine_types(a: dict[str, Any], c: _PreviewContext) -> dict[str, Any]:
+def _preview_machine_types(a: dict[str, Any], c: PreviewContext) -> dict[str, Any]:
     # Every zone offers every type in the preview; Arm types are the t2a/c4a/n4a series. A deployment asks GCE.
     name = str(a.get("filter", "")).removeprefix("name = ").strip()
     arm = name.split("-")[0] in {"t2a", "c4a", "n4a", "a4x"}
-    return {"zone": a.get("zone"), "filter": a.get("filter"), "project": c.project, "id": f"{a.get('zone')}/{name}",
+    return {"zone": a.get("zone"), "filter": a.get("filter"), "project": c.account, "id": f"{a.get('zone')}/{name}",
             "machineTypes": [{"name": name, "architecture": "ARM64" if arm else "X86_64", "description": name,
                               "guestCpus": 0, "memoryMb": 0, "isSharedCpus": False, "maximumPersistentDisks": 128,
                               "maximumPersistentDisksSizeGb": 263168, "selfLink": "", "accelerators": [],
                               "bundledLocalSsds": [], "deprecateds": []}]}
 
 
-_PREVIEW_INVOKES: dict[str, Callable[[dict[str, Any], _PreviewContext], dict[str, Any]]] = {
+_PREVIEW_INVOKES: dict[str, PreviewLookup] = {
     "gcp:organizations/getClientConfig:getClientConfig": lambda a, c: {
-        "project": c.project, "region": c.region,
+        "project": c.account, "region": c.region,
         "zone": pulumi.Config("gcp").get("zone") or _env(ZONE_ENV) or f"{c.region}-a",
-        "id": f"projects/{c.project}/regions/{c.region}", "accessToken": "", "defaultLabels": {}},
+        "id": f"projects/{c.account}/regions/{c.region}", "accessToken": "", "defaultLabels": {}},
     "gcp:organizations/getProject:getProject": lambda a, c: {
-        "projectId": c.project, "number": PREVIEW_PROJECT_NUMBER, "name": c.project, "id": f"projects/{c.project}"},
+        "projectId": c.account, "number": PREVIEW_PROJECT_NUMBER, "name": c.account, "id": f"projects/{c.account}"},
     "gcp:compute/getZones:getZones": lambda a, c: {
-        "names": [f"{c.region}-{zone}" for zone in "abcf"], "region": c.region, "project": c.project,
-        "status": a.get("status"), "id": f"projects/{c.project}/regions/{c.region}"},
+        "names": [f"{c.region}-{zone}" for zone in "abcf"], "region": c.region, "project": c.account,
+        "status": a.get("status"), "id": f"projects/{c.account}/regions/{c.region}"},
     "gcp:compute/getMachineTypes:getMachineTypes": _preview_machine_types,
     # The image size is a placeholder smaller than any plan's disk, so the plan decides the preview.
     "gcp:compute/getImage:getImage": lambda a, c: {
@@ -765,6 +683,6 @@ _PREVIEW_INVOKES: dict[str, Callable[[dict[str, Any], _PreviewContext], dict[str
     "gcp:compute/getSubnetworks:getSubnetworks": lambda a, c: {
         "subnetworks": [{"ipCidrRange": "10.0.0.0/20", "name": "brought", "network": a.get("filter", ""),
                          "networkName": "brought", "networkSelfLink": "", "privateIpGoogleAccess": True,
-                         "selfLink": "", "description": ""}], "id": "subnetworks", "project": c.project,
+                         "selfLink": "", "description": ""}], "id": "subnetworks", "project": c.account,
         "region": c.region, "filter": a.get("filter")},
 }

@@ -10,22 +10,27 @@ stated in `capabilities`, with the reason.
 
 from __future__ import annotations
 
-import base64
+import functools
 import hashlib
 import ipaddress
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pulumi
 import pulumi_huaweicloud as hw
 
-from inferstack.bootstrap.render import user_data_gzip
 from inferstack.components.core import (
+    ACCESS_LOG_DAYS,
+    INCOMPLETE_UPLOAD_DAYS,
+    NETWORK_CIDR,
+    NONCURRENT_VERSION_DAYS,
+    SUBNET_RANGES,
     Capability,
+    CertificateRule,
     CloudBackend,
     FirewallRequest,
     FirewallResult,
@@ -35,6 +40,10 @@ from inferstack.components.core import (
     ModelStoreResult,
     NetworkRequest,
     NetworkResult,
+    PreviewAnswers,
+    PreviewContext,
+    PreviewLookup,
+    PreviewResource,
     SecretsRequest,
     SecretsResult,
     ServersRequest,
@@ -43,16 +52,18 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    checked_user_data,
     child_options,
+    compressed_user_data,
+    first_zones,
     invoke_options,
-    is_private,
+    nth,
     register_backend,
-    slug,
     supported,
     unique_name,
     unsupported,
 )
-from inferstack.errors import InputError, Problem, input_error
+from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan
 
 #### Constants ####
@@ -66,19 +77,10 @@ PROJECTS_LOOKUP = "huaweicloud:Iam/getProjects:getProjects"
 VPC_LOOKUP = "huaweicloud:Vpc/getVpc:getVpc"
 BUCKETS_LOOKUP = "huaweicloud:Obs/getBuckets:getBuckets"
 
-# An uncommon private range, so that peering with a VPC built from the usual 192.168.0.0/16 does not clash.
-NETWORK_CIDR = "10.64.0.0/16"
-SUBNET_PREFIX_LENGTH = 20  # 4,091 usable addresses per zone
-
 # ECS API ("Creating an ECS"): user data is at most 32 KB before Base64 encoding. The cloud-config is sent
 # gzip-compressed and Base64-encoded; the provider passes Base64 through unchanged (golangsdk cloudservers
 # ToServerCreateMap), and cloud-init recognises gzip by its magic bytes and unpacks it.
 USER_DATA_LIMIT_BYTES = 32 * 1024
-
-# Retention choices (not Huawei limits): roll back a model within a month; keep a year of access logs.
-NONCURRENT_VERSION_DAYS = 30
-INCOMPLETE_UPLOAD_DAYS = 7
-ACCESS_LOG_DAYS = 365
 
 # Public IMS images, looked up at deploy time for the flavor (the lookup's flavor_id filter keeps only images
 # the flavor can boot). Ubuntu 22.04 everywhere, so the bootstrap targets one OS; GPU flavors prefer the variant
@@ -127,10 +129,7 @@ EIP_BANDWIDTH_MBIT_S = 100
 NAT_GATEWAY_SPEC = "1"
 
 # Huawei CDN serves only a domain you own, over HTTPS with a certificate you hold in SCM (Cloud Certificate
-# Manager). Neither has a field in the cloud-neutral components yet, so they are read from this namespace.
-CDN_CONFIG_NAMESPACE = "inferstack-huawei"
-CDN_DOMAIN_KEY = "cdnDomain"
-CDN_CERTIFICATE_KEY = "cdnCertificateId"
+# Manager): `assets_domain` and `assets_certificate`.
 SCM_CERTIFICATE_SOURCE = 2
 CDN_TLS_VERSIONS = "TLSv1.2,TLSv1.3"
 CDN_CERTIFICATE_NAME_MAX_LENGTH = 32
@@ -146,25 +145,30 @@ class HuaweiBackend(CloudBackend):
     capabilities: ClassVar[Mapping[Capability, Support]] = {
         Capability.METADATA_HARDENING: unsupported(
             "the ECS metadata service (169.254.169.254) has no session-token mode and pulumi_huaweicloud 0.0.12 "
-            "has no metadata option; block it for non-root users with a host firewall rule"),
+            "has no metadata option; the boot script's host firewall lets only root reach its HTTP port (DNS stays "
+            "open), for host processes and containers alike"),
         Capability.BUCKET_PUBLIC_ACCESS_BLOCK: unsupported(
             "OBS has no public-access-block resource in pulumi_huaweicloud 0.0.12 and ACLs cannot be turned off: "
             "buckets are created with acl=private and a TLS-only policy without public statements, but a public ACL "
             "or policy written later would take effect"),
+        Capability.TLS_ONLY_STORAGE: supported("OBS bucket policy denies every request with SecureTransport=false"),
         Capability.PRIVATE_CDN_ORIGIN: supported(
             "CDN pulls from the private OBS bucket (obs_bucket_type=private) through the account's "
-            "CDNAccessPrivateOBS agency, enabled once per account; the bucket has no public statement. Needs a "
-            f"domain you own and an SCM certificate ({CDN_CONFIG_NAMESPACE}:{CDN_DOMAIN_KEY}, "
-            f"{CDN_CONFIG_NAMESPACE}:{CDN_CERTIFICATE_KEY})"),
+            "CDNAccessPrivateOBS agency, enabled once per account; the bucket has no public statement"),
+        Capability.CDN_DEFAULT_HOSTNAME: unsupported(
+            "Huawei CDN accelerates only a domain you own, served over HTTPS with that domain's certificate from "
+            "SCM"),
         Capability.PREFIX_SCOPED_GRANTS: supported(
             "IAM custom policy (global services): obs:object:GetObject on obs:*:*:object:<bucket>/<prefix>*, "
             "granted to the ECS agency"),
         Capability.MANAGED_SHELL: unsupported(
             "Huawei Cloud has no API-driven shell like AWS Session Manager in pulumi_huaweicloud 0.0.12; port 22 "
             "stays closed and no key pair or password is set, so reach the API through an allowed network"),
-        Capability.SECRET_STORE: supported(
-            "DEW CSMS secrets, read by name at boot with the ECS agency; the read grant covers the CSMS secrets of "
-            "the region's project, because role-based custom policies cannot name a single secret"),
+        Capability.SECRET_STORE: supported("DEW CSMS secrets, read by name at boot with the ECS agency"),
+        Capability.SECRET_SCOPED_GRANTS: unsupported(
+            "the custom policies of pulumi_huaweicloud 0.0.12 (iam.Role, role-based) have no resource-level CSMS "
+            "permissions, so the server's read grant covers every CSMS secret of the region's project: keep other "
+            "secrets out of that project"),
         Capability.TERMINATION_PROTECTION: unsupported(
             "pulumi_huaweicloud 0.0.12 ecs.Instance has no deletion-protection argument; protect production "
             "servers with Pulumi's protect option"),
@@ -176,6 +180,10 @@ class HuaweiBackend(CloudBackend):
             "encrypted system disk"),
         Capability.SPOT_CAPACITY: supported("ECS charging_mode=spot, at most the pay-per-use price"),
     }
+    assets_certificate = CertificateRule(
+        kind="the id of the domain's certificate in SCM (Cloud Certificate Manager)",
+        pattern=r"scs\d{13}",  # the SCM API's certificate ids: "scs" and 13 digits, 16 characters
+        example="scs1554192131150")
 
     #### Region ####
 
@@ -190,11 +198,11 @@ class HuaweiBackend(CloudBackend):
         vpc = hw.vpc.Vpc(f"{name}-vpc", cidr=NETWORK_CIDR, description=f"inferstack {name}", tags=request.tags,
                          opts=opts)
         zones = _zones_offering(parent, request.instance_type, request.zones)
-        ranges = list(ipaddress.IPv4Network(NETWORK_CIDR).subnets(new_prefix=SUBNET_PREFIX_LENGTH))
         subnets = [hw.vpc.Subnet(
-            f"{name}-subnet-{index}", vpc_id=vpc.id, cidr=str(ranges[index]),
+            f"{name}-subnet-{index}", vpc_id=vpc.id, cidr=SUBNET_RANGES[index],
             # Huawei subnets route through their first address.
-            gateway_ip=str(ranges[index].network_address + 1), availability_zone=zones.apply(_item(index)),
+            gateway_ip=str(ipaddress.IPv4Network(SUBNET_RANGES[index]).network_address + 1),
+            availability_zone=zones.apply(nth(index)),
             description=f"inferstack {name}, zone {index}", tags=request.tags, opts=opts)
             for index in range(request.zones)]
         _nat_egress(parent, name, vpc, subnets, request.tags)
@@ -212,11 +220,9 @@ class HuaweiBackend(CloudBackend):
             f"{name}-sg", delete_default_rules=True,
             description="inferstack inference server: API to allowed networks, metrics inside the VPC",
             tags=request.tags, opts=opts)
-        api_sources: list[tuple[str, pulumi.Input[str]]] = (
-            [(slug(cidr), cidr) for cidr in request.allowed_cidrs] or [("network", request.network_cidr)])
-        for label, cidr in api_sources:
+        for label, cidr in request.api_sources():
             _rule(f"{name}-api-{label}", group, "ingress", "tcp", request.serving_port, cidr, "inference API", opts)
-        if request.metrics_port is not None and request.metrics_port != request.serving_port:
+        if request.metrics_port is not None:
             _rule(f"{name}-metrics", group, "ingress", "tcp", request.metrics_port, request.network_cidr,
                   "metrics, VPC only", opts)
         for label, (protocol, port, cidr, purpose) in EGRESS_RULES.items():
@@ -237,9 +243,7 @@ class HuaweiBackend(CloudBackend):
     def create_static_assets(
         self, parent: pulumi.Resource, name: str, request: StaticAssetsRequest
     ) -> StaticAssetsResult:
-        cdn = _cdn_settings()
-        if cdn is None:  # StaticAssets refuses earlier (require); this guards a direct call
-            raise InputError([_missing_cdn_settings()])
+        assert request.domain and request.certificate, "StaticAssets requires both here (assets_certificate)"
         region = _provider_region(parent)
         if request.existing_bucket is not None:
             bucket_name: StrOutput = pulumi.Output.from_input(request.existing_bucket)
@@ -251,13 +255,13 @@ class HuaweiBackend(CloudBackend):
             bucket = _private_bucket(parent, name, "bucket", request.force_destroy, request.tags, logs=logs)
             bucket_name, origin = bucket.bucket, bucket.bucket_domain_name
         domain = hw.cdn.Domain(
-            f"{name}-cdn", name=cdn.domain, type="web", service_area=region.apply(_service_area),
+            f"{name}-cdn", name=request.domain, type="web", service_area=region.apply(_service_area),
             sources=[{"origin": origin, "origin_type": "obs_bucket", "obs_bucket_type": "private", "active": 1}],
             configs={
                 "origin_protocol": "https",
                 "https_settings": {
                     "https_enabled": True, "http2_enabled": True, "tls_version": CDN_TLS_VERSIONS,
-                    "certificate_source": SCM_CERTIFICATE_SOURCE, "scm_certificate_id": cdn.certificate_id,
+                    "certificate_source": SCM_CERTIFICATE_SOURCE, "scm_certificate_id": request.certificate,
                     "certificate_name": unique_name([name], max_length=CDN_CERTIFICATE_NAME_MAX_LENGTH)},
                 "force_redirect": {"enabled": True, "type": "https", "redirect_code": 301}},
             tags=request.tags, opts=child_options(parent))
@@ -311,18 +315,15 @@ class HuaweiBackend(CloudBackend):
         image = _server_image(parent, plan)
         zones = _zones_offering(parent, plan.instance_type, plan.zones)
         disk_key = _lookup(parent, KEY_LOOKUP, {"keyAlias": EVS_DEFAULT_KEY_ALIAS}).apply(lambda key: str(key["keyId"]))
-        # The provider's region, as resolved for this component: the boot script reads the bucket and the secrets
-        # in the plan's region.
-        region = _provider_region(parent)
-        user_data = pulumi.Output.all(request.user_data, region).apply(
-            lambda texts: compressed_user_data(texts[0]) if texts[1] == plan.region else _wrong_region(plan, texts[1]))
-        public = _asks_for_public_access(parent)
+        user_data = checked_user_data(plan, request.user_data, _provider_region(parent), provider=self.display_name,
+                                      encode=functools.partial(compressed_user_data,
+                                                               limit_bytes=USER_DATA_LIMIT_BYTES, service="ECS"))
         result = ServersResult(instance_ids=[], public_ips=[], private_ips=[])
         for index in range(plan.instance_count):
             resource = f"{name}-server-{index}"
             server = hw.ecs.Instance(
                 resource, flavor_id=plan.instance_type, image_id=image.image_id,
-                availability_zone=zones.apply(_item(index % plan.zones)),
+                availability_zone=zones.apply(nth(index % plan.zones)),
                 networks=[{"uuid": request.subnet_ids[index % len(request.subnet_ids)]}],
                 security_group_ids=list(request.firewall_ids), agency_name=request.attachment,
                 system_disk_type=SYSTEM_DISK_TYPE, system_disk_kms_key_id=disk_key,
@@ -334,46 +335,20 @@ class HuaweiBackend(CloudBackend):
                 opts=child_options(parent, ignore_changes=["image_id"]))
             result.instance_ids.append(server.id)
             result.private_ips.append(server.access_ip_v4)
-            result.public_ips.append(_public_address(parent, resource, server, request.tags) if public
-                                     else pulumi.Output.from_input(""))
+            # Only a public endpoint gets an elastic IP; egress goes through the network's NAT gateway.
+            result.public_ips.append(_public_address(parent, resource, server, request.tags)
+                                     if request.public_endpoint else pulumi.Output.from_input(""))
         return result
 
     #### Offline preview ####
 
-    def preview_outputs(self, resource_type: str, name: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        region = self.configured_region() or PREVIEW_REGION
-        digest = hashlib.sha256(f"{resource_type}\0{name}".encode()).hexdigest()
-        make = _PREVIEW_OUTPUTS.get(resource_type)
-        context = _PreviewContext(name, dict(inputs), digest, region)
-        if make is None:
-            return _uuid(digest), {}
-        return make(context)
-
-    def preview_invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        answer = _PREVIEW_INVOKES.get(token)
-        if answer is None:
-            raise NotImplementedError(f"the Huawei Cloud preview has no answer for {token}; add it to _PREVIEW_INVOKES")
-        return answer(dict(args), self.configured_region() or PREVIEW_REGION)
-
-    #### Shared behaviour ####
-
-    def require(self, capability: Capability, *, field: str, fix: str) -> Problem | None:
-        """As for every cloud, plus the CDN settings only the user has, checked before anything is created.
-
-        Local workaround: the domain and certificate belong in StaticAssetsRequest; until they are there, this is
-        the one check that runs before the components register anything.
-        """
-        problem = super().require(capability, field=field, fix=fix)
-        if problem is None and capability is Capability.PRIVATE_CDN_ORIGIN and _cdn_settings() is None:
-            return _missing_cdn_settings()
-        return problem
+    def preview_answers(self) -> PreviewAnswers:
+        return PreviewAnswers(resources=_PREVIEW_OUTPUTS, lookups=_PREVIEW_INVOKES,
+                              region=self.configured_region() or PREVIEW_REGION, account=PREVIEW_PROJECT_ID,
+                              unlisted_id=lambda c: _uuid(c.digest))
 
 
 #### Helpers: network and firewall ####
-
-
-def _item(index: int) -> Callable[[Sequence[str]], str]:
-    return lambda items: items[index]
 
 
 def _lookup(parent: pulumi.Resource, token: str, args: Mapping[str, Any]) -> pulumi.Output[dict[str, Any]]:
@@ -408,19 +383,10 @@ def _zones_offering(parent: pulumi.Resource, flavor: str, count: int) -> pulumi.
     def offering(names: Sequence[str]) -> pulumi.Output[list[str]]:
         # One lookup per zone, possible only once the zone names are known.
         sold = pulumi.Output.all(*(selling(zone) for zone in sorted(names)))
-        return sold.apply(lambda zones: first_zones([zone for zone in zones if zone], flavor, count))
+        return sold.apply(lambda zones: first_zones([zone for zone in zones if zone], count, flavor))
 
     zones = _lookup(parent, ZONES_LOOKUP, {"state": "available"})
     return zones.apply(lambda answer: offering(answer.get("names") or []))
-
-
-def first_zones(selling: Sequence[str], flavor: str, count: int) -> list[str]:
-    """The first `count` of the zones that sell the flavor, or an error that says how many do."""
-    if len(selling) < count:
-        raise input_error("plan.zones", f"{flavor} is sold in {len(selling)} zone(s) of this region "
-                          f"({', '.join(selling) or 'none'})", value=count,
-                          fix="plan for another region or flavor, or bring your own subnets")
-    return list(selling[:count])
 
 
 def _nat_egress(parent: pulumi.Resource, name: str, vpc: hw.vpc.Vpc, subnets: Sequence[hw.vpc.Subnet],
@@ -525,34 +491,6 @@ def _existing_bucket_domain(parent: pulumi.Resource, bucket: pulumi.Input[str]) 
     return _lookup(parent, BUCKETS_LOOKUP, {"bucket": bucket}).apply(domain)
 
 
-@dataclass(frozen=True)
-class _CdnSettings:
-    domain: str
-    certificate_id: str
-
-
-def _cdn_values() -> dict[str, str | None]:
-    """The `inferstack-huawei:` CDN settings by key (read at each call: each program run has its own config)."""
-    config = pulumi.Config(CDN_CONFIG_NAMESPACE)
-    return {key: (config.get(key) or "").strip() or None for key in (CDN_DOMAIN_KEY, CDN_CERTIFICATE_KEY)}
-
-
-def _cdn_settings() -> _CdnSettings | None:
-    values = _cdn_values()
-    domain, certificate = values[CDN_DOMAIN_KEY], values[CDN_CERTIFICATE_KEY]
-    return _CdnSettings(domain, certificate) if domain and certificate else None
-
-
-def _missing_cdn_settings() -> Problem:
-    missing = [f"{CDN_CONFIG_NAMESPACE}:{key}" for key, value in _cdn_values().items() if not value]
-    return Problem(missing[0] if missing else CDN_CONFIG_NAMESPACE,
-                   "is not set: Huawei CDN serves static assets only for a domain you own, over HTTPS with that "
-                   f"domain's certificate in SCM (missing: {', '.join(missing)})",
-                   fix=f"pulumi config set {CDN_CONFIG_NAMESPACE}:{CDN_DOMAIN_KEY} assets.example.com (a domain whose "
-                   f"DNS you control) and {CDN_CONFIG_NAMESPACE}:{CDN_CERTIFICATE_KEY} <its SCM certificate id>, or "
-                   "set staticAssets to false (docs/deploy-huawei.md)")
-
-
 def _service_area(region: str) -> str:
     """Serve where the bucket is: mainland China regions are named cn-* (their domains need an ICP filing)."""
     return "mainland_china" if region.startswith("cn-") else "outside_mainland_china"
@@ -609,15 +547,6 @@ def choose_image(images: Sequence[Mapping[str, Any]], plan: DeploymentPlan) -> M
     return chosen
 
 
-def _asks_for_public_access(parent: pulumi.Resource) -> bool:
-    """True when the server's API is opened beyond private networks: only then does it get an elastic IP.
-
-    ServersRequest does not carry the allowed networks, so they are read from the InferenceServer that parents
-    the servers (its checked `allowed_cidrs`); a parent without them gets no public address.
-    """
-    return any(not is_private(ipaddress.ip_network(cidr)) for cidr in getattr(parent, "allowed_cidrs", ()))
-
-
 def _public_address(parent: pulumi.Resource, resource: str, server: hw.ecs.Instance,
                     tags: Mapping[str, str]) -> StrOutput:
     address = _eip(parent, f"{resource}-eip", tags)
@@ -627,33 +556,10 @@ def _public_address(parent: pulumi.Resource, resource: str, server: hw.ecs.Insta
     return pulumi.Output.all(address.address, association.id).apply(lambda values: str(values[0]))
 
 
-def _wrong_region(plan: DeploymentPlan, region: str) -> str:
-    raise input_error("plan", f"was made for region {plan.region} but the Huawei Cloud provider deploys to {region}",
-                      fix=f"plan for {region}, or give the component a provider for {plan.region}")
-
-
-def compressed_user_data(text: str) -> str:
-    """User data as the ECS API takes it: gzip (deterministic bytes, cloud-init unpacks it), then Base64."""
-    packed = user_data_gzip(text)
-    if len(packed) > USER_DATA_LIMIT_BYTES:
-        raise input_error("bootstrap", f"compresses to {len(packed)} bytes of user data; Huawei ECS accepts "
-                          f"{USER_DATA_LIMIT_BYTES}", value=f"{len(text.encode())} bytes uncompressed",
-                          fix="move large files out of the cloud-config (fetch them from the model bucket)")
-    return base64.b64encode(packed).decode()
-
-
 #### Helpers: offline preview ####
 
 PREVIEW_REGION = "ap-southeast-3"
 PREVIEW_PROJECT_ID = "0123456789abcdef0123456789abcdef"  # IAM project ids are 32 hex characters
-
-
-@dataclass(frozen=True)
-class _PreviewContext:
-    name: str
-    inputs: dict[str, Any]
-    digest: str
-    region: str
 
 
 def _uuid(digest: str) -> str:
@@ -661,30 +567,24 @@ def _uuid(digest: str) -> str:
     return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
 
-def _bucket_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
+def _bucket_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
     bucket = c.inputs["bucket"]
     return bucket, {"bucketDomainName": f"{bucket}.obs.{c.region}.myhuaweicloud.com", "region": c.region}
 
 
-def _address_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
-    # Documentation address range (RFC 5737 TEST-NET-3) for public addresses.
-    return _uuid(c.digest), {"address": f"203.0.113.{int(c.digest[:4], 16) % 254 + 1}"}
+def _instance_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    # Public addresses are elastic IPs (their own resources).
+    return _uuid(c.digest), {"accessIpV4": c.private_ip, "publicIp": ""}
 
 
-def _instance_outputs(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
-    host = int(c.digest[:4], 16)
-    # Public addresses are elastic IPs (their own resources); private addresses come from our network range.
-    return _uuid(c.digest), {"accessIpV4": f"10.64.{host % 16}.{host % 250 + 4}", "publicIp": ""}
-
-
-def _named(c: _PreviewContext) -> tuple[str, dict[str, Any]]:
+def _named(c: PreviewContext) -> tuple[str, dict[str, Any]]:
     """Resources whose name the program sets (agencies, custom policies, secrets): the name is part of the state."""
     return _uuid(c.digest), {"name": c.inputs.get("name") or f"{c.name}-{c.digest[:7]}"}
 
 
-_PREVIEW_OUTPUTS: dict[str, Callable[[_PreviewContext], tuple[str, dict[str, Any]]]] = {
+_PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "huaweicloud:Vpc/vpc:Vpc": lambda c: (_uuid(c.digest), {"cidr": c.inputs["cidr"]}),
-    "huaweicloud:Vpc/eip:Eip": _address_outputs,
+    "huaweicloud:Vpc/eip:Eip": lambda c: (_uuid(c.digest), {"address": c.public_ip}),
     "huaweicloud:Obs/bucket:Bucket": _bucket_outputs,
     "huaweicloud:Iam/role:Role": _named,
     "huaweicloud:Iam/agency:Agency": _named,
@@ -702,34 +602,34 @@ def _preview_flavors(generation: str) -> list[str]:
     return [f"{generation}.{size}.{ratio}" for size in sizes for ratio in (1, 2, 4, 8)]
 
 
-def _preview_images(a: dict[str, Any], region: str) -> dict[str, Any]:
+def _preview_images(a: dict[str, Any], c: PreviewContext) -> dict[str, Any]:
     """A plain Ubuntu image for every flavor, and a driver-ready one for GPU generations (p*, g*)."""
     flavor = a.get("flavorId", "")
-    images = [{"id": _uuid(hashlib.sha256(f"{region}/{UBUNTU_IMAGE_NAME}".encode()).hexdigest()),
+    images = [{"id": _uuid(hashlib.sha256(f"{c.region}/{UBUNTU_IMAGE_NAME}".encode()).hexdigest()),
                "name": UBUNTU_IMAGE_NAME, "minDiskGb": 40, "createdAt": "2025-01-01T00:00:00Z"}]
     if flavor[:1] in ("p", "g"):
         name = f"{UBUNTU_IMAGE_NAME}{TESLA_DRIVER_SUFFIX} 535.54.03 and CUDA 12.2"
-        images.append({"id": _uuid(hashlib.sha256(f"{region}/{name}".encode()).hexdigest()), "name": name,
+        images.append({"id": _uuid(hashlib.sha256(f"{c.region}/{name}".encode()).hexdigest()), "name": name,
                        "minDiskGb": 40, "createdAt": "2025-01-01T00:00:00Z"})
-    return {"id": region, "images": images, "flavorId": flavor, "nameRegex": a.get("nameRegex")}
+    return {"id": c.region, "images": images, "flavorId": flavor, "nameRegex": a.get("nameRegex")}
 
 
-_PREVIEW_INVOKES: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
-    "huaweicloud:index/getAvailabilityZones:getAvailabilityZones": lambda a, region: {
-        "id": region, "region": region, "names": [f"{region}{zone}" for zone in "abc"], "state": "available"},
-    "huaweicloud:Ecs/getFlavors:getFlavors": lambda a, region: {
+_PREVIEW_INVOKES: dict[str, PreviewLookup] = {
+    "huaweicloud:index/getAvailabilityZones:getAvailabilityZones": lambda a, c: {
+        "id": c.region, "region": c.region, "names": [f"{c.region}{zone}" for zone in "abc"], "state": "available"},
+    "huaweicloud:Ecs/getFlavors:getFlavors": lambda a, c: {
         "id": a["availabilityZone"], "availabilityZone": a["availabilityZone"],
         "ids": _preview_flavors(a.get("generation", "s7"))},
-    "huaweicloud:Iam/getProjects:getProjects": lambda a, region: {
-        "id": a.get("name", region), "projects": [{"id": PREVIEW_PROJECT_ID, "name": a.get("name", region),
-                                                   "enabled": True}]},
+    "huaweicloud:Iam/getProjects:getProjects": lambda a, c: {
+        "id": a.get("name", c.region),
+        "projects": [{"id": c.account, "name": a.get("name", c.region), "enabled": True}]},
     "huaweicloud:Ims/getImages:getImages": _preview_images,
-    "huaweicloud:Dew/getKey:getKey": lambda a, region: {
-        "id": "evs-default-key", "keyId": _uuid(hashlib.sha256(f"{region}/evs/default".encode()).hexdigest()),
-        "keyAlias": a["keyAlias"], "defaultKeyFlag": "1", "domainId": PREVIEW_PROJECT_ID, "region": region},
+    "huaweicloud:Dew/getKey:getKey": lambda a, c: {
+        "id": "evs-default-key", "keyId": _uuid(hashlib.sha256(f"{c.region}/evs/default".encode()).hexdigest()),
+        "keyAlias": a["keyAlias"], "defaultKeyFlag": "1", "domainId": c.account, "region": c.region},
     # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
-    "huaweicloud:Vpc/getVpc:getVpc": lambda a, region: {"id": a["id"], "cidr": "192.168.0.0/16", "region": region},
-    "huaweicloud:Obs/getBuckets:getBuckets": lambda a, region: {
-        "id": region, "buckets": [{"bucket": a["bucket"], "region": region, "storageClass": "STANDARD",
-                                   "createdAt": "2025-01-01T00:00:00Z", "enterpriseProjectId": "0"}]},
+    "huaweicloud:Vpc/getVpc:getVpc": lambda a, c: {"id": a["id"], "cidr": "192.168.0.0/16", "region": c.region},
+    "huaweicloud:Obs/getBuckets:getBuckets": lambda a, c: {
+        "id": c.region, "buckets": [{"bucket": a["bucket"], "region": c.region, "storageClass": "STANDARD",
+                                     "createdAt": "2025-01-01T00:00:00Z", "enterpriseProjectId": "0"}]},
 }

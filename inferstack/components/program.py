@@ -13,6 +13,9 @@ Config keys (namespace `inferstack:`; region from the provider's own key, e.g. `
     allowedCidrs        networks that may call the API (default: the server's own network only)
     apiKey, hubToken    secrets (`pulumi config set --secret`)
     staticAssets        create the CDN + assets bucket (default true)
+    assetsDomain        the domain the CDN serves (required on gcp, alibaba, huawei; optional on aws)
+    assetsCertificate   that domain's certificate where the cloud needs one (aws: ACM ARN in us-east-1;
+                        huawei: SCM certificate id)
     pricesFile          price overrides used when sizing the workload (docs/pricing.md)
     networkId, subnetIds, securityGroupIds, instanceIdentity, modelBucket, assetsBucket
                         bring your own (then nothing is created for them)
@@ -63,6 +66,10 @@ class StackConfig(BaseModel):
     """Networks that may call the inference API, as CIDR blocks."""
     static_assets: bool = Field(default=True, alias="staticAssets")
     """Create the static-assets bucket and its CDN."""
+    assets_domain: str | None = Field(default=None, alias="assetsDomain")
+    """The domain the static-assets CDN serves."""
+    assets_certificate: str | None = Field(default=None, alias="assetsCertificate")
+    """The certificate of assetsDomain in the cloud's certificate service (AWS ACM, Huawei SCM)."""
     network_id: str | None = Field(default=None, alias="networkId")
     """Existing network (AWS VPC id)."""
     subnet_ids: list[str] | None = Field(default=None, alias="subnetIds")
@@ -268,7 +275,7 @@ def _server_args(config: StackConfig) -> InferenceServerArgs:
     args: dict[str, Any] = {"allowed_cidrs": config.allowed_cidrs, "static_assets": config.static_assets,
                             "tags": config.tags}
     for key in ("network_id", "subnet_ids", "security_group_ids", "instance_identity", "model_bucket",
-                "assets_bucket"):
+                "assets_bucket", "assets_domain", "assets_certificate"):
         if getattr(config, key) is not None:
             args[key] = getattr(config, key)
     secrets = pulumi.Config(NAMESPACE)

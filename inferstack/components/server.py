@@ -26,14 +26,17 @@ from inferstack.components.core import (
     CloudBackend,
     FirewallRequest,
     IdentityRequest,
+    IpNetwork,
     ModelStoreRequest,
     NetworkRequest,
     SecretsRequest,
     ServersRequest,
     StaticAssetsRequest,
     backend_for,
+    certificate_problem,
     child_options,
     default_tags,
+    domain_problem,
     is_private,
     parse_cidrs,
     validate_args,
@@ -117,10 +120,11 @@ class Firewall(pulumi.ComponentResource):
         if problems:
             raise InputError(problems)
         super().__init__("inferstack:index:Firewall", name, None, opts)
+        metrics_port = checked.get("metrics_port")
         result = backend.create_firewall(self, name, FirewallRequest(
             network_id=checked["network_id"], network_cidr=checked["network_cidr"], serving_port=checked["port"],
-            metrics_port=checked.get("metrics_port"), allowed_cidrs=tuple(str(n) for n in networks),
-            tags=_tags(checked)))
+            metrics_port=None if metrics_port == checked["port"] else metrics_port,
+            allowed_cidrs=tuple(str(n) for n in networks), tags=_tags(checked)))
         self.firewall_id = result.firewall_id
         self.register_outputs({"firewall_id": self.firewall_id})
 
@@ -167,12 +171,18 @@ class StaticAssetsArgs(TypedDict):
     """Existing bucket to serve instead of creating one; nothing is created or changed on it."""
     access_logs_bucket: NotRequired[pulumi.Input[str]]
     """Bucket that receives the asset bucket's access logs (a created bucket only)."""
+    domain: NotRequired[str]
+    """Domain the CDN serves, e.g. assets.example.com (you point its DNS at the CDN). Required where the CDN has no
+    hostname of its own (Capability.CDN_DEFAULT_HOSTNAME: every cloud but AWS)."""
+    certificate: NotRequired[str]
+    """The domain's certificate in the cloud's certificate service, where the cloud needs one with a domain
+    (`CloudBackend.assets_certificate`: an ACM ARN on AWS, an SCM id on Huawei Cloud)."""
     force_destroy: NotRequired[bool]
     tags: NotRequired[Mapping[str, str]]
 
 
 class StaticAssets(pulumi.ComponentResource):
-    """A private bucket behind an HTTPS-only CDN that alone can read it."""
+    """A private bucket behind an HTTPS-only CDN that alone can read it, on the CDN's hostname or your domain."""
 
     bucket_name: pulumi.Output[str]
     url: pulumi.Output[str]
@@ -184,17 +194,52 @@ class StaticAssets(pulumi.ComponentResource):
         backend = backend_for(checked["cloud"], field=f"{name}.cloud")
         problem = backend.require(Capability.PRIVATE_CDN_ORIGIN, field=f"{name}.cloud",
                                   fix="serve static files from elsewhere")
-        if problem:
-            raise InputError([problem])
+        problems = [problem] if problem else []
+        problems += static_assets_problems(backend, checked.get("domain"), checked.get("certificate"),
+                                           domain_field=f"{name}.domain", certificate_field=f"{name}.certificate")
+        if problems:
+            raise InputError(problems)
         super().__init__("inferstack:index:StaticAssets", name, None, opts)
         result = backend.create_static_assets(self, name, StaticAssetsRequest(
             existing_bucket=checked.get("bucket"), logs_bucket=checked.get("access_logs_bucket"),
+            domain=checked.get("domain"), certificate=checked.get("certificate"),
             force_destroy=checked.get("force_destroy", False), tags=_tags(checked)))
         self.bucket_name = result.bucket
         self.url = result.url
         self.required_bucket_policy = pulumi.Output.from_input(result.required_bucket_policy)
         self.register_outputs({"bucket_name": self.bucket_name, "url": self.url,
                                "required_bucket_policy": self.required_bucket_policy})
+
+
+def static_assets_problems(backend: CloudBackend, domain: str | None, certificate: str | None, *,
+                           domain_field: str, certificate_field: str) -> list[Problem]:
+    """What would keep the CDN from serving: a domain that is malformed, or missing where the CDN has no hostname
+    of its own; a certificate that is malformed, missing where the cloud needs one, or given where it does not."""
+    rule, cloud = backend.assets_certificate, backend.display_name
+    certificate_arg = certificate_field.rsplit(".", 1)[-1]
+    problems: list[Problem | None] = []
+    hostname = backend.support(Capability.CDN_DEFAULT_HOSTNAME)
+    if domain is not None:
+        problems.append(domain_problem(domain_field, domain))
+    elif not hostname.available:
+        with_certificate = f", with {certificate_arg} ({rule.kind})" if rule else ""
+        problems.append(Problem(domain_field, f"is required on {cloud}: {hostname.note}",
+                                fix=f"give a domain whose DNS you control{with_certificate}, e.g. assets.example.com "
+                                "(stack config inferstack:assetsDomain), or leave static assets out (static_assets "
+                                "false)"))
+    if certificate is None:
+        if domain is not None and rule is not None:
+            problems.append(Problem(certificate_field, f"is required with a domain on {cloud}: {rule.kind}",
+                                    fix=f"give one such as {rule.example} (stack config inferstack:assetsCertificate)"))
+    elif domain is None:
+        problems.append(Problem(certificate_field, "is given without a domain", value=certificate,
+                                fix="give the domain it covers too, or leave the certificate out"))
+    elif rule is None:
+        problems.append(Problem(certificate_field, f"is not used on {cloud}: the cloud issues the domain's "
+                                "certificate itself", value=certificate, fix="leave the certificate out"))
+    else:
+        problems.append(certificate_problem(rule, certificate_field, certificate))
+    return [problem for problem in problems if problem]
 
 
 #### Secrets and identity ####
@@ -220,6 +265,9 @@ class ServerSecrets(pulumi.ComponentResource):
     def __init__(self, name: str, args: ServerSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         checked = validate_args(ServerSecretsArgs, args, name)
         backend = backend_for(checked["cloud"], field=f"{name}.cloud")
+        problem = backend.require(Capability.SECRET_STORE, field=f"{name}.cloud", fix="keep the secrets elsewhere")
+        if problem:
+            raise InputError([problem])
         super().__init__("inferstack:index:ServerSecrets", name, None, opts)
         values = {ref: pulumi.Output.secret(checked[key]) for key, ref in _SECRET_NAMES.items() if key in checked}
         result = backend.create_secrets(self, name, SecretsRequest(values=values, tags=_tags(checked)))
@@ -288,6 +336,13 @@ class InferenceServerArgs(TypedDict):
     """Model-hub token (pass a Pulumi secret), for runtimes that fetch files from the hub."""
     static_assets: NotRequired[bool]
     """Create a private bucket behind an HTTPS CDN for static files (default true)."""
+    assets_domain: NotRequired[str]
+    """Domain the static-assets CDN serves, e.g. assets.example.com. Required on clouds whose CDN has no hostname of
+    its own (Google Cloud, Alibaba Cloud, Huawei Cloud); optional on AWS (default: *.cloudfront.net)."""
+    assets_certificate: NotRequired[str]
+    """Certificate of assets_domain in the cloud's certificate service, where the cloud needs one: an ACM
+    certificate ARN in us-east-1 on AWS, an SCM certificate id on Huawei Cloud (Google Cloud and Alibaba Cloud issue
+    their own)."""
     network_id: NotRequired[pulumi.Input[str]]
     """Existing network (AWS VPC id) instead of creating one; give subnet_ids with it."""
     subnet_ids: NotRequired[Sequence[pulumi.Input[str]]]
@@ -327,7 +382,8 @@ class InferenceServer(pulumi.ComponentResource):
         checked = validate_args(InferenceServerArgs, args, name)
         self.plan = _resolve_plan(checked, name)
         self.backend = backend_for(self.plan.cloud, field=f"{name}.cloud")
-        self.allowed_cidrs = _check_placement(checked, self.plan, self.backend, name)
+        networks = _check_placement(checked, self.plan, self.backend, name)
+        self.allowed_cidrs = [str(n) for n in networks]
         super().__init__("inferstack:index:InferenceServer", name, None, opts)
         self._name = name
         self._tags = {**default_tags(self.plan.workload), **checked.get("tags", {})}
@@ -344,7 +400,7 @@ class InferenceServer(pulumi.ComponentResource):
         ).apply(lambda refs: self._render_user_data(*refs))
         servers = self.backend.create_servers(self, name, ServersRequest(
             plan=self.plan, subnet_ids=subnet_ids, firewall_ids=firewall_ids, attachment=attachment,
-            user_data=user_data, tags=self._tags))
+            user_data=user_data, public_endpoint=any(not is_private(n) for n in networks), tags=self._tags))
 
         port = self.plan.serving.port
         self.endpoint_urls = pulumi.Output.all(*(
@@ -397,6 +453,10 @@ class InferenceServer(pulumi.ComponentResource):
         if not checked.get("static_assets", True):
             return
         assets_args: StaticAssetsArgs = {"cloud": self.plan.cloud, "force_destroy": force_destroy, "tags": self._tags}
+        if "assets_domain" in checked:
+            assets_args["domain"] = checked["assets_domain"]
+        if "assets_certificate" in checked:
+            assets_args["certificate"] = checked["assets_certificate"]
         if "assets_bucket" in checked:
             assets_args["bucket"] = checked["assets_bucket"]
         elif logs_bucket is not None:
@@ -496,8 +556,9 @@ def size_workload(workload: WorkloadSpec, cloud: Cloud, *, field: str = "workloa
     return outcome.chosen
 
 
-def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: CloudBackend, name: str) -> list[str]:
-    """Every check that needs no cloud call, all at once; returns the normalised allowed CIDRs."""
+def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: CloudBackend,
+                     name: str) -> tuple[IpNetwork, ...]:
+    """Every check that needs no cloud call, all at once; returns the allowed networks."""
     networks, problems = parse_cidrs(checked.get("allowed_cidrs", ()), f"{name}.allowed_cidrs")
     if ("network_id" in checked) != ("subnet_ids" in checked):
         problems.append(Problem(f"{name}.network_id", "network_id and subnet_ids come together",
@@ -519,20 +580,28 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
         problems.append(Problem(f"{name}.plan", f"was made for region {plan.region} but the provider deploys to "
                                 f"{configured}", fix=f"plan for {configured}, or set {backend.region_config_key} "
                                 f"to {plan.region}"))
+    static_assets = checked.get("static_assets", True)
+    secrets = "api_key" in checked or "hub_token" in checked
     for capability, wanted, fix in (
-        (Capability.PRIVATE_CDN_ORIGIN, checked.get("static_assets", True), "set static_assets to false"),
+        (Capability.PRIVATE_CDN_ORIGIN, static_assets, "set static_assets to false"),
         (Capability.SPOT_CAPACITY, plan.spot, "plan without spot capacity"),
-        (Capability.SECRET_STORE, "api_key" in checked or "hub_token" in checked, "leave the secrets out"),
+        (Capability.SECRET_STORE, secrets, "leave the secrets out"),
     ):
         problem = backend.require(capability, field=f"{name}.{capability.value}", fix=fix) if wanted else None
         if problem:
             problems.append(problem)
+    if static_assets:
+        problems += static_assets_problems(backend, checked.get("assets_domain"), checked.get("assets_certificate"),
+                                           domain_field=f"{name}.assets_domain",
+                                           certificate_field=f"{name}.assets_certificate")
     if problems:
         raise InputError(problems)
     if plan.stage == "production":
         _warn_missing(backend, Capability.TERMINATION_PROTECTION, name)
+    if secrets:
+        _warn_missing(backend, Capability.SECRET_SCOPED_GRANTS, name)
     _warn_missing(backend, Capability.METADATA_HARDENING, name)
-    return [str(n) for n in networks]
+    return networks
 
 
 def _warn_missing(backend: CloudBackend, capability: Capability, name: str) -> None:

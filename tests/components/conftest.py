@@ -50,14 +50,33 @@ def bootstrap_renderer() -> Iterator[str]:
         yield "fake"
 
 
-REGION_CONFIG = {"aws:region": "us-east-1"}
+STACK_CONFIG = {
+    # Each provider's region: the regions the sample plans are made for.
+    "aws:region": "us-east-1",
+    "gcp:region": "us-central1",
+    "alicloud:region": "ap-southeast-1",
+    "huaweicloud:region": "ap-southeast-3",
+    # The one cloud-specific setting without a neutral argument: Alibaba keeps secrets in a KMS instance you buy.
+    "inferstack-alibaba:kmsInstanceId": "kst-sgp00000000000000001",
+    "inferstack-alibaba:kmsKeyId": "key-sgp00000000000000001",
+}
+"""Stack config under which every cloud deploys everything (with CLOUD_ARGS)."""
+
+CLOUD_ARGS: dict[str, dict[str, Any]] = {
+    "aws": {},  # CloudFront serves on its own hostname
+    "gcp": {"assets_domain": "assets.example.com"},
+    "alibaba": {"assets_domain": "assets.example.com"},
+    "huawei": {"assets_domain": "assets.example.com", "assets_certificate": "scs1554192131150"},
+}
+"""InferenceServer arguments each cloud needs to create static assets too: a domain where its CDN has no hostname
+of its own, and the certificate where the cloud does not issue one."""
 
 
 @pytest.fixture
 def run() -> Callable[..., Recording]:
-    """`run(program, config=...)`: record a program under mocks with the AWS region set."""
+    """`run(program, config=...)`: record a program under mocks with STACK_CONFIG (and `config` over it)."""
 
     def _run(program: Callable[[], Any], config: Mapping[str, Any] | None = None, stack: str = "test") -> Recording:
-        return record(program, config={**REGION_CONFIG, **(config or {})}, stack=stack)
+        return record(program, config={**STACK_CONFIG, **(config or {})}, stack=stack)
 
     return _run

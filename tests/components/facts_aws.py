@@ -2,52 +2,55 @@
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from inferstack.preview import Recording, RegisteredResource
-from tests.components.neutral_view import Bucket, Cdn, Grant, Ingress, SecurityFacts, Server
+from tests.components.neutral_view import (
+    Bucket,
+    Cdn,
+    Ingress,
+    PolicyLanguage,
+    SecurityFacts,
+    Server,
+    gzip_user_data,
+    ingress_source,
+    policy_grants,
+    secret_refs,
+    settings_by_bucket,
+)
+
+BUCKET = "aws:s3/bucket:Bucket"
+PARAMETER = "aws:ssm/parameter:Parameter"
 
 
 def facts(recording: Recording) -> SecurityFacts:
     network_cidrs = {r.outputs.get("cidrBlock") for r in recording.of_type("aws:ec2/vpc:Vpc")}
-    by_bucket = _aws_bucket_settings(recording)
-    buckets = [_aws_bucket(r.id, by_bucket.get(r.id, {})) for r in recording.of_type("aws:s3/bucket:Bucket")]
+    by_bucket = settings_by_bucket(recording, BUCKET)
     return SecurityFacts(
-        ingress=[_aws_ingress(r, network_cidrs) for r in
+        ingress=[_ingress(r, network_cidrs) for r in
                  recording.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")],
-        buckets=buckets,
-        servers=[_aws_server(r) for r in recording.of_type("aws:ec2/instance:Instance")],
+        buckets=[_bucket(r.id, by_bucket.get(r.id, {})) for r in recording.of_type(BUCKET)],
+        servers=[_server(r) for r in recording.of_type("aws:ec2/instance:Instance")],
         grants=[grant for r in recording.of_type("aws:iam/rolePolicy:RolePolicy")
-                for grant in _aws_grants(r.inputs["policy"])],
-        cdns=[_aws_cdn(r, recording) for r in recording.of_type("aws:cloudfront/distribution:Distribution")],
-        secret_values_stored=[r.inputs["value"] for r in recording.of_type("aws:ssm/parameter:Parameter")],
+                for grant in policy_grants(r.inputs["policy"], IAM)],
+        cdns=[_cdn(r, recording) for r in recording.of_type("aws:cloudfront/distribution:Distribution")],
+        secret_values_stored=[r.inputs["value"] for r in recording.of_type(PARAMETER)],
+        secret_refs=secret_refs(recording.of_type(PARAMETER), lambda parameter: parameter.inputs["name"]),
     )
 
 
-def _aws_ingress(rule: RegisteredResource, network_cidrs: set[Any]) -> Ingress:
+def _ingress(rule: RegisteredResource, network_cidrs: set[Any]) -> Ingress:
     inputs = rule.inputs
     source = inputs.get("cidrIpv4") or inputs.get("cidrIpv6") or f"group:{inputs.get('referencedSecurityGroupId')}"
-    return Ingress(int(inputs["fromPort"]), int(inputs["toPort"]), "network" if source in network_cidrs else source)
+    return Ingress(int(inputs["fromPort"]), int(inputs["toPort"]), ingress_source(source, network_cidrs))
 
 
-def _aws_bucket_settings(recording: Recording) -> dict[str, dict[str, Any]]:
-    """The standalone S3 settings resources, grouped by the bucket they configure."""
-    settings: dict[str, dict[str, Any]] = {}
-    for resource in recording.resources:
-        if resource.type.startswith("aws:s3/bucket") and resource.type != "aws:s3/bucket:Bucket":
-            settings.setdefault(resource.inputs.get("bucket", ""), {})[resource.type.split(":")[-1]] = resource.inputs
-    return settings
-
-
-def _aws_bucket(name: str, settings: Mapping[str, Any]) -> Bucket:
+def _bucket(name: str, settings: Mapping[str, Any]) -> Bucket:
     block = settings.get("BucketPublicAccessBlock", {})
     encryption = settings.get("BucketServerSideEncryptionConfiguration", {}).get("rules", [])
-    policy = json.loads(settings.get("BucketPolicy", {}).get("policy", "{}"))
-    statements = policy.get("Statement", [])
+    statements = json.loads(settings.get("BucketPolicy", {}).get("policy", "{}")).get("Statement", [])
     tls_only = any(s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport")
                    == "false" for s in statements)
     readers = tuple(s["Principal"]["Service"] for s in statements
@@ -65,58 +68,29 @@ def _aws_bucket(name: str, settings: Mapping[str, Any]) -> Bucket:
     )
 
 
-def _aws_server(instance: RegisteredResource) -> Server:
+def _server(instance: RegisteredResource) -> Server:
     inputs = instance.inputs
-    encoded = inputs.get("userDataBase64")
-    user_data = gzip.decompress(base64.b64decode(encoded)).decode() if encoded else inputs.get("userData", "")
     return Server(
         name=instance.name,
         metadata_tokens_required=inputs.get("metadataOptions", {}).get("httpTokens") == "required",
         termination_protected=inputs.get("disableApiTermination") is True,
         root_disk_encrypted=inputs.get("rootBlockDevice", {}).get("encrypted") is True,
-        user_data=user_data,
+        user_data=gzip_user_data(inputs.get("userDataBase64")) or inputs.get("userData", ""),
     )
 
 
-_AWS_STORAGE_READS = {"s3:GetObject", "s3:ListBucket"}
-_AWS_SECRET_READS = {"ssm:GetParameter", "ssm:GetParameters"}
-_AWS_MANAGEMENT = {"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
-                   "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"}
+IAM = PolicyLanguage(
+    storage_service="s3:", storage_reads=frozenset({"s3:getobject", "s3:listbucket"}),
+    list_prefix_condition="s3:prefix", object_path=lambda arn: arn.split(":::", 1)[-1],
+    secret_reads=frozenset({"ssm:getparameter", "ssm:getparameters"}),
+    # A parameter's ARN ends in "parameter" + its name, which is the reference the server reads it by.
+    secret_ref=lambda arn: arn.split(":parameter", 1)[-1],
+    management=frozenset(action.lower() for action in (
+        "ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
+        "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel")))
 
 
-def _aws_grants(policy_json: str) -> list[Grant]:
-    grants = []
-    for statement in json.loads(policy_json)["Statement"]:
-        if statement["Effect"] != "Allow":
-            continue
-        actions = set(_as_list(statement["Action"]))
-        resources = _as_list(statement["Resource"])
-        if all(a.startswith("s3:") for a in actions):
-            grants.append(Grant("storage", actions <= _AWS_STORAGE_READS, tuple(
-                _aws_storage_scope(r, statement.get("Condition", {})) for r in resources)))
-        elif actions <= _AWS_SECRET_READS:
-            grants.append(Grant("secrets", True, tuple(r.split(":parameter", 1)[-1] for r in resources)))
-        elif actions <= _AWS_MANAGEMENT:
-            grants.append(Grant("management", False, tuple(resources)))
-        else:
-            grants.append(Grant("other", False, tuple(resources)))
-    return grants
-
-
-def _aws_storage_scope(resource: str, condition: Mapping[str, Any]) -> str:
-    """"bucket/prefix*": object ARNs as they are; a bucket ARN (listing) narrowed by its s3:prefix condition."""
-    path = resource.split(":::", 1)[-1]
-    if "/" in path:
-        return path
-    prefixes = _as_list(condition.get("StringLike", {}).get("s3:prefix", "*"))
-    return f"{path}/{prefixes[0]}" if len(prefixes) == 1 else f"{path}/*"
-
-
-def _as_list(value: Any) -> list[Any]:
-    return [value] if isinstance(value, str) else list(value)
-
-
-def _aws_cdn(distribution: RegisteredResource, recording: Recording) -> Cdn:
+def _cdn(distribution: RegisteredResource, recording: Recording) -> Cdn:
     inputs = distribution.inputs
     behaviors = [inputs["defaultCacheBehavior"], *inputs.get("orderedCacheBehaviors", [])]
     origins_signed = all(o.get("originAccessControlId") for o in inputs["origins"])

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from inferstack.preview import Recording, RegisteredResource
-from tests.components.neutral_view import Bucket, Cdn, Grant, Ingress, SecurityFacts, Server
+from tests.components.neutral_view import (
+    Bucket,
+    Cdn,
+    Grant,
+    Ingress,
+    SecurityFacts,
+    Server,
+    ingress_source,
+    secret_refs,
+)
 
 FIREWALL = "gcp:compute/firewall:Firewall"
 BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 SECRET_MEMBER = "gcp:secretmanager/secretIamMember:SecretIamMember"
 INSTANCE = "gcp:compute/instance:Instance"
+SECRET = "gcp:secretmanager/secret:Secret"
 
 _STORAGE_READ_ROLES = {"roles/storage.objectViewer", "roles/storage.legacyObjectReader"}
 _SECRET_READ_ROLES = {"roles/secretmanager.secretAccessor"}
@@ -27,33 +36,25 @@ _LIST_PREFIX = re.compile(r'api\.getAttribute\("storage\.googleapis\.com/objectL
 
 
 def facts(recording: Recording) -> SecurityFacts:
-    # secret_refs once neutral_view has it (proposed in the helper's report); until then the field is absent.
-    extra = ({"secret_refs": _secret_refs(recording)}
-             if "secret_refs" in {f.name for f in dataclasses.fields(SecurityFacts)} else {})
     network_cidrs = {r.inputs.get("ipCidrRange") for r in recording.of_type("gcp:compute/subnetwork:Subnetwork")}
     identities = {r.outputs.get("member") for r in recording.of_type("gcp:serviceaccount/account:Account")}
     members = recording.of_type(BUCKET_MEMBER)
     return SecurityFacts(
-        ingress=[rule for r in recording.of_type(FIREWALL) for rule in _gcp_ingress(r, network_cidrs)],
-        buckets=[_gcp_bucket(r, members) for r in recording.of_type(BUCKET)],
-        servers=[_gcp_server(r) for r in recording.of_type(INSTANCE)],
-        grants=[_gcp_grant(r) for r in [*members, *recording.of_type(SECRET_MEMBER)]
+        ingress=[rule for r in recording.of_type(FIREWALL) for rule in _ingress(r, network_cidrs)],
+        buckets=[_bucket(r, members) for r in recording.of_type(BUCKET)],
+        servers=[_server(r) for r in recording.of_type(INSTANCE)],
+        grants=[_grant(r) for r in [*members, *recording.of_type(SECRET_MEMBER)]
                 if r.inputs.get("member") in identities],
-        cdns=[_gcp_cdn(r, recording) for r in recording.of_type("gcp:compute/backendBucket:BackendBucket")
+        cdns=[_cdn(r, recording) for r in recording.of_type("gcp:compute/backendBucket:BackendBucket")
               if r.inputs.get("enableCdn")],
         secret_values_stored=[r.inputs["secretData"]
                               for r in recording.of_type("gcp:secretmanager/secretVersion:SecretVersion")],
-        **extra,
+        # The server reads a secret by its resource id (projects/<project>/secrets/<id>).
+        secret_refs=secret_refs(recording.of_type(SECRET), lambda secret: secret.id),
     )
 
 
-def _secret_refs(recording: Recording) -> dict[str, str]:
-    """Short name (api-key, hub-token) → the secret's resource id, which is what the server is told to read."""
-    return {key: secret.id for secret in recording.of_type("gcp:secretmanager/secret:Secret")
-            for key in ("api-key", "hub-token") if secret.name.endswith(f"-{key}")}
-
-
-def _gcp_ingress(rule: RegisteredResource, network_cidrs: set[Any]) -> Iterator[Ingress]:
+def _ingress(rule: RegisteredResource, network_cidrs: set[Any]) -> Iterator[Ingress]:
     """Each allowed port range × source range of an ingress rule (deny rules open nothing)."""
     inputs = rule.inputs
     if inputs.get("direction", "INGRESS") != "INGRESS":
@@ -61,7 +62,7 @@ def _gcp_ingress(rule: RegisteredResource, network_cidrs: set[Any]) -> Iterator[
     for allow in inputs.get("allows", []):
         for low, high in _port_ranges(allow):
             for source in inputs.get("sourceRanges", []):
-                yield Ingress(low, high, "network" if source in network_cidrs else source)
+                yield Ingress(low, high, ingress_source(source, network_cidrs))
 
 
 def _port_ranges(allow: Mapping[str, Any]) -> list[tuple[int, int]]:
@@ -75,7 +76,7 @@ def _port_ranges(allow: Mapping[str, Any]) -> list[tuple[int, int]]:
     return ranges
 
 
-def _gcp_bucket(bucket: RegisteredResource, members: list[RegisteredResource]) -> Bucket:
+def _bucket(bucket: RegisteredResource, members: list[RegisteredResource]) -> Bucket:
     inputs = bucket.inputs
     readers = tuple(_reader(m.inputs["member"]) for m in members
                     if m.inputs.get("bucket") == bucket.id and m.inputs.get("role") in _STORAGE_READ_ROLES
@@ -104,7 +105,7 @@ def _reader(member: str) -> str:
     return "" if own_account else member
 
 
-def _gcp_server(instance: RegisteredResource) -> Server:
+def _server(instance: RegisteredResource) -> Server:
     inputs = instance.inputs
     return Server(
         name=instance.name,
@@ -117,7 +118,7 @@ def _gcp_server(instance: RegisteredResource) -> Server:
     )
 
 
-def _gcp_grant(member: RegisteredResource) -> Grant:
+def _grant(member: RegisteredResource) -> Grant:
     inputs = member.inputs
     if member.type == SECRET_MEMBER:
         return Grant("secrets", inputs["role"] in _SECRET_READ_ROLES, (inputs["secretId"],))
@@ -142,7 +143,7 @@ def _storage_scope(bucket: str, expression: str) -> tuple[str, ...]:
     return tuple(scopes)
 
 
-def _gcp_cdn(backend: RegisteredResource, recording: Recording) -> Cdn:
+def _cdn(backend: RegisteredResource, recording: Recording) -> Cdn:
     url_maps = [m for m in recording.of_type("gcp:compute/uRLMap:URLMap")
                 if m.inputs.get("defaultService") == backend.id]
     map_ids = {m.id for m in url_maps}
@@ -154,7 +155,7 @@ def _gcp_cdn(backend: RegisteredResource, recording: Recording) -> Cdn:
              if r.inputs.get("target") in https_proxies]
     https_only = bool(rules) and not http_proxies and all(r.inputs.get("portRange") == "443" for r in rules)
     origin = next((b for b in recording.of_type(BUCKET) if b.id == backend.inputs.get("bucketName")), None)
-    readers = set(_gcp_bucket(origin, recording.of_type(BUCKET_MEMBER)).readers) if origin else set()
+    readers = set(_bucket(origin, recording.of_type(BUCKET_MEMBER)).readers) if origin else set()
     private_origin = (origin is not None and origin.inputs.get("publicAccessPrevention") == "enforced"
                       and readers == {"https-lb.iam.gserviceaccount.com"})
     return Cdn(https_only=https_only, private_origin=private_origin)

@@ -1,24 +1,41 @@
 """Huawei Cloud: what a recorded program registered, as the cloud-neutral security facts of neutral_view.py.
 
 Facts the provider cannot express stay False (metadata tokens, public-access block, disabled ACLs, termination
-protection): the invariants that need them are skipped through the backend's capabilities, never faked here.
+protection) and a secrets grant that names no secret is scoped "*": the invariants that need them are skipped
+through the backend's capabilities, never faked here.
 """
 
 from __future__ import annotations
 
-import base64
-import gzip
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from inferstack.preview import Recording, RegisteredResource
-from tests.components.neutral_view import Bucket, Cdn, Grant, Ingress, SecurityFacts, Server
+from tests.components.neutral_view import (
+    Bucket,
+    Cdn,
+    Ingress,
+    PolicyLanguage,
+    SecurityFacts,
+    Server,
+    gzip_user_data,
+    ingress_source,
+    policy_grants,
+    secret_refs,
+)
 
 ECS_SERVICE = "op_svc_ecs"
-_STORAGE_READS = {"obs:object:getobject", "obs:bucket:listbucket"}
-_SECRET_READS = {"csms:secretversion:get", "kms:dek:decrypt"}
 _OBJECT_PREFIX = "obs:*:*:object:"
+# Custom policies name objects obs:*:*:object:<bucket>/<key>; a bucket or wildcard resource stays as written (and
+# fails the scope check). CSMS reads name no secret: the grant covers the region's project ("*").
+HUAWEI_IAM = PolicyLanguage(
+    storage_service="obs:", storage_reads=frozenset({"obs:object:getobject", "obs:bucket:listbucket"}),
+    list_prefix_condition="obs:prefix",
+    object_path=lambda resource: resource[len(_OBJECT_PREFIX):] if resource.lower().startswith(_OBJECT_PREFIX)
+    else resource,
+    secret_reads=frozenset({"csms:secretversion:get", "kms:dek:decrypt"}), secret_ref=lambda resource: resource)
+SECRET = "huaweicloud:Dew/secret:Secret"
 
 
 def facts(recording: Recording) -> SecurityFacts:
@@ -29,17 +46,18 @@ def facts(recording: Recording) -> SecurityFacts:
                  if r.inputs["direction"] == "ingress"],
         buckets=[_bucket(r) for r in buckets],
         servers=[_server(r) for r in recording.of_type("huaweicloud:Ecs/instance:Instance")],
-        grants=[grant for role in _server_roles(recording) for grant in _grants(role.inputs["policy"])],
+        grants=[grant for role in _server_roles(recording)
+                for grant in policy_grants(role.inputs["policy"], HUAWEI_IAM)],
         cdns=[_cdn(r, buckets) for r in recording.of_type("huaweicloud:Cdn/domain:Domain")],
-        secret_values_stored=[r.inputs["secretText"] for r in recording.of_type("huaweicloud:Dew/secret:Secret")],
+        secret_values_stored=[r.inputs["secretText"] for r in recording.of_type(SECRET)],
+        secret_refs=secret_refs(recording.of_type(SECRET), lambda secret: secret.inputs["name"]),
     )
 
 
 def _ingress(rule: RegisteredResource, network_cidrs: set[Any]) -> Ingress:
     inputs = rule.inputs
     source = inputs.get("remoteIpPrefix") or f"group:{inputs.get('remoteGroupId')}"
-    return Ingress(int(inputs["portRangeMin"]), int(inputs["portRangeMax"]),
-                   "network" if source in network_cidrs else source)
+    return Ingress(int(inputs["portRangeMin"]), int(inputs["portRangeMax"]), ingress_source(source, network_cidrs))
 
 
 def _statements(policy_json: str | None) -> list[dict[str, Any]]:
@@ -76,13 +94,12 @@ def _principal_ids(statement: Mapping[str, Any]) -> str:
 
 def _server(instance: RegisteredResource) -> Server:
     inputs = instance.inputs
-    encoded = inputs.get("userData", "")
     return Server(
         name=instance.name,
         metadata_tokens_required=False,  # the ECS metadata service has no token mode
         termination_protected=False,  # ecs.Instance has no deletion-protection argument in 0.0.12
         root_disk_encrypted=bool(inputs.get("systemDiskKmsKeyId")),
-        user_data=gzip.decompress(base64.b64decode(encoded)).decode() if encoded else "",
+        user_data=gzip_user_data(inputs.get("userData")),
     )
 
 
@@ -96,32 +113,6 @@ def _server_roles(recording: Recording) -> list[RegisteredResource]:
         attached |= set(inputs.get("domainRoles", [])) | set(inputs.get("allResourcesRoles", []))
         attached |= {role for project in inputs.get("projectRoles", []) for role in project.get("roles", [])}
     return [r for r in recording.of_type("huaweicloud:Iam/role:Role") if r.inputs["name"] in attached]
-
-
-def _grants(policy_json: str) -> list[Grant]:
-    grants = []
-    for statement in _statements(policy_json):
-        if statement["Effect"] != "Allow":
-            continue
-        actions = {action.lower() for action in _as_list(statement["Action"])}
-        # A statement without Resource covers every resource of the scope it is granted on.
-        resources = _as_list(statement.get("Resource", ["*"]))
-        if all(action.startswith("obs:") for action in actions):
-            grants.append(Grant("storage", actions <= _STORAGE_READS, tuple(_storage_scope(r) for r in resources)))
-        elif actions <= _SECRET_READS:
-            grants.append(Grant("secrets", True, tuple(resources)))
-        else:
-            grants.append(Grant("other", False, tuple(resources)))
-    return grants
-
-
-def _storage_scope(resource: str) -> str:
-    """"bucket/prefix*" for an object resource; a bucket or a wildcard stays as written (and fails the scope check)."""
-    return resource[len(_OBJECT_PREFIX):] if resource.lower().startswith(_OBJECT_PREFIX) else resource
-
-
-def _as_list(value: Any) -> list[Any]:
-    return [value] if isinstance(value, str) else list(value)
 
 
 def _cdn(domain: RegisteredResource, buckets: Sequence[RegisteredResource]) -> Cdn:

@@ -1,31 +1,32 @@
 """Alibaba Cloud: capabilities, images, GPU servers, names, CDN and KMS settings, bring-your-own, prices, preview.
 
 The cloud-neutral security properties run in test_security_invariants.py (facts_alibaba.py maps them); these
-tests cover what is specific to Alibaba. Every program runs under Pulumi mocks (`run`, conftest.py).
+tests cover what is specific to Alibaba. Every program runs under Pulumi mocks (`run`, conftest.py), whose stack
+config carries the KMS instance and key (`inferstack-alibaba:`).
 """
 
 from __future__ import annotations
 
 import base64
-import gc
 import gzip
 import json
+import math
 import random
-import runpy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
 import pulumi
 import pytest
 import yaml
-from pulumi.runtime.config import get_config_env_key
 
-from inferstack.components import Capability, InferenceServer, InferenceServerArgs, backend_for
+from inferstack.components import Capability, InferenceServer, InferenceServerArgs, ServerSecrets, backend_for
 from inferstack.components import alibaba as ali
+from inferstack.components.core import compressed_user_data
 from inferstack.errors import InputError
 from inferstack.plan import Price
 from inferstack.preview import Recording, preview_deployment, preview_stack, preview_workload, record
+from tests.components.conftest import STACK_CONFIG
 from tests.sample_plans import Variant, sample_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,31 +36,14 @@ INSTANCE = "alicloud:ecs/instance:Instance"
 RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
 BUCKET = "alicloud:oss/bucket:Bucket"
 API_KEY = "sk-alibaba-3c2b1a0f9e8d"
-SETTINGS = {ali.CDN_DOMAIN_KEY: "static.example.com", ali.KMS_INSTANCE_KEY: "kst-sgp00000000000000001",
-            ali.KMS_KEY_KEY: "key-sgp00000000000000001"}
-
-
-def _variable(key: str) -> str:
-    """The environment variable Pulumi reads for `inferstack-alibaba:<key>` when the stack config lacks it."""
-    return get_config_env_key(f"{ali.CONFIG_NAMESPACE}:{key}")
-
-
-@pytest.fixture(autouse=True)
-def alibaba_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A CDN domain and a KMS instance, as a user sets them with `pulumi config set inferstack-alibaba:...`."""
-    for key, value in SETTINGS.items():
-        monkeypatch.setenv(_variable(key), value)
-    yield
-    # A program that fails inside an apply leaves failed futures behind. Collected later, in the middle of the
-    # bootstrap renderer's ast.parse, their "never retrieved" log trips CPython 3.11's AST recursion-depth check
-    # (SystemError, python/cpython#106905); collect them here, where nothing is parsing.
-    gc.collect()
+DOMAIN = "static.example.com"
+ECS_USER_DATA_LIMIT = 32 * 1024  # ECS: 32 KB of user data, read as the Base64 text
 
 
 def _deploy(run: Any, plan: Any, name: str = "chat", config: dict[str, Any] | None = None,
             **args: Any) -> Recording:
     def program() -> pulumi.Output[dict[str, Any]]:
-        server = InferenceServer(name, cast(InferenceServerArgs, {"plan": plan, **args}))
+        server = InferenceServer(name, cast(InferenceServerArgs, {"plan": plan, "assets_domain": DOMAIN, **args}))
         return pulumi.Output.all(
             urls=server.endpoint_urls, ids=server.instance_ids, bucket=server.model_bucket_name,
             assets=server.static_assets_url, policy=server.static_assets_policy, identity=server.identity_id,
@@ -95,8 +79,8 @@ def test_every_capability_is_stated_with_a_reason() -> None:
     backend = backend_for("alibaba")
     assert set(backend.capabilities) == set(Capability)
     assert all(len(support.note) > 20 for support in backend.capabilities.values())
-    assert backend.support(Capability.METADATA_HARDENING).available
-    assert not backend.support(Capability.DRIVER_READY_IMAGE).available
+    missing = {c for c, support in backend.capabilities.items() if not support.available}
+    assert missing == {Capability.DRIVER_READY_IMAGE, Capability.CDN_DEFAULT_HOSTNAME}
     assert "bootstrap installs" in backend.support(Capability.DRIVER_READY_IMAGE).note
 
 
@@ -174,7 +158,7 @@ def test_more_zones_than_sell_the_instance_type_fails_with_the_zones(run: Any,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:index/getZones:getZones",
                         lambda a, region: {"zones": [{"id": "ap-southeast-1c"}]})
-    with pytest.raises(InputError, match=r"ecs.gn7i-c8g1.2xlarge is on sale in 1 zone\(s\) of this region "
+    with pytest.raises(InputError, match=r"ecs.gn7i-c8g1.2xlarge is offered in 1 zone\(s\) of this region "
                                          r"\(ap-southeast-1c\)"):
         _deploy(run, sample_plan("alibaba", "gpu-llm", "production"))
 
@@ -189,14 +173,16 @@ def test_spot_servers_are_released_on_interruption_and_skip_deletion_protection(
 
 def test_user_data_is_compressed_within_the_ecs_limit(run: Any) -> None:
     (instance,) = _deploy(run, sample_plan("alibaba", "gpu-llm", "validation")).of_type(INSTANCE)
-    assert len(instance.inputs["userData"]) <= ali.USER_DATA_LIMIT_BYTES
+    assert len(instance.inputs["userData"]) <= ECS_USER_DATA_LIMIT
     assert _user_data(instance).startswith("#cloud-config")
 
 
-def test_user_data_beyond_the_ecs_limit_is_rejected_with_its_size() -> None:
+def test_the_gzip_limit_is_what_fits_32_kb_of_base64() -> None:
+    assert 4 * math.ceil(ali.USER_DATA_LIMIT_BYTES / 3) == ECS_USER_DATA_LIMIT
     incompressible = base64.b64encode(random.Random(7).randbytes(60_000)).decode()
-    with pytest.raises(InputError, match=r"Base64 user data; ECS accepts 32768"):
-        ali.compressed_user_data("#cloud-config\n" + incompressible)
+    with pytest.raises(InputError, match=r"bytes of user data; ECS accepts 24576"):
+        compressed_user_data("#cloud-config\n" + incompressible, limit_bytes=ali.USER_DATA_LIMIT_BYTES,
+                             service="ECS")
 
 
 def test_a_plan_for_another_region_than_the_provider_is_rejected_before_anything_is_created(run: Any) -> None:
@@ -236,10 +222,9 @@ def test_security_group_isolates_its_members_from_each_other(run: Any) -> None:
 
 def test_two_servers_in_one_stack_get_distinct_urns_and_distinct_global_names(run: Any) -> None:
     plan = sample_plan("alibaba", "cpu-llm", "validation")
-    recording = run(lambda: pulumi.Output.all(
-        InferenceServer("a", {"plan": plan, "api_key": pulumi.Output.secret(API_KEY)}).endpoint_url,
-        InferenceServer("b", {"plan": plan, "api_key": pulumi.Output.secret(API_KEY)}).endpoint_url),
-        config=REGION)
+    recording = run(lambda: pulumi.Output.all(*(
+        InferenceServer(name, {"plan": plan, "assets_domain": f"{name}.example.com",
+                               "api_key": pulumi.Output.secret(API_KEY)}).endpoint_url for name in ("a", "b"))))
     urns = [r.urn for r in recording.resources]
     assert len(urns) == len(set(urns))
     for key, resource_type in (("bucket", BUCKET), ("roleName", "alicloud:ram/role:Role"),
@@ -269,7 +254,7 @@ def test_cdn_serves_the_configured_domain_over_https_from_the_private_bucket(run
     recording = _deploy(run, sample_plan("alibaba", "cpu-llm", "validation"))
     domain = recording.named("chat-assets-cdn")
     bucket = recording.named("chat-assets-bucket").id
-    assert domain.inputs["domainName"] == SETTINGS[ali.CDN_DOMAIN_KEY]
+    assert domain.inputs["domainName"] == DOMAIN
     assert domain.inputs["scope"] == "overseas" and domain.inputs["cdnType"] == "web"
     assert domain.inputs["sources"] == [{"type": "oss", "content": f"{bucket}.oss-ap-southeast-1.aliyuncs.com",
                                          "port": 443, "priority": 20, "weight": 10}]
@@ -289,24 +274,27 @@ def test_a_mainland_region_serves_the_cdn_domestically(run: Any) -> None:
     assert recording.named("chat-assets-cdn").inputs["scope"] == "domestic"
 
 
-def test_without_a_cdn_domain_the_private_bucket_is_created_and_the_cdn_left_out_with_a_warning(
-        run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(_variable(ali.CDN_DOMAIN_KEY))
-    warnings: list[str] = []
-    monkeypatch.setattr(pulumi.log, "warn", lambda message, *args, **kwargs: warnings.append(message))
-    recording = _deploy(run, sample_plan("alibaba", "cpu-llm", "validation"))
-    assert not recording.of_type("alicloud:cdn/domainNew:DomainNew")
-    assert recording.named("chat-assets-bucket-acl").inputs["acl"] == "private"
-    assert recording.value["assets"] is None
-    assert any("no CDN" in w and "inferstack-alibaba:cdnDomain" in w for w in warnings)
-
-
-def test_a_malformed_cdn_domain_is_rejected_naming_the_key_before_anything_is_created(run: Any) -> None:
+def test_static_assets_without_a_domain_are_refused_before_anything_is_created(run: Any) -> None:
     plan = sample_plan("alibaba", "cpu-llm", "validation")
-    message, recording = _rejected(run, lambda: InferenceServer("chat", {"plan": plan}),
-                                   config={"inferstack-alibaba:cdnDomain": "https://static.example.com/"})
-    assert "inferstack-alibaba:cdnDomain: is not a domain name CDN can serve" in message
-    assert "static.example.com" in message and recording.resources == []
+    message, recording = _rejected(run, lambda: InferenceServer("chat", {"plan": plan}))
+    assert "chat.assets_domain: is required on Alibaba Cloud: Alibaba Cloud CDN accelerates only a domain" in message
+    assert "inferstack:assetsDomain" in message and "static_assets false" in message
+    assert recording.resources == []
+
+
+def test_a_certificate_is_refused_because_alibaba_issues_the_domains_own(run: Any) -> None:
+    plan = sample_plan("alibaba", "cpu-llm", "validation")
+    message, recording = _rejected(run, lambda: InferenceServer("chat", {
+        "plan": plan, "assets_domain": DOMAIN, "assets_certificate": "cas-123"}))
+    assert "chat.assets_certificate: is not used on Alibaba Cloud" in message and recording.resources == []
+
+
+def test_a_malformed_domain_is_rejected_naming_the_argument_before_anything_is_created(run: Any) -> None:
+    plan = sample_plan("alibaba", "cpu-llm", "validation")
+    message, recording = _rejected(run, lambda: InferenceServer("chat", {
+        "plan": plan, "assets_domain": "https://static.example.com/"}))
+    assert "chat.assets_domain: is not a lowercase DNS name (got 'https://static.example.com/')" in message
+    assert recording.resources == []
 
 
 def test_missing_cdn_origin_authorisation_stops_the_cdn_with_the_fix(run: Any,
@@ -325,8 +313,8 @@ def test_api_key_is_a_kms_secret_in_the_configured_instance_readable_by_this_rol
     recording = _deploy(run, plan, allowed_cidrs=["0.0.0.0/0"], api_key=pulumi.Output.secret(API_KEY))
     (secret,) = recording.of_type("alicloud:kms/secret:Secret")
     assert secret.inputs["secretName"] == "inferstack/inferstack/test/chat-secrets/api-key"
-    assert secret.inputs["dkmsInstanceId"] == SETTINGS[ali.KMS_INSTANCE_KEY]
-    assert secret.inputs["encryptionKeyId"] == SETTINGS[ali.KMS_KEY_KEY]
+    assert secret.inputs["dkmsInstanceId"] == STACK_CONFIG[f"{ali.CONFIG_NAMESPACE}:{ali.KMS_INSTANCE_KEY}"]
+    assert secret.inputs["encryptionKeyId"] == STACK_CONFIG[f"{ali.CONFIG_NAMESPACE}:{ali.KMS_KEY_KEY}"]
     assert secret.inputs["forceDeleteWithoutRecovery"] is True
     assert secret.masked_inputs["secretData"] == "[secret]"
     policy = json.loads(recording.named("chat-identity-secrets-read").inputs["policyDocument"])
@@ -337,13 +325,30 @@ def test_api_key_is_a_kms_secret_in_the_configured_instance_readable_by_this_rol
     assert secret.inputs["secretName"] in _user_data(instance) and API_KEY not in _user_data(instance)
 
 
+@pytest.mark.parametrize("component", [
+    lambda: InferenceServer("chat", {"plan": sample_plan("alibaba", "cpu-llm", "validation"), "static_assets": False,
+                                     "api_key": API_KEY}),
+    lambda: ServerSecrets("chat", {"cloud": "alibaba", "api_key": API_KEY}),
+])
 def test_secrets_without_a_kms_instance_are_rejected_naming_both_keys_before_anything_is_created(
-        run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in (ali.KMS_INSTANCE_KEY, ali.KMS_KEY_KEY):
-        monkeypatch.delenv(_variable(key))
+        component: Callable[[], Any]) -> None:
+    without_kms = {key: value for key, value in STACK_CONFIG.items() if not key.startswith(ali.CONFIG_NAMESPACE)}
+
+    def program() -> str:
+        with pytest.raises(InputError) as caught:
+            component()
+        return str(caught.value)
+
+    recording = record(program, config=without_kms)
+    assert "needs inferstack-alibaba:kmsInstanceId and inferstack-alibaba:kmsKeyId" in recording.value
+    assert recording.resources == []
+
+
+def test_a_malformed_kms_id_is_rejected_naming_the_key(run: Any) -> None:
     plan = sample_plan("alibaba", "cpu-llm", "validation")
-    message, recording = _rejected(run, lambda: InferenceServer("chat", {"plan": plan, "api_key": API_KEY}))
-    assert "needs inferstack-alibaba:kmsInstanceId and inferstack-alibaba:kmsKeyId" in message
+    message, recording = _rejected(run, lambda: InferenceServer("chat", {"plan": plan, "api_key": API_KEY}),
+                                   config={"inferstack-alibaba:kmsKeyId": "alias/my-key"})
+    assert "inferstack-alibaba:kmsKeyId: is not a KMS id (got 'alias/my-key')" in message
     assert recording.resources == []
 
 
@@ -419,24 +424,13 @@ def test_a_plan_without_a_known_price_still_deploys_and_says_the_price_is_unknow
 
 
 def test_preview_of_a_workload_shows_the_alibaba_resources_and_the_cny_cost() -> None:
-    result = preview_workload(EXAMPLE / "workload.yaml", cloud="alibaba")
+    result = preview_workload(EXAMPLE / "workload.yaml", cloud="alibaba", assets_domain=DOMAIN)
+    assert result.notes == []
     types = {r.type for r in result.resources if r.custom}
     assert all(t.startswith("alicloud:") for t in types)
     assert INSTANCE in types and "alicloud:cdn/domainNew:DomainNew" in types
     tree = result.render_tree()
     assert "CNY/month" in tree and "httpTokens=required" in tree
-
-
-def test_gpu_chat_example_deploys_a_gpu_server_with_its_cdn(monkeypatch: pytest.MonkeyPatch) -> None:
-    config = yaml.safe_load((EXAMPLE / "Pulumi.dev.yaml").read_text())["config"]
-    project = yaml.safe_load((EXAMPLE / "Pulumi.yaml").read_text())["name"]
-    assert (EXAMPLE / "requirements.txt").is_file()
-    monkeypatch.chdir(EXAMPLE)
-    recording = record(lambda: runpy.run_path(str(EXAMPLE / "__main__.py")), config=config, project=project,
-                       stack="dev")
-    (instance,) = recording.of_type(INSTANCE)
-    assert instance.inputs["instanceType"].startswith("ecs.gn")
-    assert recording.of_type("alicloud:cdn/domainNew:DomainNew")
 
 
 def test_dev_stack_is_a_small_validation_deployment_without_cdn() -> None:

@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
 import ipaddress
+import secrets
+from pathlib import Path
 
+import pulumi
 import pytest
 
+from inferstack.bootstrap.render import METADATA_FIREWALL_CLOUDS
 from inferstack.components import Capability, available_clouds, backend_for
-from inferstack.components.core import is_private, parse_cidrs, slug, unique_name
+from inferstack.components.core import (
+    NETWORK_CIDR,
+    PreviewContext,
+    checked_user_data,
+    compressed_user_data,
+    first_zones,
+    is_private,
+    parse_cidrs,
+    slug,
+    unique_name,
+)
 from inferstack.errors import InputError
+from inferstack.preview import record
 from inferstack.spec import CLOUDS
+from tests.sample_plans import sample_plan
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.mark.parametrize("cloud", available_clouds())
@@ -17,6 +37,23 @@ def test_every_backend_states_every_capability_with_a_reason(cloud: str) -> None
     backend = backend_for(cloud)
     assert set(backend.capabilities) == set(Capability)
     assert all(len(support.note) > 10 for support in backend.capabilities.values())
+
+
+@pytest.mark.parametrize("cloud", available_clouds())
+def test_the_deploy_guide_states_every_capability_as_the_code_does(cloud: str) -> None:
+    guide = (DOCS / f"deploy-{cloud}.md").read_text()
+    for capability, support in backend_for(cloud).capabilities.items():
+        rows = [line for line in guide.splitlines() if line.startswith(f"| `{capability.value}` |")]
+        assert len(rows) == 1, f"docs/deploy-{cloud}.md has {len(rows)} rows for {capability.value}"
+        assert rows[0].split("|")[2].strip() == ("yes" if support.available else "**no**"), capability
+
+
+@pytest.mark.parametrize("cloud", available_clouds())
+def test_the_boot_script_guards_the_metadata_server_exactly_where_the_cloud_has_no_tokens(cloud: str) -> None:
+    hardened = backend_for(cloud).support(Capability.METADATA_HARDENING)
+    assert (cloud in METADATA_FIREWALL_CLOUDS) is not hardened.available
+    if not hardened.available:
+        assert "host firewall" in hardened.note  # the capability names its mitigation
 
 
 def test_unknown_cloud_is_rejected_with_the_four_clouds() -> None:
@@ -56,3 +93,46 @@ def test_cidrs_parse_strictly_and_report_each_bad_entry() -> None:
 ])
 def test_private_means_rfc1918_cgnat_or_ipv6_unique_local(cidr: str, private: bool) -> None:
     assert is_private(ipaddress.ip_network(cidr)) is private
+
+
+#### Helpers every backend uses ####
+
+
+def test_first_zones_keep_the_given_order_and_say_which_zones_offer_the_machine() -> None:
+    assert first_zones(["us-east-1b", "us-east-1a", "us-east-1c"], 2, "g6.xlarge") == ["us-east-1b", "us-east-1a"]
+    with pytest.raises(InputError, match=r"plan.zones: p5.48xlarge is offered in 1 zone\(s\) of this region "
+                                         r"\(us-east-1a\) \(got 2\)"):
+        first_zones(["us-east-1a"], 2, "p5.48xlarge")
+
+
+def test_compressed_user_data_is_deterministic_base64_of_gzip() -> None:
+    encoded = compressed_user_data("#cloud-config\n", limit_bytes=16 * 1024, service="EC2")
+    assert encoded == compressed_user_data("#cloud-config\n", limit_bytes=16 * 1024, service="EC2")
+    assert gzip.decompress(base64.b64decode(encoded)) == b"#cloud-config\n"
+
+
+def test_user_data_over_the_limit_fails_with_its_size() -> None:
+    with pytest.raises(InputError, match=r"bootstrap: compresses to \d+ bytes of user data; EC2 accepts 16384"):
+        compressed_user_data(secrets.token_hex(24 * 1024), limit_bytes=16 * 1024, service="EC2")
+
+
+def test_user_data_for_a_provider_in_another_region_than_the_plan_is_refused() -> None:
+    plan = sample_plan("aws")
+
+    def encoded(region: str) -> pulumi.Output[str]:
+        return checked_user_data(plan, pulumi.Output.from_input("#cloud-config\n"), region, provider="AWS",
+                                 encode=str.upper)
+
+    assert record(lambda: encoded("us-east-1")).value == "#CLOUD-CONFIG\n"
+    with pytest.raises(InputError, match=r"plan: was made for region us-east-1 but the AWS provider deploys to "
+                                         r"eu-west-1.*give the component a provider for us-east-1"):
+        record(lambda: encoded("eu-west-1"))
+
+
+@pytest.mark.parametrize("cloud", available_clouds())
+def test_preview_addresses_are_documentation_and_network_addresses(cloud: str) -> None:
+    _, outputs = backend_for(cloud).preview_outputs("pulumi:test:Unlisted", "server", {})
+    assert outputs == {}  # a type the backend does not list gets an id and nothing else
+    context = PreviewContext.of(backend_for(cloud).preview_answers(), "t", "server-0", {})
+    assert ipaddress.ip_address(context.public_ip) in ipaddress.ip_network("203.0.113.0/24")
+    assert ipaddress.ip_address(context.private_ip) in ipaddress.ip_network(NETWORK_CIDR)

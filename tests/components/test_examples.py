@@ -16,7 +16,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def _run_example(name: str, monkeypatch: pytest.MonkeyPatch, **extra: Any) -> Recording:
     folder = EXAMPLES / name
-    assert (folder / "Pulumi.yaml").is_file() and (folder / "requirements.txt").is_file()
+    assert all((folder / f).is_file() for f in ("Pulumi.yaml", "requirements.txt", "README.md", "workload.yaml"))
     config = yaml.safe_load((folder / "Pulumi.dev.yaml").read_text())["config"]
     project = yaml.safe_load((folder / "Pulumi.yaml").read_text())["name"]
     monkeypatch.chdir(folder)
@@ -54,3 +54,36 @@ def test_existing_vpc_example_joins_the_vpc_and_creates_no_network(monkeypatch: 
     assert egress["referencedSecurityGroupId"] == recording.named("inference-firewall-sg").id
     (server,) = [r for r in recording.resources if r.type == "inferstack:index:InferenceServer"]
     assert server.parent is None
+
+
+#### Google Cloud, Alibaba Cloud, Huawei Cloud ####
+
+
+def test_gcp_gpu_chat_example_deploys_a_gpu_server_with_its_cdn_on_the_configured_domain(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    recording = _run_example("gcp-gpu-chat", monkeypatch)
+    (instance,) = recording.of_type("gcp:compute/instance:Instance")
+    assert instance.inputs["machineType"].startswith(("g2-", "a2-", "a3-", "n1-"))
+    assert instance.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    (certificate,) = recording.of_type("gcp:compute/managedSslCertificate:ManagedSslCertificate")
+    assert certificate.inputs["managed"] == {"domains": ["chat-assets.example.com"]}  # Pulumi.dev.yaml's domain
+
+
+def test_alibaba_gpu_chat_example_deploys_a_gpu_server_with_its_cdn_on_the_configured_domain(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    recording = _run_example("alibaba-gpu-chat", monkeypatch)
+    (instance,) = recording.of_type("alicloud:ecs/instance:Instance")
+    assert instance.inputs["instanceType"].startswith("ecs.gn")
+    assert [d.inputs["domainName"] for d in recording.of_type("alicloud:cdn/domainNew:DomainNew")] == [
+        "chat-assets.example.com"]
+
+
+def test_huawei_gpu_chat_example_deploys_a_gpu_server_and_adds_the_cdn_once_a_domain_is_given(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    recording = _run_example("huawei-gpu-chat", monkeypatch)
+    (server,) = recording.of_type("huaweicloud:Ecs/instance:Instance")
+    assert server.inputs["flavorId"].startswith("p")  # a GPU flavor (pi2, p2s, p2v, p3)
+    assert not recording.of_type("huaweicloud:Cdn/domain:Domain")
+    with_cdn = _run_example("huawei-gpu-chat", monkeypatch, **{"huawei-gpu-chat:assetsDomain": "assets.example.com",
+                                                              "huawei-gpu-chat:assetsCertificate": "scs1554192131150"})
+    assert [d.inputs["name"] for d in with_cdn.of_type("huaweicloud:Cdn/domain:Domain")] == ["assets.example.com"]

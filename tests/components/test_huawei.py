@@ -1,5 +1,5 @@
-"""Huawei Cloud specifics: capabilities, CDN settings, network and NAT, elastic IPs only for public endpoints,
-image lookup, agency grants, names, bring-your-own, plans without a price, the dev stack and the example.
+"""Huawei Cloud specifics: capabilities, CDN domain and certificate, network and NAT, elastic IPs only for public
+endpoints, image lookup, agency grants, names, bring-your-own, plans without a price, the dev stack, the example.
 
 The cloud-neutral security invariants run for Huawei in test_security_invariants.py (facts_huawei.py).
 """
@@ -10,7 +10,6 @@ import base64
 import gzip
 import json
 import re
-import runpy
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,8 +27,9 @@ from tests.sample_plans import sample_plan
 
 REPO = Path(__file__).resolve().parents[2]
 REGION = "ap-southeast-3"
-CDN = {"inferstack-huawei:cdnDomain": "assets.example.com", "inferstack-huawei:cdnCertificateId": "scs1700000000001"}
-CONFIG = {"huaweicloud:region": REGION, **CDN}
+DOMAIN, CERTIFICATE = "assets.example.com", "scs1700000000001"
+CDN = {"assets_domain": DOMAIN, "assets_certificate": CERTIFICATE}
+CONFIG = {"huaweicloud:region": REGION}
 API_KEY = "sk-huawei-0a1b2c3d4e5f"
 MODEL_PREFIX = "models/llama-3.1-8b/bf16/"
 
@@ -39,7 +39,7 @@ def _deploy(run: Any, variant: str = "gpu-llm", stage: str = "internal", *, conf
     plan = sample_plan("huawei", variant, stage)
 
     def program() -> pulumi.Output[dict[str, Any]]:
-        server = InferenceServer("chat", {"plan": plan, **args})
+        server = InferenceServer("chat", {"plan": plan, **CDN, **args})
         return pulumi.Output.all(urls=server.endpoint_urls, public=server.public_ips, private=server.private_ips,
                                  bucket=server.model_bucket_name, assets=server.static_assets_url,
                                  identity=server.identity_id, api_key_ref=server.api_key_ref)
@@ -63,22 +63,32 @@ def test_the_capability_table_states_what_the_provider_cannot_do_with_reasons() 
     backend = backend_for("huawei")
     missing = {c for c, support in backend.capabilities.items() if not support.available}
     assert missing == {Capability.METADATA_HARDENING, Capability.BUCKET_PUBLIC_ACCESS_BLOCK,
-                       Capability.MANAGED_SHELL, Capability.TERMINATION_PROTECTION, Capability.LOCAL_NVME_CACHE}
+                       Capability.CDN_DEFAULT_HOSTNAME, Capability.MANAGED_SHELL, Capability.SECRET_SCOPED_GRANTS,
+                       Capability.TERMINATION_PROTECTION, Capability.LOCAL_NVME_CACHE}
     assert "0.0.12" in backend.support(Capability.METADATA_HARDENING).note
     assert "public-access-block" in backend.support(Capability.BUCKET_PUBLIC_ACCESS_BLOCK).note
+    assert "resource-level CSMS" in backend.support(Capability.SECRET_SCOPED_GRANTS).note
 
 
-def test_static_assets_without_cdn_settings_are_refused_before_anything_is_created() -> None:
+@pytest.mark.parametrize(("args", "expected"), [
+    ({}, "chat.assets_domain: is required on Huawei Cloud: Huawei CDN accelerates only a domain you own"),
+    ({"assets_domain": DOMAIN}, "chat.assets_certificate: is required with a domain on Huawei Cloud: the id of the "
+                                "domain's certificate in SCM"),
+    ({"assets_domain": DOMAIN, "assets_certificate": "cert-1"}, "chat.assets_certificate: is not the id of the "
+                                                               "domain's certificate in SCM"),
+    ({"assets_certificate": CERTIFICATE}, "chat.assets_certificate: is given without a domain"),
+])
+def test_static_assets_without_a_domain_and_its_certificate_are_refused_before_anything_is_created(
+        args: dict[str, str], expected: str) -> None:
     plan = sample_plan("huawei", "gpu-llm", "internal")
 
     def program() -> str:
         with pytest.raises(InputError) as caught:
-            InferenceServer("chat", {"plan": plan})
+            InferenceServer("chat", {"plan": plan, **args})  # type: ignore[typeddict-item]
         return str(caught.value)
 
-    recording = record(program, config={"huaweicloud:region": REGION})  # no CDN settings
-    assert "inferstack-huawei:cdnDomain" in recording.value and "inferstack-huawei:cdnCertificateId" in recording.value
-    assert "staticAssets to false" in recording.value
+    recording = record(program, config=CONFIG)
+    assert expected in recording.value
     assert recording.resources == []
 
 
@@ -130,13 +140,15 @@ def test_replicas_are_spread_over_the_zones_of_their_subnets(run: Any) -> None:
     assert all(zone_of_subnet[s.inputs["networks"][0]["uuid"]] == s.inputs["availabilityZone"] for s in servers)
 
 
-def test_a_flavor_sold_in_too_few_zones_is_an_input_error() -> None:
-    # Tested directly: a program that fails half-way leaves Pulumi's mock runtime with work still in flight.
-    assert huawei.first_zones(["ap-southeast-3a", "ap-southeast-3c"], "pi2.2xlarge.4", 2) == [
-        "ap-southeast-3a", "ap-southeast-3c"]
-    with pytest.raises(InputError, match=r"plan.zones: pi2.2xlarge.4 is sold in 1 zone\(s\) of this region "
-                                         r"\(ap-southeast-3a\) \(got 2\)"):
-        huawei.first_zones(["ap-southeast-3a"], "pi2.2xlarge.4", 2)
+def test_a_flavor_sold_in_too_few_zones_fails_at_lookup_with_the_zones(run: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    sold_everywhere = huawei._PREVIEW_INVOKES[huawei.FLAVORS_LOOKUP]
+    monkeypatch.setitem(huawei._PREVIEW_INVOKES, huawei.FLAVORS_LOOKUP, lambda a, c: (
+        sold_everywhere(a, c) if a["availabilityZone"] == f"{REGION}a" else {**sold_everywhere(a, c), "ids": []}))
+    plan = sample_plan("huawei", "gpu-llm", "production")
+    with pytest.raises(InputError, match=rf"plan.zones: {plan.instance_type} is offered in 1 zone\(s\) of this "
+                                         rf"region \({REGION}a\) \(got 2\)"):
+        _deploy(run, stage="production")
 
 
 #### Elastic IPs only for public endpoints ####
@@ -303,8 +315,8 @@ def test_the_system_disk_is_encrypted_with_the_evs_key_and_never_smaller_than_th
     assert server.inputs["systemDiskKmsKeyId"] == key["keyId"]
     assert (server.inputs["systemDiskType"], server.inputs["systemDiskSize"]) == ("GPSSD", 100)  # the plan's disk
 
-    def large_image(args: dict[str, Any], region: str) -> dict[str, Any]:
-        answer = huawei._preview_images(args, region)
+    def large_image(args: dict[str, Any], context: Any) -> dict[str, Any]:
+        answer = huawei._preview_images(args, context)
         return {**answer, "images": [{**image, "minDiskGb": 200} for image in answer["images"]]}
 
     monkeypatch.setitem(huawei._PREVIEW_INVOKES, huawei.IMAGES_LOOKUP, large_image)
@@ -356,7 +368,7 @@ def test_the_cdn_serves_the_configured_domain_over_https_from_the_private_bucket
         True, 2, "scs1700000000001")
     assert domain["configs"]["forceRedirect"] == {"enabled": True, "type": "https", "redirectCode": 301}
     assert domain["configs"]["originProtocol"] == "https"
-    assert recording.value["assets"] == "https://assets.example.com"
+    assert recording.value["assets"] == f"https://{DOMAIN}"
 
 
 def test_mainland_china_regions_are_served_in_mainland_china() -> None:
@@ -404,7 +416,7 @@ def test_a_brought_model_bucket_is_granted_by_prefix_and_never_modified(run: Any
 def test_a_plan_without_a_price_deploys_and_says_the_price_is_unknown() -> None:
     plan = sample_plan("huawei", "gpu-llm", "production")
     assert plan.price.monthly is None
-    result = preview_deployment(plan, CDN)
+    result = preview_deployment(plan, {"inferstack:assetsDomain": DOMAIN, "inferstack:assetsCertificate": CERTIFICATE})
     assert len([r for r in result.resources if r.type == "huaweicloud:Ecs/instance:Instance"]) == 2
     assert result.outputs["plan"]["monthly_cost"] is None
     assert result.outputs["plan"]["summary"].endswith("price unknown")
@@ -424,35 +436,13 @@ def test_the_dev_stack_sizes_its_workload_and_deploys_a_private_server_without_c
     assert "huaweicloud:Cdn/domain:Domain" not in types and "huaweicloud:Ecs/eipAssociate:EipAssociate" not in types
 
 
-def _run_example(monkeypatch: pytest.MonkeyPatch, **extra: Any) -> Recording:
-    folder = REPO / "examples" / "huawei-gpu-chat"
-    assert (folder / "requirements.txt").is_file() and (folder / "README.md").is_file()
-    config = yaml.safe_load((folder / "Pulumi.dev.yaml").read_text())["config"]
-    project = yaml.safe_load((folder / "Pulumi.yaml").read_text())["name"]
-    monkeypatch.chdir(folder)
-
-    def main() -> None:
-        runpy.run_path(str(folder / "__main__.py"))
-
-    return record(main, config={**config, **extra}, project=project, stack="dev")
-
-
-def test_the_example_deploys_a_gpu_server_and_adds_the_cdn_once_a_domain_is_given(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    recording = _run_example(monkeypatch)
-    (server,) = recording.of_type("huaweicloud:Ecs/instance:Instance")
-    assert server.inputs["flavorId"].startswith("p")  # a GPU flavor (pi2, p2s, p2v, p3)
-    assert not recording.of_type("huaweicloud:Cdn/domain:Domain")
-    with_cdn = _run_example(monkeypatch, **CDN)
-    assert [d.inputs["name"] for d in with_cdn.of_type("huaweicloud:Cdn/domain:Domain")] == ["assets.example.com"]
-
-
 #### URNs and preview ####
 
 
 def test_two_servers_in_one_stack_have_unique_urns_and_names(run: Any) -> None:
     plan = sample_plan("huawei", "cpu-llm", "production")
-    recording = run(lambda: [InferenceServer(name, {"plan": plan, "api_key": API_KEY}).endpoint_url
+    recording = run(lambda: [InferenceServer(name, {"plan": plan, "api_key": API_KEY, **CDN,
+                                                    "assets_domain": f"{name}.example.com"}).endpoint_url
                              for name in ("chat", "embed")], config=CONFIG)
     urns = [r.urn for r in recording.resources]
     assert len(urns) == len(set(urns))
@@ -464,14 +454,6 @@ def test_two_servers_in_one_stack_have_unique_urns_and_names(run: Any) -> None:
 def test_the_preview_refuses_lookups_the_backend_never_makes() -> None:
     with pytest.raises(NotImplementedError, match="huaweicloud:Evs/getVolumes:getVolumes"):
         backend_for("huawei").preview_invoke("huaweicloud:Evs/getVolumes:getVolumes", {})
-
-
-def test_the_deploy_guide_states_every_capability_as_the_code_does() -> None:
-    guide = (REPO / "docs" / "deploy-huawei.md").read_text()
-    for capability, support in backend_for("huawei").capabilities.items():
-        (row,) = [line for line in guide.splitlines() if line.startswith(f"| `{capability.value}` |")]
-        assert ("| yes |" in row) == support.available, capability
-    assert "`pulumi up` has\n> not been run against Huawei Cloud" in guide
 
 
 def test_the_facts_mapper_reports_a_public_acl_an_open_policy_and_plain_http() -> None:

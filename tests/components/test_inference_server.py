@@ -6,7 +6,6 @@ import base64
 import gzip
 import importlib
 import inspect
-import secrets
 from collections import Counter
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 
 from inferstack import bootstrap
 from inferstack.components import InferenceServer
-from inferstack.components.aws import IMAGE_PARAMETERS, USER_DATA_LIMIT_BYTES, compressed_user_data
+from inferstack.components.aws import IMAGE_PARAMETERS, USER_DATA_LIMIT_BYTES
 from inferstack.errors import InputError
 from inferstack.preview import Recording, resource_urn
 from tests.sample_plans import sample_plan
@@ -96,16 +95,6 @@ def test_user_data_is_the_rendered_bootstrap_gzip_compressed_under_the_ec2_limit
     assert gzip.decompress(packed).decode() == expected
 
 
-def test_user_data_over_the_ec2_limit_fails_with_its_size() -> None:
-    incompressible = secrets.token_hex(24 * 1024)
-    with pytest.raises(InputError, match=r"compresses to \d+ bytes of user data; EC2 accepts 16384"):
-        compressed_user_data(incompressible)
-
-
-def test_same_bootstrap_compresses_to_the_same_user_data() -> None:
-    assert compressed_user_data("#cloud-config\n") == compressed_user_data("#cloud-config\n")
-
-
 def test_production_protects_servers_from_termination_and_keeps_bucket_contents(run: Any) -> None:
     recording = _server(run, sample_plan("aws", "gpu-llm", "production"))
     assert all(i.inputs["disableApiTermination"] is True for i in recording.of_type(INSTANCE))
@@ -136,6 +125,49 @@ def test_spot_plans_request_one_time_spot_capacity(run: Any) -> None:
 def test_ssh_is_closed_and_no_key_pair_is_set(run: Any) -> None:
     recording = _server(run, sample_plan("aws", "gpu-llm", "validation"))
     assert all("keyName" not in i.inputs for i in recording.of_type(INSTANCE))
+
+
+#### Static assets ####
+
+ACM_CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"
+
+
+def test_assets_are_served_on_the_cloudfront_hostname_with_its_certificate_by_default(run: Any) -> None:
+    recording = _server(run, sample_plan("aws", "cpu-llm", "validation"))
+    distribution = recording.named("chat-assets-cdn")
+    assert distribution.inputs["viewerCertificate"] == {"cloudfrontDefaultCertificate": True}
+    assert "aliases" not in distribution.inputs
+    assert recording.value["static_assets_url"] == f"https://{distribution.outputs['domainName']}"
+
+
+def test_assets_on_your_domain_use_its_acm_certificate_over_sni_and_tls_1_2(run: Any) -> None:
+    recording = _server(run, sample_plan("aws", "cpu-llm", "validation"), assets_domain="assets.example.com",
+                        assets_certificate=ACM_CERTIFICATE)
+    distribution = recording.named("chat-assets-cdn").inputs
+    assert distribution["aliases"] == ["assets.example.com"]
+    assert distribution["viewerCertificate"] == {"acmCertificateArn": ACM_CERTIFICATE, "sslSupportMethod": "sni-only",
+                                                 "minimumProtocolVersion": "TLSv1.2_2021"}
+    assert distribution["defaultCacheBehavior"]["viewerProtocolPolicy"] == "https-only"
+    assert recording.value["static_assets_url"] == "https://assets.example.com"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ({"assets_domain": "assets.example.com"},
+     "chat.assets_certificate: is required with a domain on AWS: the ARN of an ACM certificate in us-east-1"),
+    ({"assets_domain": "assets.example.com", "assets_certificate": ACM_CERTIFICATE.replace("us-east-1", "eu-west-1")},
+     "chat.assets_certificate: is not the ARN of an ACM certificate in us-east-1"),
+    ({"assets_domain": "Assets.Example.com", "assets_certificate": ACM_CERTIFICATE},
+     "chat.assets_domain: is not a lowercase DNS name (got 'Assets.Example.com')"),
+])
+def test_a_domain_without_a_usable_acm_certificate_is_refused_before_anything_exists(
+        run: Any, args: dict[str, str], expected: str) -> None:
+    def program() -> str:
+        with pytest.raises(InputError) as caught:
+            InferenceServer("chat", {"plan": sample_plan("aws", "cpu-llm", "validation"), **args})  # type: ignore[typeddict-item]
+        return str(caught.value)
+
+    recording = run(program)
+    assert expected in recording.value and recording.resources == []
 
 
 #### Component conventions ####

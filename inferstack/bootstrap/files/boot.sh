@@ -1,5 +1,5 @@
 #!/bin/bash
-# inferstack boot: driver -> runtime -> model sync -> service -> model load (readiness).
+# inferstack boot: metadata firewall -> driver -> runtime -> model sync -> service -> model load (readiness).
 #
 # Runs at every boot as inferstack-boot.service (cloud-init only writes the files and starts it once). Every
 # phase looks before it acts, so a second run on a booted server changes nothing. One line per phase, with
@@ -20,6 +20,7 @@ MODEL_ENV=/etc/inferstack/model.env
 VENV=/opt/inferstack/venv
 SERVICE=inferstack-server.service
 REBOOT_REQUESTED=100
+METADATA_ADDRESS=169.254.169.254
 
 # shellcheck source=/dev/null
 . "$CONFIG"
@@ -68,6 +69,41 @@ retry() {
         sleep $((attempt * 5))
     done
     return 1
+}
+
+#### phase: metadata_firewall ####
+
+# iptables_ensure CHAIN RULE...: puts the rule first in the chain unless the chain has it already.
+iptables_ensure() {
+    local chain=$1
+    shift
+    iptables -w -C "$chain" "$@" 2>/dev/null || iptables -w -I "$chain" 1 "$@"
+}
+
+# Where the metadata server demands no session token (METADATA_FIREWALL=1: Google Cloud, Huawei Cloud), only root
+# may open its HTTP port: a non-root process or a container (an SSRF in the inference server, say) cannot read the
+# server's cloud credentials. DNS on the same address (port 53) stays open. The boot programs and the secret fetch
+# run as root. Rules do not survive a reboot: this phase runs first at every boot, and again before the server
+# starts (ExecStartPre), so the server never runs without them.
+phase_metadata_firewall() {
+    if [ "$METADATA_FIREWALL" != 1 ]; then
+        detail "$INFERSTACK_CLOUD metadata server demands session tokens: no host rule needed"
+        return 0
+    fi
+    command -v iptables >/dev/null 2>&1 || { require_apt; apt_install iptables; }
+    local scope="non-root processes"
+    exec 9>/run/inferstack-metadata-firewall.lock # the boot and the server's start may run this at once
+    flock 9
+    iptables_ensure OUTPUT -d "$METADATA_ADDRESS/32" -p tcp --dport 80 -m owner ! --uid-owner 0 \
+        -j REJECT --reject-with tcp-reset
+    if [ "$INSTALL_MODE" = container ]; then
+        # Containers on Docker's bridge are forwarded, not local: DOCKER-USER is the chain Docker leaves to us
+        # (created here when Docker is not installed yet; Docker keeps its rules and adds its own after them).
+        iptables -w -n -L DOCKER-USER >/dev/null 2>&1 || iptables -w -N DOCKER-USER
+        iptables_ensure DOCKER-USER -d "$METADATA_ADDRESS/32" -p tcp --dport 80 -j REJECT --reject-with tcp-reset
+        scope="$scope and containers"
+    fi
+    detail "only root reaches $METADATA_ADDRESS:80 ($scope are refused; DNS stays open)"
 }
 
 #### phase: driver ####
@@ -315,7 +351,7 @@ main() {
     started=$(now_s)
     DURATIONS=()
     log "boot start: $RUNTIME ($INSTALL_MODE) on $DEVICE, model $MODEL_NAME from $INFERSTACK_CLOUD $MODEL_BUCKET/$MODEL_PREFIX"
-    for phase in driver runtime model_sync service model_load; do
+    for phase in metadata_firewall driver runtime model_sync service model_load; do
         code=0
         run_phase "$phase" || code=$?
         if [ "$code" -eq "$REBOOT_REQUESTED" ]; then
@@ -335,12 +371,13 @@ if [ "${1:-}" = --phase ]; then
     mkdir -p "$STATE_DIR" "$RUN_DIR"
     trap 'echo $? >"$RUN_DIR/phase-rc"' EXIT
     case "$2" in
+        metadata_firewall) phase_metadata_firewall ;;
         driver) phase_driver ;;
         runtime) phase_runtime ;;
         model_sync) phase_model_sync ;;
         service) phase_service ;;
         model_load) phase_model_load ;;
-        *) fail "unknown phase $2 (driver, runtime, model_sync, service, model_load)" ;;
+        *) fail "unknown phase $2 (metadata_firewall, driver, runtime, model_sync, service, model_load)" ;;
     esac
     exit 0
 fi
