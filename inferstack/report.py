@@ -11,7 +11,7 @@ from rich.table import Table
 from inferstack.plan import DeploymentPlan, PlanReport
 from inferstack.sizing.estimate import Estimate
 
-console = Console()
+console = Console(highlight=False)
 
 
 def _cost(plan: DeploymentPlan) -> str:

@@ -360,8 +360,8 @@ def parse_workload(data: Any, *, source: str | None = None, base_dir: Path | Non
     return spec
 
 
-def parse_document(text: str, *, suffix: str, source: str) -> Any:
-    """YAML or JSON text (chosen by the file suffix) as plain data, or an InputError naming the file."""
+def parse_document(text: str, *, suffix: str, source: str, field: str = "WORKLOAD") -> Any:
+    """YAML or JSON text (chosen by the file suffix) as plain data, or an InputError naming `field` and `source`."""
     import yaml  # imported here: YAML is only needed for files
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available

@@ -7,10 +7,15 @@ would have been created, and nothing is created for it.
 
 Each component checks its arguments (a TypedDict, validated with pydantic) and raises an InputError naming the
 field before it registers anything, so bad input never leaves a half-created stack.
+
+The components are also a Pulumi package for other languages (`provider/`, docs/existing-repo.md): Pulumi's schema
+analyzer reads the `*Args` TypedDicts and the output annotations as live types. So this module does not use
+`from __future__ import annotations`, and args use only types the analyzer maps to a schema: str, int, bool, lists
+and maps of them, pulumi.Input, and Any for the plan and the workload (which other languages send as text or a
+mapping, checked with pydantic here). Attribute docstrings become the schema's descriptions.
 """
 
-from __future__ import annotations
-
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,15 +48,15 @@ from inferstack.components.core import (
 )
 from inferstack.errors import InfeasibleError, InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
-from inferstack.spec import Cloud, WorkloadSpec
+from inferstack.spec import Cloud, WorkloadSpec, parse_document, parse_workload
 
 #### Network ####
 
 
 @with_config(ARGS_CONFIG)
 class NetworkArgs(TypedDict):
-    cloud: Cloud
-    """Cloud to create the network on."""
+    cloud: str
+    """Cloud to create the network on: aws, gcp, alibaba or huawei."""
     instance_type: str
     """Machine type the servers will use: only zones that offer it get a subnet."""
     zones: NotRequired[int]
@@ -68,8 +73,11 @@ class Network(pulumi.ComponentResource):
     """
 
     network_id: pulumi.Output[str]
+    """Id of the created network (AWS VPC id)."""
     subnet_ids: pulumi.Output[list[str]]
+    """The public subnets, one per zone, in zone order."""
     cidr_block: pulumi.Output[str]
+    """Address range of the network."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         checked = validate_args(NetworkArgs, args, name)
@@ -90,7 +98,8 @@ class Network(pulumi.ComponentResource):
 
 @with_config(ARGS_CONFIG)
 class FirewallArgs(TypedDict):
-    cloud: Cloud
+    cloud: str
+    """Cloud of the network: aws, gcp, alibaba or huawei."""
     network_id: pulumi.Input[str]
     """Network the firewall belongs to (AWS VPC id)."""
     network_cidr: pulumi.Input[str]
@@ -102,6 +111,7 @@ class FirewallArgs(TypedDict):
     allowed_cidrs: NotRequired[Sequence[str]]
     """Networks that may call the API; empty (default) keeps it reachable from the network only."""
     tags: NotRequired[Mapping[str, str]]
+    """Tags merged over the defaults (project, stack, managed-by)."""
 
 
 class Firewall(pulumi.ComponentResource):
@@ -112,6 +122,7 @@ class Firewall(pulumi.ComponentResource):
     """
 
     firewall_id: pulumi.Output[str]
+    """Id of the firewall the servers attach (AWS security group id)."""
 
     def __init__(self, name: str, args: FirewallArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         checked = validate_args(FirewallArgs, args, name)
@@ -134,10 +145,12 @@ class Firewall(pulumi.ComponentResource):
 
 @with_config(ARGS_CONFIG)
 class ModelStoreArgs(TypedDict):
-    cloud: Cloud
+    cloud: str
+    """Cloud to create the buckets on: aws, gcp, alibaba or huawei."""
     force_destroy: NotRequired[bool]
     """Let `pulumi destroy` delete buckets that still hold objects (default false; dev stacks only)."""
     tags: NotRequired[Mapping[str, str]]
+    """Tags merged over the defaults (project, stack, managed-by)."""
 
 
 class ModelStore(pulumi.ComponentResource):
@@ -148,8 +161,11 @@ class ModelStore(pulumi.ComponentResource):
     """
 
     model_bucket_name: pulumi.Output[str]
+    """Bucket for the model files, which the server reads under the plan's prefix."""
     data_bucket_name: pulumi.Output[str]
+    """Bucket for user uploads (uploads/) and results (results/); the server gets no access to it by default."""
     logs_bucket_name: pulumi.Output[str]
+    """Bucket that receives the other buckets' access logs."""
 
     def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         checked = validate_args(ModelStoreArgs, args, name)
@@ -166,7 +182,8 @@ class ModelStore(pulumi.ComponentResource):
 
 @with_config(ARGS_CONFIG)
 class StaticAssetsArgs(TypedDict):
-    cloud: Cloud
+    cloud: str
+    """Cloud to create the bucket and CDN on: aws, gcp, alibaba or huawei."""
     bucket: NotRequired[pulumi.Input[str]]
     """Existing bucket to serve instead of creating one; nothing is created or changed on it."""
     access_logs_bucket: NotRequired[pulumi.Input[str]]
@@ -178,14 +195,18 @@ class StaticAssetsArgs(TypedDict):
     """The domain's certificate in the cloud's certificate service, where the cloud needs one with a domain
     (`CloudBackend.assets_certificate`: an ACM ARN on AWS, an SCM id on Huawei Cloud)."""
     force_destroy: NotRequired[bool]
+    """Let `pulumi destroy` delete a created bucket that still holds objects (default false; dev stacks only)."""
     tags: NotRequired[Mapping[str, str]]
+    """Tags merged over the defaults (project, stack, managed-by)."""
 
 
 class StaticAssets(pulumi.ComponentResource):
     """A private bucket behind an HTTPS-only CDN that alone can read it, on the CDN's hostname or your domain."""
 
     bucket_name: pulumi.Output[str]
+    """The bucket the CDN serves (created, or the one brought)."""
     url: pulumi.Output[str]
+    """HTTPS URL of the CDN."""
     required_bucket_policy: pulumi.Output[str | None]
     """For a brought bucket: the policy statement its owner must add so that the CDN can read it."""
 
@@ -247,20 +268,25 @@ def static_assets_problems(backend: CloudBackend, domain: str | None, certificat
 
 @with_config(ARGS_CONFIG)
 class ServerSecretsArgs(TypedDict):
-    cloud: Cloud
+    cloud: str
+    """Cloud whose secret store keeps the secrets: aws, gcp, alibaba or huawei."""
     api_key: NotRequired[pulumi.Input[str]]
     """Endpoint API key; stored encrypted, read by the server at boot."""
     hub_token: NotRequired[pulumi.Input[str]]
     """Model-hub token; stored encrypted, read by the server at boot."""
     tags: NotRequired[Mapping[str, str]]
+    """Tags merged over the defaults (project, stack, managed-by)."""
 
 
 class ServerSecrets(pulumi.ComponentResource):
     """Puts the server's secrets in the cloud's secret store; outputs only references, never values."""
 
     api_key_ref: pulumi.Output[str | None]
+    """Where the API key is stored (AWS SSM parameter name), never the key; None without an API key."""
     hub_token_ref: pulumi.Output[str | None]
+    """Where the model-hub token is stored, never the token; None without a token."""
     secret_ids: pulumi.Output[list[str]]
+    """The stored secrets' ids, for ServerIdentity.secret_ids."""
 
     def __init__(self, name: str, args: ServerSecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         checked = validate_args(ServerSecretsArgs, args, name)
@@ -284,7 +310,8 @@ _SECRET_NAMES = {"api_key": "api-key", "hub_token": "hub-token"}
 
 @with_config(ARGS_CONFIG)
 class ServerIdentityArgs(TypedDict):
-    cloud: Cloud
+    cloud: str
+    """Cloud to create the identity on: aws, gcp, alibaba or huawei."""
     model_bucket: pulumi.Input[str]
     """Bucket holding the model files."""
     model_prefix: str
@@ -292,12 +319,14 @@ class ServerIdentityArgs(TypedDict):
     secret_ids: NotRequired[Sequence[pulumi.Input[str]]]
     """Secrets the server may read (from ServerSecrets.secret_ids)."""
     tags: NotRequired[Mapping[str, str]]
+    """Tags merged over the defaults (project, stack, managed-by)."""
 
 
 class ServerIdentity(pulumi.ComponentResource):
     """The server's cloud identity: read the model prefix of one bucket, read its own secrets, managed shell."""
 
     identity_id: pulumi.Output[str]
+    """The identity's cloud id (AWS role ARN)."""
     attachment: pulumi.Output[str]
     """What a server attaches to take this identity (AWS instance profile name)."""
 
@@ -322,12 +351,16 @@ class ServerIdentity(pulumi.ComponentResource):
 
 @with_config(ARGS_CONFIG)
 class InferenceServerArgs(TypedDict):
-    plan: NotRequired[DeploymentPlan]
-    """The deployment to create, as `inferstack plan --json` printed it. Give this or `workload`."""
-    workload: NotRequired[WorkloadSpec]
-    """A workload to size for `cloud` at construction. Give this or `plan`."""
-    cloud: NotRequired[Cloud]
-    """Cloud to deploy on; defaults to the plan's cloud, or to the workload's only allowed cloud."""
+    plan: NotRequired[Any]
+    """The deployment to create. Give this or `workload`. The JSON that `inferstack plan WORKLOAD --json` wrote (a
+    plan report, or one plan) as text, e.g. read from plan.json; from Python also a DeploymentPlan or the parsed JSON.
+    Pass the text from other languages: Pulumi drops the report's null values from an object on the way."""
+    workload: NotRequired[Any]
+    """A workload to size for `cloud` when the component is created. Give this or `plan`. A workload file's fields as
+    an object (as in examples/workloads/), or the file's YAML or JSON text; from Python also a WorkloadSpec."""
+    cloud: NotRequired[str]
+    """Cloud to deploy on (aws, gcp, alibaba or huawei); defaults to the plan's cloud, or to the workload's only
+    allowed cloud, and picks the deployment from a plan report that covers several clouds."""
     allowed_cidrs: NotRequired[Sequence[str]]
     """Networks that may call the inference API. Empty (default): only the server's own network."""
     api_key: NotRequired[pulumi.Input[str]]
@@ -365,21 +398,30 @@ class InferenceServer(pulumi.ComponentResource):
     endpoint_url: pulumi.Output[str]
     """URL of the first replica's inference API."""
     endpoint_urls: pulumi.Output[list[str]]
+    """URL of each replica's inference API."""
     instance_ids: pulumi.Output[list[str]]
+    """The servers' instance ids, one per replica."""
     public_ips: pulumi.Output[list[str]]
+    """The servers' public addresses ("" for a server without one)."""
     private_ips: pulumi.Output[list[str]]
+    """The servers' addresses inside the network."""
     model_bucket_name: pulumi.Output[str]
+    """Bucket the server reads the model from (upload the files under the plan's model prefix)."""
     static_assets_url: pulumi.Output[str | None]
+    """HTTPS URL of the static-assets CDN; None without static assets."""
     static_assets_policy: pulumi.Output[str | None]
+    """For a brought assets bucket: the policy statement its owner must add so that the CDN can read it."""
     firewall_ids: pulumi.Output[list[str]]
+    """Firewalls the servers attach (created, or the security groups brought)."""
     identity_id: pulumi.Output[str | None]
     """The created identity (AWS role ARN); None when one was brought."""
     api_key_ref: pulumi.Output[str | None]
     """Where the API key is stored (AWS SSM parameter name), never the key."""
     plan_summary: pulumi.Output[dict[str, Any]]
+    """What runs and what it costs: instance type and count, GPUs, region, stage, monthly cost, a one-line summary."""
 
     def __init__(self, name: str, args: InferenceServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        checked = validate_args(InferenceServerArgs, args, name)
+        checked = _with_models(validate_args(InferenceServerArgs, args, name), name)
         self.plan = _resolve_plan(checked, name)
         self.backend = backend_for(self.plan.cloud, field=f"{name}.cloud")
         networks = _check_placement(checked, self.plan, self.backend, name)
@@ -509,6 +551,55 @@ def plan_summary(plan: DeploymentPlan) -> dict[str, Any]:
 
 def _tags(checked: Mapping[str, Any]) -> dict[str, str]:
     return {**default_tags(), **checked.get("tags", {})}
+
+
+def _with_models(checked: dict[str, Any], name: str) -> dict[str, Any]:
+    """`plan` and `workload` as pydantic models, however they came: as models (Python), or as the text or the mapping
+    another language sends through the Pulumi package (its SDK cannot build a pydantic model)."""
+    if "plan" in checked:
+        checked["plan"] = _plan_model(checked["plan"], checked.get("cloud"), name)
+    if "workload" in checked:
+        checked["workload"] = _workload_model(checked["workload"], f"{name}.workload")
+    return checked
+
+
+def _plan_model(value: Any, cloud: str | None, name: str) -> DeploymentPlan:
+    if isinstance(value, DeploymentPlan):
+        return value
+    field = f"{name}.plan"
+    _require_known(value, field)
+    data = value
+    if isinstance(value, str):
+        try:
+            data = json.loads(value)
+        except ValueError as error:
+            raise input_error(field, f"is not JSON: {error}", fix="pass the text `inferstack plan WORKLOAD --json` "
+                              "wrote, e.g. the contents of plan.json") from None
+    reported = data.get("clouds") if isinstance(data, Mapping) else None
+    if cloud is None and isinstance(reported, list):
+        clouds = [outcome.get("cloud") for outcome in reported if isinstance(outcome, Mapping)]
+        if len(clouds) != 1:
+            raise input_error(f"{name}.cloud", "is required with a plan report that covers several clouds",
+                              value=clouds, fix="pass the cloud whose deployment to create, e.g. cloud='aws'")
+        cloud = clouds[0]
+    from inferstack.components.program import read_plan  # imported here: program imports this module
+
+    return read_plan(data, cloud, source=field)  # type: ignore[arg-type]  # an unknown cloud finds no deployment
+
+
+def _workload_model(value: Any, field: str) -> WorkloadSpec:
+    if isinstance(value, WorkloadSpec):
+        return value
+    _require_known(value, field)
+    data = parse_document(value, suffix=".yaml", source="YAML text", field=field) if isinstance(value, str) else value
+    return parse_workload(data, source=field)
+
+
+def _require_known(value: Any, field: str) -> None:
+    """The plan decides what to create, so it must be a plain value when the component is created."""
+    if isinstance(value, pulumi.Output):
+        raise input_error(field, "is an Output: it must be known when the component is created",
+                          fix="read the file in your program (readFileSync, fn::readFile), not from a resource output")
 
 
 def _resolve_plan(checked: Mapping[str, Any], name: str) -> DeploymentPlan:
