@@ -25,7 +25,9 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    """A pydantic model as pydantic writes it (fast, in Rust), anything else through json."""
+    text = data.model_dump_json(indent=2) if hasattr(data, "model_dump_json") else json.dumps(data, indent=2, default=str)
+    sys.stdout.write(text + "\n")
 
 
 # ---- plan ----------------------------------------------------------------------------------------------
@@ -38,7 +40,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     report = plan_workload(load_workload(args.workload), clouds=args.cloud, region=args.region, prices_file=args.prices)
     feasible = any(o.chosen for o in report.clouds)
     if args.json:
-        _print_json(report.model_dump(mode="json"))
+        _print_json(report)
     else:
         from inferstack.report import print_plan_report
 
@@ -138,7 +140,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
         gpu_memory_utilization=args.gpu_memory_utilization,
     )
     if args.json:
-        _print_json(result.model_dump(mode="json"))
+        _print_json(result)
     else:
         from inferstack.report import print_estimate
 
@@ -187,7 +189,7 @@ def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
     from inferstack.sizing.refresh import refresh_prices
 
     result = refresh_prices(args.cloud, region=args.region, output=args.output, all_types=args.all_types)
-    _print_json(result.model_dump(mode="json")) if args.json else print(result.summary())
+    _print_json(result) if args.json else print(result.summary())
     return 0
 
 
@@ -224,7 +226,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
     diff = diff_workload_files(args.workloads, base_ref=args.base_ref, clouds=args.cloud, prices_file=args.prices)
     if args.json:
-        _print_json(diff.model_dump(mode="json"))
+        _print_json(diff)
     else:
         sys.stdout.write(render_markdown(diff))
     return 0  # a diff reports; an infeasible head is shown in it, not signalled by the exit code

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from inferstack.sizing.architecture import LlmArchitecture
 from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES, CpuProfile, EngineProfile
@@ -34,6 +35,15 @@ CPU_RUNTIME_GIB = 1.0
 CPU_OS_RESERVE_GIB, CPU_OS_RESERVE_FRACTION = 2.0, 0.10
 
 
+class _GpuRates(NamedTuple):
+    kv_bytes_per_s: float  # per GPU: each rank reads its own share of the cache
+    weight_bytes_per_s: float  # summed over the tensor-parallel group
+    flops_per_s: float  # summed over the tensor-parallel group
+    overlap_exponent: float
+    fixed_s: float  # per forward pass: launches and all-reduce latencies
+    allreduce_s_per_token: float  # all-reduce transfer time per token in the pass
+
+
 @dataclass(frozen=True)
 class LlmReplica:
     """One serving replica: a model on `gpus` × `gpu` (tensor parallel) or on a CPU server with `ram_gib`."""
@@ -48,11 +58,11 @@ class LlmReplica:
     ram_gib: float = 0.0
     gpu_memory_utilization: float = 0.9
 
-    @property
+    @cached_property
     def on_gpu(self) -> bool:
         return self.gpu is not None
 
-    @property
+    @cached_property
     def tensor_parallel(self) -> int:
         return self.gpus if self.on_gpu else 1
 
@@ -98,17 +108,17 @@ class LlmReplica:
         blocks = math.ceil(sequence_tokens / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
         return self.arch.kv_cached_tokens(blocks) * self._kv_bytes_per_layer_token
 
-    @property
+    @cached_property
     def capacity_gib(self) -> float:
         return self.gpu.visible_memory_gib if self.gpu else self.ram_gib
 
-    @property
+    @cached_property
     def usable_gib(self) -> float:
         if self.gpu:
             return self.gpu_memory_utilization * self.gpu.visible_memory_gib
         return self.ram_gib - max(CPU_OS_RESERVE_GIB, CPU_OS_RESERVE_FRACTION * self.ram_gib)
 
-    @property
+    @cached_property
     def overhead_gib(self) -> float:
         """Per device: CUDA context + activation peak on GPUs; runtime buffers on CPUs."""
         if not self.gpu:
@@ -121,7 +131,7 @@ class LlmReplica:
             activation *= MOE_ACTIVATION_FACTOR
         return NON_TORCH_GIB[min(tp, 2)] + activation
 
-    @property
+    @cached_property
     def kv_cache_gib(self) -> float:
         """Memory left for the KV cache on one device (negative: the weights do not fit)."""
         return self.usable_gib - self.weights_gib_per_device - self.overhead_gib
@@ -167,7 +177,9 @@ class LlmReplica:
         expert_bytes = self.arch.routed_expert_params * self.weight_bytes / self.arch.params
         return self.weight_bytes - expert_bytes * (1 - touched_fraction)
 
-    def _gpu_seconds(self, flops: float, weight_bytes: float, kv_bytes: float, tokens: int) -> float:
+    @cached_property
+    def _gpu_rates(self) -> _GpuRates:
+        """The replica's constant speeds, worked out once: the planner asks for thousands of step times."""
         gpu, profile, tp = self.gpu, self.gpu_profile, self.tensor_parallel
         assert gpu is not None
         bandwidth = gpu.memory_bandwidth_gbps * 1e9 * profile.decode_bandwidth_utilization
@@ -177,21 +189,26 @@ class LlmReplica:
             weight_bandwidth *= (
                 profile.int4_weight_only_bandwidth_factor if bits < 6 else profile.int8_weight_only_bandwidth_factor
             )
-        memory_s = weight_bytes / tp / weight_bandwidth + kv_bytes / bandwidth
         utilization = profile.fp8_matmul_utilization if self._compute_kind == "fp8" else profile.matmul_utilization
-        compute_s = flops / tp / (gpu.peak_tflops(self._compute_kind) * 1e12 * utilization)
-        p = profile.overlap_exponent
-        combined: float = (memory_s**p + compute_s**p) ** (1 / p)
-        return combined + self.arch.layers * profile.step_overhead_ms_per_layer / 1e3 + self._allreduce_s(tokens)
+        # Two ring all-reduces of the activations per layer across the tensor-parallel group.
+        allreduces = 2 * self.arch.layers if tp > 1 else 0
+        return _GpuRates(
+            kv_bytes_per_s=bandwidth,
+            weight_bytes_per_s=weight_bandwidth * tp,
+            flops_per_s=gpu.peak_tflops(self._compute_kind) * 1e12 * utilization * tp,
+            overlap_exponent=profile.overlap_exponent,
+            fixed_s=self.arch.layers * profile.step_overhead_ms_per_layer / 1e3
+            + allreduces * profile.allreduce_latency_us / 1e6,
+            allreduce_s_per_token=allreduces * 2 * (tp - 1) / tp * self.arch.hidden_size * 2 / (gpu.link_gbps * 1e9),
+        )
 
-    def _allreduce_s(self, tokens: int) -> float:
-        """Two ring all-reduces of the activations per layer across the tensor-parallel group."""
-        tp = self.tensor_parallel
-        if tp == 1 or self.gpu is None:
-            return 0.0
-        message_bytes = tokens * self.arch.hidden_size * 2
-        ring_s = 2 * (tp - 1) / tp * message_bytes / (self.gpu.link_gbps * 1e9)
-        return 2 * self.arch.layers * (self.gpu_profile.allreduce_latency_us / 1e6 + ring_s)
+    def _gpu_seconds(self, flops: float, weight_bytes: float, kv_bytes: float, tokens: int) -> float:
+        rates = self._gpu_rates
+        memory_s = weight_bytes / rates.weight_bytes_per_s + kv_bytes / rates.kv_bytes_per_s
+        compute_s = flops / rates.flops_per_s
+        p = rates.overlap_exponent
+        combined: float = (memory_s**p + compute_s**p) ** (1 / p)
+        return combined + rates.fixed_s + tokens * rates.allreduce_s_per_token
 
     def _cpu_bandwidth_bytes_per_s(self) -> float:
         cpu, profile = self.cpu, self.cpu_profile
