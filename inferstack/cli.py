@@ -26,7 +26,9 @@ Handler = Callable[[argparse.Namespace], int]
 
 def _print_json(data: Any) -> None:
     """A pydantic model as pydantic writes it (fast, in Rust), anything else through json."""
-    text = data.model_dump_json(indent=2) if hasattr(data, "model_dump_json") else json.dumps(data, indent=2, default=str)
+    text = (
+        data.model_dump_json(indent=2) if hasattr(data, "model_dump_json") else json.dumps(data, indent=2, default=str)
+    )
     sys.stdout.write(text + "\n")
 
 
@@ -199,8 +201,14 @@ def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
 def _cmd_preview(args: argparse.Namespace) -> int:
     from inferstack.preview import preview_workload
 
-    result = preview_workload(args.workload, cloud=args.cloud, prices_file=args.prices, config=dict(args.config),
-                              assets_domain=args.assets_domain, assets_certificate=args.assets_certificate)
+    result = preview_workload(
+        args.workload,
+        cloud=args.cloud,
+        prices_file=args.prices,
+        config=dict(args.config),
+        assets_domain=args.assets_domain,
+        assets_certificate=args.assets_certificate,
+    )
     if args.json:
         _print_json(result.to_json())
     else:
@@ -309,13 +317,25 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("workload", type=Path)
     preview.add_argument("--cloud", required=True, choices=CLOUDS)
     preview.add_argument("--prices", type=Path, help="price-override file")
-    preview.add_argument("--assets-domain", metavar="DOMAIN",
-                         help="domain of the static-assets CDN (needed on gcp, alibaba, huawei; without it they are "
-                         "left out of the preview)")
-    preview.add_argument("--assets-certificate", metavar="ID",
-                         help="that domain's certificate where the cloud needs one (aws: ACM ARN; huawei: SCM id)")
-    preview.add_argument("--config", action="append", default=[], type=_config_entry, metavar="KEY=VALUE",
-                         help="stack config, repeatable: inferstack:allowedCidrs='[\"10.0.0.0/8\"]', gcp:project=p")
+    preview.add_argument(
+        "--assets-domain",
+        metavar="DOMAIN",
+        help="domain of the static-assets CDN (needed on gcp, alibaba, huawei; without it they are "
+        "left out of the preview)",
+    )
+    preview.add_argument(
+        "--assets-certificate",
+        metavar="ID",
+        help="that domain's certificate where the cloud needs one (aws: ACM ARN; huawei: SCM id)",
+    )
+    preview.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        type=_config_entry,
+        metavar="KEY=VALUE",
+        help="stack config, repeatable: inferstack:allowedCidrs='[\"10.0.0.0/8\"]', gcp:project=p",
+    )
     preview.add_argument("--json", action="store_true")
     preview.set_defaults(handler=_cmd_preview)
 
