@@ -32,8 +32,9 @@ class BootstrapOptions(BaseModel):
     )
     hub_token_secret: str | None = Field(
         default=None,
-        description="Reference to a model-hub token in the same store, for runtimes that pull extra files from "
-                    "the hub (reserved: the bootstrap does not use it yet).",
+        description="Reference to a Hugging Face Hub token in the same store, fetched with the API key at each "
+                    "service start and given to the runtime as HF_TOKEN (vLLM and llama.cpp use it for files they "
+                    "download from the hub; Triton ignores it). None: no token.",
     )
     install_mode: InstallMode = Field(
         default="auto",

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 LIB_DIR = "/usr/local/lib/inferstack"
 CONFIG_DIR = "/etc/inferstack"
 SECRETS_FILE = "/run/inferstack/secrets.env"
+HUB_TOKEN_ENV = "HF_TOKEN"  # read by huggingface_hub (vLLM) and llama.cpp for downloads from the Hugging Face Hub
 VENV = "/opt/inferstack/venv"
 CONTAINER_NAME = "inferstack-server"
 SYNC_WORKERS = 16
@@ -126,6 +127,7 @@ def _check_inputs(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions)
                           value=plan.model.artifact_format, fix=f"use {' or '.join(expected_format)} files")
     for field, value in [("options.model_bucket", options.model_bucket), ("options.region", options.region),
                          ("options.api_key_secret", options.api_key_secret or ""),
+                         ("options.hub_token_secret", options.hub_token_secret or ""),
                          ("options.storage_endpoint", options.storage_endpoint or ""),
                          ("options.secret_endpoint", options.secret_endpoint or ""),
                          ("options.metadata_endpoint", options.metadata_endpoint or ""),
@@ -181,13 +183,13 @@ def run_server_script(plan: DeploymentPlan, mode: Mode) -> str:
     if mode == "native":
         program = {"llamacpp": f"{LIB_DIR}/llamacpp_server.py", "vllm": "-m vllm.entrypoints.openai.api_server"}
         lines += ["# shellcheck source=/dev/null",
-                  f"if [ -f {SECRETS_FILE} ]; then set -a; . {SECRETS_FILE}; set +a; fi  # {key_env}=<API key>",
+                  f"if [ -f {SECRETS_FILE} ]; then set -a; . {SECRETS_FILE}; set +a; fi  # {key_env}, {HUB_TOKEN_ENV}",
                   f"exec {VENV}/bin/python3 {program[runtime]} {args}"]
         return "\n".join(lines) + "\n"
     ports = [plan.serving.port] + ([plan.serving.metrics_port] if plan.serving.metrics_port else [])
     lines += [f"docker rm -f {CONTAINER_NAME} >/dev/null 2>&1 || true",
               "options=(" + " ".join(f"-p {p}:{p}" for p in ports) + ")",
-              f"[ -f {SECRETS_FILE} ] && options+=(--env-file {SECRETS_FILE})  # {key_env}=<API key>"]
+              f"[ -f {SECRETS_FILE} ] && options+=(--env-file {SECRETS_FILE})  # {key_env}, {HUB_TOKEN_ENV}"]
     if plan.device == "gpu":
         lines.append("options+=(--gpus all --ipc=host)")
     if runtime == "triton":
@@ -202,15 +204,27 @@ def run_server_script(plan: DeploymentPlan, mode: Mode) -> str:
     return "\n".join(lines) + "\n"
 
 
+def service_secrets(plan: DeploymentPlan, options: BootstrapOptions, mode: Mode) -> dict[str, str]:
+    """Environment variable → secret name, for the secrets the service fetches at each start."""
+    secrets = {}
+    if options.api_key_secret:
+        secrets[RUNTIME_PINS[plan.serving.runtime].api_key_env[mode]] = options.api_key_secret
+    if options.hub_token_secret:
+        secrets[HUB_TOKEN_ENV] = options.hub_token_secret
+    return secrets
+
+
 def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode) -> str:
     runtime = plan.serving.runtime
     exec_start_pre = ""
     if cloud in METADATA_FIREWALL_CLOUDS:  # the rules are gone after a reboot; the server never starts without them
         exec_start_pre += f"ExecStartPre={LIB_DIR}/boot.sh --phase metadata_firewall\n"
-    if options.api_key_secret:
-        key_env = RUNTIME_PINS[runtime].api_key_env[mode]
-        command = [f"{LIB_DIR}/fetch_secret.py", "--cloud", cloud, "--region", options.region,
-                   "--secret", options.api_key_secret, "--env-name", key_env, "--out", SECRETS_FILE]
+    secrets = service_secrets(plan, options, mode)
+    if secrets:
+        command = [f"{LIB_DIR}/fetch_secret.py", "--cloud", cloud, "--region", options.region]
+        for env_name, secret in secrets.items():
+            command += ["--secret", f"{env_name}={secret}"]
+        command += ["--out", SECRETS_FILE]
         if options.secret_endpoint:
             command += ["--endpoint", options.secret_endpoint]
         if options.metadata_endpoint:
@@ -237,7 +251,7 @@ def bootstrap_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOption
         FileSpec(f"{LIB_DIR}/cloud_access.py", shipped_copy("cloud_access.py"), "0644"),
         FileSpec(f"{LIB_DIR}/model_sync.py", shipped_copy("model_sync.py"), "0755"),
     ]
-    if options.api_key_secret:
+    if options.api_key_secret or options.hub_token_secret:
         files.append(FileSpec(f"{LIB_DIR}/fetch_secret.py", shipped_copy("fetch_secret.py"), "0755"))
     if mode == "native" and plan.serving.runtime == "llamacpp":
         files.append(FileSpec(f"{LIB_DIR}/llamacpp_server.py", shipped_copy("llamacpp_server.py"), "0644"))

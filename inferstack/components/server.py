@@ -366,7 +366,8 @@ class InferenceServerArgs(TypedDict):
     api_key: NotRequired[pulumi.Input[str]]
     """Endpoint API key (pass a Pulumi secret). Required when allowed_cidrs reach beyond private networks."""
     hub_token: NotRequired[pulumi.Input[str]]
-    """Model-hub token (pass a Pulumi secret), for runtimes that fetch files from the hub."""
+    """Hugging Face Hub token (pass a Pulumi secret); the server reads it at each start and gives it to the runtime
+    as HF_TOKEN, for files it downloads from the hub."""
     static_assets: NotRequired[bool]
     """Create a private bucket behind an HTTPS CDN for static files (default true)."""
     assets_domain: NotRequired[str]

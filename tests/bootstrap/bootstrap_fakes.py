@@ -7,6 +7,7 @@ Only 127.0.0.1 is used; every server stops when its context ends.
 from __future__ import annotations
 
 import json
+import random
 import socket
 import threading
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
+
+from inferstack.bootstrap.manifest import write_manifest
 
 ACCESS_KEY = "AKIAINFERSTACKTEST01"
 SECRET_KEY = "inferstack-test-secret-key"
@@ -121,3 +124,18 @@ def upload_model(endpoint: str, bucket: str, prefix: str, model_dir: Path) -> No
         client.create_bucket(Bucket=bucket)
     for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
         client.upload_file(str(path), bucket, prefix + path.relative_to(model_dir).as_posix())
+
+
+def make_model(model_dir: Path, sizes_bytes: dict[str, int], seed: int = 0) -> Path:
+    """Files of pseudo-random bytes (incompressible, like weights) plus their manifest."""
+    model_dir.mkdir(parents=True, exist_ok=True)
+    for index, (name, size) in enumerate(sorted(sizes_bytes.items())):
+        path = model_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(_pseudo_random_bytes(size, seed * 1000 + index))
+    write_manifest(model_dir)
+    return model_dir
+
+
+def _pseudo_random_bytes(size: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(size)

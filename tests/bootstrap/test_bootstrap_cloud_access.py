@@ -129,29 +129,37 @@ def test_an_unreachable_endpoint_is_retried_then_fails_naming_the_host(capsys: p
     assert capsys.readouterr().err.count("retry GET nothing") == 2
 
 
-def test_secret_is_fetched_from_ssm_into_a_root_only_env_file(metadata_url: str, s3_endpoint: str,
-                                                              tmp_path: Path) -> None:
+def test_secrets_are_fetched_from_ssm_into_a_root_only_env_file(metadata_url: str, s3_endpoint: str,
+                                                               tmp_path: Path) -> None:
     import boto3
 
     ssm = boto3.client("ssm", endpoint_url=s3_endpoint, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
                        aws_secret_access_key=SECRET_KEY)
     ssm.put_parameter(Name="/inferstack/test/api-key", Value="sk-test-0123456789", Type="SecureString",
                       Overwrite=True)
+    ssm.put_parameter(Name="/inferstack/test/hub-token", Value="hf_test0123", Type="SecureString", Overwrite=True)
     out = tmp_path / "run" / "secrets.env"
-    code = fetch_secret.main(["--cloud", "aws", "--region", "us-east-1", "--secret", "/inferstack/test/api-key",
-                              "--env-name", "VLLM_API_KEY", "--out", str(out), "--endpoint", s3_endpoint,
-                              "--metadata-endpoint", metadata_url])
+    code = fetch_secret.main(["--cloud", "aws", "--region", "us-east-1",
+                              "--secret", "VLLM_API_KEY=/inferstack/test/api-key",
+                              "--secret", "HF_TOKEN=/inferstack/test/hub-token", "--out", str(out),
+                              "--endpoint", s3_endpoint, "--metadata-endpoint", metadata_url])
     assert code == 0
-    assert out.read_text() == "VLLM_API_KEY=sk-test-0123456789\n"
+    assert out.read_text() == "VLLM_API_KEY=sk-test-0123456789\nHF_TOKEN=hf_test0123\n"
     assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+
+
+def test_a_secret_argument_without_an_env_name_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        fetch_secret.main(["--cloud", "aws", "--region", "us-east-1", "--secret", "/app/api-key", "--out", "x"])
+    assert exit_info.value.code == 2
+    assert "expected ENV_NAME=secret-name, got '/app/api-key'" in capsys.readouterr().err
 
 
 def test_missing_secret_fails_without_writing_the_env_file(metadata_url: str, s3_endpoint: str,
                                                           tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "secrets.env"
-    code = fetch_secret.main(["--cloud", "aws", "--region", "us-east-1", "--secret", "/no/such/parameter",
-                              "--env-name", "API_KEY", "--out", str(out), "--endpoint", s3_endpoint,
-                              "--metadata-endpoint", metadata_url])
+    code = fetch_secret.main(["--cloud", "aws", "--region", "us-east-1", "--secret", "API_KEY=/no/such/parameter",
+                              "--out", str(out), "--endpoint", s3_endpoint, "--metadata-endpoint", metadata_url])
     assert code == 4
     assert not out.exists()
     assert "cannot read '/no/such/parameter' from the aws secret store: SSM GetParameter" in capsys.readouterr().err

@@ -49,6 +49,8 @@ BUCKET = "e2e-models"
 PREFIX = "models/tiny-llama/f32/"
 API_KEY = "sk-e2e-0123456789abcdef"
 API_KEY_PARAMETER = "/inferstack/e2e/api-key"
+HUB_TOKEN = "hf_e2e0123456789"
+HUB_TOKEN_PARAMETER = "/inferstack/e2e/hub-token"
 
 
 def missing_prerequisite() -> str | None:
@@ -174,16 +176,18 @@ def deployment(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory) -> Iter
         upload_model(storage, BUCKET, PREFIX, model_dir)
         import boto3
 
-        boto3.client("ssm", endpoint_url=storage, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
-                     aws_secret_access_key=SECRET_KEY).put_parameter(
-            Name=API_KEY_PARAMETER, Value=API_KEY, Type="SecureString", Overwrite=True)
+        ssm = boto3.client("ssm", endpoint_url=storage, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
+                           aws_secret_access_key=SECRET_KEY)
+        for name, value in ((API_KEY_PARAMETER, API_KEY), (HUB_TOKEN_PARAMETER, HUB_TOKEN)):
+            ssm.put_parameter(Name=name, Value=value, Type="SecureString", Overwrite=True)
         port = free_port()
         plan = sample_plan("aws", "cpu-llm")
         plan = plan.model_copy(update={
             "model": plan.model.model_copy(update={"name": "tiny-llama", "bucket_prefix": PREFIX}),
             "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": 2})})
         user_data = render_bootstrap(plan, "aws", BootstrapOptions(
-            model_bucket=BUCKET, region="us-east-1", api_key_secret=API_KEY_PARAMETER, install_mode="native",
+            model_bucket=BUCKET, region="us-east-1", api_key_secret=API_KEY_PARAMETER,
+            hub_token_secret=HUB_TOKEN_PARAMETER, install_mode="native",
             storage_endpoint=storage, secret_endpoint=storage, metadata_endpoint=metadata))
         apply_cloud_config(chroot, user_data)
         wait_for_boot(chroot)
@@ -274,8 +278,12 @@ def test_first_boot_serves_a_real_completion_on_loopback(deployment: Deployment)
     assert isinstance(choice["text"], str) and body["usage"]["completion_tokens"] > 0  # type: ignore[index]
     assert complete(deployment.port, "hello world", None)[0] == 401
     secrets = box.path("/run/inferstack/secrets.env")
-    assert secrets.read_text() == f"API_KEY={API_KEY}\n" and (secrets.stat().st_mode & 0o077) == 0
-    assert API_KEY not in log and API_KEY not in box.read("/etc/inferstack/bootstrap.env")
+    assert secrets.read_text() == f"API_KEY={API_KEY}\nHF_TOKEN={HUB_TOKEN}\n"
+    assert (secrets.stat().st_mode & 0o077) == 0
+    server_pid = box.read("/run/fake-systemd/inferstack-server.service.pid").strip()
+    assert f"HF_TOKEN={HUB_TOKEN}".encode() in Path(f"/proc/{server_pid}/environ").read_bytes().split(b"\0")
+    for secret in (API_KEY, HUB_TOKEN):
+        assert secret not in log and secret not in box.read("/etc/inferstack/bootstrap.env")
 
 
 def test_a_second_boot_changes_nothing(deployment: Deployment) -> None:

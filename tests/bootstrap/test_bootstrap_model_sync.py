@@ -9,8 +9,7 @@ from pathlib import Path
 
 import model_sync
 import pytest
-from bootstrap_fakes import free_port, s3_client, upload_model
-from conftest import make_model
+from bootstrap_fakes import free_port, make_model, s3_client, upload_model
 
 from inferstack.bootstrap.manifest import build_manifest
 

@@ -165,9 +165,30 @@ def test_the_api_key_is_fetched_at_service_start_by_name_and_never_written_into_
     files = written_files(render_bootstrap(plan, "huawei", options_for(plan)))
     unit = files["/etc/systemd/system/inferstack-server.service"]
     assert ("ExecStartPre=/usr/bin/python3 /usr/local/lib/inferstack/fetch_secret.py --cloud huawei "
-            "--region ap-southeast-3 --secret inferstack-api-key --env-name VLLM_API_KEY "
+            "--region ap-southeast-3 --secret VLLM_API_KEY=inferstack-api-key "
             "--out /run/inferstack/secrets.env") in unit
     assert "--env-file /run/inferstack/secrets.env" in files["/usr/local/lib/inferstack/run-server.sh"]
+
+
+def test_a_hub_token_is_fetched_with_the_api_key_and_given_to_the_runtime_as_hf_token() -> None:
+    plan = sample_plan("aws", "cpu-llm")
+    options = BootstrapOptions(model_bucket="b", region="us-east-1", api_key_secret="/app/api-key",
+                               hub_token_secret="/app/hub-token", install_mode="native")
+    user_data = render_bootstrap(plan, "aws", options)
+    files = written_files(user_data)
+    assert ("fetch_secret.py --cloud aws --region us-east-1 --secret API_KEY=/app/api-key "
+            "--secret HF_TOKEN=/app/hub-token --out /run/inferstack/secrets.env") in (
+        files["/etc/systemd/system/inferstack-server.service"])
+    # The native server script exports everything in the secrets file, so the runtime sees HF_TOKEN.
+    assert "set -a; . /run/inferstack/secrets.env; set +a" in files["/usr/local/lib/inferstack/run-server.sh"]
+
+
+def test_a_hub_token_alone_still_installs_the_fetcher() -> None:
+    plan = sample_plan("gcp", "gpu-llm")
+    files = written_files(render_bootstrap(plan, "gcp", BootstrapOptions(model_bucket="b", region="us-central1",
+                                                                         hub_token_secret="hub-token")))
+    assert "/usr/local/lib/inferstack/fetch_secret.py" in files
+    assert "--secret HF_TOKEN=hub-token --out" in files["/etc/systemd/system/inferstack-server.service"]
 
 
 def test_without_an_api_key_secret_nothing_fetches_one() -> None:

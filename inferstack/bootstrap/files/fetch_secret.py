@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Fetch the endpoint API key from the cloud's secret store and write it to a root-only environment file.
+"""Fetch secrets (the endpoint API key, a model-hub token) from the cloud's secret store into a root-only env file.
 
-Runs as the inference service's ExecStartPre, so the key is read at every start (a rotated key takes effect on
-restart) and never appears in user data, in the unit, on a command line or in a log. Secret stores:
+Runs as the inference service's ExecStartPre, so each secret is read at every start (a rotated key takes effect
+on restart) and never appears in user data, in the unit, on a command line or in a log. Secret stores:
 
 | cloud   | store                         | call                                                        |
 |---------|-------------------------------|-------------------------------------------------------------|
@@ -101,40 +101,54 @@ READERS: dict[str, Callable[[str, str, str, Credentials, str | None], str]] = {
 }
 
 
-def write_env_file(path: str, name: str, value: str) -> None:
-    """Write `name=value` readable by root only, atomically (a reader never sees half a file)."""
+def write_env_file(path: str, values: dict[str, str]) -> None:
+    """Write one `name=value` line per entry, readable by root only, atomically (a reader never sees half a file)."""
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     temporary = f"{path}.tmp"
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
-        handle.write(f"{name}={value}\n")
+        handle.writelines(f"{name}={value}\n" for name, value in values.items())
     os.chmod(temporary, 0o600)
     os.replace(temporary, path)
 
 
+def env_and_secret(text: str) -> tuple[str, str]:
+    """`ENV_NAME=secret-name` → (ENV_NAME, secret-name)."""
+    name, _, secret = text.partition("=")
+    if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name) or not secret:
+        raise argparse.ArgumentTypeError(f"expected ENV_NAME=secret-name, got {text!r}")
+    return name, secret
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Fetch the endpoint API key into a root-only env file.")
+    parser = argparse.ArgumentParser(description="Fetch secrets into a root-only env file.")
     parser.add_argument("--cloud", required=True, choices=sorted(READERS))
     parser.add_argument("--region", required=True)
-    parser.add_argument("--secret", required=True, help="name/id of the secret in the cloud's secret store")
-    parser.add_argument("--env-name", required=True, help="environment variable the runtime reads the key from")
+    parser.add_argument("--secret", required=True, action="append", type=env_and_secret, metavar="ENV_NAME=SECRET",
+                        help="environment variable the runtime reads, and the secret's name/id in the cloud's store "
+                             "(repeatable)")
     parser.add_argument("--out", required=True, help="environment file to write (mode 0600)")
     parser.add_argument("--endpoint", default=None, help="secret-store endpoint override")
     parser.add_argument("--metadata-endpoint", default=None, help="metadata-server override")
     args = parser.parse_args(argv)
+    values: dict[str, str] = {}
+    secret = args.secret[0][1]  # named in the error when even the instance credentials cannot be read
     try:
         credentials = instance_credentials(args.cloud, args.metadata_endpoint)
         endpoint = (args.endpoint or default_endpoint(args.cloud, args.region)).rstrip("/")
-        value = READERS[args.cloud](args.secret, endpoint, args.region, credentials, args.metadata_endpoint).strip()
+        for env_name, secret in args.secret:
+            value = READERS[args.cloud](secret, endpoint, args.region, credentials, args.metadata_endpoint).strip()
+            if not SAFE_VALUE.match(value):
+                log(f"secret: {secret!r} is empty or holds characters other than [A-Za-z0-9._~+/=:@-]; "
+                    "store it as a single-line token")
+                return 2
+            values[env_name] = value
     except (AccessError, KeyError, ValueError) as error:
-        log(f"secret: cannot read {args.secret!r} from the {args.cloud} secret store: {error}")
+        log(f"secret: cannot read {secret!r} from the {args.cloud} secret store: {error}")
         return 4
-    if not SAFE_VALUE.match(value):
-        log(f"secret: {args.secret!r} is empty or holds characters other than [A-Za-z0-9._~+/=:@-]; "
-            "store the API key as a single-line token")
-        return 2
-    write_env_file(args.out, args.env_name, value)
-    log(f"secret: {args.secret!r} fetched ({len(value)} characters) into {args.out} as {args.env_name}")
+    write_env_file(args.out, values)
+    for env_name, secret in args.secret:
+        log(f"secret: {secret!r} fetched ({len(values[env_name])} characters) into {args.out} as {env_name}")
     return 0
 
 
