@@ -1,7 +1,9 @@
 """Security invariants, over sample workloads × stages × exposure, on every cloud with a backend and a mapper.
 
-Each case builds one InferenceServer under mocks and checks the cloud-neutral facts (neutral_view.py) of what
-was actually registered: nothing here reads the code's intentions.
+Two kinds of sample: the four plan shapes of tests/sample_plans.py (GPU/CPU LLM, CPU/GPU encoder), and every
+workload file in examples/workloads/, which the InferenceServer sizes itself with the real planner. Each case
+builds one InferenceServer under mocks and checks the cloud-neutral facts (neutral_view.py) of what was actually
+registered: nothing here reads the code's intentions.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +19,7 @@ import pytest
 from inferstack.components import Capability, InferenceServer, available_clouds, backend_for
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, record
+from inferstack.spec import load_workload
 from tests.components.conftest import CLOUD_ARGS, STACK_CONFIG
 from tests.components.neutral_view import FACT_MAPPERS, WORLD, SecurityFacts
 from tests.sample_plans import sample_plan
@@ -44,9 +48,12 @@ BUCKET_READERS: dict[str, set[str]] = {
     # through the stack's log-delivery agency (PutObject on the logs bucket only).
     "huawei": set(),
 }
+WORKLOADS = {path.stem: path for path in sorted((Path(__file__).resolve().parents[2] / "examples" / "workloads")
+                                                 .glob("*.yaml"))}
+PLAN_SHAPES = ["gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"]
 CASES = list(itertools.product(
     [cloud for cloud in FACT_MAPPERS if cloud in available_clouds()],
-    ["gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"],
+    [*PLAN_SHAPES, *WORKLOADS],
     ["validation", "internal", "production"],
     EXPOSURES))
 
@@ -67,11 +74,20 @@ class Case:
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: "-".join(c))
 def case(request: pytest.FixtureRequest) -> Case:
-    cloud, variant, stage, exposure = request.param
-    plan = sample_plan(cloud, variant, stage)
-    args = {"plan": plan, **CLOUD_ARGS[cloud], **EXPOSURES[exposure]}
-    recording = record(lambda: InferenceServer("inv", args).endpoint_url, config=STACK_CONFIG, stack="invariants")
-    return Case(cloud, plan, exposure, recording, FACT_MAPPERS[cloud](recording))
+    cloud, sample, stage, exposure = request.param
+    if sample in PLAN_SHAPES:
+        source: dict[str, Any] = {"plan": sample_plan(cloud, sample, stage)}
+    else:
+        workload = load_workload(WORKLOADS[sample])
+        source = {"workload": workload.model_copy(update={"stage": stage}), "cloud": cloud}
+    args = {**source, **CLOUD_ARGS[cloud], **EXPOSURES[exposure]}
+    servers: list[InferenceServer] = []
+
+    def program() -> None:
+        servers.append(InferenceServer("inv", args))
+
+    recording = record(program, config=STACK_CONFIG, stack="invariants")  # every sample deploys on every cloud
+    return Case(cloud, servers[0].plan, exposure, recording, FACT_MAPPERS[cloud](recording))
 
 
 def test_admin_ports_are_never_open(case: Case) -> None:
