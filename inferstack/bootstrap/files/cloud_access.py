@@ -147,13 +147,22 @@ def metadata_get(url: str, headers: Mapping[str, str], attempts: int, method: st
         return response.read().decode("utf-8").strip()
 
 
-def _aws_credentials(base: str, attempts: int) -> Credentials:
-    token = metadata_get(f"{base}/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "21600"},
+def _session_token_credentials(base: str, attempts: int, vendor: str, role_dir: str,
+                               fields: tuple[str, str, str]) -> Credentials:
+    # AWS IMDSv2 and Alibaba's hardened mode (which works whether or not the instance enforces it): a session
+    # token, then the role's name, then its temporary keys under the fields named.
+    token = metadata_get(f"{base}/latest/api/token", {f"X-{vendor}-metadata-token-ttl-seconds": "21600"},
                          attempts, method="PUT")
-    headers = {"X-aws-ec2-metadata-token": token}
-    role = metadata_get(f"{base}/latest/meta-data/iam/security-credentials/", headers, attempts).splitlines()[0]
-    data = json.loads(metadata_get(f"{base}/latest/meta-data/iam/security-credentials/{role}", headers, attempts))
-    return Credentials(data["AccessKeyId"], data["SecretAccessKey"], data.get("Token"))
+    headers = {f"X-{vendor}-metadata-token": token}
+    roles_url = f"{base}/latest/meta-data/{role_dir}/security-credentials/"
+    role = metadata_get(roles_url, headers, attempts).splitlines()[0]
+    data = json.loads(metadata_get(roles_url + role, headers, attempts))
+    key_id, secret, session_token = fields
+    return Credentials(data[key_id], data[secret], data.get(session_token))
+
+
+def _aws_credentials(base: str, attempts: int) -> Credentials:
+    return _session_token_credentials(base, attempts, "aws-ec2", "iam", ("AccessKeyId", "SecretAccessKey", "Token"))
 
 
 def _gcp_credentials(base: str, attempts: int) -> Credentials:
@@ -163,13 +172,8 @@ def _gcp_credentials(base: str, attempts: int) -> Credentials:
 
 
 def _alibaba_credentials(base: str, attempts: int) -> Credentials:
-    # Hardened (token) mode works whether or not the instance enforces it.
-    token = metadata_get(f"{base}/latest/api/token", {"X-aliyun-ecs-metadata-token-ttl-seconds": "21600"},
-                         attempts, method="PUT")
-    headers = {"X-aliyun-ecs-metadata-token": token}
-    role = metadata_get(f"{base}/latest/meta-data/ram/security-credentials/", headers, attempts).splitlines()[0]
-    data = json.loads(metadata_get(f"{base}/latest/meta-data/ram/security-credentials/{role}", headers, attempts))
-    return Credentials(data["AccessKeyId"], data["AccessKeySecret"], data.get("SecurityToken"))
+    return _session_token_credentials(base, attempts, "aliyun-ecs", "ram",
+                                      ("AccessKeyId", "AccessKeySecret", "SecurityToken"))
 
 
 def _huawei_credentials(base: str, attempts: int) -> Credentials:
