@@ -7,12 +7,12 @@ arithmetic, rounding and wording are checked against them line by line.
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from git_repo import git
 
 from inferstack.diff import PlanDiff, diff_reports, diff_workload_files, render_markdown
 from inferstack.errors import InputError
@@ -323,15 +323,6 @@ def test_a_stack_without_an_inline_workload_says_what_to_diff_instead(tmp_path):
 # ---- --base-ref: the same path at another commit ------------------------------------------------------
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture

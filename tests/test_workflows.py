@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from git_repo import git
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "examples" / "github-actions"
@@ -250,15 +251,6 @@ except InferstackError as error:
     sys.stderr.write(f"error: {{error}}\\n")
     sys.exit(2)
 """
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=ci@example.com", "-c", "user.name=ci", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-    )
 
 
 @pytest.fixture
