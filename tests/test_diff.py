@@ -273,7 +273,6 @@ def test_values_that_print_the_same_are_not_changes(tmp_path):
 # ---- stack files with an inline workload ----------------------------------------------------------------
 
 STACK = Path(__file__).resolve().parents[1] / "stacks" / "Pulumi.aws-prod.yaml"
-needs_stack = pytest.mark.skipif(not STACK.exists(), reason="stacks/Pulumi.aws-prod.yaml is not written yet")
 
 
 def stack_file(directory: Path, name: str, **workload_changes: Any) -> Path:
@@ -288,7 +287,6 @@ def stack_file(directory: Path, name: str, **workload_changes: Any) -> Path:
     return write(directory, f"{name}/Pulumi.aws-prod.yaml", data)
 
 
-@needs_stack
 def test_a_stack_file_is_sized_on_its_cloud_and_stage_like_the_pulumi_program(tmp_path):
     diff = diff_workload_files(
         [stack_file(tmp_path, "base"), stack_file(tmp_path, "head", traffic__concurrent_users=150)]
@@ -300,7 +298,6 @@ def test_a_stack_file_is_sized_on_its_cloud_and_stage_like_the_pulumi_program(tm
     assert diff.clouds[0].status == "changed"
 
 
-@needs_stack
 def test_a_stack_region_change_moves_the_plan_to_that_region(tmp_path):
     data = yaml.safe_load(STACK.read_text())
     data["config"]["aws:region"] = "eu-west-1"

@@ -531,7 +531,6 @@ class InferenceServer(pulumi.ComponentResource):
     def _render_user_data(self, model_bucket: str, api_key_ref: str | None, hub_token_ref: str | None) -> str:
         options = bootstrap.BootstrapOptions(model_bucket=model_bucket, region=self.plan.region,
                                              api_key_secret=api_key_ref, hub_token_secret=hub_token_ref)
-        # Looked up on the module at call time, so a test can substitute the renderer.
         return bootstrap.render_bootstrap(self.plan, self.plan.cloud, options)
 
 

@@ -1,4 +1,4 @@
-"""Fixtures for component tests: run programs under mocks, with the real bootstrap renderer when it works.
+"""Fixtures for component tests: run programs under mocks, with the real bootstrap renderer.
 
 Every test runs its program through `inferstack.preview.record`, which sets Pulumi's mocks for that run and
 returns what was registered after the whole program finished (assertions never run inside an apply).
@@ -7,7 +7,7 @@ returns what was registered after the whole program finished (assertions never r
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,39 +16,7 @@ import pytest
 # The repository root, so that `tests.sample_plans` imports under plain `pytest` as under `python -m pytest`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from inferstack import bootstrap
-from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, record
-from tests.sample_plans import sample_plan
-
-FAKE_BOOTSTRAP_MARKER = "# fake bootstrap for component tests"
-
-
-def fake_render_bootstrap(plan: DeploymentPlan, cloud: str, options: bootstrap.BootstrapOptions) -> str:
-    """Stands in for the renderer until it exists: a cloud-config that carries every option it was given."""
-    lines = [f"{key}={value}" for key, value in options.model_dump().items() if value is not None]
-    return "\n".join(["#cloud-config", FAKE_BOOTSTRAP_MARKER, f"# {plan.workload} on {cloud}", *lines]) + "\n"
-
-
-def _real_renderer_works() -> bool:
-    options = bootstrap.BootstrapOptions(model_bucket="probe-bucket", region="us-east-1")
-    try:
-        bootstrap.render_bootstrap(sample_plan("aws", "gpu-llm", "validation"), "aws", options)
-    except NotImplementedError:
-        return False
-    return True
-
-
-@pytest.fixture(autouse=True, scope="session")
-def bootstrap_renderer() -> Iterator[str]:
-    """The real renderer if it renders, else the fake (switches itself once issue 4 lands)."""
-    if _real_renderer_works():
-        yield "real"
-        return
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bootstrap, "render_bootstrap", fake_render_bootstrap)
-        yield "fake"
-
 
 STACK_CONFIG = {
     # Each provider's region: the regions the sample plans are made for.

@@ -115,10 +115,7 @@ def test_no_ubuntu_image_for_the_instance_type_is_an_error_naming_it(run: Any,
         _deploy(run, sample_plan("alibaba", "gpu-llm", "validation"))
 
 
-def test_gpu_server_boots_the_plain_image_and_the_bootstrap_installs_the_driver(run: Any,
-                                                                                bootstrap_renderer: str) -> None:
-    if bootstrap_renderer != "real":
-        pytest.skip("the stand-in renderer writes no driver phase")
+def test_gpu_server_boots_the_plain_image_and_the_bootstrap_installs_the_driver(run: Any) -> None:
     (instance,) = _deploy(run, sample_plan("alibaba", "gpu-llm", "validation")).of_type(INSTANCE)
     user_data = _user_data(instance)
     assert user_data.startswith("#cloud-config")
