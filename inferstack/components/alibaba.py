@@ -57,6 +57,7 @@ from inferstack.components.core import (
     invoke_options,
     nth,
     register_backend,
+    server_options,
     slug,
     supported,
     unique_name,
@@ -307,14 +308,16 @@ class AlibabaBackend(CloudBackend):
                 system_disk_size=image.size_gib.apply(lambda gib: max(gib, plan.disk_gib)),
                 instance_charge_type="PostPaid", internet_charge_type="PayByTraffic",
                 internet_max_bandwidth_out=PUBLIC_BANDWIDTH_MBPS, user_data=user_data,
-                deletion_protection=plan.stage == "production" and not plan.spot,
+                # "It does not work when the instance is spot" (pulumi_alicloud ecs.Instance deletion_protection).
+                deletion_protection=request.protected and not plan.spot,
                 spot_strategy="SpotAsPriceGo" if plan.spot else None,
                 spot_interruption_behavior="Terminate" if plan.spot else None,
                 tags=request.tags, volume_tags=request.tags,
                 # cloud-init runs once per instance: new user data means a new server, as on AWS. A newer image
                 # must not touch a running server on the next `pulumi up`; roll it out with
-                # `pulumi up --replace <urn>` when you choose to.
-                opts=child_options(parent, replace_on_changes=["userData"], ignore_changes=["imageId"]))
+                # `pulumi up --replace <urn>` when you choose to (with protection lifted).
+                opts=server_options(parent, request.protected, replace_on_changes=["userData"],
+                                    ignore_changes=["imageId"]))
             result.instance_ids.append(server.id)
             result.public_ips.append(server.public_ip.apply(lambda ip: ip or ""))
             result.private_ips.append(server.private_ip)

@@ -54,6 +54,7 @@ from inferstack.components.core import (
     invoke_options,
     nth,
     register_backend,
+    server_options,
     slug,
     supported,
     unique_name,
@@ -117,7 +118,8 @@ class AwsBackend(CloudBackend):
         Capability.SECRET_STORE: supported("SSM Parameter Store SecureString, read by name at boot"),
         Capability.SECRET_SCOPED_GRANTS: supported("IAM: ssm:GetParameter on the ARNs of the server's own "
                                                    "parameters"),
-        Capability.TERMINATION_PROTECTION: supported("EC2 disable_api_termination"),
+        Capability.TERMINATION_PROTECTION: supported("EC2 disable_api_termination (not on spot instances, which "
+                                                     "EC2 refuses it)"),
         Capability.DRIVER_READY_IMAGE: supported("Deep Learning Base OSS Nvidia Driver GPU AMI via SSM parameter"),
         Capability.LOCAL_NVME_CACHE: supported("instance-store NVMe is exposed by Nitro types; the DLAMI mounts "
                                                "it at /opt/dlami/nvme"),
@@ -324,11 +326,16 @@ class AwsBackend(CloudBackend):
                                    "volume_size": image.root_volume_gib.apply(lambda gib: max(gib, plan.disk_gib)),
                                    "tags": _named(request.tags, f"{name}-server-{index}")},
                 user_data_base64=user_data, user_data_replace_on_change=True,  # cloud-init runs once per instance
-                disable_api_termination=plan.stage == "production", instance_market_options=spot if plan.spot else None,
+                # Changed in place (ModifyInstanceAttribute): "You can set the value of this attribute when you
+                # launch an instance, or while the instance is running or stopped", and "you can't enable
+                # termination protection for Spot Instances" (EC2 User Guide, "Change instance termination
+                # protection").
+                disable_api_termination=request.protected and not plan.spot,
+                instance_market_options=spot if plan.spot else None,
                 tags=_named(request.tags, f"{name}-server-{index}"),
                 # A newer image must not replace a running server on the next `pulumi up`; roll it out with
-                # `pulumi up --replace <urn>` when you choose to.
-                opts=child_options(parent, ignore_changes=["ami"]))
+                # `pulumi up --replace <urn>` when you choose to (with protection lifted).
+                opts=server_options(parent, request.protected, ignore_changes=["ami"]))
             result.instance_ids.append(server.id)
             result.public_ips.append(server.public_ip.apply(lambda ip: ip or ""))
             result.private_ips.append(server.private_ip)

@@ -62,7 +62,8 @@ class Capability(str, Enum):
     SECRET_SCOPED_GRANTS = "secret-scoped-grants"
     """The server's identity can be limited to reading its own secrets, each named in the grant."""
     TERMINATION_PROTECTION = "termination-protection"
-    """Production servers cannot be deleted by an API call until the flag is lifted."""
+    """Protected servers (production, by default) carry a cloud flag that refuses their deletion by any API call
+    until it is lifted; every cloud's protected servers also carry Pulumi's `protect` (`server_options`)."""
     DRIVER_READY_IMAGE = "driver-ready-image"
     """A GPU image with the NVIDIA driver preinstalled, looked up at deploy time."""
     LOCAL_NVME_CACHE = "local-nvme-cache"
@@ -226,6 +227,9 @@ class ServersRequest:
     public_endpoint: bool
     """The API is open beyond private networks (an allowed CIDR is public). A cloud whose servers otherwise have
     no public address (Huawei: egress through NAT) gives each one."""
+    protected: bool
+    """The servers carry the cloud's deletion flag (Capability.TERMINATION_PROTECTION) and Pulumi's `protect`
+    (`server_options`); False lifts both in place, so that the next change can replace them."""
     tags: Mapping[str, str]
 
 
@@ -467,6 +471,22 @@ def default_tags(workload: str | None = None) -> dict[str, str]:
 def child_options(parent: pulumi.Resource, **options: Any) -> pulumi.ResourceOptions:
     """Options for a child: parented, so it inherits providers and protection from the component."""
     return pulumi.ResourceOptions(parent=parent, **options)
+
+
+def server_options(parent: pulumi.Resource, protected: bool, **options: Any) -> pulumi.ResourceOptions:
+    """Options for a server, the same on every cloud.
+
+    A protected server carries Pulumi's `protect`: the engine refuses to replace or delete it while it plans the
+    steps, before anything is created. The cloud's deletion flag alone fails only at the delete, which a replacement
+    runs after creating the successor: both servers would keep running and billing. Unprotected, `protect` is left
+    unset, so protection given to the component still reaches the server.
+
+    Servers are replaced delete-first. A server whose cloud flag is still on (protection lifted in the same
+    `pulumi up` as the change) then fails its delete before a successor exists, and a replaced server's GPU quota
+    is free for the new one. Each server is down until its successor has booted, as it would be anyway: the
+    successor has new addresses, and it serves only once its model is loaded.
+    """
+    return child_options(parent, protect=True if protected else None, delete_before_replace=True, **options)
 
 
 def invoke_options(parent: pulumi.Resource) -> pulumi.InvokeOutputOptions:

@@ -51,6 +51,7 @@ from inferstack.components.core import (
     invoke_options,
     nth,
     register_backend,
+    server_options,
     slug,
     supported,
     unique_name,
@@ -343,11 +344,12 @@ class GcpBackend(CloudBackend):
                 metadata=metadata, scheduling=scheduling(plan), guest_accelerators=guest_accelerators(plan),
                 shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
                                           "enable_integrity_monitoring": True},
-                deletion_protection=plan.stage == "production", allow_stopping_for_update=True, labels=labels,
+                # "Enable deletion protection on this instance" (pulumi_gcp compute.Instance); an update in place.
+                deletion_protection=request.protected, allow_stopping_for_update=True, labels=labels,
                 # A newer image must not replace a running server on the next `pulumi up`; a new bootstrap does,
                 # because cloud-init runs once per instance.
-                opts=child_options(parent, ignore_changes=["bootDisk.initializeParams.image"],
-                                   replace_on_changes=["metadata"]))
+                opts=server_options(parent, request.protected, ignore_changes=["bootDisk.initializeParams.image"],
+                                    replace_on_changes=["metadata"]))
             result.instance_ids.append(server.id)
             result.public_ips.append(server.network_interfaces.apply(_public_ip))
             result.private_ips.append(server.network_interfaces.apply(lambda nics: str(_field(nics[0], "network_ip"))))

@@ -59,6 +59,7 @@ from inferstack.components.core import (
     invoke_options,
     nth,
     register_backend,
+    server_options,
     supported,
     unique_name,
     unsupported,
@@ -170,8 +171,8 @@ class HuaweiBackend(CloudBackend):
             "permissions, so the server's read grant covers every CSMS secret of the region's project: keep other "
             "secrets out of that project"),
         Capability.TERMINATION_PROTECTION: unsupported(
-            "pulumi_huaweicloud 0.0.12 ecs.Instance has no deletion-protection argument; protect production "
-            "servers with Pulumi's protect option"),
+            "pulumi_huaweicloud 0.0.12 ecs.Instance has no deletion-protection argument: protected servers carry "
+            "Pulumi's protect only, which stops `pulumi up` and `pulumi destroy` but not the console or the API"),
         Capability.DRIVER_READY_IMAGE: supported(
             "the public 'Ubuntu 22.04 server 64bit with Tesla Driver' image where the region offers one for the "
             "flavor (IMS lookup); otherwise plain Ubuntu 22.04 and the bootstrap installs the driver"),
@@ -331,8 +332,9 @@ class HuaweiBackend(CloudBackend):
                 delete_disks_on_termination=True, user_data=user_data,
                 charging_mode="spot" if plan.spot else "postPaid", tags=request.tags,
                 # A newer image must not replace a running server on the next `pulumi up`; roll it out with
-                # `pulumi up --replace <urn>` when you choose to.
-                opts=child_options(parent, ignore_changes=["image_id"]))
+                # `pulumi up --replace <urn>` when you choose to (with protection lifted). No cloud deletion flag
+                # exists here: Pulumi's protect alone guards protected servers.
+                opts=server_options(parent, request.protected, ignore_changes=["image_id"]))
             result.instance_ids.append(server.id)
             result.private_ips.append(server.access_ip_v4)
             # Only a public endpoint gets an elastic IP; egress goes through the network's NAT gateway.

@@ -17,6 +17,8 @@ Config keys (namespace `inferstack:`; region from the provider's own key, e.g. `
     assetsCertificate   that domain's certificate where the cloud needs one (aws: ACM ARN in us-east-1;
                         huawei: SCM certificate id)
     pricesFile          price overrides used when sizing the workload (docs/pricing.md)
+    protectServers      protect the servers from deletion and replacement (default: true in production);
+                        false lifts the protection in place for a rollout (docs/deploy-<cloud>.md)
     networkId, subnetIds, securityGroupIds, instanceIdentity, modelBucket, assetsBucket
                         bring your own (then nothing is created for them)
     tags                extra tags on every resource
@@ -82,6 +84,8 @@ class StackConfig(BaseModel):
     """Existing bucket holding the model files."""
     assets_bucket: str | None = Field(default=None, alias="assetsBucket")
     """Existing bucket for static assets."""
+    protect_servers: bool | None = Field(default=None, alias="protectServers")
+    """Protect the servers from deletion and replacement; default: true in production."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Extra tags on every resource."""
     prices_file: str | None = Field(default=None, alias="pricesFile")
@@ -275,7 +279,7 @@ def _server_args(config: StackConfig) -> InferenceServerArgs:
     args: dict[str, Any] = {"allowed_cidrs": config.allowed_cidrs, "static_assets": config.static_assets,
                             "tags": config.tags}
     for key in ("network_id", "subnet_ids", "security_group_ids", "instance_identity", "model_bucket",
-                "assets_bucket", "assets_domain", "assets_certificate"):
+                "assets_bucket", "assets_domain", "assets_certificate", "protect_servers"):
         if getattr(config, key) is not None:
             args[key] = getattr(config, key)
     secrets = pulumi.Config(NAMESPACE)

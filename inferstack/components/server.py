@@ -389,6 +389,11 @@ class InferenceServerArgs(TypedDict):
     """Existing bucket with the model under plan.model.bucket_prefix, instead of creating the ModelStore."""
     assets_bucket: NotRequired[pulumi.Input[str]]
     """Existing bucket to serve through the CDN; its owner adds the policy in `static_assets_policy`."""
+    protect_servers: NotRequired[bool]
+    """Protect the servers from deletion and replacement (default: true in production): the cloud's deletion flag
+    where it has one, and Pulumi's `protect`, so that `pulumi up` refuses a change that would replace them before
+    creating anything. Set false for one `pulumi up` to lift both in place, roll the change out with the next one
+    (each server is deleted, then recreated), then set it back."""
     tags: NotRequired[Mapping[str, str]]
     """Tags merged over the defaults (project, stack, workload, managed-by)."""
 
@@ -443,7 +448,8 @@ class InferenceServer(pulumi.ComponentResource):
         ).apply(lambda refs: self._render_user_data(*refs))
         servers = self.backend.create_servers(self, name, ServersRequest(
             plan=self.plan, subnet_ids=subnet_ids, firewall_ids=firewall_ids, attachment=attachment,
-            user_data=user_data, public_endpoint=any(not is_private(n) for n in networks), tags=self._tags))
+            user_data=user_data, public_endpoint=any(not is_private(n) for n in networks),
+            protected=_protects_servers(checked, self.plan), tags=self._tags))
 
         port = self.plan.serving.port
         self.endpoint_urls = pulumi.Output.all(*(
@@ -687,12 +693,21 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
                                            certificate_field=f"{name}.assets_certificate")
     if problems:
         raise InputError(problems)
-    if plan.stage == "production":
+    if _protects_servers(checked, plan):
         _warn_missing(backend, Capability.TERMINATION_PROTECTION, name)
+    elif plan.stage == "production":
+        pulumi.log.warn(f"{name}: production servers are unprotected (protect_servers false, stack config "
+                        "inferstack:protectServers): a change that replaces them now deletes each server, then "
+                        "creates its successor. Set it back to true once the rollout is done")
     if secrets:
         _warn_missing(backend, Capability.SECRET_SCOPED_GRANTS, name)
     _warn_missing(backend, Capability.METADATA_HARDENING, name)
     return networks
+
+
+def _protects_servers(checked: Mapping[str, Any], plan: DeploymentPlan) -> bool:
+    protect: bool = checked.get("protect_servers", plan.stage == "production")
+    return protect
 
 
 def _warn_missing(backend: CloudBackend, capability: Capability, name: str) -> None:

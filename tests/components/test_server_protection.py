@@ -1,0 +1,144 @@
+"""Server protection on every cloud: what `protect_servers` (stack config `inferstack:protectServers`) registers.
+
+A cloud's deletion flag alone fails a replacement only at the delete, which Pulumi runs after creating the successor:
+both GPU servers keep running and billing. Pulumi's `protect` fails it earlier: the engine refuses to replace or
+delete a resource protected both in the state and in the program while it plans the steps, before anything is
+created (pulumi/pulumi pkg/resource/deploy/step_generator.go, `new.Protect && old.Protect`). Mocks do not run the
+engine, so these tests assert what reaches it: each server's `protect` and `deleteBeforeReplace` options, and the
+cloud's flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pytest
+
+from inferstack import preview
+from inferstack.components import InferenceServer
+from inferstack.preview import Recording, preview_deployment
+from inferstack.spec import Stage
+from tests.components.conftest import CLOUD_ARGS, STACK_CONFIG
+from tests.sample_plans import sample_plan
+
+# Each cloud's server resource, and its deletion flag (None: the provider has none).
+SERVERS: dict[str, tuple[str, str | None]] = {
+    "aws": ("aws:ec2/instance:Instance", "disableApiTermination"),
+    "gcp": ("gcp:compute/instance:Instance", "deletionProtection"),
+    "alibaba": ("alicloud:ecs/instance:Instance", "deletionProtection"),
+    "huawei": ("huaweicloud:Ecs/instance:Instance", None),
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    """The resource options of one registration, as the engine receives them."""
+
+    protect: bool
+    delete_before_replace: bool
+    replace_on_changes: tuple[str, ...]
+
+
+@pytest.fixture
+def options(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Options]]:
+    """The options of every registration of the runs in a test, by resource name (the recording keeps `protect`
+    and `ignore_changes` only)."""
+    seen: dict[str, Options] = {}
+    register = preview._RecordingMonitor.RegisterResource
+
+    def recording_options(monitor: Any, request: Any) -> Any:
+        seen[request.name] = Options(request.protect, request.deleteBeforeReplace, tuple(request.replaceOnChanges))
+        return register(monitor, request)
+
+    monkeypatch.setattr(preview._RecordingMonitor, "RegisterResource", recording_options)
+    yield seen
+
+
+def _deploy(run: Any, cloud: str, stage: Stage, opts: pulumi.ResourceOptions | None = None,
+            **args: Any) -> Recording:
+    plan = sample_plan(cloud, "gpu-llm", stage)  # type: ignore[arg-type]
+    return run(lambda: InferenceServer("chat", {"plan": plan, **CLOUD_ARGS[cloud], **args}, opts=opts).instance_ids)
+
+
+def _servers(recording: Recording, cloud: str) -> list[preview.RegisteredResource]:
+    servers = recording.of_type(SERVERS[cloud][0])
+    assert servers, f"no {SERVERS[cloud][0]} registered"
+    return servers
+
+
+@pytest.mark.parametrize("cloud", SERVERS)
+@pytest.mark.parametrize(("stage", "args", "protected"), [
+    ("production", {}, True),
+    ("production", {"protect_servers": False}, False),
+    ("validation", {}, False),
+    ("validation", {"protect_servers": True}, True),
+], ids=["production", "production-lifted", "validation", "validation-protected"])
+def test_protected_servers_carry_protect_and_the_cloud_flag_and_every_server_is_replaced_delete_first(
+        run: Any, options: dict[str, Options], cloud: str, stage: Stage, args: dict[str, Any],
+        protected: bool) -> None:
+    servers = _servers(_deploy(run, cloud, stage, **args), cloud)
+    flag = SERVERS[cloud][1]
+    for server in servers:
+        assert options[server.name].protect is protected, server.name
+        assert options[server.name].delete_before_replace is True, server.name
+        if flag is not None:
+            assert server.inputs[flag] is protected, server.name
+
+
+@pytest.mark.parametrize("cloud", SERVERS)
+def test_lifting_protection_changes_only_the_flag_and_protect_so_it_is_an_update_in_place(
+        run: Any, options: dict[str, Options], cloud: str) -> None:
+    protected = {r.name: r for r in _deploy(run, cloud, "production").resources}
+    protected_options = dict(options)
+    lifted = {r.name: r for r in _deploy(run, cloud, "production", protect_servers=False).resources}
+    assert protected.keys() == lifted.keys()
+    server_type, flag = SERVERS[cloud]
+    for name, before in protected.items():
+        after = lifted[name]
+        changed = {key for key in before.inputs.keys() | after.inputs.keys()
+                   if before.inputs.get(key) != after.inputs.get(key)}
+        if before.type == server_type:
+            assert changed == ({flag} if flag else set()), name
+            assert protected_options[name].protect and not options[name].protect
+            # The flag is an attribute the cloud changes on a running server: nothing makes it replace one.
+            assert flag not in options[name].replace_on_changes
+        else:
+            assert changed == set(), name  # nothing but the servers changes
+
+
+@pytest.mark.parametrize("cloud", SERVERS)
+def test_protection_given_to_the_component_still_reaches_servers_whose_own_protection_is_lifted(
+        run: Any, options: dict[str, Options], cloud: str) -> None:
+    recording = _deploy(run, cloud, "production", opts=pulumi.ResourceOptions(protect=True), protect_servers=False)
+    assert all(options[server.name].protect for server in _servers(recording, cloud))
+
+
+@pytest.mark.parametrize(("cloud", "flag"), [("aws", "disableApiTermination"), ("alibaba", "deletionProtection")])
+def test_spot_servers_go_without_the_cloud_flag_which_the_cloud_refuses_on_spot_but_keep_protect(
+        run: Any, options: dict[str, Options], cloud: str, flag: str) -> None:
+    plan = sample_plan(cloud, "gpu-llm", "validation").model_copy(update={"spot": True})  # type: ignore[arg-type]
+    recording = run(lambda: InferenceServer("chat", {"plan": plan, "protect_servers": True, **CLOUD_ARGS[cloud]}))
+    for server in _servers(recording, cloud):
+        assert server.inputs[flag] is False and options[server.name].protect
+
+
+def test_lifting_protection_in_production_warns_to_restore_it(run: Any, caplog: pytest.LogCaptureFixture) -> None:
+    _deploy(run, "aws", "production", protect_servers=False)  # the mock engine hands logs to Python's logging
+    assert "chat: production servers are unprotected (protect_servers false, stack config " \
+           "inferstack:protectServers)" in caplog.text
+    caplog.clear()
+    _deploy(run, "aws", "production")
+    assert "unprotected" not in caplog.text
+
+
+@pytest.mark.parametrize(("config", "protected"), [({}, True), ({"inferstack:protectServers": "false"}, False),
+                                                   ({"inferstack:protectServers": "true"}, True)])
+def test_the_stack_option_protect_servers_reaches_the_servers(
+        options: dict[str, Options], config: dict[str, Any], protected: bool) -> None:
+    result = preview_deployment(sample_plan("aws", "gpu-llm", "production"), {**STACK_CONFIG, **config})
+    servers = [r for r in result.resources if r.type == SERVERS["aws"][0]]
+    assert servers and all(options[r.name].protect is protected for r in servers)
+    assert all(r.inputs["disableApiTermination"] is protected for r in servers)
