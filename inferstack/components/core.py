@@ -398,6 +398,11 @@ class CloudBackend(ABC):
         need none."""
         return None
 
+    def plan_problems(self, plan: DeploymentPlan, *, field: str) -> list[Problem]:
+        """What in the plan (`field`) this cloud cannot deploy, found without a cloud call; checked before anything
+        is created. Most clouds find nothing."""
+        return []
+
 
 #### Registry ####
 

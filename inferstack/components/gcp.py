@@ -57,7 +57,7 @@ from inferstack.components.core import (
     unique_name,
     unsupported,
 )
-from inferstack.errors import input_error
+from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan
 
 #### Constants ####
@@ -79,9 +79,66 @@ IMAGE_FAMILIES: Mapping[tuple[str, str], tuple[str, str]] = {
     ("cpu", "ARM64"): ("ubuntu-os-cloud", "ubuntu-2204-lts-arm64"),
 }
 
-# Machine series whose boot disk must be Hyperdisk (they do not take Persistent Disk), from the machine-series
-# pages of the Compute Engine docs; every other series boots from pd-balanced.
-HYPERDISK_ONLY_SERIES = frozenset({"a4", "a4x", "c4", "c4a", "c4d", "g4", "h4d", "m4", "n4", "n4a", "n4d", "x4"})
+
+
+@dataclass(frozen=True)
+class BootDisk:
+    """The boot disk type of a machine series, and where Google states that the series supports it."""
+
+    type: str
+    source: str
+
+
+# The boot disk type by machine series (`machine_series`), from the "Supported disk types for <series>" section of
+# each series on the Compute Engine machine-family pages. Balanced Persistent Disk wherever the series takes it
+# (what every server has booted from so far: another type would replace running servers); Hyperdisk Balanced,
+# the Hyperdisk type that boots, where the series takes no Persistent Disk. A series missing here is refused
+# before anything is created (`GcpBackend.plan_problems`): guessing is how A3 Ultra got pd-balanced.
+_GENERAL = "cloud.google.com/compute/docs/general-purpose-machines"
+_COMPUTE = "cloud.google.com/compute/docs/compute-optimized-machines"
+_MEMORY = "cloud.google.com/compute/docs/memory-optimized-machines"
+_STORAGE = "cloud.google.com/compute/docs/storage-optimized-machines"
+_ACCELERATOR = "cloud.google.com/compute/docs/accelerator-optimized-machines"
+_PD, _HYPERDISK = "pd-balanced", "hyperdisk-balanced"
+BOOT_DISKS: Mapping[str, BootDisk] = {
+    # General-purpose: Persistent Disk up to the third generation; the fourth takes Hyperdisk only.
+    "e2": BootDisk(_PD, f"{_GENERAL}: E2"),
+    "n1": BootDisk(_PD, f"{_GENERAL}: N1 (also N1 with attached GPUs, cloud.google.com/compute/docs/gpus)"),
+    "n2": BootDisk(_PD, f"{_GENERAL}: N2"),
+    "n2d": BootDisk(_PD, f"{_GENERAL}: N2D"),
+    "t2d": BootDisk(_PD, f"{_GENERAL}: Tau T2D"),
+    "t2a": BootDisk(_PD, f"{_GENERAL}: Tau T2A"),
+    "c3": BootDisk(_PD, f"{_GENERAL}: C3 (virtual machine types)"),
+    "c3-metal": BootDisk(_HYPERDISK, f"{_GENERAL}: C3 bare metal (*-metal) takes Hyperdisk only"),
+    "c3d": BootDisk(_PD, f"{_GENERAL}: C3D"),
+    "c4": BootDisk(_HYPERDISK, f"{_GENERAL}: C4, Hyperdisk only"),
+    "c4a": BootDisk(_HYPERDISK, f"{_GENERAL}: C4A, Hyperdisk only"),
+    "c4d": BootDisk(_HYPERDISK, f"{_GENERAL}: C4D, Hyperdisk only"),
+    "n4": BootDisk(_HYPERDISK, f"{_GENERAL}: N4, Hyperdisk only"),
+    "n4a": BootDisk(_HYPERDISK, f"{_GENERAL}: N4A, Hyperdisk only"),
+    "n4d": BootDisk(_HYPERDISK, f"{_GENERAL}: N4D, Hyperdisk only"),
+    # Compute-optimized.
+    "c2": BootDisk(_PD, f"{_COMPUTE}: C2"),
+    "c2d": BootDisk(_PD, f"{_COMPUTE}: C2D"),
+    "h3": BootDisk(_PD, f"{_COMPUTE}: H3 (Balanced Persistent Disk, its only disk type at launch)"),
+    "h4d": BootDisk(_HYPERDISK, f"{_COMPUTE}: H4D, Hyperdisk only"),
+    # Memory- and storage-optimized.
+    "m1": BootDisk(_PD, f"{_MEMORY}: M1"),
+    "m2": BootDisk(_PD, f"{_MEMORY}: M2"),
+    "m3": BootDisk(_PD, f"{_MEMORY}: M3"),
+    "m4": BootDisk(_HYPERDISK, f"{_MEMORY}: M4, Hyperdisk only"),
+    "x4": BootDisk(_HYPERDISK, f"{_MEMORY}: X4, Hyperdisk only"),
+    "z3": BootDisk(_PD, f"{_STORAGE}: Z3"),
+    # Accelerator-optimized: A3 High, Mega and Edge (H100) take Persistent Disk; A3 Ultra (H200) and later take
+    # Hyperdisk only.
+    "a2": BootDisk(_PD, f"{_ACCELERATOR}: A2 (Standard and Ultra)"),
+    "a3": BootDisk(_PD, f"{_ACCELERATOR}: A3 High, A3 Mega, A3 Edge"),
+    "a3-ultragpu": BootDisk(_HYPERDISK, f"{_ACCELERATOR}: A3 Ultra, Hyperdisk only"),
+    "a4": BootDisk(_HYPERDISK, f"{_ACCELERATOR}: A4, Hyperdisk only"),
+    "a4x": BootDisk(_HYPERDISK, f"{_ACCELERATOR}: A4X, Hyperdisk only"),
+    "g2": BootDisk(_PD, f"{_ACCELERATOR}: G2"),
+    "g4": BootDisk(_HYPERDISK, f"{_ACCELERATOR}: G4, Hyperdisk only"),
+}
 
 # Metadata keys: OS Login instead of SSH keys (access is an IAM grant, revoked with it); project-wide keys are
 # refused; the legacy metadata endpoints that answer without the Metadata-Flavor header stay off; no serial console.
@@ -361,6 +418,18 @@ class GcpBackend(CloudBackend):
         return PreviewAnswers(resources=_PREVIEW_OUTPUTS, lookups=_PREVIEW_INVOKES,
                               region=self.configured_region() or PREVIEW_REGION, account=_preview_project())
 
+    #### Shared behaviour ####
+
+    def plan_problems(self, plan: DeploymentPlan, *, field: str) -> list[Problem]:
+        """A machine series whose boot disk type is not known (BOOT_DISKS) is refused: a wrong guess fails the
+        server's creation after the rest of the stack exists."""
+        series = machine_series(plan.instance_type)
+        if series in BOOT_DISKS:
+            return []
+        return [Problem(field, f"uses machine series {series}, whose boot disk type inferstack does not know",
+                        value=plan.instance_type, fix="plan another machine type, or add the series to BOOT_DISKS in "
+                        "inferstack/components/gcp.py from Google's machine-series page (\"Supported disk types\")")]
+
 
 #### Helpers: region, names and labels ####
 
@@ -528,8 +597,18 @@ def _architecture(offers: Mapping[str, Sequence[Any]]) -> str:
     return "ARM64" if "ARM64" in reported else "X86_64"  # legacy types report none: they are x86
 
 
+def machine_series(machine_type: str) -> str:
+    """The series of a machine type as BOOT_DISKS names it: the name's first part (`a3` of a3-highgpu-8g), or a
+    variant that takes other disks than its series (`a3-ultragpu`, `c3-metal`)."""
+    parts = machine_type.split("-")
+    variants = [f"{parts[0]}-metal"] if parts[-1] == "metal" else []
+    variants += [f"{parts[0]}-{parts[1]}"] if len(parts) > 1 else []
+    return next((variant for variant in variants if variant in BOOT_DISKS), parts[0])
+
+
 def boot_disk_type(machine_type: str) -> str:
-    return "hyperdisk-balanced" if machine_type.split("-")[0] in HYPERDISK_ONLY_SERIES else "pd-balanced"
+    """The boot disk type the machine type's series supports (BOOT_DISKS); KeyError for a series not listed."""
+    return BOOT_DISKS[machine_series(machine_type)].type
 
 
 def guest_accelerators(plan: DeploymentPlan) -> list[gcp.compute.InstanceGuestAcceleratorArgsDict]:

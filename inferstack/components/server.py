@@ -672,6 +672,7 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
         problems.append(Problem(f"{name}.api_key", f"is required when the endpoint is open beyond private networks "
                                 f"({', '.join(public)})", fix="pass a secret API key, e.g. "
                                 "`pulumi config set --secret inferstack:apiKey $(openssl rand -hex 32)`"))
+    problems += backend.plan_problems(plan, field=f"{name}.plan")
     configured = backend.configured_region()
     if configured is not None and configured != plan.region:
         problems.append(Problem(f"{name}.plan", f"was made for region {plan.region} but the provider deploys to "

@@ -17,16 +17,20 @@ import yaml
 from inferstack import bootstrap
 from inferstack.components import Capability, InferenceServer, StaticAssets, backend_for
 from inferstack.components.gcp import (
+    BOOT_DISKS,
     IMAGE_FAMILIES,
     METADATA_VALUE_LIMIT_BYTES,
+    boot_disk_type,
     covering_cidr,
     gcp_labels,
     instance_metadata,
+    machine_series,
     prefix_condition,
 )
 from inferstack.errors import InputError
 from inferstack.plan import Accelerator
 from inferstack.preview import Recording, preview_stack, preview_workload, record
+from inferstack.sizing.catalog import offers
 from tests.components.neutral_view import FACT_MAPPERS
 from tests.sample_plans import sample_plan
 
@@ -141,6 +145,69 @@ def test_n1_with_t4_attaches_the_plans_guest_accelerators() -> None:
     (instance,) = _server(plan, static_assets=False).of_type(INSTANCE)
     assert instance.inputs["guestAccelerators"] == [{"type": "nvidia-tesla-t4", "count": 2}]
     assert instance.inputs["scheduling"]["onHostMaintenance"] == "TERMINATE"
+
+
+# The boot disk types Google's machine-series pages ("Supported disk types for <series>") state for each machine
+# family of the catalog (its `family` column): Persistent Disk types, and Hyperdisk Balanced, the Hyperdisk type
+# that boots. A family the catalog gains needs its row here.
+BOOT_DISKS_GOOGLE_STATES: dict[str, set[str]] = {
+    "n1-standard": {"pd-standard", "pd-balanced", "pd-ssd"},
+    "n2-standard": {"pd-standard", "pd-balanced", "pd-ssd"},
+    "n2-highmem": {"pd-standard", "pd-balanced", "pd-ssd"},
+    "c3-standard": {"pd-balanced", "pd-ssd", "hyperdisk-balanced"},
+    "g2-standard": {"pd-balanced", "pd-ssd"},
+    "a2-highgpu": {"pd-standard", "pd-balanced", "pd-ssd"},
+    "a2-ultragpu": {"pd-standard", "pd-balanced", "pd-ssd"},
+    "a3-highgpu": {"pd-balanced", "pd-ssd", "hyperdisk-balanced"},
+    "a3-ultragpu": {"hyperdisk-balanced"},  # A3 Ultra: Hyperdisk only
+    "g4-standard": {"hyperdisk-balanced"},  # G4: Hyperdisk only
+}
+
+
+def test_every_gcp_machine_type_in_the_catalog_boots_from_a_disk_type_its_family_supports() -> None:
+    gcp_offers = [offer for offer in offers() if offer.cloud == "gcp"]
+    assert {offer.family for offer in gcp_offers} == set(BOOT_DISKS_GOOGLE_STATES)
+    for offer in gcp_offers:
+        assert boot_disk_type(offer.machine_type) in BOOT_DISKS_GOOGLE_STATES[offer.family], offer.machine_type
+
+
+@pytest.mark.parametrize(("machine_type", "series", "disk"), [
+    ("a3-ultragpu-8g", "a3-ultragpu", "hyperdisk-balanced"),
+    ("a3-highgpu-8g", "a3", "pd-balanced"),
+    ("a3-megagpu-8g", "a3", "pd-balanced"),
+    ("c3-highcpu-192-metal", "c3-metal", "hyperdisk-balanced"),
+    ("c3-standard-8-lssd", "c3", "pd-balanced"),
+    ("c4-standard-8", "c4", "hyperdisk-balanced"),
+    ("n1-standard-16", "n1", "pd-balanced"),
+])
+def test_the_boot_disk_type_is_chosen_by_machine_series_and_its_variants(machine_type: str, series: str,
+                                                                         disk: str) -> None:
+    assert machine_series(machine_type) == series
+    assert boot_disk_type(machine_type) == disk
+
+
+def test_every_boot_disk_row_names_a_type_that_boots_and_googles_page_for_it() -> None:
+    for series, boot_disk in BOOT_DISKS.items():
+        assert boot_disk.type in {"pd-balanced", "hyperdisk-balanced"}, series
+        assert boot_disk.source.startswith("cloud.google.com/compute/docs/"), series
+
+
+def test_an_a3_ultra_server_boots_from_hyperdisk_balanced() -> None:
+    plan = sample_plan("gcp", "gpu-llm", "validation").model_copy(
+        update={"instance_type": "a3-ultragpu-8g", "offer": "a3-ultragpu-8g"})
+    (instance,) = _server(plan, static_assets=False).of_type(INSTANCE)
+    assert instance.inputs["bootDisk"]["initializeParams"]["type"] == "hyperdisk-balanced"
+
+
+def test_a_machine_series_without_a_known_boot_disk_is_refused_before_anything_exists() -> None:
+    plan = sample_plan("gcp", "cpu-llm", "validation").model_copy(
+        update={"instance_type": "q9-standard-8", "offer": "q9-standard-8"})
+    message, recording = _rejected(lambda: InferenceServer("chat", {"plan": plan, "static_assets": False}),
+                                   GCP_CONFIG)
+    assert "chat.plan: uses machine series q9, whose boot disk type inferstack does not know (got " \
+           "'q9-standard-8')" in message
+    assert "add the series to BOOT_DISKS in inferstack/components/gcp.py" in message
+    assert recording.resources == []
 
 
 def test_cpu_server_live_migrates_and_has_no_gpu() -> None:
