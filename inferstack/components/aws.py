@@ -357,12 +357,22 @@ def _named(tags: Mapping[str, str], name: str) -> dict[str, str]:
 
 
 def _zones_offering(parent: pulumi.Resource, instance_type: str, count: int) -> pulumi.Output[list[str]]:
-    """The first `count` zones (by name) that offer the machine type: not every zone has every GPU."""
+    """The first `count` Availability Zones (by name) that offer the machine type: not every zone has every GPU.
+
+    The offerings also list Local Zones and Wavelength Zones the account opted into, whose names sort first
+    (us-west-2-lax-1a); they lack services a server here needs and bill differently, so only zones whose opt-in
+    status is `opt-in-not-required` count: Availability Zones proper (pulumi_aws get_availability_zones, "Only
+    Availability Zones (no Local Zones)").
+    """
+    invoke = invoke_options(parent)
     offerings = aws.ec2.get_instance_type_offerings_output(
         location_type="availability-zone", filters=[{"name": "instance-type", "values": [instance_type]}],
-        opts=invoke_options(parent))
+        opts=invoke)
+    regular = aws.get_availability_zones_output(
+        state="available", filters=[{"name": "opt-in-status", "values": ["opt-in-not-required"]}], opts=invoke)
 
-    return offerings.locations.apply(lambda zones: first_zones(sorted(zones), count, instance_type))
+    return pulumi.Output.all(offerings.locations, regular.names).apply(
+        lambda found: first_zones(sorted(set(found[0]) & set(found[1])), count, instance_type))
 
 
 def _ingress(resource_name: str, group: aws.ec2.SecurityGroup, port: int, cidr: pulumi.Input[str], purpose: str,
@@ -534,6 +544,22 @@ def _preview_architectures(instance_type: str) -> list[str]:
     return ["arm64"] if re.fullmatch(r"[a-z]+\d+[a-z]*g[a-z]*", family) else ["x86_64", "i386"]
 
 
+_COMPASS = {"north": "n", "south": "s", "east": "e", "west": "w", "central": "c", "northeast": "ne",
+            "northwest": "nw", "southeast": "se", "southwest": "sw"}
+
+
+def _preview_availability_zones(a: dict[str, Any], c: PreviewContext) -> dict[str, Any]:
+    """Four Availability Zones proper, as the lookup with the opt-in filter answers; zone ids in AWS's form
+    (us-east-1 -> use1-az1), whose numbering differs per account in a real answer."""
+    area, *middle, number = c.region.split("-")
+    prefix = area + "".join(_COMPASS.get(part, part[:1]) for part in middle) + number
+    letters = "abcd"
+    return {"names": [f"{c.region}{letter}" for letter in letters],
+            "zoneIds": [f"{prefix}-az{index}" for index in range(1, len(letters) + 1)],
+            "groupNames": [c.region] * len(letters), "state": a.get("state"), "filters": a.get("filters"),
+            "id": c.region}
+
+
 _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
     "aws:index/getCallerIdentity:getCallerIdentity": lambda a, c: {
         "accountId": c.account, "arn": f"arn:aws:iam::{c.account}:user/preview", "id": c.account,
@@ -548,6 +574,7 @@ _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
     "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": lambda a, c: {
         "locations": [f"{c.region}{zone}" for zone in "abc"], "locationTypes": ["availability-zone"] * 3,
         "instanceTypes": a["filters"][0]["values"] * 3, "id": c.region},
+    "aws:index/getAvailabilityZones:getAvailabilityZones": _preview_availability_zones,
     "aws:ssm/getParameter:getParameter": lambda a, c: {
         "name": a["name"], "type": "String", "version": 1, "id": a["name"],
         "value": "ami-0" + hashlib.sha256(a["name"].encode()).hexdigest()[:16],

@@ -14,6 +14,7 @@ import pytest
 
 from inferstack import bootstrap
 from inferstack.components import InferenceServer
+from inferstack.components import aws as aws_backend
 from inferstack.components.aws import IMAGE_PARAMETERS, USER_DATA_LIMIT_BYTES
 from inferstack.errors import InputError
 from inferstack.preview import Recording, resource_urn
@@ -21,6 +22,8 @@ from tests.sample_plans import sample_plan
 
 INSTANCE = "aws:ec2/instance:Instance"
 SSM_LOOKUP = "aws:ssm/getParameter:getParameter"
+OFFERINGS_LOOKUP = "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings"
+ZONES_LOOKUP = "aws:index/getAvailabilityZones:getAvailabilityZones"
 
 
 def _server(run: Any, plan: Any, name: str = "chat", opts: pulumi.ResourceOptions | None = None,
@@ -114,6 +117,27 @@ def test_production_replicas_run_in_distinct_zones(run: Any) -> None:
     subnets = {s.id: s.inputs["availabilityZone"] for s in recording.of_type("aws:ec2/subnet:Subnet")}
     zones = [subnets[i.inputs["subnetId"]] for i in recording.of_type(INSTANCE)]
     assert len(zones) == plan.replicas == 2 and len(set(zones)) == plan.zones == 2
+
+
+def test_local_and_wavelength_zones_are_never_picked_though_their_names_sort_first(
+        run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An account opted into the Boston Local Zone and a Wavelength Zone: the offerings list them beside the
+    # Availability Zones proper, and "us-east-1-bos-1a" sorts before "us-east-1a".
+    offered = ["us-east-1c", "us-east-1-wl1-bos-wlz-1", "us-east-1-bos-1a", "us-east-1b", "us-east-1a"]
+    monkeypatch.setitem(aws_backend._PREVIEW_INVOKES, OFFERINGS_LOOKUP, lambda a, c: {"locations": offered})
+    recording = _server(run, sample_plan("aws", "gpu-llm", "production"))
+
+    zones = sorted(s.inputs["availabilityZone"] for s in recording.of_type("aws:ec2/subnet:Subnet"))
+    assert zones == ["us-east-1a", "us-east-1b"]
+    (lookup,) = [args for token, args in recording.invokes if token == ZONES_LOOKUP]
+    assert lookup == {"state": "available", "filters": [{"name": "opt-in-status", "values": ["opt-in-not-required"]}]}
+
+
+def test_only_local_zones_offering_the_machine_type_is_too_few_zones(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(aws_backend._PREVIEW_INVOKES, OFFERINGS_LOOKUP,
+                        lambda a, c: {"locations": ["us-east-1-bos-1a", "us-east-1-mia-1a", "us-east-1a"]})
+    with pytest.raises(InputError, match=r"g6.xlarge is offered in 1 zone\(s\) of this region \(us-east-1a\)"):
+        _server(run, sample_plan("aws", "gpu-llm", "production"))
 
 
 def test_spot_plans_request_one_time_spot_capacity(run: Any) -> None:
