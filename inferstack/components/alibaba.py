@@ -3,8 +3,9 @@ Manager, RAM, ECS.
 
 Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
 
-Two settings have no cloud-neutral meaning, so this backend reads them from its own stack-config namespace
-(`inferstack-alibaba:`): `kmsInstanceId` + `kmsKeyId`, because KMS 3.0 keeps secrets in a KMS instance you buy.
+Three settings have no cloud-neutral meaning, so this backend reads them from its own stack-config namespace
+(`inferstack-alibaba:`): `kmsInstanceId` + `kmsKeyId`, because KMS 3.0 keeps secrets in a KMS instance you buy, and
+`assetsDnsReady`, because Alibaba issues the CDN's free certificate only once the domain's CNAME points at the CDN.
 They are checked with the component arguments, before anything is created (`settings_problem`). See
 docs/deploy-alibaba.md.
 """
@@ -99,10 +100,17 @@ DROP_PRIORITY = 100
 # domain of the account, so a stack checks that it exists and never creates or changes it.
 CDN_ORIGIN_ROLE = "AliyunCDNAccessingPrivateOSSRole"
 CDN_TLS_REDIRECT = "301"
+# Alibaba's free DV certificate (cdn.DomainNew certificate_config cert_type "free") is issued for a domain whose
+# CNAME already points at the CDN, and the CNAME target (the domain's `cname` output) exists only once the domain
+# does. So the first `pulumi up` creates the domain without HTTPS; once DNS points at it, `assetsDnsReady` adds the
+# certificate (certificate_config is updated in place: not ForceNew in alicloud_cdn_domain_new) and forces HTTPS.
+FREE_CERTIFICATE: alicloud.cdn.DomainNewCertificateConfigArgsDict = {"cert_type": "free",
+                                                                     "server_certificate_status": "on"}
 
 CONFIG_NAMESPACE = "inferstack-alibaba"
 KMS_INSTANCE_KEY = "kmsInstanceId"
 KMS_KEY_KEY = "kmsKeyId"
+DNS_READY_KEY = "assetsDnsReady"
 # KMS ids, as the KMS API writes them: kst-bjj62f5ba3dnpb6v8****, key-bjj62f5ba3dnpb6v8****.
 KMS_ID_PATTERNS = {KMS_INSTANCE_KEY: r"kst-[a-z0-9]+", KMS_KEY_KEY: r"key-[a-z0-9]+"}
 
@@ -332,8 +340,13 @@ class AlibabaBackend(CloudBackend):
     #### Shared behaviour ####
 
     def settings_problem(self, capability: Capability, *, field: str) -> Problem | None:
-        """Secrets need the KMS instance and key (`inferstack-alibaba:`), which have no cloud-neutral meaning."""
-        return _kms_problem(field) if capability is Capability.SECRET_STORE else None
+        """Secrets need the KMS instance and key, and the CDN reads `assetsDnsReady` (`inferstack-alibaba:`): settings
+        with no cloud-neutral meaning."""
+        if capability is Capability.SECRET_STORE:
+            return _kms_problem(field)
+        if capability is Capability.PRIVATE_CDN_ORIGIN:
+            return _dns_ready_problem()
+        return None
 
 
 #### Helpers: settings ####
@@ -360,6 +373,21 @@ def _kms_problem(field: str) -> Problem | None:
             return Problem(f"{CONFIG_NAMESPACE}:{key}", "is not a KMS id", value=value,
                            fix=f"copy the id from the KMS console ({pattern.split('-')[0]}-...)")
     return None
+
+
+def assets_dns_ready() -> bool:
+    """`inferstack-alibaba:assetsDnsReady`: the assets domain's CNAME points at the CDN (default false)."""
+    value = (pulumi.Config(CONFIG_NAMESPACE).get(DNS_READY_KEY) or "false").strip().lower()
+    return value == "true"
+
+
+def _dns_ready_problem() -> Problem | None:
+    value = pulumi.Config(CONFIG_NAMESPACE).get(DNS_READY_KEY)
+    if value is None or value.strip().lower() in ("true", "false"):
+        return None
+    return Problem(f"{CONFIG_NAMESPACE}:{DNS_READY_KEY}", "is not true or false", value=value,
+                   fix=f"pulumi config set {CONFIG_NAMESPACE}:{DNS_READY_KEY} true, once the assets domain's CNAME "
+                   "points at the CDN")
 
 
 def _kms_instance(field: str) -> tuple[str, str]:
@@ -448,24 +476,32 @@ def _bucket_name(parent: pulumi.Resource, name: str, purpose: str) -> StrOutput:
 
 def _cdn_domain(parent: pulumi.Resource, name: str, domain: str, bucket: pulumi.Input[str],
                 tags: Mapping[str, str]) -> StrOutput:
-    """An HTTPS-only CDN domain whose origin is the private bucket, fetched over HTTPS with signed requests."""
+    """A CDN domain whose origin is the private bucket, fetched over HTTPS with signed requests; HTTPS-only with
+    Alibaba's free certificate once the domain's CNAME points at the CDN (FREE_CERTIFICATE, `assetsDnsReady`)."""
     opts = child_options(parent)
     region = _current_region(parent)
+    dns_ready = assets_dns_ready()
     cdn = alicloud.cdn.DomainNew(
         f"{name}-cdn", domain_name=domain, cdn_type="web",
         scope=region.apply(lambda r: "domestic" if _MAINLAND_REGION.match(r) else "overseas"),
         sources=[{"type": "oss", "content": pulumi.Output.concat(bucket, ".oss-", region, ".aliyuncs.com"),
                   "port": 443, "priority": 20, "weight": 10}],
-        # Alibaba's free DV certificate, issued once the domain's CNAME points at the CDN.
-        certificate_config={"cert_type": "free", "server_certificate_status": "on"}, tags=tags, opts=opts)
+        certificate_config=FREE_CERTIFICATE if dns_ready else None, tags=tags, opts=opts)
     # The origin authorisation is a prerequisite: without the role the CDN's origin requests would be refused.
     authorised_domain = pulumi.Output.all(cdn.domain_name, _cdn_origin_role(parent, name)).apply(lambda v: v[0])
-    functions = {"private-origin": ("l2_oss_key", {"private_oss_auth": "on"}),
-                 "https-only": ("https_force", {"enable": "on", "https_rewrite": CDN_TLS_REDIRECT})}
+    functions = {"private-origin": ("l2_oss_key", {"private_oss_auth": "on"})}
+    if dns_ready:  # a redirect to HTTPS before the certificate exists would send every viewer to a failing TLS
+        functions["https-only"] = ("https_force", {"enable": "on", "https_rewrite": CDN_TLS_REDIRECT})
     for label, (function, arguments) in functions.items():
         alicloud.cdn.DomainConfig(
             f"{name}-cdn-{label}", domain_name=authorised_domain, function_name=function,
             function_args=[{"arg_name": key, "arg_value": value} for key, value in arguments.items()], opts=opts)
+    if not dns_ready:
+        # DNS stays yours: say where the domain must point, and what the next `pulumi up` adds.
+        cdn.cname.apply(lambda target: pulumi.log.warn(
+            f"{name}: {domain} is not served over HTTPS yet. Point its CNAME at {target}; once that resolves, run "
+            f"`pulumi config set {CONFIG_NAMESPACE}:{DNS_READY_KEY} true` and `pulumi up` to add Alibaba's free "
+            "certificate and redirect HTTP to HTTPS (docs/deploy-alibaba.md)", resource=parent))
     return pulumi.Output.concat("https://", cdn.domain_name)
 
 
@@ -547,7 +583,9 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "alicloud:ram/role:Role": lambda c: (c.inputs["roleName"], {
         "arn": f"acs:ram::{c.account}:role/{c.inputs['roleName']}", "roleId": c.digest[:19]}),
     "alicloud:ram/policy:Policy": lambda c: (c.inputs["policyName"], {}),
-    "alicloud:cdn/domainNew:DomainNew": lambda c: (c.inputs["domainName"], {}),
+    # The CNAME target Alibaba assigns: the domain under one of its CDN zones (the zone here is illustrative).
+    "alicloud:cdn/domainNew:DomainNew": lambda c: (c.inputs["domainName"], {
+        "cname": f"{c.inputs['domainName']}.w.kunlunsl.com", "status": "online"}),
     "alicloud:ecs/instance:Instance": lambda c: (_resource_id(c, "i"), {"publicIp": c.public_ip,
                                                                        "privateIp": c.private_ip}),
 }

@@ -247,8 +247,16 @@ def test_bucket_and_ram_names_fit_alibaba_rules_and_differ_between_regions(run: 
 #### CDN ####
 
 
+DNS_READY = "inferstack-alibaba:assetsDnsReady"
+DOMAIN_CONFIG = "alicloud:cdn/domainConfig:DomainConfig"
+
+
+def _cdn_functions(recording: Recording) -> dict[str, Any]:
+    return {r.inputs["functionName"]: r.inputs["functionArgs"] for r in recording.of_type(DOMAIN_CONFIG)}
+
+
 def test_cdn_serves_the_configured_domain_over_https_from_the_private_bucket(run: Any) -> None:
-    recording = _deploy(run, sample_plan("alibaba", "cpu-llm", "validation"))
+    recording = _deploy(run, sample_plan("alibaba", "cpu-llm", "validation"), config={DNS_READY: "true"})
     domain = recording.named("chat-assets-cdn")
     bucket = recording.named("chat-assets-bucket").id
     assert domain.inputs["domainName"] == DOMAIN
@@ -256,13 +264,51 @@ def test_cdn_serves_the_configured_domain_over_https_from_the_private_bucket(run
     assert domain.inputs["sources"] == [{"type": "oss", "content": f"{bucket}.oss-ap-southeast-1.aliyuncs.com",
                                          "port": 443, "priority": 20, "weight": 10}]
     assert domain.inputs["certificateConfig"] == {"certType": "free", "serverCertificateStatus": "on"}
-    functions = {r.inputs["functionName"]: r.inputs["functionArgs"] for r in
-                 recording.of_type("alicloud:cdn/domainConfig:DomainConfig")}
-    assert functions == {"l2_oss_key": [{"argName": "private_oss_auth", "argValue": "on"}],
-                         "https_force": [{"argName": "enable", "argValue": "on"},
-                                         {"argName": "https_rewrite", "argValue": "301"}]}
+    assert _cdn_functions(recording) == {"l2_oss_key": [{"argName": "private_oss_auth", "argValue": "on"}],
+                                         "https_force": [{"argName": "enable", "argValue": "on"},
+                                                         {"argName": "https_rewrite", "argValue": "301"}]}
     assert _invokes(recording, "alicloud:ram/getRoles:getRoles") == [{"nameRegex": f"^{ali.CDN_ORIGIN_ROLE}$"}]
     assert recording.value["assets"] == "https://static.example.com" and recording.value["policy"] is None
+
+
+def test_before_dns_points_at_the_cdn_the_domain_has_no_certificate_and_the_deploy_says_where_to_point_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    plan = sample_plan("alibaba", "cpu-llm", "validation")
+    first_up = {key: value for key, value in STACK_CONFIG.items() if key != DNS_READY}  # the default: not ready
+    recording = record(lambda: InferenceServer("chat", {"plan": plan, "assets_domain": DOMAIN}).static_assets_url,
+                       config=first_up)
+
+    domain = recording.named("chat-assets-cdn")
+    assert "certificateConfig" not in domain.inputs  # a free certificate would be refused before the CNAME exists
+    # No redirect to an HTTPS the domain cannot serve yet; the origin stays private all along.
+    assert _cdn_functions(recording) == {"l2_oss_key": [{"argName": "private_oss_auth", "argValue": "on"}]}
+    assert (f"chat-assets: {DOMAIN} is not served over HTTPS yet. Point its CNAME at "
+            f"{DOMAIN}.w.kunlunsl.com; once that resolves, run `pulumi config set {DNS_READY} true` and `pulumi up`"
+            in caplog.text)
+
+
+def test_once_dns_is_ready_the_next_up_adds_the_free_certificate_in_place_and_forces_https(
+        run: Any, caplog: pytest.LogCaptureFixture) -> None:
+    plan = sample_plan("alibaba", "cpu-llm", "validation")
+    first = _deploy(run, plan, config={DNS_READY: "false"}).named("chat-assets-cdn")
+    caplog.clear()
+    second = _deploy(run, plan, config={DNS_READY: "true"})
+    domain = second.named("chat-assets-cdn")
+    # Only the certificate changes on the domain: certificate_config is updated in place (not ForceNew).
+    assert {key for key in first.inputs.keys() | domain.inputs.keys()
+            if first.inputs.get(key) != domain.inputs.get(key)} == {"certificateConfig"}
+    assert domain.inputs["certificateConfig"] == {"certType": "free", "serverCertificateStatus": "on"}
+    assert _cdn_functions(second)["https_force"] == [{"argName": "enable", "argValue": "on"},
+                                                     {"argName": "https_rewrite", "argValue": "301"}]
+    assert "not served over HTTPS" not in caplog.text
+
+
+def test_a_dns_ready_setting_that_is_not_true_or_false_is_refused_before_anything_is_created(run: Any) -> None:
+    plan = sample_plan("alibaba", "cpu-llm", "validation")
+    message, recording = _rejected(run, lambda: InferenceServer("chat", {"plan": plan, "assets_domain": DOMAIN}),
+                                   {DNS_READY: "yes"})
+    assert f"{DNS_READY}: is not true or false (got 'yes')" in message
+    assert recording.resources == []
 
 
 def test_a_mainland_region_serves_the_cdn_domestically(run: Any) -> None:
