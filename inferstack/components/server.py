@@ -707,8 +707,8 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
 
 
 def _protects_servers(checked: Mapping[str, Any], plan: DeploymentPlan) -> bool:
-    protect: bool = checked.get("protect_servers", plan.stage == "production")
-    return protect
+    """`protect_servers`, by default true in production."""
+    return bool(checked.get("protect_servers", plan.stage == "production"))
 
 
 def _warn_missing(backend: CloudBackend, capability: Capability, name: str) -> None:
