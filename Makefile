@@ -24,8 +24,8 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 # Tools the checks run for real: shellcheck, cloud-init's schema validator, debootstrap and systemd-analyze for
-# the boot test (which builds a Debian 12 root file system under .cache/), git for plan diffs.
-SYSTEM_PACKAGES := shellcheck cloud-init debootstrap systemd util-linux tar ca-certificates git
+# the boot test (which builds a Debian 12 root file system under .cache/), nginx for the gateway, git for plan diffs.
+SYSTEM_PACKAGES := shellcheck cloud-init debootstrap systemd util-linux tar ca-certificates git nginx
 system-packages:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

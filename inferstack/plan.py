@@ -7,27 +7,46 @@ when nothing fits. All models are plain, frozen pydantic data: printable, diffab
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from inferstack.spec import Cloud, ModelKind, Stage, WorkloadSpec
+from inferstack.spec import Cloud, Engine, KvCacheDtype, ModelKind, Precision, Stage, WorkloadSpec
 
 HOURS_PER_MONTH = 730  # the cloud providers' own convention for monthly estimates
 
 Runtime = Literal["vllm", "llamacpp", "triton"]
 ArtifactFormat = Literal["safetensors", "gguf", "onnx"]
+Quantization = Literal["fp8", "compressed-tensors", "awq", "gptq", "mxfp4", "gguf"]
+"""The engines' own names for quantized weights (vLLM `--quantization`; gguf for llama.cpp files)."""
+HealthPath = Literal["/health", "/v2/health/ready"]
+
+# A plan may come from a file or stack config that anyone edited, and its values reach boot scripts, unit files,
+# URLs and paths on the server: every such value is a Literal, an enum or one of these patterns, checked when
+# the plan is read. Nothing else in a plan (rationale, warnings, price sources) is ever rendered into a script.
+WORKLOAD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,39}$"
+MODEL_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+REGION_PATTERN = r"^[a-z]{2,12}(-[a-z0-9]{1,12}){1,3}$"
+MACHINE_TYPE_PATTERN = r"^[a-z0-9][a-z0-9.-]{0,62}$"
+BUCKET_PREFIX_PATTERN = r"^([a-z0-9][a-z0-9._-]{0,63}/){1,8}$"
+
+WorkloadName = Annotated[str, StringConstraints(pattern=WORKLOAD_NAME_PATTERN)]
+ModelName = Annotated[str, StringConstraints(pattern=MODEL_NAME_PATTERN)]
+Region = Annotated[str, StringConstraints(pattern=REGION_PATTERN)]
+MachineType = Annotated[str, StringConstraints(pattern=MACHINE_TYPE_PATTERN)]
+Port = Annotated[int, Field(ge=1024, le=65535)]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Enums are stored as their values: a plan is plain data (`plan.precision == "bf16"`, JSON as written).
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=True)
 
 
 class Money(_Frozen):
     """An amount with its ISO 4217 currency; figures in different currencies are never added."""
 
     amount: float
-    currency: str
+    currency: str = Field(pattern=r"^[A-Z]{3}$")
 
     def __str__(self) -> str:
         return f"{self.amount:,.2f} {self.currency}"
@@ -67,12 +86,13 @@ class Price(_Frozen):
 class Accelerator(_Frozen):
     """The GPUs in each instance."""
 
-    id: str = Field(description="Accelerator id from the GPU catalog (`inferstack gpus`), e.g. L4, A100-SXM4-80GB.")
-    name: str = Field(description="Family name, e.g. L4, A100, H100.")
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,39}$",
+                    description="Accelerator id from the GPU catalog (`inferstack gpus`), e.g. L4, A100-SXM4-80GB.")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,39}$", description="Family name, e.g. L4, A100, H100.")
     memory_gib: float = Field(description="Memory per GPU as the vendor states it (GB in datasheets).")
     count: int = Field(ge=1, description="GPUs per instance.")
     attach_type: str | None = Field(
-        default=None,
+        default=None, pattern=r"^[a-z0-9][a-z0-9-]{0,62}$",
         description="Accelerator type attached to a general-purpose VM (GCP N1 + T4: nvidia-tesla-t4); None: bundled.",
     )
 
@@ -122,51 +142,56 @@ class Serving(_Frozen):
     runtime: Runtime = Field(
         description="vllm (GPU LLMs), llamacpp (GGUF LLMs), triton (encoders, vision, diffusion, speech)."
     )
-    engine: str = Field(description="Engine whose efficiency the speed model used (vllm, llamacpp, onnxruntime, ...).")
+    engine: Engine = Field(
+        description="Engine whose efficiency the speed model used (vllm, llamacpp, onnxruntime, ...).")
     backend: Literal["onnxruntime", "openvino"] | None = Field(
         default=None, description="Triton backend (triton only)."
     )
-    port: int = Field(default=8000, description="HTTP port of the inference API.")
-    metrics_port: int | None = Field(
+    port: Port = Field(default=8000, description="HTTP port of the inference API (the server's gateway).")
+    metrics_port: Port | None = Field(
         default=None,
         description="Separate metrics port (Triton: 8002); None when metrics share the API port (/metrics).",
     )
-    health_path: str = Field(description="HTTP path that answers 200 once the model is loaded.")
-    max_model_len: int | None = Field(default=None, description="Longest sequence accepted (LLMs).")
-    max_num_seqs: int | None = Field(default=None, description="Concurrent sequences per replica (LLMs).")
+    health_path: HealthPath = Field(description="HTTP path that answers 200 once the model is loaded.")
+    max_model_len: int | None = Field(default=None, ge=1, description="Longest sequence accepted (LLMs).")
+    max_num_seqs: int | None = Field(default=None, ge=1, description="Concurrent sequences per replica (LLMs).")
     gpu_memory_utilization: float | None = Field(
-        default=None, description="Fraction of GPU memory the engine takes (vLLM)."
+        default=None, gt=0, le=1, description="Fraction of GPU memory the engine takes (vLLM)."
     )
-    tensor_parallel: int = 1
-    dtype: str = Field(description="Weight precision (spec value).")
-    quantization: str | None = Field(
+    tensor_parallel: int = Field(default=1, ge=1)
+    dtype: Precision = Field(description="Weight precision (spec value).")
+    quantization: Quantization | None = Field(
         default=None, description="Engine quantization flag (awq, gptq, fp8, ...), None for 16/32-bit weights."
     )
-    kv_cache_dtype: str = "auto"
-    threads: int | None = Field(default=None, description="CPU threads for the runtime (CPU plans).")
+    kv_cache_dtype: KvCacheDtype = KvCacheDtype.AUTO
+    threads: int | None = Field(default=None, ge=1, description="CPU threads for the runtime (CPU plans).")
 
 
 class ModelArtifact(_Frozen):
     """The model the server loads and where its files live in the model bucket."""
 
-    name: str
+    name: ModelName = Field(description="Served model name; also the model's folder on the server.")
     kind: ModelKind
-    source_uri: str | None = Field(description="Where the weights are published (Hugging Face repo id), informational.")
+    source_uri: str | None = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$",
+        description="Where the weights are published (Hugging Face repo id), informational.")
     params_b: float = Field(description="Parameters in billions.")
     artifact_format: ArtifactFormat
     size_gib: float = Field(description="Size of the files on disk.")
-    bucket_prefix: str = Field(description="Prefix under which the files sit in the model bucket, ending in '/'.")
+    bucket_prefix: str = Field(pattern=BUCKET_PREFIX_PATTERN,
+                               description="Prefix under which the files sit in the model bucket, ending in '/'.")
 
 
 class DeploymentPlan(_Frozen):
     """One deployment on one cloud: what to create, what it costs, how it will perform, and why."""
 
-    workload: str
+    workload: WorkloadName
     stage: Stage
     cloud: Cloud
-    region: str
-    instance_type: str = Field(description="The cloud's machine type, as its API names it.")
+    region: Region
+    instance_type: MachineType = Field(description="The cloud's machine type, as its API names it.")
     offer: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9.-]{0,62}(\+[0-9]{1,2}x [a-z0-9-]{1,63})?$",
         description="The catalog row this plan uses (equals instance_type except for GPUs attached to a VM)."
     )
     instance_count: int = Field(ge=1, description="Instances to create: one per replica.")
@@ -174,17 +199,18 @@ class DeploymentPlan(_Frozen):
     zones: int = Field(ge=1, description="Distinct availability zones to spread the replicas over.")
     spot: bool = False
     device: Literal["gpu", "cpu"]
-    vcpus: int
-    memory_gib: float
+    vcpus: int = Field(ge=1)
+    memory_gib: float = Field(gt=0)
     local_nvme_gb: int | None = Field(
         description="Bundled instance-store/local SSD in GB (None when the catalog does not say)."
     )
     accelerator: Accelerator | None
     tensor_parallel: int = Field(ge=1)
     model: ModelArtifact
-    precision: str
+    precision: Precision
     serving: Serving
-    disk_gib: int = Field(description="Boot/data disk to create: OS + runtime + model files + headroom.")
+    disk_gib: int = Field(
+        ge=1, le=65536, description="Boot/data disk to create: OS + runtime + model files + headroom.")
     memory: MemoryBreakdown
     performance: Performance
     price: Price

@@ -1,21 +1,50 @@
-"""Boot-time configuration for an inference server: plan → cloud-init text (pure, no Pulumi).
+"""Boot-time configuration for an inference server: plan → cloud-init user data + a bundle (pure, no Pulumi).
 
-`render_bootstrap(plan, cloud, options)` returns the user data that installs the GPU driver (when the image
-lacks one), the runtime (vLLM, llama.cpp or Triton), syncs the model from the cloud's object storage,
-and runs the server as a systemd service. It never contains a secret: secrets are fetched at service start
-from the cloud's secret store by reference.
+`render_bootstrap(plan, cloud, options)` returns the user data and the bundle it fetches from the model bucket,
+which together install the GPU driver (when the image lacks one), the runtime (vLLM, llama.cpp or Triton) and
+the gateway in front of it (nginx), sync the model from the cloud's object storage, and run both as systemd
+services. Neither contains a secret: secrets are fetched at service start from the cloud's secret store by
+reference.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from inferstack.plan import DeploymentPlan
+from inferstack.bootstrap.files.cloud_access import BUCKET_NAME_PATTERNS
+from inferstack.errors import Problem
+from inferstack.plan import REGION_PATTERN, DeploymentPlan
 from inferstack.spec import Cloud
 
+if TYPE_CHECKING:
+    from inferstack.bootstrap.render import RenderedBootstrap
+
 InstallMode = Literal["auto", "container", "native"]
+
+# Names as the four clouds' stores allow them (SSM parameter paths, Secret Manager ids or resource names, KMS and
+# CSMS secret names), never starting with a dash (they are command-line words on the server).
+SECRET_REF_PATTERN = r"^[A-Za-z0-9/_][A-Za-z0-9/_.@+=-]{0,254}$"
+# HTTPS anywhere; plain HTTP only to this machine's loopback (test servers): a token is never sent in clear.
+ENDPOINT_PATTERN = (r"^(https://[a-z0-9.-]+|http://(127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|localhost|\[::1\]))"
+                    r"(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$")
+# Any cloud's bucket (the cloud's own grammar is checked by `bucket_problem` once the cloud is known).
+ANY_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"
+
+SecretRef = Annotated[str, StringConstraints(pattern=SECRET_REF_PATTERN)]
+Endpoint = Annotated[str, StringConstraints(pattern=ENDPOINT_PATTERN)]
+
+
+def bucket_problem(cloud: Cloud, bucket: str, field: str) -> Problem | None:
+    """A Problem when `bucket` is not a bucket name on `cloud` (the grammar the server's own code checks too)."""
+    rule = BUCKET_NAME_PATTERNS[cloud]
+    if re.fullmatch(rule, bucket):
+        return None
+    return Problem(field, f"is not a bucket name that {cloud} accepts", value=bucket,
+                   fix="give the bucket's name alone (3-63 lowercase letters, digits and hyphens; no scheme, "
+                       "host, path or credentials)")
 
 
 class BootstrapOptions(BaseModel):
@@ -23,14 +52,15 @@ class BootstrapOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model_bucket: str = Field(description="Bucket that holds the model files under plan.model.bucket_prefix.")
-    region: str = Field(description="Cloud region of the bucket and the secret store.")
-    api_key_secret: str | None = Field(
+    model_bucket: str = Field(pattern=ANY_BUCKET_PATTERN,
+                              description="Bucket that holds the model files under plan.model.bucket_prefix.")
+    region: str = Field(pattern=REGION_PATTERN, description="Cloud region of the bucket and the secret store.")
+    api_key_secret: SecretRef | None = Field(
         default=None,
         description="Reference to the endpoint API key in the cloud's secret store (SSM parameter name, GCP secret id, "
                     "Alibaba KMS secret name, Huawei CSMS secret name); None serves without an API key.",
     )
-    hub_token_secret: str | None = Field(
+    hub_token_secret: SecretRef | None = Field(
         default=None,
         description="Reference to a Hugging Face Hub token in the same store, fetched with the API key at each "
                     "service start and given to the runtime as HF_TOKEN (vLLM and llama.cpp use it for files they "
@@ -41,27 +71,28 @@ class BootstrapOptions(BaseModel):
         description="container (Docker + NVIDIA Container Toolkit), native (distro packages / venv), or auto (per "
                     "runtime).",
     )
-    storage_endpoint: str | None = Field(
+    storage_endpoint: Endpoint | None = Field(
         default=None,
         description="Object-storage endpoint override (private endpoints; the loopback server in tests).",
     )
-    secret_endpoint: str | None = Field(
+    secret_endpoint: Endpoint | None = Field(
         default=None,
         description="Secret-store endpoint override (VPC endpoints; the loopback server in tests).",
     )
-    metadata_endpoint: str | None = Field(
+    metadata_endpoint: Endpoint | None = Field(
         default=None,
         description="Instance-metadata endpoint override (tests); None uses the cloud's link-local metadata "
                     "server.",
     )
 
 
-def render_bootstrap(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions) -> str:
-    """Return the cloud-init user data (`#cloud-config`) for `plan` on `cloud`.
+def render_bootstrap(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions) -> RenderedBootstrap:
+    """The cloud-init user data (`#cloud-config`) for `plan` on `cloud`, and the bundle it fetches.
 
+    Store `bundle` in the model bucket at `bundle_key` (the components do); the user data checks its sha256.
     Raises InputError, naming the field, when the plan or the options cannot be rendered (a runtime without an
-    install for the requested mode, a cloud that differs from the plan's, unsafe characters in a name).
+    install for the requested mode, a cloud that differs from the plan's, a bucket name the cloud refuses).
     """
-    from inferstack.bootstrap.render import render_cloud_config
+    from inferstack.bootstrap.render import render
 
-    return render_cloud_config(plan, cloud, options)
+    return render(plan, cloud, options)

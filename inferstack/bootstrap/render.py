@@ -1,11 +1,15 @@
-"""Render a plan into cloud-init user data: files under /etc/inferstack and /usr/local/lib/inferstack, two
-systemd units, and three runcmd lines that start the boot service. Pure: same inputs, same bytes.
+"""Render a plan into what a server boots from: small cloud-init user data, and a bundle in the model bucket.
 
-The programs that run on the server live in `files/`; the user data carries them without comments and
-docstrings (same code, fewer bytes). What varies per plan is `bootstrap.env`, `run-server.sh` and the server
-unit. The text is plain, readable cloud-config (~50 KB); clouds with small user-data limits (EC2: 16 KiB,
-Alibaba and Huawei: 32 KB) take it gzip-compressed, which cloud-init unpacks by itself: see
-`user_data_gzip_base64`.
+The user data carries only what fetching the bundle needs: the settings (`bootstrap.env`, with the bundle's key
+and sha256), the cloud-access module, the loader and the boot unit. Everything else (the boot phases, the model
+sync, the secret fetch, the runtime and gateway units, the gateway's configuration) is the **bundle**: one JSON
+document, stored content-addressed in the model bucket by the components and checked against the sha256 in the
+user data before a byte of it is written. This keeps every variant's user data far below the smallest limit
+(EC2: 16 KiB), whatever the bundle grows to, and an unchanged plan renders the same bytes (no replacement).
+
+Pure: same inputs, same bytes. No plan or option value reaches a shell: values in `bootstrap.env` match one
+strict pattern (and boot.sh reads them as data, never sources them); command lines are systemd words built from
+typed values (`unit_word`), never shell text; comments carry no user text.
 """
 
 from __future__ import annotations
@@ -14,24 +18,31 @@ import ast
 import base64
 import functools
 import gzip
+import hashlib
+import json
 import re
-import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
 import yaml
 
+from inferstack.bootstrap import gateway
 from inferstack.bootstrap.runtimes import (
     DOCKER_VERSION_PIN,
     NVIDIA_CONTAINER_TOOLKIT_VERSION,
     NVIDIA_DRIVER_BRANCH,
+    RUNTIME_HOME,
     RUNTIME_PINS,
+    RUNTIME_PORT,
+    RUNTIME_USER,
+    Env,
     Mode,
+    Word,
     image_for,
     resolve_mode,
     server_args,
-    shell_words,
 )
 from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan
@@ -42,20 +53,32 @@ if TYPE_CHECKING:
 
 LIB_DIR = "/usr/local/lib/inferstack"
 CONFIG_DIR = "/etc/inferstack"
-SECRETS_FILE = "/run/inferstack/secrets.env"
+UNIT_DIR = "/etc/systemd/system"
+SECRETS_DIR = "/run/inferstack-secrets"
+"""Root-only (0700): secrets fetched at each start. systemd reads them for a unit (EnvironmentFile=, as root)."""
+SERVER_SECRETS = f"{SECRETS_DIR}/server.env"
 HUB_TOKEN_ENV = "HF_TOKEN"  # read by huggingface_hub (vLLM) and llama.cpp for downloads from the Hugging Face Hub
 VENV = "/opt/inferstack/venv"
 CONTAINER_NAME = "inferstack-server"
+CONTAINER_HOME = "/home/inferstack"
 SYNC_WORKERS = 16
 READY_TIMEOUT_S = 1800
 """How long the boot waits for the health endpoint once the service starts (large models load for minutes)."""
+BUNDLE_PREFIX = "inferstack/bootstrap/"
+"""Where bundles live in the model bucket; the server's identity may read this prefix (and the model's)."""
+BUNDLE_FORMAT = "inferstack-bundle/1"
 
 # Clouds whose instance metadata server demands no session token (the components' capability
 # `metadata-hardening` is unsupported there): boot.sh lets only root reach its HTTP port (phase metadata_firewall).
 METADATA_FIREWALL_CLOUDS: frozenset[Cloud] = frozenset({"gcp", "huawei"})
 
-# Values go unquoted into a shell-sourced, systemd-read env file and into unit lines: allow only these.
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:/@+=,\[\]-]*$")
+# Every value in bootstrap.env matches this (typed upstream; checked again here, as a renderer's invariant).
+_ENV_VALUE = re.compile(r"[A-Za-z0-9._:/@+=,\[\]-]*")
+# A systemd command-line word needs no quoting, specifier or variable escape when it matches this.
+_UNIT_WORD = re.compile(r"[A-Za-z0-9._:/@+=,-]+")
+
+EC2_USER_DATA_LIMIT_BYTES = 16384
+"""EC2 user data limit, raw bytes before base64 (the smallest of the four clouds)."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +88,16 @@ class FileSpec:
     permissions: str
 
 
-EC2_USER_DATA_LIMIT_BYTES = 16384
-"""EC2 user data limit, raw bytes before base64 (the smallest of the four clouds)."""
+@dataclass(frozen=True)
+class RenderedBootstrap:
+    """What a server boots from: `user_data` (cloud-config) and the `bundle` to store at `bundle_key`."""
+
+    user_data: str
+    bundle: str
+    """JSON text: {"format", "files": [{"path", "mode", "content"}]}; its sha256 is in the user data."""
+    bundle_key: str
+    """Object key in the model bucket: BUNDLE_PREFIX + sha256 + ".json" (content-addressed)."""
+    bundle_sha256: str
 
 
 def package_file(name: str) -> str:
@@ -104,51 +135,168 @@ def _without_docs_and_hints(tree: ast.Module) -> ast.Module:
     return tree
 
 
-#### Validation ####
-
-
-def _checked(field: str, value: str) -> str:
-    if not _SAFE_VALUE.match(value):
-        raise input_error(field, "contains characters that are unsafe in a boot script", value=value,
-                          fix="use letters, digits and . _ : / @ + = , [ ] - only")
-    return value
+#### Checks ####
 
 
 def _check_inputs(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions) -> None:
+    """What the types alone cannot say: the plan's cloud, the bucket's grammar there, a format the runtime serves."""
+    from inferstack.bootstrap import bucket_problem  # the cloud's bucket grammar lives with the server's code
+
     if plan.cloud != cloud:
         raise input_error("cloud", f"does not match the plan's cloud {plan.cloud!r}", value=cloud,
                           fix=f"render the plan for {plan.cloud!r}, or plan for {cloud!r}")
-    if not plan.model.bucket_prefix.endswith("/"):
-        raise input_error("plan.model.bucket_prefix", "must end in '/'", value=plan.model.bucket_prefix,
-                          fix=f"use {plan.model.bucket_prefix + '/'!r}")
+    problem = bucket_problem(cloud, options.model_bucket, "options.model_bucket")
+    if problem:
+        raise input_error(problem.field, problem.message, value=problem.value, fix=problem.fix)
     expected_format = {"vllm": ("safetensors",), "llamacpp": ("gguf",), "triton": ("onnx",)}[plan.serving.runtime]
     if plan.model.artifact_format not in expected_format:
         raise input_error("plan.model.artifact_format", f"{plan.serving.runtime} cannot serve this format",
                           value=plan.model.artifact_format, fix=f"use {' or '.join(expected_format)} files")
-    for field, value in [("options.model_bucket", options.model_bucket), ("options.region", options.region),
-                         ("options.api_key_secret", options.api_key_secret or ""),
-                         ("options.hub_token_secret", options.hub_token_secret or ""),
-                         ("options.storage_endpoint", options.storage_endpoint or ""),
-                         ("options.secret_endpoint", options.secret_endpoint or ""),
-                         ("options.metadata_endpoint", options.metadata_endpoint or ""),
-                         ("plan.model.name", plan.model.name), ("plan.model.bucket_prefix", plan.model.bucket_prefix),
-                         ("plan.serving.health_path", plan.serving.health_path)]:
-        _checked(field, value)
-    if not options.model_bucket:
-        raise input_error("options.model_bucket", "is empty", value="", fix="pass the model bucket's name")
 
 
-#### Files ####
+#### systemd ####
 
 
-def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode) -> str:
+def unit_word(word: Word) -> str:
+    """One systemd command-line word. Literal text must need no quoting (a renderer bug otherwise: every value is
+    typed upstream); `Env` becomes `${NAME}`, which systemd replaces by the variable's value as one word."""
+    parts = word if isinstance(word, tuple) else (word,)
+    rendered = []
+    for part in parts:
+        if isinstance(part, Env):
+            rendered.append(f"${{{part.name}}}")
+        elif _UNIT_WORD.fullmatch(part):
+            rendered.append(part)
+        else:
+            raise ValueError(f"not a safe systemd word: {part!r}")
+    return "".join(rendered)
+
+
+def command_line(words: Sequence[Word]) -> str:
+    return " ".join(unit_word(word) for word in words)
+
+
+def unit_file(sections: dict[str, list[tuple[str, str]]]) -> str:
+    return "\n".join(f"[{name}]\n" + "".join(f"{key}={value}\n" for key, value in settings)
+                     for name, settings in sections.items())
+
+
+def fetch_secret_command(cloud: Cloud, options: BootstrapOptions, secrets: dict[str, str], out: str,
+                         file_format: str) -> str:
+    words: list[Word] = ["/usr/bin/python3", f"{LIB_DIR}/fetch_secret.py", "--cloud", cloud, "--region",
+                         options.region]
+    for env_name, secret in secrets.items():
+        words += ["--secret", f"{env_name}={secret}"]
+    words += ["--out", out, "--format", file_format]
+    if options.secret_endpoint:
+        words += ["--endpoint", options.secret_endpoint]
+    if options.metadata_endpoint:
+        words += ["--metadata-endpoint", options.metadata_endpoint]
+    return "+" + command_line(words)  # "+": as root, outside the unit's user and sandbox
+
+
+def container_command(plan: DeploymentPlan, options: BootstrapOptions) -> list[Word]:
+    """`docker run` of the runtime: as the runtime user, no capabilities, published on the host's loopback only."""
+    words: list[Word] = [
+        "/usr/bin/docker", "run", "--rm", "--name", CONTAINER_NAME, "--init",
+        ("--user=", Env("RUNTIME_UID"), ":", Env("RUNTIME_GID")), "--cap-drop=ALL",
+        "--security-opt=no-new-privileges", "--ulimit", "memlock=-1",
+        "-p", f"127.0.0.1:{RUNTIME_PORT}:{RUNTIME_PORT}"]
+    if plan.serving.metrics_port:
+        words += ["-p", f"{plan.serving.metrics_port}:{plan.serving.metrics_port}"]
+    if plan.device == "gpu":
+        words += ["--gpus", "all", "--ipc=host"]
+    if options.hub_token_secret:
+        words += ["-e", HUB_TOKEN_ENV]  # the value comes from the unit's environment, never from this line
+    words += ["-e", f"HOME={CONTAINER_HOME}", "-e", f"USER={RUNTIME_USER}",
+              "-v", f"{RUNTIME_HOME}:{CONTAINER_HOME}", "-v", (Env("MODEL_ROOT"), ":", Env("MODEL_ROOT"), ":ro"),
+              image_for(plan)]
+    return words + server_args(plan, "container")
+
+
+def native_command(plan: DeploymentPlan) -> list[Word]:
+    program = {"llamacpp": [f"{LIB_DIR}/llamacpp_server.py"],
+               "vllm": ["-m", "vllm.entrypoints.openai.api_server"]}[plan.serving.runtime]
+    return [f"{VENV}/bin/python3", *program, *server_args(plan, "native")]
+
+
+def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode) -> str:
+    """The runtime's unit: unprivileged, its secrets (the hub token) fetched as root at each start."""
+    container = mode == "container"
+    unit = [("Description", f"inferstack inference runtime: {plan.serving.runtime} ({mode})"),
+            ("Wants", "network-online.target"),
+            ("After", "network-online.target docker.service" if container else "network-online.target"),
+            ("ConditionPathExists", f"{CONFIG_DIR}/model.env")]
+    if container:
+        unit.append(("Requires", "docker.service"))
+    service = [("Type", "exec")]
+    if not container:
+        service += [("User", RUNTIME_USER), ("Group", RUNTIME_USER), ("Environment", f"HOME={RUNTIME_HOME}"),
+                    ("WorkingDirectory", RUNTIME_HOME)]
+    service.append(("EnvironmentFile", f"{CONFIG_DIR}/model.env"))
+    if cloud in METADATA_FIREWALL_CLOUDS:  # the rules are gone after a reboot; the server never starts without them
+        service.append(("ExecStartPre", f"+{LIB_DIR}/boot.sh --phase metadata_firewall"))
+    if options.hub_token_secret:
+        service += [("EnvironmentFile", f"-{SERVER_SECRETS}"),
+                    ("ExecStartPre", fetch_secret_command(cloud, options, {HUB_TOKEN_ENV: options.hub_token_secret},
+                                                          SERVER_SECRETS, "env"))]
+    if container:
+        service += [("ExecStartPre", f"-/usr/bin/docker rm -f {CONTAINER_NAME}"),
+                    ("ExecStart", command_line(container_command(plan, options))),
+                    ("ExecStop", f"/usr/bin/docker stop -t 30 {CONTAINER_NAME}")]
+    else:
+        service.append(("ExecStart", command_line(native_command(plan))))
+    service += [("Restart", "on-failure"), ("RestartSec", "10"), ("TimeoutStartSec", "600"),
+                ("TimeoutStopSec", "60"), ("LimitNOFILE", "1048576"), ("LimitMEMLOCK", "infinity"),
+                ("NoNewPrivileges", "yes"), ("PrivateTmp", "yes")]
+    if not container:  # the docker client (root) talks to the daemon; the runtime process is sandboxed here
+        service += [("ProtectSystem", "full"), ("ProtectHome", "yes"), ("CapabilityBoundingSet", ""),
+                    ("RestrictSUIDSGID", "yes")]
+    service.append(("SyslogIdentifier", "inferstack-server"))
+    return unit_file({"Unit": unit, "Service": service, "Install": [("WantedBy", "multi-user.target")]})
+
+
+def gateway_unit(cloud: Cloud, options: BootstrapOptions) -> str:
+    """nginx with our configuration; the API key is fetched into its root-only map file at each start."""
+    service = [("Type", "exec")]
+    if options.api_key_secret:
+        service.append(("ExecStartPre", fetch_secret_command(cloud, options, {"API_KEY": options.api_key_secret},
+                                                             gateway.KEY_MAP, "nginx-bearer-map")))
+    nginx = f"/usr/sbin/nginx -c {gateway.CONFIG_PATH}"
+    service += [("ExecStartPre", f"{nginx} -t -q"), ("ExecStart", nginx), ("ExecReload", f"{nginx} -s reload"),
+                ("Restart", "on-failure"), ("RestartSec", "5"), ("SyslogIdentifier", "inferstack-gateway")]
+    return unit_file({
+        "Unit": [("Description", "inferstack gateway: API key, routes and streaming in front of the runtime"),
+                 ("Wants", "network-online.target"), ("After", "network-online.target")],
+        "Service": service, "Install": [("WantedBy", "multi-user.target")]})
+
+
+def boot_unit() -> str:
+    """Runs at every boot: the loader brings the bundle (when its sha256 changed), then boot.sh runs the phases."""
+    return unit_file({
+        "Unit": [("Description", "inferstack boot: bundle, GPU driver, runtime, gateway, model sync, readiness"),
+                 ("Wants", "network-online.target"), ("After", "network-online.target cloud-final.service")],
+        "Service": [("Type", "oneshot"), ("RemainAfterExit", "yes"),
+                    ("ExecStartPre", f"/usr/bin/python3 {LIB_DIR}/fetch_bundle.py"),
+                    ("ExecStart", f"{LIB_DIR}/boot.sh"), ("TimeoutStartSec", "infinity"),
+                    ("SyslogIdentifier", "inferstack-boot")],
+        "Install": [("WantedBy", "multi-user.target")]})
+
+
+#### Settings ####
+
+
+def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode,
+                  bundle_key: str, bundle_sha256: str) -> str:
     """Settings every boot program reads (no secret: only the secret's name)."""
     pin = RUNTIME_PINS[plan.serving.runtime]
     settings = {
         "INFERSTACK_CLOUD": cloud, "INFERSTACK_REGION": options.region, "DEVICE": plan.device,
         "RUNTIME": plan.serving.runtime, "INSTALL_MODE": mode, "PORT": str(plan.serving.port),
+        "RUNTIME_PORT": str(RUNTIME_PORT), "RUNTIME_USER": RUNTIME_USER, "RUNTIME_HOME": RUNTIME_HOME,
         "HEALTH_PATH": plan.serving.health_path, "MODEL_NAME": plan.model.name, "MODEL_BUCKET": options.model_bucket,
         "MODEL_PREFIX": plan.model.bucket_prefix, "MODEL_FORMAT": plan.model.artifact_format,
+        "BUNDLE_KEY": bundle_key, "BUNDLE_SHA256": bundle_sha256,
         "NVME_EXPECTED": "1" if plan.local_nvme_gb else "0", "SYNC_WORKERS": str(SYNC_WORKERS),
         "READY_TIMEOUT_S": str(READY_TIMEOUT_S), "STORAGE_ENDPOINT": options.storage_endpoint or "",
         "METADATA_ENDPOINT": options.metadata_endpoint or "",
@@ -163,107 +311,52 @@ def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions,
         "PIP_VERSION": pin.pip_version if mode == "native" else "",
         "APT_PACKAGES": ",".join(pin.apt_packages) if mode == "native" else "",
     }
-    lines = [f"# inferstack: settings of {plan.workload} ({plan.summary()}); no secrets here."]
-    lines += [f"{key}={value}" for key, value in settings.items()]  # user values checked in _check_inputs
+    for key, value in settings.items():
+        if not _ENV_VALUE.fullmatch(value):
+            raise ValueError(f"bootstrap.env {key}={value!r} has characters outside {_ENV_VALUE.pattern}")
+    lines = ["# inferstack settings, read as data (KEY=VALUE) by boot.sh and the loader; no secrets here."]
+    lines += [f"{key}={value}" for key, value in settings.items()]
     return "\n".join(lines) + "\n"
 
 
-def run_server_script(plan: DeploymentPlan, mode: Mode) -> str:
-    """The service's ExecStart: loads the API key (written by ExecStartPre), then execs the runtime."""
-    runtime = plan.serving.runtime
-    args = shell_words(server_args(plan, mode))
-    key_env = RUNTIME_PINS[runtime].api_key_env[mode]
-    lines = [
-        "#!/bin/bash",
-        f"# inferstack: starts {runtime} ({mode}) serving {plan.model.name} on port {plan.serving.port}.",
-        "# Environment: /etc/inferstack/bootstrap.env and model.env (systemd EnvironmentFile=).",
-        "set -euo pipefail",
-        '[ -e "${MODEL_DIR:?}" ] || { echo "model not synced yet: $MODEL_DIR" >&2; exit 1; }',
-    ]
-    if mode == "native":
-        program = {"llamacpp": f"{LIB_DIR}/llamacpp_server.py", "vllm": "-m vllm.entrypoints.openai.api_server"}
-        lines += ["# shellcheck source=/dev/null",
-                  f"if [ -f {SECRETS_FILE} ]; then set -a; . {SECRETS_FILE}; set +a; fi  # {key_env}, {HUB_TOKEN_ENV}",
-                  f"exec {VENV}/bin/python3 {program[runtime]} {args}"]
-        return "\n".join(lines) + "\n"
-    ports = [plan.serving.port] + ([plan.serving.metrics_port] if plan.serving.metrics_port else [])
-    lines += [f"docker rm -f {CONTAINER_NAME} >/dev/null 2>&1 || true",
-              "options=(" + " ".join(f"-p {p}:{p}" for p in ports) + ")",
-              f"[ -f {SECRETS_FILE} ] && options+=(--env-file {SECRETS_FILE})  # {key_env}, {HUB_TOKEN_ENV}"]
-    if plan.device == "gpu":
-        lines.append("options+=(--gpus all --ipc=host)")
-    if runtime == "triton":
-        # Triton has no API-key option: its restricted-API feature demands the key in an x-api-key header.
-        lines += ["auth=()", "# shellcheck source=/dev/null",
-                  f"if [ -f {SECRETS_FILE} ]; then . {SECRETS_FILE}; "
-                  'auth=("--http-restricted-api=inference:x-api-key=${API_KEY}"); fi']
-        args += ' "${auth[@]}"'
-    lines += [f'exec docker run --rm --name {CONTAINER_NAME} --init --ulimit memlock=-1 "${{options[@]}}" \\',
-              '    -v "${MODEL_ROOT}:${MODEL_ROOT}:ro" \\',
-              f"    {image_for(plan)} {args}"]
-    return "\n".join(lines) + "\n"
+#### Bundle and user data ####
 
 
-def service_secrets(plan: DeploymentPlan, options: BootstrapOptions, mode: Mode) -> dict[str, str]:
-    """Environment variable → secret name, for the secrets the service fetches at each start."""
-    secrets = {}
-    if options.api_key_secret:
-        secrets[RUNTIME_PINS[plan.serving.runtime].api_key_env[mode]] = options.api_key_secret
-    if options.hub_token_secret:
-        secrets[HUB_TOKEN_ENV] = options.hub_token_secret
-    return secrets
-
-
-def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode) -> str:
-    runtime = plan.serving.runtime
-    exec_start_pre = ""
-    if cloud in METADATA_FIREWALL_CLOUDS:  # the rules are gone after a reboot; the server never starts without them
-        exec_start_pre += f"ExecStartPre={LIB_DIR}/boot.sh --phase metadata_firewall\n"
-    secrets = service_secrets(plan, options, mode)
-    if secrets:
-        command = [f"{LIB_DIR}/fetch_secret.py", "--cloud", cloud, "--region", options.region]
-        for env_name, secret in secrets.items():
-            command += ["--secret", f"{env_name}={secret}"]
-        command += ["--out", SECRETS_FILE]
-        if options.secret_endpoint:
-            command += ["--endpoint", options.secret_endpoint]
-        if options.metadata_endpoint:
-            command += ["--metadata-endpoint", options.metadata_endpoint]
-        exec_start_pre += f"ExecStartPre=/usr/bin/python3 {' '.join(command)}\n"
-    container = mode == "container"
-    return string.Template(package_file("inferstack-server.service.in")).substitute(
-        description=f"{runtime} ({mode}) serving {plan.model.name}",
-        after=" docker.service" if container else "",
-        requires="Requires=docker.service\n" if container else "",
-        exec_start_pre=exec_start_pre,
-        exec_stop=f"ExecStop=/usr/bin/docker stop -t 30 {CONTAINER_NAME}\n" if container else "",
-    )
-
-
-def bootstrap_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions) -> list[FileSpec]:
-    """Every file the user data writes, in the order cloud-init writes them."""
-    _check_inputs(plan, cloud, options)
-    mode = resolve_mode(plan, options.install_mode)
-    image_for(plan)  # a runtime that cannot run on this device fails here, with its reason
+def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode) -> list[FileSpec]:
+    """Every file the loader writes from the bundle, in the order it writes them."""
     files = [
-        FileSpec(f"{CONFIG_DIR}/bootstrap.env", bootstrap_env(plan, cloud, options, mode), "0644"),
         FileSpec(f"{LIB_DIR}/boot.sh", shipped_copy("boot.sh"), "0755"),
-        FileSpec(f"{LIB_DIR}/cloud_access.py", shipped_copy("cloud_access.py"), "0644"),
         FileSpec(f"{LIB_DIR}/model_sync.py", shipped_copy("model_sync.py"), "0755"),
+        FileSpec(f"{LIB_DIR}/fetch_secret.py", shipped_copy("fetch_secret.py"), "0755"),
     ]
-    if options.api_key_secret or options.hub_token_secret:
-        files.append(FileSpec(f"{LIB_DIR}/fetch_secret.py", shipped_copy("fetch_secret.py"), "0755"))
     if mode == "native" and plan.serving.runtime == "llamacpp":
         files.append(FileSpec(f"{LIB_DIR}/llamacpp_server.py", shipped_copy("llamacpp_server.py"), "0644"))
     files += [
-        FileSpec(f"{LIB_DIR}/run-server.sh", run_server_script(plan, mode), "0755"),
-        FileSpec("/etc/systemd/system/inferstack-boot.service", package_file("inferstack-boot.service"), "0644"),
-        FileSpec("/etc/systemd/system/inferstack-server.service", server_unit(plan, cloud, options, mode), "0644"),
+        FileSpec(gateway.CONFIG_PATH, gateway.gateway_config(plan, api_key=options.api_key_secret is not None),
+                 "0644"),
+        FileSpec(f"{UNIT_DIR}/inferstack-server.service", server_unit(plan, cloud, options, mode), "0644"),
+        FileSpec(f"{UNIT_DIR}/inferstack-gateway.service", gateway_unit(cloud, options), "0644"),
     ]
     return files
 
 
-#### cloud-config ####
+def bundle_text(files: Sequence[FileSpec]) -> str:
+    """The bundle as the loader reads it: deterministic JSON (same files, same bytes, same sha256)."""
+    document = {"format": BUNDLE_FORMAT,
+                "files": [{"path": f.path, "mode": f.permissions, "content": f.content} for f in files]}
+    return json.dumps(document, indent=0, sort_keys=True, ensure_ascii=True) + "\n"
+
+
+def loader_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode,
+                 bundle_key: str, bundle_sha256: str) -> list[FileSpec]:
+    """What the user data writes: just enough to fetch and check the bundle, and the unit that starts it all."""
+    return [
+        FileSpec(f"{CONFIG_DIR}/bootstrap.env",
+                 bootstrap_env(plan, cloud, options, mode, bundle_key, bundle_sha256), "0644"),
+        FileSpec(f"{LIB_DIR}/cloud_access.py", shipped_copy("cloud_access.py"), "0644"),
+        FileSpec(f"{LIB_DIR}/fetch_bundle.py", shipped_copy("fetch_bundle.py"), "0755"),
+        FileSpec(f"{UNIT_DIR}/inferstack-boot.service", boot_unit(), "0644"),
+    ]
 
 
 class _LiteralDumper(yaml.SafeDumper):
@@ -278,9 +371,7 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _LiteralDumper.add_representer(str, _represent_str)
 
 
-def render_cloud_config(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions) -> str:
-    files = bootstrap_files(plan, cloud, options)
-    mode = resolve_mode(plan, options.install_mode)
+def cloud_config(files: Sequence[FileSpec], header: str) -> str:
     document = {
         "write_files": [{"path": f.path, "owner": "root:root", "permissions": f.permissions, "content": f.content}
                         for f in files],
@@ -288,10 +379,20 @@ def render_cloud_config(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOp
         "runcmd": [["systemctl", "daemon-reload"], ["systemctl", "enable", "inferstack-boot.service"],
                    ["systemctl", "start", "--no-block", "inferstack-boot.service"]],
     }
-    header = (f"#cloud-config\n# inferstack bootstrap: {plan.serving.runtime} ({mode}) serving {plan.model.name} "
-              f"on {cloud} ({plan.device}).\n# Progress: journalctl -u inferstack-boot -f   "
-              "Log: /var/log/inferstack/boot.log\n")
     return header + yaml.dump(document, Dumper=_LiteralDumper, sort_keys=False, width=1 << 16)
+
+
+def render(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions) -> RenderedBootstrap:
+    _check_inputs(plan, cloud, options)
+    mode = resolve_mode(plan, options.install_mode)
+    image_for(plan)  # a runtime that cannot run on this device fails here, with its reason
+    bundle = bundle_text(bundle_files(plan, cloud, options, mode))
+    sha256 = hashlib.sha256(bundle.encode()).hexdigest()
+    key = f"{BUNDLE_PREFIX}{sha256}.json"
+    header = (f"#cloud-config\n# inferstack bootstrap: {plan.serving.runtime} ({mode}) on {cloud} ({plan.device}).\n"
+              "# Progress: journalctl -u inferstack-boot -f   Log: /var/log/inferstack/boot.log\n")
+    user_data = cloud_config(loader_files(plan, cloud, options, mode, key, sha256), header)
+    return RenderedBootstrap(user_data=user_data, bundle=bundle, bundle_key=key, bundle_sha256=sha256)
 
 
 def user_data_gzip(user_data: str) -> bytes:

@@ -1,5 +1,9 @@
 """The inference runtimes the bootstrap installs: one pinned table, and the command line each one runs.
 
+The runtime never faces the network and never sees the API key: it listens on 127.0.0.1:RUNTIME_PORT (in a
+container, published on the host's loopback only), runs as the unprivileged user RUNTIME_USER, and the gateway
+(nginx, `gateway.py`) in front of it checks the key and exposes only the inference API and the health path.
+
 Pins are tags and package versions, not digests: a digest cannot be verified offline here. To pin digests,
 resolve each tag once on a machine with registry access and replace the tag with `name@sha256:…`:
 
@@ -8,7 +12,6 @@ resolve each tag once on a machine with registry access and replace the tag with
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,13 +21,20 @@ from inferstack.plan import DeploymentPlan, Runtime
 Mode = Literal["container", "native"]
 Device = Literal["cpu", "gpu"]
 
+RUNTIME_PORT = 18000
+"""Where the runtime listens, on the host's loopback only; the gateway forwards to it."""
+RUNTIME_USER = "inferstack"
+"""The unprivileged system user the runtime runs as (created at boot; no login, no sudo)."""
+RUNTIME_HOME = "/var/lib/inferstack-runtime"
+"""That user's home: the runtime's caches (compiled kernels, hub downloads). Nothing else is writable to it."""
+
 # NVIDIA packages from their official apt repositories (used only when the image lacks them).
 NVIDIA_DRIVER_BRANCH = "580"
 """Ubuntu's `nvidia-headless-580-server` branch: current datacenter branch (535/565/570-server now point to it)."""
 NVIDIA_CONTAINER_TOOLKIT_VERSION = "1.17.8-1"
 """NVIDIA Container Toolkit v1.17.8 (2025-05-30), apt version string of libnvidia-container's stable repo."""
-DOCKER_VERSION_PIN = "5:28.*"
-"""Docker Engine 28.x from download.docker.com (apt pin; the full version string differs per distro release)."""
+DOCKER_VERSION_PIN = "5:28"
+"""Docker Engine 28.x from download.docker.com: the apt pin is `5:28.*` (the full version differs per release)."""
 
 
 @dataclass(frozen=True)
@@ -43,8 +53,6 @@ class RuntimePin:
     apt_packages: tuple[str, ...]
     """Debian/Ubuntu packages the native install needs (compilers when pip builds from source)."""
     native_devices: tuple[Device, ...]
-    api_key_env: dict[Mode, str]
-    """Environment variable through which the runtime reads the endpoint API key, per mode."""
     default_mode: dict[Device, Mode]
 
 
@@ -55,7 +63,6 @@ RUNTIME_PINS: dict[Runtime, RuntimePin] = {
         runtime="vllm", image_cpu=None, image_gpu="vllm/vllm-openai:v0.12.0",
         pip_requirement="vllm==0.12.0", pip_distribution="vllm", pip_version="0.12.0",
         apt_packages=("python3-venv",), native_devices=("gpu",),
-        api_key_env={"container": "VLLM_API_KEY", "native": "VLLM_API_KEY"},
         default_mode={"gpu": "container", "cpu": "container"}),
     # llama.cpp: server images from ggml-org (build b9603; `server-cuda12-b9603` seen on the package page, CPU
     # tag follows the documented `server-<build>` naming). Native: llama-cpp-python builds llama.cpp from the
@@ -66,7 +73,6 @@ RUNTIME_PINS: dict[Runtime, RuntimePin] = {
         pip_requirement="llama-cpp-python[server]==0.3.16", pip_distribution="llama_cpp_python",
         pip_version="0.3.16", apt_packages=("python3-venv", "python3-dev", "build-essential"),
         native_devices=("cpu",),
-        api_key_env={"container": "LLAMA_API_KEY", "native": "API_KEY"},
         default_mode={"gpu": "container", "cpu": "native"}),
     # Triton 25.10 (CUDA 13.0; data-center GPUs also run on R535+ drivers). The same image serves CPU-only hosts
     # and carries both the ONNX Runtime and OpenVINO backends. Triton is container-only in practice: NVIDIA
@@ -75,7 +81,6 @@ RUNTIME_PINS: dict[Runtime, RuntimePin] = {
         runtime="triton", image_cpu="nvcr.io/nvidia/tritonserver:25.10-py3",
         image_gpu="nvcr.io/nvidia/tritonserver:25.10-py3", pip_requirement=None, pip_distribution="",
         pip_version="", apt_packages=(), native_devices=(),
-        api_key_env={"container": "API_KEY", "native": "API_KEY"},
         default_mode={"gpu": "container", "cpu": "container"}),
 }
 
@@ -109,17 +114,35 @@ def image_for(plan: DeploymentPlan) -> str:
 
 
 #### Command lines ####
-# Each returns the runtime's arguments. "$MODEL_DIR", "$MODEL_FILE" and "$TRITON_REPO" are expanded at start
-# from /etc/inferstack/model.env (the model's place on disk is known only after the sync).
+# Each returns the runtime's arguments: literal words, and `Env` references to settings known only on the server
+# (the model's place on disk, written by the sync to /etc/inferstack/model.env). The unit renders them as systemd
+# command-line words: no shell ever reads them.
+
+
+@dataclass(frozen=True)
+class Env:
+    """A reference to an environment variable of the service, expanded by systemd as one word: `${NAME}`."""
+
+    name: Literal["MODEL_DIR", "MODEL_FILE", "TRITON_REPO", "MODEL_ROOT", "RUNTIME_UID", "RUNTIME_GID"]
+
+
+Word = str | Env | tuple[str | Env, ...]
+"""A command-line word: literal text, a variable, or both joined (`--model-repository=${TRITON_REPO}`)."""
 
 _VLLM_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-def vllm_args(plan: DeploymentPlan) -> list[str]:
+def listen_host(mode: Mode) -> str:
+    """Loopback natively; inside a container every interface of the container, published on the host's loopback."""
+    return "127.0.0.1" if mode == "native" else "0.0.0.0"
+
+
+def vllm_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
     serving = plan.serving
-    args = ["--model", "$MODEL_DIR", "--served-model-name", plan.model.name, "--host", "0.0.0.0",
-            "--port", str(serving.port), "--tensor-parallel-size", str(serving.tensor_parallel),
-            "--dtype", _VLLM_DTYPES.get(serving.dtype, "auto")]
+    args: list[Word] = [
+        "--model", Env("MODEL_DIR"), "--served-model-name", plan.model.name, "--host", listen_host(mode),
+        "--port", str(RUNTIME_PORT), "--tensor-parallel-size", str(serving.tensor_parallel),
+        "--dtype", _VLLM_DTYPES.get(serving.dtype, "auto")]
     if serving.max_model_len:
         args += ["--max-model-len", str(serving.max_model_len)]
     if serving.max_num_seqs:
@@ -128,17 +151,17 @@ def vllm_args(plan: DeploymentPlan) -> list[str]:
         args += ["--gpu-memory-utilization", str(serving.gpu_memory_utilization)]
     if serving.quantization and serving.quantization != "gguf":
         args += ["--quantization", serving.quantization]
-    if serving.kv_cache_dtype in ("fp8", "fp8_e4m3", "fp8_e5m2"):
-        args += ["--kv-cache-dtype", serving.kv_cache_dtype]
+    if serving.kv_cache_dtype == "fp8":
+        args += ["--kv-cache-dtype", "fp8"]
     return args
 
 
-def llamacpp_server_args(plan: DeploymentPlan) -> list[str]:
+def llamacpp_server_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
     """llama.cpp's own `llama-server` (container images). Context is shared by the parallel slots."""
     serving = plan.serving
     slots = serving.max_num_seqs or 1
-    args = ["-m", "$MODEL_FILE", "--alias", plan.model.name, "--host", "0.0.0.0", "--port", str(serving.port),
-            "-np", str(slots)]
+    args: list[Word] = ["-m", Env("MODEL_FILE"), "--alias", plan.model.name, "--host", listen_host(mode),
+                        "--port", str(RUNTIME_PORT), "-np", str(slots)]
     if serving.max_model_len:
         args += ["-c", str(serving.max_model_len * slots)]
     if serving.threads:
@@ -148,11 +171,11 @@ def llamacpp_server_args(plan: DeploymentPlan) -> list[str]:
     return args
 
 
-def llamacpp_python_args(plan: DeploymentPlan) -> list[str]:
+def llamacpp_python_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
     """llama-cpp-python's OpenAI-compatible server (native mode); it serves one sequence at a time."""
     serving = plan.serving
-    args = ["--model", "$MODEL_FILE", "--model_alias", plan.model.name, "--host", "0.0.0.0",
-            "--port", str(serving.port)]
+    args: list[Word] = ["--model", Env("MODEL_FILE"), "--model_alias", plan.model.name, "--host", listen_host(mode),
+                        "--port", str(RUNTIME_PORT)]
     if serving.max_model_len:
         args += ["--n_ctx", str(serving.max_model_len)]
     if serving.threads:
@@ -160,30 +183,19 @@ def llamacpp_python_args(plan: DeploymentPlan) -> list[str]:
     return args
 
 
-def triton_args(plan: DeploymentPlan) -> list[str]:
+def triton_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
     serving = plan.serving
-    args = ["tritonserver", "--model-repository=$TRITON_REPO", f"--http-port={serving.port}", "--grpc-port=8001"]
+    args: list[Word] = ["tritonserver", ("--model-repository=", Env("TRITON_REPO")), f"--http-port={RUNTIME_PORT}",
+                        "--allow-grpc=false"]
     if serving.metrics_port:
         args.append(f"--metrics-port={serving.metrics_port}")
     return args
 
 
-def server_args(plan: DeploymentPlan, mode: Mode) -> list[str]:
+def server_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
     runtime = plan.serving.runtime
     if runtime == "vllm":
-        return vllm_args(plan)
+        return vllm_args(plan, mode)
     if runtime == "llamacpp":
-        return llamacpp_python_args(plan) if mode == "native" else llamacpp_server_args(plan)
-    return triton_args(plan)
-
-
-def shell_words(args: list[str]) -> str:
-    """Arguments as shell words: "$VAR" references stay expandable, everything else is quoted literally."""
-    words = []
-    for arg in args:
-        if "$" in arg:
-            head, _, var = arg.partition("$")
-            words.append(shlex.quote(head) + f'"${{{var}}}"' if head else f'"${{{var}}}"')
-        else:
-            words.append(shlex.quote(arg))
-    return " ".join(words)
+        return llamacpp_python_args(plan, mode) if mode == "native" else llamacpp_server_args(plan, mode)
+    return triton_args(plan, mode)

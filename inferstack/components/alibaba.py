@@ -29,6 +29,7 @@ from inferstack.components.core import (
     NETWORK_CIDR,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
+    BundleRequest,
     Capability,
     CloudBackend,
     FirewallRequest,
@@ -241,6 +242,15 @@ class AlibabaBackend(CloudBackend):
         # Nothing to add to a brought bucket: the account's CDN role reads it (same account and region required).
         return StaticAssetsResult(bucket=bucket_name, url=url, required_bucket_policy=None)
 
+    def create_bundle(self, parent: pulumi.Resource, name: str, request: BundleRequest) -> StrOutput:
+        # Private, encrypted like its bucket. Content-addressed:
+        # a new bundle is a new object, and the old one goes once the servers have moved on.
+        bundle = alicloud.oss.BucketObject(
+            f"{name}-bundle", bucket=request.bucket, key=request.key, content=request.content,
+            content_type="application/json", acl="private", server_side_encryption="AES256",
+            opts=child_options(parent))
+        return bundle.id
+
     #### Secrets and identity ####
 
     def create_secrets(self, parent: pulumi.Resource, name: str, request: SecretsRequest) -> SecretsResult:
@@ -274,7 +284,8 @@ class AlibabaBackend(CloudBackend):
             {"Effect": "Allow", "Action": "oss:ListObjects", "Resource": bucket,
              "Condition": {"StringLike": {"oss:Prefix": [f"{request.model_prefix}*"]}}},
             {"Effect": "Allow", "Action": "oss:GetObject",
-             "Resource": pulumi.Output.concat(bucket, "/", request.model_prefix, "*")}]}
+             "Resource": [pulumi.Output.concat(bucket, "/", request.model_prefix, "*"),
+                          pulumi.Output.concat(bucket, "/", request.bundle_prefix, "*")]}]}
         if request.secret_ids:
             policies["secrets-read"] = [{"Effect": "Allow", "Action": "kms:GetSecretValue",
                                          "Resource": list(request.secret_ids)}]

@@ -24,6 +24,7 @@ from inferstack.components.core import (
     NONCURRENT_VERSIONS_KEPT,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
+    BundleRequest,
     Capability,
     CertificateRule,
     CloudBackend,
@@ -258,6 +259,15 @@ class AwsBackend(CloudBackend):
         url = pulumi.Output.concat("https://", request.domain or distribution.domain_name)
         return StaticAssetsResult(bucket=bucket_id, url=url, required_bucket_policy=required_policy)
 
+    def create_bundle(self, parent: pulumi.Resource, name: str, request: BundleRequest) -> StrOutput:
+        # Private like its bucket (ACLs are off there), encrypted. Content-addressed:
+        # a new bundle is a new object, and the old one goes once the servers have moved on.
+        bundle = aws.s3.BucketObjectv2(
+            f"{name}-bundle", bucket=request.bucket, key=request.key, content=request.content,
+            content_type="application/json", server_side_encryption="AES256", tags=request.tags,
+            opts=child_options(parent))
+        return bundle.id
+
     #### Secrets and identity ####
 
     def create_secrets(self, parent: pulumi.Resource, name: str, request: SecretsRequest) -> SecretsResult:
@@ -289,7 +299,9 @@ class AwsBackend(CloudBackend):
                 {"Sid": "ListModelPrefix", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
                  "Condition": {"StringLike": {"s3:prefix": [f"{request.model_prefix}*"]}}},
                 {"Sid": "ReadModelFiles", "Effect": "Allow", "Action": "s3:GetObject",
-                 "Resource": pulumi.Output.concat(bucket_arn, "/", request.model_prefix, "*")}],
+                 "Resource": pulumi.Output.concat(bucket_arn, "/", request.model_prefix, "*")},
+                {"Sid": "ReadBootBundles", "Effect": "Allow", "Action": "s3:GetObject",
+                 "Resource": pulumi.Output.concat(bucket_arn, "/", request.bundle_prefix, "*")}],
         }
         if request.secret_ids:
             policies["secrets-read"] = [{"Effect": "Allow", "Action": ["ssm:GetParameter", "ssm:GetParameters"],

@@ -185,6 +185,17 @@ class StaticAssetsResult:
 
 
 @dataclass(frozen=True)
+class BundleRequest:
+    bucket: pulumi.Input[str]
+    """The model bucket (created, or brought)."""
+    key: StrOutput
+    """Content-addressed key under `bootstrap.render.BUNDLE_PREFIX`: a new bundle is a new object."""
+    content: StrOutput
+    """The bundle's JSON text; the server checks it against the sha256 in its user data."""
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True)
 class SecretsRequest:
     values: Mapping[str, pulumi.Input[str]]
     """Secret values by short name (`api-key`, `hub-token`)."""
@@ -203,7 +214,9 @@ class SecretsResult:
 class IdentityRequest:
     model_bucket: pulumi.Input[str]
     model_prefix: str
-    """Read-only access is limited to this prefix (ends in '/')."""
+    """Read-only access (list and get) is limited to this prefix (ends in '/')."""
+    bundle_prefix: str
+    """Objects the server may also get (not list): its boot bundles (`bootstrap.render.BUNDLE_PREFIX`)."""
     secret_ids: Sequence[StrOutput]
     tags: Mapping[str, str]
 
@@ -342,6 +355,10 @@ class CloudBackend(ABC):
     def create_static_assets(
         self, parent: pulumi.Resource, name: str, request: StaticAssetsRequest
     ) -> StaticAssetsResult: ...
+
+    @abstractmethod
+    def create_bundle(self, parent: pulumi.Resource, name: str, request: BundleRequest) -> StrOutput:
+        """Store the boot bundle as a private object in the model bucket; returns its id (servers wait for it)."""
 
     #### Secrets and identity ####
 

@@ -23,6 +23,7 @@ from inferstack.components.core import (
     NONCURRENT_VERSIONS_KEPT,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
+    BundleRequest,
     Capability,
     CloudBackend,
     FirewallRequest,
@@ -339,6 +340,14 @@ class GcpBackend(CloudBackend):
         return StaticAssetsResult(bucket=bucket_name, url=pulumi.Output.from_input(f"https://{domain}"),
                                   required_bucket_policy=required_policy)
 
+    def create_bundle(self, parent: pulumi.Resource, name: str, request: BundleRequest) -> StrOutput:
+        # Private like its bucket (uniform access, no ACLs), Google-managed encryption. Content-addressed:
+        # a new bundle is a new object, and the old one goes once the servers have moved on.
+        bundle = gcp.storage.BucketObject(
+            f"{name}-bundle", bucket=request.bucket, name=request.key, content=request.content,
+            content_type="application/json", opts=child_options(parent))
+        return bundle.id
+
     #### Secrets and identity ####
 
     def create_secrets(self, parent: pulumi.Resource, name: str, request: SecretsRequest) -> SecretsResult:
@@ -361,9 +370,10 @@ class GcpBackend(CloudBackend):
             description="inferstack inference server: reads its model prefix and its secrets", opts=opts)
         model_read = gcp.storage.BucketIAMMember(
             f"{name}-model-read", bucket=request.model_bucket, role=MODEL_READER_ROLE, member=account.member,
-            condition={"title": "model-prefix-only", "description": f"objects under {request.model_prefix} only",
+            condition={"title": "model-prefix-only",
+                       "description": f"objects under {request.model_prefix} and boot bundles only",
                        "expression": pulumi.Output.from_input(request.model_bucket).apply(
-                           lambda bucket: prefix_condition(bucket, request.model_prefix))},
+                           lambda bucket: prefix_condition(bucket, request.model_prefix, request.bundle_prefix))},
             opts=opts)
         secret_reads = [gcp.secretmanager.SecretIamMember(
             f"{name}-secret-read-{index}", secret_id=secret_id, role=SECRET_READER_ROLE, member=account.member,
@@ -546,13 +556,17 @@ def _bucket_name(gcp_project: StrOutput, name: str, purpose: str) -> StrOutput:
     return gcp_project.apply(lambda project: unique_name(parts, unique_by=[project]))
 
 
-def prefix_condition(bucket: str, prefix: str) -> str:
-    """The IAM condition that limits a bucket-level grant to one prefix: its objects, and listings under it."""
-    if not re.fullmatch(r"[A-Za-z0-9._/-]+", prefix):
-        raise input_error("model_prefix", "may hold letters, digits, '.', '_', '-' and '/' only", value=prefix,
-                          fix="use the plan's model.bucket_prefix")
-    return (f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}") || '
-            f'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("{prefix}")')
+def prefix_condition(bucket: str, prefix: str, objects_prefix: str) -> str:
+    """The IAM condition that limits a bucket-level grant to one prefix (its objects, and listings under it) and to
+    the objects under a second prefix (no listing)."""
+    for field, value in (("model_prefix", prefix), ("bundle_prefix", objects_prefix)):
+        if not re.fullmatch(r"[A-Za-z0-9._/-]+", value):
+            raise input_error(field, "may hold letters, digits, '.', '_', '-' and '/' only", value=value,
+                              fix="use the plan's model.bucket_prefix")
+    objects = f"projects/_/buckets/{bucket}/objects/"
+    return (f'resource.name.startsWith("{objects}{prefix}") || '
+            f'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("{prefix}") || '
+            f'resource.name.startsWith("{objects}{objects_prefix}")')
 
 
 #### Helpers: compute ####

@@ -29,6 +29,7 @@ from inferstack.components.core import (
     NETWORK_CIDR,
     NONCURRENT_VERSION_DAYS,
     SUBNET_RANGES,
+    BundleRequest,
     Capability,
     CertificateRule,
     CloudBackend,
@@ -270,6 +271,14 @@ class HuaweiBackend(CloudBackend):
         return StaticAssetsResult(bucket=bucket_name, url=pulumi.Output.concat("https://", domain.name),
                                   required_bucket_policy=None)
 
+    def create_bundle(self, parent: pulumi.Resource, name: str, request: BundleRequest) -> StrOutput:
+        # Private, encrypted by its bucket's default (SSE-OBS). Content-addressed:
+        # a new bundle is a new object, and the old one goes once the servers have moved on.
+        bundle = hw.obs.BucketObject(
+            f"{name}-bundle", bucket=request.bucket, key=request.key, content=request.content,
+            content_type="application/json", acl="private", opts=child_options(parent))
+        return bundle.id
+
     #### Secrets and identity ####
 
     def create_secrets(self, parent: pulumi.Resource, name: str, request: SecretsRequest) -> SecretsResult:
@@ -291,8 +300,9 @@ class HuaweiBackend(CloudBackend):
         model_read = hw.iam.Role(
             f"{name}-model-read", name=_iam_name(name, "model-read"), type=GLOBAL_POLICY,
             description="inferstack inference server: read its model prefix",
-            policy=_iam_policy(MODEL_READ_ACTIONS, [pulumi.Output.concat(
-                "obs:*:*:object:", request.model_bucket, "/", request.model_prefix, "*")]),
+            policy=_iam_policy(MODEL_READ_ACTIONS, [
+                pulumi.Output.concat("obs:*:*:object:", request.model_bucket, "/", prefix, "*")
+                for prefix in (request.model_prefix, request.bundle_prefix)]),
             opts=opts)
         project_roles: list[dict[str, Any]] = []
         if request.secret_ids:

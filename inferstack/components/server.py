@@ -25,8 +25,10 @@ from pydantic import with_config
 from typing_extensions import NotRequired, TypedDict
 
 from inferstack import bootstrap
+from inferstack.bootstrap.render import BUNDLE_PREFIX, RenderedBootstrap
 from inferstack.components.core import (
     ARGS_CONFIG,
+    BundleRequest,
     Capability,
     CloudBackend,
     FirewallRequest,
@@ -339,7 +341,7 @@ class ServerIdentity(pulumi.ComponentResource):
                               fix="use the plan's model.bucket_prefix, e.g. models/llama-3.1-8b/bf16/")
         super().__init__("inferstack:index:ServerIdentity", name, None, opts)
         result = backend.create_identity(self, name, IdentityRequest(
-            model_bucket=checked["model_bucket"], model_prefix=prefix,
+            model_bucket=checked["model_bucket"], model_prefix=prefix, bundle_prefix=BUNDLE_PREFIX,
             secret_ids=[pulumi.Output.from_input(s) for s in checked.get("secret_ids", ())], tags=_tags(checked)))
         self.identity_id = result.identity_id
         self.attachment = result.attachment
@@ -443,9 +445,14 @@ class InferenceServer(pulumi.ComponentResource):
         self._static_assets(checked, logs_bucket, force_destroy=not production)
         secrets = self._secrets(checked)
         attachment = self._identity(checked, model_bucket, secrets)
-        user_data = pulumi.Output.all(
+        rendered = pulumi.Output.all(
             model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None])
-        ).apply(lambda refs: self._render_user_data(*refs))
+        ).apply(lambda refs: self._render_bootstrap(*refs))
+        bundle = self.backend.create_bundle(self, name, BundleRequest(
+            bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
+            content=rendered.apply(lambda r: r.bundle), tags=self._tags))
+        # The user data names the bundle: a server boots only once the bundle is stored.
+        user_data = pulumi.Output.all(rendered, bundle).apply(lambda values: values[0].user_data)
         servers = self.backend.create_servers(self, name, ServersRequest(
             plan=self.plan, subnet_ids=subnet_ids, firewall_ids=firewall_ids, attachment=attachment,
             user_data=user_data, public_endpoint=any(not is_private(n) for n in networks),
@@ -534,7 +541,8 @@ class InferenceServer(pulumi.ComponentResource):
         self.identity_id = self.identity.identity_id
         return self.identity.attachment
 
-    def _render_user_data(self, model_bucket: str, api_key_ref: str | None, hub_token_ref: str | None) -> str:
+    def _render_bootstrap(self, model_bucket: str, api_key_ref: str | None,
+                          hub_token_ref: str | None) -> RenderedBootstrap:
         options = bootstrap.BootstrapOptions(model_bucket=model_bucket, region=self.plan.region,
                                              api_key_secret=api_key_ref, hub_token_secret=hub_token_ref)
         return bootstrap.render_bootstrap(self.plan, self.plan.cloud, options)
@@ -673,6 +681,10 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
                                 f"({', '.join(public)})", fix="pass a secret API key, e.g. "
                                 "`pulumi config set --secret inferstack:apiKey $(openssl rand -hex 32)`"))
     problems += backend.plan_problems(plan, field=f"{name}.plan")
+    brought_bucket = checked.get("model_bucket")
+    if isinstance(brought_bucket, str):  # its name reaches the server: the cloud's own bucket grammar, nothing else
+        bucket = bootstrap.bucket_problem(plan.cloud, brought_bucket, f"{name}.model_bucket")
+        problems += [bucket] if bucket else []
     configured = backend.configured_region()
     if configured is not None and configured != plan.region:
         problems.append(Problem(f"{name}.plan", f"was made for region {plan.region} but the provider deploys to "

@@ -2,16 +2,22 @@
 """A stand-in for `systemctl` inside the test chroot, where systemd is not PID 1.
 
 It starts units the way systemd would, from the unit files themselves: a clean environment (PATH, LANG) plus
-every EnvironmentFile=, ExecStartPre= commands in order, then ExecStart=; stdout and stderr go to
-/var/log/fake-journal/<unit>.log (the journal's stand-in). Type=oneshot runs to completion (unless
---no-block); Type=exec leaves the main process running, its process-group id in /run/fake-systemd/<unit>.pid.
-Supported: daemon-reload, enable, is-enabled, start [--no-block], stop, restart, is-active [--quiet].
-Not emulated: Restart=, dependencies, resource limits.
+Environment= and every EnvironmentFile= (read again before each command, so a file an ExecStartPre= writes
+reaches ExecStart=; a "-" path may be missing), ExecStartPre= commands in order, then ExecStart=, as User=/Group=
+in WorkingDirectory= (a "+" command runs as root, a "-" command may fail); `${NAME}` words are replaced by the
+variable's value. stdout and stderr go to /var/log/fake-journal/<unit>.log (the journal's stand-in).
+Type=oneshot runs to completion (unless --no-block); Type=exec leaves the main process running, its
+process-group id in /run/fake-systemd/<unit>.pid.
+Supported: daemon-reload, enable, is-enabled, mask, start [--no-block], stop, restart, is-active [--quiet].
+Not emulated: Restart=, dependencies, resource limits, sandboxing (ProtectSystem= and the like).
 """
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
+import re
 import shlex
 import signal
 import subprocess
@@ -36,6 +42,9 @@ def parse_unit(name: str) -> dict[str, list[str]]:
 
 def environment(settings: dict[str, list[str]]) -> dict[str, str]:
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    for assignment in settings.get("Environment", []):
+        key, _, value = assignment.partition("=")
+        env[key] = value
     for path in settings.get("EnvironmentFile", []):
         optional = path.startswith("-")
         path = path.lstrip("-")
@@ -62,20 +71,41 @@ def alive(pid: int) -> bool:
         return False
 
 
+def exec_words(line: str, env: dict[str, str]) -> list[str]:
+    """The command's words, `${NAME}` replaced by the variable's value (one word, as systemd does)."""
+    return [re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""), word)
+            for word in shlex.split(line.lstrip("-+!"))]
+
+
+def credentials(settings: dict[str, list[str]], line: str) -> dict[str, object]:
+    """Popen arguments that run the command as the unit's User=/Group= in its WorkingDirectory= ("+": as root)."""
+    user = settings.get("User", [None])[0]
+    if user is None or line.startswith("+"):
+        return {}
+    entry = pwd.getpwnam(user)
+    group = grp.getgrnam(settings["Group"][0]).gr_gid if "Group" in settings else entry.pw_gid
+    return {"user": entry.pw_uid, "group": group, "extra_groups": [],
+            "cwd": settings.get("WorkingDirectory", ["/"])[0]}
+
+
 def run(unit: str) -> int:
     """The unit's start job, run in this process (the caller detaches it when asked not to block)."""
     settings = parse_unit(unit)
-    env = environment(settings)
     for directory in settings.get("RuntimeDirectory", []):
         os.makedirs(f"/run/{directory}", mode=0o700, exist_ok=True)
     os.makedirs(JOURNAL_DIR, exist_ok=True)
     with open(os.path.join(JOURNAL_DIR, f"{unit}.log"), "ab") as journal:
-        for command in settings.get("ExecStartPre", []):
-            code = subprocess.call(shlex.split(command.lstrip("-+")), env=env, stdout=journal, stderr=journal)
-            if code != 0 and not command.startswith("-"):
+        for line in settings.get("ExecStartPre", []):
+            env = environment(settings)
+            code = subprocess.call(exec_words(line, env), env=env, stdout=journal, stderr=journal,
+                                   **credentials(settings, line))  # type: ignore[call-overload]
+            if code != 0 and not line.startswith("-"):
+                with open(state_file(unit, "rc"), "w") as handle:
+                    handle.write(str(code))
                 return code
-        main = subprocess.Popen(shlex.split(settings["ExecStart"][0]), env=env, stdout=journal, stderr=journal,
-                                start_new_session=True)
+        line, env = settings["ExecStart"][0], environment(settings)
+        main = subprocess.Popen(exec_words(line, env), env=env, stdout=journal, stderr=journal,
+                                start_new_session=True, **credentials(settings, line))  # type: ignore[call-overload]
         with open(state_file(unit, "pid"), "w") as handle:
             handle.write(str(main.pid))
         code = main.wait()
@@ -153,6 +183,12 @@ def main(argv: list[str]) -> int:
     words = [a for a in argv if not a.startswith("--")]
     command, units = words[0], words[1:]
     if command == "daemon-reload":
+        return 0
+    if command == "mask":
+        for unit in units:
+            link = os.path.join(UNIT_DIR, unit)
+            if not os.path.lexists(link):
+                os.symlink("/dev/null", link)
         return 0
     if command == "_run":
         return run(units[0])

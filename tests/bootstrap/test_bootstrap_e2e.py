@@ -1,6 +1,7 @@
 """End to end, really run: the rendered native-mode bootstrap boots a Debian 12 root file system (debootstrap,
-in a chroot) against a real S3-compatible server on loopback, and the server it starts answers a real
-completion request from a tiny GGUF model that this test creates.
+in a chroot) against a real S3-compatible server on loopback (the bundle and the model in its bucket, the secrets
+in its SSM), and the server it starts (llama.cpp as an unprivileged user, behind Debian's nginx as the gateway)
+answers a real completion, streamed or not, from a tiny GGUF model that this test creates, and 401 without the key.
 
 systemd is not PID 1 in a chroot: the units are checked with `systemd-analyze verify`, and a stand-in
 `systemctl` (fake_systemctl.py) starts them from their unit files as systemd would. The metadata server is
@@ -8,7 +9,9 @@ a loopback stand-in too (AWS IMDSv2 paths), so credentials follow the same code 
 
 Slow when cold (debootstrap ~2 min, llama.cpp compiled by pip ~4 min on 2 cores); the Debian root file system,
 the apt archives and pip's wheel cache are kept under .cache/bootstrap (or $INFERSTACK_TEST_CACHE), which makes
-a warm run take about a minute. Runs only as root with debootstrap installed, and skips otherwise.
+a warm run take about a minute. Runs only as root with debootstrap installed, and skips otherwise. Like every
+chroot or container build, the root file system refuses package scripts' service starts (policy-rc.d): the
+services run only as the bootstrap starts them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -34,6 +38,8 @@ from tiny_gguf import write_tiny_llama
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.bootstrap.manifest import write_manifest
+from inferstack.bootstrap.render import RenderedBootstrap
+from inferstack.bootstrap.runtimes import RUNTIME_PORT
 
 pytestmark = pytest.mark.e2e
 
@@ -132,6 +138,9 @@ def chroot() -> Iterator[Chroot]:
     # The host's trust store (it may hold a proxy's CA) and resolver, as a cloud image has its own.
     shutil.copy("/etc/ssl/certs/ca-certificates.crt", root / "etc/ssl/certs/ca-certificates.crt")
     shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+    policy = root / "usr/sbin/policy-rc.d"
+    policy.write_text("#!/bin/sh\nexit 101\n")
+    policy.chmod(0o755)
     shim = root / "usr/local/bin/systemctl"
     shutil.copy(Path(__file__).with_name("fake_systemctl.py"), shim)
     shim.chmod(0o755)
@@ -185,13 +194,19 @@ def deployment(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory) -> Iter
         plan = plan.model_copy(update={
             "model": plan.model.model_copy(update={"name": "tiny-llama", "bucket_prefix": PREFIX}),
             "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": 2})})
-        user_data = render_bootstrap(plan, "aws", BootstrapOptions(
+        result = render_bootstrap(plan, "aws", BootstrapOptions(
             model_bucket=BUCKET, region="us-east-1", api_key_secret=API_KEY_PARAMETER,
             hub_token_secret=HUB_TOKEN_PARAMETER, install_mode="native",
             storage_endpoint=storage, secret_endpoint=storage, metadata_endpoint=metadata))
-        apply_cloud_config(chroot, user_data)
+        store_bundle(storage, result)
+        apply_cloud_config(chroot, result.user_data)
         wait_for_boot(chroot)
         yield Deployment(chroot, storage, port, model_dir)
+
+
+def store_bundle(storage: str, result: RenderedBootstrap) -> None:
+    """What `pulumi up` does with the bundle: store it in the model bucket under its content-addressed key."""
+    s3_client(storage).put_object(Bucket=BUCKET, Key=result.bundle_key, Body=result.bundle.encode())
 
 
 def apply_cloud_config(box: Chroot, user_data: str) -> None:
@@ -231,16 +246,39 @@ def boot_log(box: Chroot) -> str:
     return "(no boot log)"
 
 
-def complete(port: int, prompt: str, api_key: str | None) -> tuple[int, dict[str, object]]:
+def call(port: int, path: str, api_key: str | None, body: dict[str, object] | None = None) -> tuple[int, bytes]:
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/completions", method="POST",
-        data=json.dumps({"model": "tiny-llama", "prompt": prompt, "max_tokens": 8}).encode(),
+        f"http://127.0.0.1:{port}{path}", method="POST" if body is not None else "GET",
+        data=json.dumps(body).encode() if body is not None else None,
         headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
+            return response.status, response.read()
     except urllib.error.HTTPError as error:
-        return error.code, {}
+        return error.code, b""
+
+
+def complete(port: int, prompt: str, api_key: str | None, **extra: object) -> tuple[int, dict[str, object]]:
+    status, body = call(port, "/v1/completions", api_key,
+                        {"model": "tiny-llama", "prompt": prompt, "max_tokens": 8, **extra})
+    return status, json.loads(body) if status == 200 and not extra.get("stream") else {"raw": body}
+
+
+def process_uid(pid: str) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses with a TCP socket listening on `port` (the chroot shares the host's network)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.rsplit(":", 1)
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
 
 
 def snapshot(box: Chroot) -> dict[str, tuple[int, int, int]]:
@@ -268,7 +306,7 @@ def test_first_boot_serves_a_real_completion_on_loopback(deployment: Deployment)
     box = deployment.box
     log = boot_log(box)
     assert box.read("/run/fake-systemd/inferstack-boot.service.rc").strip() == "0", log[-4000:]
-    for phase in ("driver", "runtime", "model_sync", "service", "model_load"):
+    for phase in ("driver", "runtime", "gateway", "model_sync", "service", "model_load"):
         assert f"phase={phase} status=ok duration_s=" in log, log[-4000:]
     assert "summary: ready in" in log
     assert box.read("/var/lib/inferstack/ready").startswith("model=tiny-llama version=v-")
@@ -276,14 +314,58 @@ def test_first_boot_serves_a_real_completion_on_loopback(deployment: Deployment)
     assert status == 200, body
     choice = body["choices"][0]  # type: ignore[index]
     assert isinstance(choice["text"], str) and body["usage"]["completion_tokens"] > 0  # type: ignore[index]
-    assert complete(deployment.port, "hello world", None)[0] == 401
-    secrets = box.path("/run/inferstack/secrets.env")
-    assert secrets.read_text() == f"API_KEY={API_KEY}\nHF_TOKEN={HUB_TOKEN}\n"
-    assert (secrets.stat().st_mode & 0o077) == 0
+
+
+def test_the_gateway_answers_401_without_the_key_on_every_route_and_only_serves_the_api(
+        deployment: Deployment) -> None:
+    port = deployment.port
+    for path in ("/v1/models", "/v1/completions", "/v1/chat/completions", "/docs", "/openapi.json", "/metrics",
+                 "/tokenize", "/"):
+        assert call(port, path, None)[0] == 401, path
+        assert call(port, path, "sk-not-the-key")[0] == 401, path
+    assert call(port, "/health", None)[0] == 200  # the load balancer's and the boot's readiness check
+    assert call(port, "/v1/models", API_KEY)[0] == 200
+    for path in ("/docs", "/openapi.json", "/metrics", "/tokenize", "/"):
+        assert call(port, path, API_KEY)[0] == 404, path
+
+
+def test_a_streamed_completion_passes_through_the_gateway(deployment: Deployment) -> None:
+    status, body = complete(deployment.port, "hello world", API_KEY, stream=True)
+    assert status == 200
+    events = [line for line in body["raw"].split(b"\n") if line.startswith(b"data: ")]  # type: ignore[union-attr]
+    assert len(events) >= 2 and events[-1] == b"data: [DONE]", events
+
+
+def test_the_runtime_runs_unprivileged_on_loopback_and_no_secret_is_on_a_command_line(
+        deployment: Deployment) -> None:
+    box = deployment.box
+    runtime_uid = int(box.run("id", "-u", "inferstack").stdout)
+    assert runtime_uid != 0
     server_pid = box.read("/run/fake-systemd/inferstack-server.service.pid").strip()
-    assert f"HF_TOKEN={HUB_TOKEN}".encode() in Path(f"/proc/{server_pid}/environ").read_bytes().split(b"\0")
+    assert process_uid(server_pid) == runtime_uid
+    assert listening_addresses(RUNTIME_PORT) == {"0100007F"}  # 127.0.0.1 only
+    environ = Path(f"/proc/{server_pid}/environ").read_bytes().split(b"\0")
+    assert f"HF_TOKEN={HUB_TOKEN}".encode() in environ
+    assert not any(API_KEY.encode() in entry for entry in environ)  # the runtime never sees the API key
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            arguments = cmdline.read_bytes()
+            assert API_KEY.encode() not in arguments and HUB_TOKEN.encode() not in arguments, cmdline
+
+
+def test_secrets_live_only_in_root_only_files_fetched_at_start(deployment: Deployment) -> None:
+    box = deployment.box
+    secrets_dir = box.path("/run/inferstack-secrets")
+    assert secrets_dir.stat().st_uid == 0 and (secrets_dir.stat().st_mode & 0o077) == 0
+    assert box.read("/run/inferstack-secrets/server.env") == f"HF_TOKEN={HUB_TOKEN}\n"
+    assert box.read("/run/inferstack-secrets/gateway-key.map") == f'"~^Bearer {re.escape(API_KEY)}$" 1;\n'
+    for name in ("server.env", "gateway-key.map"):
+        secret_file = secrets_dir / name
+        assert secret_file.stat().st_uid == 0 and (secret_file.stat().st_mode & 0o077) == 0
+    log = boot_log(box)
     for secret in (API_KEY, HUB_TOKEN):
         assert secret not in log and secret not in box.read("/etc/inferstack/bootstrap.env")
+        assert secret not in box.read("/etc/inferstack/gateway.conf")
 
 
 def test_a_second_boot_changes_nothing(deployment: Deployment) -> None:

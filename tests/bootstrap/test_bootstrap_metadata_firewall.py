@@ -15,6 +15,7 @@ import yaml
 from sample_plans import sample_plan
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
+from inferstack.bootstrap.render import RenderedBootstrap
 
 LIB_DIR = "/usr/local/lib/inferstack"
 OWNER_RULE = ["-d", "169.254.169.254/32", "-p", "tcp", "--dport", "80", "-m", "owner", "!", "--uid-owner", "0",
@@ -49,8 +50,13 @@ sys.exit(3)
 
 def boot_files(cloud: str, variant: str) -> dict[str, str]:
     plan = sample_plan(cloud, variant)  # type: ignore[arg-type]
-    user_data = render_bootstrap(plan, cloud, BootstrapOptions(model_bucket="acme-models", region=plan.region))
-    return {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}
+    return server_files(render_bootstrap(plan, cloud, BootstrapOptions(model_bucket="acme-models", region=plan.region)))
+
+
+def server_files(result: RenderedBootstrap) -> dict[str, str]:
+    """What the server ends up with: the user data's files and the bundle's."""
+    files = {f["path"]: f["content"] for f in yaml.safe_load(result.user_data)["write_files"]}
+    return {**files, **{f["path"]: f["content"] for f in json.loads(result.bundle)["files"]}}
 
 
 def run_phase(tmp_path: Path, files: dict[str, str], chains: dict[str, list[list[str]]]) -> tuple[str, list[str]]:
@@ -132,9 +138,8 @@ def test_clouds_whose_metadata_demands_tokens_get_no_rule(tmp_path: Path, cloud:
 
 def test_the_server_applies_the_rules_before_it_starts_and_before_it_fetches_its_secret() -> None:
     plan = sample_plan("gcp", "gpu-llm")
-    user_data = render_bootstrap(plan, "gcp", BootstrapOptions(model_bucket="b", region=plan.region,
-                                                               api_key_secret="projects/p/secrets/k"))
-    unit = {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}[
-        "/etc/systemd/system/inferstack-server.service"]
+    result = render_bootstrap(plan, "gcp", BootstrapOptions(model_bucket="bucket", region=plan.region,
+                                                            hub_token_secret="projects/p/secrets/k"))
+    unit = server_files(result)["/etc/systemd/system/inferstack-server.service"]
     pre = [line for line in unit.splitlines() if line.startswith("ExecStartPre=")]
-    assert pre[0] == f"ExecStartPre={LIB_DIR}/boot.sh --phase metadata_firewall" and "fetch_secret.py" in pre[1]
+    assert pre[0] == f"ExecStartPre=+{LIB_DIR}/boot.sh --phase metadata_firewall" and "fetch_secret.py" in pre[1]

@@ -1,11 +1,13 @@
-"""render_bootstrap: every variant (runtime × cloud × cpu/gpu × install mode) renders, passes Debian's
-`cloud-init schema`, ships shell that passes shellcheck and units that pass `systemd-analyze verify`, fits EC2's
-user-data limit once gzipped, and matches its golden file (UPDATE_GOLDEN=1 rewrites them)."""
+"""render_bootstrap: every variant (runtime × cloud × cpu/gpu × install mode) renders user data that passes
+Debian's `cloud-init schema` and a bundle whose shell passes shellcheck and whose units pass `systemd-analyze
+verify`; both match their golden file (UPDATE_GOLDEN=1 rewrites them). The runtime runs unprivileged behind the
+gateway, and no secret is ever on a command line."""
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -13,16 +15,19 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 from sample_plans import sample_plan
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
-from inferstack.bootstrap.render import EC2_USER_DATA_LIMIT_BYTES, user_data_gzip
+from inferstack.bootstrap.render import RenderedBootstrap
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan, Serving
 from inferstack.spec import CLOUDS
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
-SHIPPED_PROGRAMS = ("boot.sh", "cloud_access.py", "model_sync.py", "fetch_secret.py", "llamacpp_server.py")
+SHIPPED_PROGRAMS = ("boot.sh", "cloud_access.py", "model_sync.py", "fetch_secret.py", "llamacpp_server.py",
+                    "fetch_bundle.py")
+UNITS = ("inferstack-boot.service", "inferstack-server.service", "inferstack-gateway.service")
 
 
 def gpu_llamacpp_plan(cloud: str) -> DeploymentPlan:
@@ -53,43 +58,44 @@ def options_for(plan: DeploymentPlan, mode: str = "auto", **extra: object) -> Bo
                             install_mode=mode, **extra)  # type: ignore[arg-type]
 
 
-def written_files(user_data: str) -> dict[str, str]:
-    return {f["path"]: f["content"] for f in yaml.safe_load(user_data)["write_files"]}
+def written_files(result: RenderedBootstrap) -> dict[str, str]:
+    """Every file the server ends up with: the user data's, then the bundle's."""
+    files = {f["path"]: f["content"] for f in yaml.safe_load(result.user_data)["write_files"]}
+    files.update({f["path"]: f["content"] for f in json.loads(result.bundle)["files"]})
+    return files
 
 
-def golden_view(user_data: str) -> str:
-    """The user data with the shipped programs (the same in every variant) reduced to their sha256."""
-    lines = []
-    for line in user_data.split("\n- path: "):
-        path = line.split("\n", 1)[0]
+def golden_view(result: RenderedBootstrap) -> str:
+    """Each file with its path, the shipped programs (the same in every variant) reduced to their sha256."""
+    sections = [f"# user data: {result.user_data.splitlines()[1]}"]
+    for path, body in written_files(result).items():
         if path.rsplit("/", 1)[-1] in SHIPPED_PROGRAMS:
-            body = written_files(user_data)[path]
-            line = f"{path}\n  content: <shipped program, sha256 {hashlib.sha256(body.encode()).hexdigest()}>"
-        lines.append(line)
-    return "\n- path: ".join(lines)
+            body = f"<shipped program, sha256 {hashlib.sha256(body.encode()).hexdigest()}>\n"
+        sections.append(f"==> {path}\n{body}")
+    return "\n".join(sections)
 
 
 @pytest.fixture(params=VARIANTS)
-def rendered(request: pytest.FixtureRequest) -> tuple[str, str]:
+def rendered(request: pytest.FixtureRequest) -> tuple[str, RenderedBootstrap]:
     cloud, factory, mode = request.param
     plan = factory(cloud)
     return request.node.callspec.id, render_bootstrap(plan, cloud, options_for(plan, mode))
 
 
-def test_every_variant_passes_cloud_init_schema(rendered: tuple[str, str], tmp_path: Path) -> None:
-    _, user_data = rendered
+def test_every_variants_user_data_passes_cloud_init_schema(rendered: tuple[str, RenderedBootstrap],
+                                                            tmp_path: Path) -> None:
     config = tmp_path / "user-data"
-    config.write_text(user_data)
+    config.write_text(rendered[1].user_data)
     result = subprocess.run(["cloud-init", "schema", "--config-file", str(config)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Valid cloud-config" in result.stdout
 
 
-def test_every_shell_script_it_writes_passes_shellcheck(rendered: tuple[str, str], tmp_path: Path) -> None:
-    _, user_data = rendered
-    scripts = {path: body for path, body in written_files(user_data).items()
+def test_every_shell_script_it_writes_passes_shellcheck(rendered: tuple[str, RenderedBootstrap],
+                                                        tmp_path: Path) -> None:
+    scripts = {path: body for path, body in written_files(rendered[1]).items()
                if body.startswith("#!/bin/bash") or path.endswith(".sh")}
-    assert {"/usr/local/lib/inferstack/boot.sh", "/usr/local/lib/inferstack/run-server.sh"} <= set(scripts)
+    assert set(scripts) == {"/usr/local/lib/inferstack/boot.sh"}
     for path, body in scripts.items():
         script = tmp_path / Path(path).name
         script.write_text(body)
@@ -97,49 +103,44 @@ def test_every_shell_script_it_writes_passes_shellcheck(rendered: tuple[str, str
         assert result.returncode == 0, f"{path}:\n{result.stdout}"
 
 
-def test_every_python_program_it_writes_parses_as_python_3_8(rendered: tuple[str, str]) -> None:
-    _, user_data = rendered
-    programs = {p: b for p, b in written_files(user_data).items() if p.endswith(".py")}
-    assert "/usr/local/lib/inferstack/model_sync.py" in programs
+def test_every_python_program_it_writes_parses_as_python_3_8(rendered: tuple[str, RenderedBootstrap]) -> None:
+    programs = {p: b for p, b in written_files(rendered[1]).items() if p.endswith(".py")}
+    assert {"/usr/local/lib/inferstack/model_sync.py", "/usr/local/lib/inferstack/fetch_bundle.py"} <= set(programs)
     for path, body in programs.items():
         ast.parse(body, filename=path, feature_version=(3, 8))
 
 
-def test_units_pass_systemd_analyze_verify(rendered: tuple[str, str], tmp_path: Path) -> None:
-    _, user_data = rendered
+def test_units_pass_systemd_analyze_verify(rendered: tuple[str, RenderedBootstrap], tmp_path: Path) -> None:
     root = tmp_path / "root"
     shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
     stubs = {"usr/lib/systemd/system/docker.service": "[Service]\nExecStart=/usr/bin/docker\n",
              "usr/lib/systemd/system/cloud-final.service": "[Service]\nExecStart=/usr/bin/python3\n",
-             "usr/bin/docker": "#!/bin/sh\n", "usr/bin/python3": "#!/bin/sh\n"}
-    for path, body in {**stubs, **{p.lstrip("/"): b for p, b in written_files(user_data).items()}}.items():
+             "usr/bin/docker": "#!/bin/sh\n", "usr/bin/python3": "#!/bin/sh\n", "usr/sbin/nginx": "#!/bin/sh\n"}
+    for path, body in {**stubs, **{p.lstrip("/"): b for p, b in written_files(rendered[1]).items()}}.items():
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(body)
         target.chmod(0o755)
-    units = [str(root / "etc/systemd/system" / u) for u in ("inferstack-boot.service", "inferstack-server.service")]
+    (root / "opt/inferstack/venv/bin").mkdir(parents=True)
+    (root / "opt/inferstack/venv/bin/python3").symlink_to("/usr/bin/python3")
+    units = [str(root / "etc/systemd/system" / unit) for unit in UNITS]
     result = subprocess.run(["systemd-analyze", f"--root={root}", "verify", *units], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_every_variant_fits_the_ec2_user_data_limit_when_gzipped(rendered: tuple[str, str]) -> None:
-    _, user_data = rendered
-    assert len(user_data_gzip(user_data)) <= EC2_USER_DATA_LIMIT_BYTES
-
-
-def test_every_variant_matches_its_golden_file(rendered: tuple[str, str]) -> None:
-    variant, user_data = rendered
-    golden = GOLDEN_DIR / f"{variant}.yaml"
+def test_every_variant_matches_its_golden_file(rendered: tuple[str, RenderedBootstrap]) -> None:
+    variant, result = rendered
+    golden = GOLDEN_DIR / f"{variant}.txt"
     if os.environ.get("UPDATE_GOLDEN") == "1":
         golden.parent.mkdir(exist_ok=True)
-        golden.write_text(golden_view(user_data))
+        golden.write_text(golden_view(result))
     assert golden.exists(), f"no golden file {golden.name}; run UPDATE_GOLDEN=1 pytest tests/bootstrap"
-    assert golden_view(user_data) == golden.read_text(), f"{golden.name} drifted; review, then UPDATE_GOLDEN=1"
+    assert golden_view(result) == golden.read_text(), f"{golden.name} drifted; review, then UPDATE_GOLDEN=1"
 
 
 def test_every_golden_file_belongs_to_a_variant() -> None:
-    expected = {f"{name}-{cloud}.yaml" for name, _, _ in SHAPES for cloud in CLOUDS}
-    assert {p.name for p in GOLDEN_DIR.glob("*.yaml")} == expected
+    expected = {f"{name}-{cloud}.txt" for name, _, _ in SHAPES for cloud in CLOUDS}
+    assert {p.name for p in GOLDEN_DIR.iterdir()} == expected
 
 
 def test_rendering_is_deterministic() -> None:
@@ -147,71 +148,104 @@ def test_rendering_is_deterministic() -> None:
     assert render_bootstrap(plan, "gcp", options_for(plan)) == render_bootstrap(plan, "gcp", options_for(plan))
 
 
-#### What the user data says ####
+#### What the server gets ####
+
+
+def settings_of(result: RenderedBootstrap) -> dict[str, str]:
+    lines = written_files(result)["/etc/inferstack/bootstrap.env"].splitlines()
+    return dict(line.split("=", 1) for line in lines if not line.startswith("#"))
+
+
+def unit_settings(result: RenderedBootstrap, unit: str) -> list[tuple[str, str]]:
+    text = written_files(result)[f"/etc/systemd/system/{unit}"]
+    return [tuple(line.split("=", 1)) for line in text.splitlines() if "=" in line]  # type: ignore[misc]
 
 
 def test_auto_mode_runs_gpu_runtimes_in_containers_and_llamacpp_natively_on_cpu() -> None:
     modes = {}
     for variant in ("gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"):
         plan = sample_plan("aws", variant)
-        modes[variant] = written_files(render_bootstrap(plan, "aws", options_for(plan)))[
-            "/etc/inferstack/bootstrap.env"].split("INSTALL_MODE=")[1].split("\n")[0]
+        modes[variant] = settings_of(render_bootstrap(plan, "aws", options_for(plan)))["INSTALL_MODE"]
     assert modes == {"gpu-llm": "container", "cpu-llm": "native", "cpu-encoder": "container",
                      "gpu-encoder": "container"}
 
 
-def test_the_api_key_is_fetched_at_service_start_by_name_and_never_written_into_user_data() -> None:
+def test_the_api_key_is_fetched_by_the_gateway_at_each_start_as_root_into_its_map_file() -> None:
     plan = sample_plan("huawei", "gpu-llm")
-    files = written_files(render_bootstrap(plan, "huawei", options_for(plan)))
-    unit = files["/etc/systemd/system/inferstack-server.service"]
-    assert ("ExecStartPre=/usr/bin/python3 /usr/local/lib/inferstack/fetch_secret.py --cloud huawei "
-            "--region ap-southeast-3 --secret VLLM_API_KEY=inferstack-api-key "
-            "--out /run/inferstack/secrets.env") in unit
-    assert "--env-file /run/inferstack/secrets.env" in files["/usr/local/lib/inferstack/run-server.sh"]
+    result = render_bootstrap(plan, "huawei", options_for(plan))
+    assert ("ExecStartPre", "+/usr/bin/python3 /usr/local/lib/inferstack/fetch_secret.py --cloud huawei "
+            "--region ap-southeast-3 --secret API_KEY=inferstack-api-key "
+            "--out /run/inferstack-secrets/gateway-key.map --format nginx-bearer-map") in unit_settings(
+        result, "inferstack-gateway.service")
+    assert "include /run/inferstack-secrets/gateway-key.map;" in written_files(result)["/etc/inferstack/gateway.conf"]
+    assert "API_KEY" not in written_files(result)["/etc/systemd/system/inferstack-server.service"]
 
 
-def test_a_hub_token_is_fetched_with_the_api_key_and_given_to_the_runtime_as_hf_token() -> None:
+def test_a_hub_token_is_fetched_for_the_runtime_and_given_to_it_as_hf_token() -> None:
     plan = sample_plan("aws", "cpu-llm")
-    options = BootstrapOptions(model_bucket="b", region="us-east-1", api_key_secret="/app/api-key",
+    options = BootstrapOptions(model_bucket="bucket", region="us-east-1", api_key_secret="/app/api-key",
                                hub_token_secret="/app/hub-token", install_mode="native")
-    user_data = render_bootstrap(plan, "aws", options)
-    files = written_files(user_data)
-    assert ("fetch_secret.py --cloud aws --region us-east-1 --secret API_KEY=/app/api-key "
-            "--secret HF_TOKEN=/app/hub-token --out /run/inferstack/secrets.env") in (
-        files["/etc/systemd/system/inferstack-server.service"])
-    # The native server script exports everything in the secrets file, so the runtime sees HF_TOKEN.
-    assert "set -a; . /run/inferstack/secrets.env; set +a" in files["/usr/local/lib/inferstack/run-server.sh"]
+    server = unit_settings(render_bootstrap(plan, "aws", options), "inferstack-server.service")
+    assert ("ExecStartPre", "+/usr/bin/python3 /usr/local/lib/inferstack/fetch_secret.py --cloud aws --region "
+            "us-east-1 --secret HF_TOKEN=/app/hub-token --out /run/inferstack-secrets/server.env --format env"
+            ) in server
+    assert ("EnvironmentFile", "-/run/inferstack-secrets/server.env") in server  # read by systemd (root) at start
 
 
-def test_a_hub_token_alone_still_installs_the_fetcher() -> None:
+def test_a_container_runtime_gets_the_hub_token_by_name_from_its_environment() -> None:
     plan = sample_plan("gcp", "gpu-llm")
-    files = written_files(render_bootstrap(plan, "gcp", BootstrapOptions(model_bucket="b", region="us-central1",
-                                                                         hub_token_secret="hub-token")))
-    assert "/usr/local/lib/inferstack/fetch_secret.py" in files
-    assert "--secret HF_TOKEN=hub-token --out" in files["/etc/systemd/system/inferstack-server.service"]
+    result = render_bootstrap(plan, "gcp", BootstrapOptions(model_bucket="bucket", region="us-central1",
+                                                            hub_token_secret="hub-token"))
+    start = dict(unit_settings(result, "inferstack-server.service"))["ExecStart"]
+    assert " -e HF_TOKEN " in start
+    assert "ExecStartPre" not in written_files(result)["/etc/systemd/system/inferstack-gateway.service"].replace(
+        "ExecStartPre=/usr/sbin/nginx", "")
 
 
-def test_without_an_api_key_secret_nothing_fetches_one() -> None:
+def test_without_secrets_nothing_fetches_one() -> None:
     plan = sample_plan("aws", "cpu-llm")
-    files = written_files(render_bootstrap(plan, "aws", BootstrapOptions(model_bucket="b", region="us-east-1")))
-    assert "ExecStartPre" not in files["/etc/systemd/system/inferstack-server.service"]
-    assert "/usr/local/lib/inferstack/fetch_secret.py" not in files
+    result = render_bootstrap(plan, "aws", BootstrapOptions(model_bucket="bucket", region="us-east-1"))
+    units = "".join(written_files(result)[f"/etc/systemd/system/{unit}"] for unit in UNITS)
+    assert "fetch_secret.py" not in units and "secrets" not in units
+    assert "$inferstack_authorized" not in written_files(result)["/etc/inferstack/gateway.conf"]
 
 
-def test_the_server_command_line_carries_the_plans_serving_settings() -> None:
+def test_a_native_runtime_runs_unprivileged_and_sandboxed_on_loopback() -> None:
+    plan = sample_plan("aws", "cpu-llm")
+    server = unit_settings(render_bootstrap(plan, "aws", options_for(plan, "native")), "inferstack-server.service")
+    for setting in [("User", "inferstack"), ("Group", "inferstack"), ("NoNewPrivileges", "yes"),
+                    ("ProtectSystem", "full"), ("ProtectHome", "yes"), ("CapabilityBoundingSet", "")]:
+        assert setting in server
+    start = dict(server)["ExecStart"]
+    assert start.startswith("/opt/inferstack/venv/bin/python3 /usr/local/lib/inferstack/llamacpp_server.py "
+                            "--model ${MODEL_FILE} --model_alias llama-3.1-8b --host 127.0.0.1 --port 18000")
+
+
+def test_a_container_runtime_runs_as_the_runtime_user_without_capabilities_on_loopback() -> None:
     plan = sample_plan("aws", "gpu-llm")
-    script = written_files(render_bootstrap(plan, "aws", options_for(plan)))["/usr/local/lib/inferstack/run-server.sh"]
-    assert ('vllm/vllm-openai:v0.12.0 --model "${MODEL_DIR}" --served-model-name llama-3.1-8b --host 0.0.0.0 '
-            "--port 8000 --tensor-parallel-size 1 --dtype bfloat16 --max-model-len 4096 --max-num-seqs 32 "
-            "--gpu-memory-utilization 0.9") in script
-    assert "--gpus all --ipc=host" in script
+    start = dict(unit_settings(render_bootstrap(plan, "aws", options_for(plan)), "inferstack-server.service"))[
+        "ExecStart"]
+    assert start.startswith("/usr/bin/docker run --rm --name inferstack-server --init "
+                            "--user=${RUNTIME_UID}:${RUNTIME_GID} --cap-drop=ALL --security-opt=no-new-privileges "
+                            "--ulimit memlock=-1 -p 127.0.0.1:18000:18000 --gpus all --ipc=host ")
+    assert start.endswith("vllm/vllm-openai:v0.12.0 --model ${MODEL_DIR} --served-model-name llama-3.1-8b --host "
+                          "0.0.0.0 --port 18000 --tensor-parallel-size 1 --dtype bfloat16 --max-model-len 4096 "
+                          "--max-num-seqs 32 --gpu-memory-utilization 0.9")
+
+
+def test_no_runtime_gets_an_api_key_on_its_command_line_or_in_its_environment() -> None:
+    for variant in ("gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"):
+        plan = sample_plan("aws", variant)
+        server = written_files(render_bootstrap(plan, "aws", options_for(plan)))[
+            "/etc/systemd/system/inferstack-server.service"]
+        for marker in ("api-key", "API_KEY", "restricted-api", "inferstack-api-key"):
+            assert marker not in server, (variant, marker)
 
 
 def test_local_nvme_is_used_when_the_plan_has_it() -> None:
     with_nvme, without = sample_plan("aws", "gpu-llm"), sample_plan("gcp", "gpu-llm")
-    env = {p.cloud: written_files(render_bootstrap(p, p.cloud, options_for(p)))["/etc/inferstack/bootstrap.env"]
-           for p in (with_nvme, without)}
-    assert "NVME_EXPECTED=1" in env["aws"] and "NVME_EXPECTED=0" in env["gcp"]
+    settings = {p.cloud: settings_of(render_bootstrap(p, p.cloud, options_for(p))) for p in (with_nvme, without)}
+    assert settings["aws"]["NVME_EXPECTED"] == "1" and settings["gcp"]["NVME_EXPECTED"] == "0"
 
 
 #### Bad input ####
@@ -230,11 +264,29 @@ def test_a_cloud_other_than_the_plans_is_refused() -> None:
         render_bootstrap(plan, "gcp", options_for(plan))
 
 
-@pytest.mark.parametrize("bucket", ["models; rm -rf /", "models$(id)", "a b", "x\ny"])
-def test_names_that_could_inject_shell_are_refused(bucket: str) -> None:
-    plan = sample_plan("alibaba", "cpu-llm")
-    with pytest.raises(InputError, match=r"options\.model_bucket: contains characters that are unsafe"):
-        render_bootstrap(plan, "alibaba", BootstrapOptions(model_bucket=bucket, region="ap-southeast-1"))
+@pytest.mark.parametrize("bucket", ["models; rm -rf /", "models$(id)", "a b", "x\ny", "u@attacker.example/x",
+                                    "attacker.example:443", "../bucket", "Bucket"])
+def test_a_bucket_that_is_no_bucket_name_is_refused_before_rendering(bucket: str) -> None:
+    with pytest.raises(ValidationError, match="model_bucket"):
+        BootstrapOptions(model_bucket=bucket, region="ap-southeast-1")
+
+
+@pytest.mark.parametrize(("cloud", "bucket"), [("alibaba", "my.models"), ("alibaba", "my_models"),
+                                               ("aws", "my_models"), ("aws", "192.168.1.10"),
+                                               ("huawei", "my..models"), ("gcp", "goog-models")])
+def test_a_bucket_name_the_cloud_refuses_is_refused_naming_the_cloud(cloud: str, bucket: str) -> None:
+    plan = sample_plan(cloud, "cpu-llm")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=rf"options\.model_bucket: is not a bucket name that {cloud} accepts"):
+        render_bootstrap(plan, cloud, BootstrapOptions(model_bucket=bucket, region=plan.region))
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("region", "us-east-1\nDEVICE=gpu"), ("api_key_secret", "-rf"), ("api_key_secret", "a b"),
+    ("hub_token_secret", "x;reboot"), ("storage_endpoint", "http://attacker.example"),
+    ("secret_endpoint", "https://kms.example/$(id)"), ("metadata_endpoint", "file:///etc/passwd")])
+def test_option_values_that_could_reach_a_shell_or_leak_a_token_are_refused(field: str, value: str) -> None:
+    with pytest.raises(ValidationError, match=field):
+        BootstrapOptions(**{"model_bucket": "bucket", "region": "us-east-1", field: value})  # type: ignore[arg-type]
 
 
 def test_vllm_on_a_cpu_server_is_refused() -> None:
@@ -248,7 +300,7 @@ def test_vllm_on_a_cpu_server_is_refused() -> None:
 def test_the_shipped_programs_run_without_their_docstrings(tmp_path: Path) -> None:
     from inferstack.bootstrap.render import shipped_copy
 
-    for name in ("cloud_access.py", "model_sync.py", "fetch_secret.py"):
+    for name in ("cloud_access.py", "model_sync.py", "fetch_secret.py", "fetch_bundle.py"):
         (tmp_path / name).write_text(shipped_copy(name))
     for program in ("model_sync.py", "fetch_secret.py"):
         result = subprocess.run(["python3", str(tmp_path / program), "--help"], capture_output=True, text=True)

@@ -68,6 +68,13 @@ def _user_data(instance: Any) -> str:
     return gzip.decompress(base64.b64decode(instance.inputs["userData"])).decode()
 
 
+def _bundle(recording: Recording) -> str:
+    """The boot bundle the deployment stores in its model bucket (everything the user data does not carry)."""
+    (bundle,) = recording.of_type("alicloud:oss/bucketObject:BucketObject")
+    content: str = bundle.inputs["content"]
+    return content
+
+
 def _invokes(recording: Recording, token: str) -> list[dict[str, Any]]:
     return [args for called, args in recording.invokes if called == token]
 
@@ -116,11 +123,12 @@ def test_no_ubuntu_image_for_the_instance_type_is_an_error_naming_it(run: Any,
 
 
 def test_gpu_server_boots_the_plain_image_and_the_bootstrap_installs_the_driver(run: Any) -> None:
-    (instance,) = _deploy(run, sample_plan("alibaba", "gpu-llm", "validation")).of_type(INSTANCE)
+    recording = _deploy(run, sample_plan("alibaba", "gpu-llm", "validation"))
+    (instance,) = recording.of_type(INSTANCE)
     user_data = _user_data(instance)
     assert user_data.startswith("#cloud-config")
-    assert "DEVICE=gpu" in user_data and "nvidia-headless-${NVIDIA_DRIVER_BRANCH}-server" in user_data
-    assert "INFERSTACK_CLOUD=alibaba" in user_data
+    assert "DEVICE=gpu" in user_data and "INFERSTACK_CLOUD=alibaba" in user_data
+    assert "nvidia-headless-${NVIDIA_DRIVER_BRANCH}-server" in _bundle(recording)  # boot.sh, in the bundle
 
 
 #### Servers ####
@@ -365,7 +373,8 @@ def test_api_key_is_a_kms_secret_in_the_configured_instance_readable_by_this_rol
                                     "Resource": [secret.outputs["arn"]]}]
     assert recording.value["api_key"] == secret.inputs["secretName"]
     (instance,) = recording.of_type(INSTANCE)
-    assert secret.inputs["secretName"] in _user_data(instance) and API_KEY not in _user_data(instance)
+    assert secret.inputs["secretName"] in _bundle(recording)  # the gateway fetches it by name at each start
+    assert API_KEY not in _user_data(instance) and API_KEY not in _bundle(recording)
 
 
 @pytest.mark.parametrize("component", [
@@ -406,7 +415,8 @@ def test_role_trusts_ecs_only_and_reads_the_model_prefix_of_one_bucket(run: Any)
     assert statements == [
         {"Effect": "Allow", "Action": "oss:ListObjects", "Resource": f"acs:oss:*:*:{bucket}",
          "Condition": {"StringLike": {"oss:Prefix": [f"{plan.model.bucket_prefix}*"]}}},
-        {"Effect": "Allow", "Action": "oss:GetObject", "Resource": f"acs:oss:*:*:{bucket}/{plan.model.bucket_prefix}*"}]
+        {"Effect": "Allow", "Action": "oss:GetObject", "Resource": [f"acs:oss:*:*:{bucket}/{plan.model.bucket_prefix}*",
+                                                                    f"acs:oss:*:*:{bucket}/inferstack/bootstrap/*"]}]
     attachments = recording.of_type("alicloud:ram/rolePolicyAttachment:RolePolicyAttachment")
     assert {(a.inputs["policyType"], a.inputs["roleName"]) for a in attachments} == {
         ("Custom", recording.named("chat-identity-role").inputs["roleName"])}
@@ -422,12 +432,13 @@ def test_brought_pieces_are_used_as_given_and_nothing_is_created_for_them(run: A
                         assets_bucket="byo-assets")
     created = {r.type.split(":")[1].split("/")[0] + "/" + r.type.split(":")[-1] for r in recording.resources
                if r.custom}
-    assert created == {"ecs/Instance", "cdn/DomainNew", "cdn/DomainConfig"}
+    assert created == {"ecs/Instance", "cdn/DomainNew", "cdn/DomainConfig", "oss/BucketObject"}  # + the boot bundle
     instances = sorted(recording.of_type(INSTANCE), key=lambda i: i.name)
     assert [i.inputs["vswitchId"] for i in instances] == ["vsw-byo-a", "vsw-byo-b"]
     assert {tuple(i.inputs["securityGroups"]) for i in instances} == {("sg-byo",)}
     assert {i.inputs["roleName"] for i in instances} == {"byo-role"}
     assert "byo-models" in _user_data(instances[0])  # the bootstrap syncs the brought bucket
+    assert recording.named("chat-bundle").inputs["bucket"] == "byo-models"
     (source,) = recording.named("chat-assets-cdn").inputs["sources"]
     assert source["content"] == "byo-assets.oss-ap-southeast-1.aliyuncs.com"
     assert recording.value["bucket"] == "byo-models" and recording.value["identity"] is None

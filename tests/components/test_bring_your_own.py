@@ -27,11 +27,15 @@ def _types(recording: Recording) -> set[str]:
     return {r.type.split(":")[-1] for r in recording.resources if r.custom}
 
 
+BUNDLE = "aws:s3/bucketObjectv2:BucketObjectv2"
+
+
 def _nothing_targets(recording: Recording, brought_id: str) -> bool:
-    """No registered resource is, or configures, the brought resource."""
+    """No registered resource is, or configures, the brought resource (the boot bundle is an object stored in a
+    brought model bucket, under its own prefix: it changes no setting of the bucket)."""
     return all(r.id != brought_id and brought_id not in (r.inputs.get("bucket"), r.inputs.get("vpcId"),
                                                          r.inputs.get("role"))
-               for r in recording.resources if r.custom and r.type != "aws:ec2/instance:Instance")
+               for r in recording.resources if r.custom and r.type not in ("aws:ec2/instance:Instance", BUNDLE))
 
 
 def test_existing_network_and_subnets_are_used_and_no_network_is_created(run: Any) -> None:
@@ -68,7 +72,10 @@ def test_existing_model_bucket_is_read_and_never_modified(run: Any) -> None:
     assert recording.value["bucket"] == "team-models"
     read = json.loads(recording.named("chat-identity-model-read").inputs["policy"])["Statement"]
     assert {s["Resource"] for s in read} == {
-        "arn:aws:s3:::team-models", "arn:aws:s3:::team-models/models/llama-3.1-8b/bf16/*"}
+        "arn:aws:s3:::team-models", "arn:aws:s3:::team-models/models/llama-3.1-8b/bf16/*",
+        "arn:aws:s3:::team-models/inferstack/bootstrap/*"}
+    (bundle,) = recording.of_type(BUNDLE)
+    assert bundle.inputs["bucket"] == "team-models" and bundle.inputs["key"].startswith("inferstack/bootstrap/")
 
 
 def test_existing_assets_bucket_is_served_without_touching_it(run: Any) -> None:
@@ -86,7 +93,7 @@ def test_everything_brought_leaves_only_servers_cdn_and_secrets_to_create(run: A
                         security_group_ids=["sg-0byo"], instance_identity="existing-profile",
                         model_bucket="team-models", assets_bucket="team-assets",
                         api_key=pulumi.Output.secret("k"))
-    assert _types(recording) == {"Instance", "OriginAccessControl", "Distribution", "Parameter"}
+    assert _types(recording) == {"Instance", "OriginAccessControl", "Distribution", "Parameter", "BucketObjectv2"}
 
 
 def test_without_static_assets_no_cdn_is_created(run: Any) -> None:

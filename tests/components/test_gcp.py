@@ -41,6 +41,8 @@ INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
 BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+BUNDLE = "gcp:storage/bucketObject:BucketObject"
+"""The boot bundle: its `name` is an object key, unique in its bucket (not a project-wide resource name)."""
 IMAGE_LOOKUP = "gcp:compute/getImage:getImage"
 LB_AGENT = "serviceAccount:service-123456789012@https-lb.iam.gserviceaccount.com"  # the preview's project number
 
@@ -236,13 +238,16 @@ def test_servers_are_shielded_vms_with_os_login_and_no_ssh_keys() -> None:
     assert not [r for r in recording.of_type(FIREWALL) if "22" in json.dumps(r.inputs.get("allows", []))]
 
 
-def test_user_data_is_the_rendered_bootstrap_naming_bucket_region_and_secret() -> None:
+def test_user_data_and_bundle_are_the_rendered_bootstrap_naming_bucket_region_and_secret() -> None:
     plan = sample_plan("gcp", "cpu-llm", "internal")
     recording = _server(plan, static_assets=False, api_key=pulumi.Output.secret("sk-gcp-user-data"))
     (instance,) = recording.of_type(INSTANCE)
     expected = bootstrap.render_bootstrap(plan, "gcp", bootstrap.BootstrapOptions(
         model_bucket=recording.value["bucket"], region="us-central1", api_key_secret=recording.value["api_key_ref"]))
-    assert instance.inputs["metadata"]["user-data"] == expected
+    assert instance.inputs["metadata"]["user-data"] == expected.user_data
+    (bundle,) = recording.of_type("gcp:storage/bucketObject:BucketObject")
+    assert bundle.inputs["bucket"] == recording.value["bucket"] and bundle.inputs["name"] == expected.bundle_key
+    assert bundle.inputs["content"] == expected.bundle
     assert recording.value["api_key_ref"].startswith("projects/inferstack-test/secrets/")
     assert "sk-gcp-user-data" not in json.dumps([r.masked_inputs for r in recording.resources])
 
@@ -313,7 +318,8 @@ def test_rules_target_the_servers_network_tag_and_egress_is_web_only() -> None:
 def test_resource_names_are_valid_gcp_names_even_for_odd_projects() -> None:
     recording = record(lambda: InferenceServer("Chat_1", {"plan": sample_plan("gcp"), "static_assets": False}),
                        config=GCP_CONFIG, project="9lives", stack="Prod_EU")
-    names = [r.inputs["name"] for r in recording.resources if r.custom and "name" in r.inputs and r.type != BUCKET]
+    names = [r.inputs["name"] for r in recording.resources
+             if r.custom and "name" in r.inputs and r.type not in (BUCKET, BUNDLE)]
     assert names and all(len(n) <= 63 and n[0].isalpha() and n == n.lower() for n in names)
     buckets = [b.inputs["name"] for b in recording.of_type(BUCKET)]  # bucket names may start with a digit
     assert buckets and all(re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", b) for b in buckets)
@@ -367,7 +373,8 @@ def test_service_account_reads_the_model_prefix_and_its_secrets_only() -> None:
     bucket = recording.value["bucket"]
     (model_read,) = [m.inputs for m in recording.of_type(BUCKET_MEMBER) if m.inputs["member"] == member]
     assert model_read["bucket"] == bucket and model_read["role"] == "roles/storage.objectViewer"
-    assert model_read["condition"]["expression"] == prefix_condition(bucket, plan.model.bucket_prefix)
+    assert model_read["condition"]["expression"] == prefix_condition(bucket, plan.model.bucket_prefix,
+                                                                     "inferstack/bootstrap/")
     secret_reads = recording.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
     assert sorted(r.inputs["secretId"] for r in secret_reads) == sorted(
         s.id for s in recording.of_type("gcp:secretmanager/secret:Secret"))
@@ -376,12 +383,15 @@ def test_service_account_reads_the_model_prefix_and_its_secrets_only() -> None:
     assert all(i.inputs["serviceAccount"]["email"] == account.outputs["email"] for i in recording.of_type(INSTANCE))
 
 
-def test_prefix_condition_covers_objects_and_listings_under_the_prefix() -> None:
-    assert prefix_condition("models-b", "models/x/bf16/") == (
+def test_prefix_condition_covers_objects_and_listings_under_the_prefix_and_objects_under_the_second() -> None:
+    assert prefix_condition("models-b", "models/x/bf16/", "inferstack/bootstrap/") == (
         'resource.name.startsWith("projects/_/buckets/models-b/objects/models/x/bf16/") || '
-        'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("models/x/bf16/")')
+        'api.getAttribute("storage.googleapis.com/objectListPrefix", "").startsWith("models/x/bf16/") || '
+        'resource.name.startsWith("projects/_/buckets/models-b/objects/inferstack/bootstrap/")')
     with pytest.raises(InputError, match="model_prefix"):
-        prefix_condition("b", 'models/") || true || ("')
+        prefix_condition("b", 'models/") || true || ("', "inferstack/bootstrap/")
+    with pytest.raises(InputError, match="bundle_prefix"):
+        prefix_condition("b", "models/", '") || true || ("')
 
 
 def test_secret_values_are_stored_in_secret_manager_as_pulumi_secrets() -> None:
@@ -477,10 +487,13 @@ def test_existing_model_bucket_is_read_and_never_modified() -> None:
     recording = _server(sample_plan("gcp", "gpu-llm", "validation"), model_bucket="team-models")
     assert not [r for r in recording.resources if r.type == "inferstack:index:ModelStore"]
     assert recording.value["bucket"] == "team-models"
-    # The one resource naming the bucket is the non-authoritative read grant: it adds a member, changes nothing else.
+    # Naming the bucket: the boot bundle (an object under its own prefix) and the non-authoritative read grant (it
+    # adds a member); no setting of the bucket changes.
     naming = [r for r in recording.resources
               if r.custom and r.type != INSTANCE and "team-models" in json.dumps(r.inputs)]
-    assert [(r.type, r.name) for r in naming] == [(BUCKET_MEMBER, "chat-identity-model-read")]
+    assert sorted((r.type, r.name) for r in naming) == [(BUCKET_MEMBER, "chat-identity-model-read"),
+                                                        (BUNDLE, "chat-bundle")]
+    assert recording.named("chat-bundle").inputs["name"].startswith("inferstack/bootstrap/")
 
 
 def test_existing_assets_bucket_is_served_without_touching_it() -> None:
@@ -498,7 +511,8 @@ def test_everything_brought_leaves_only_servers_load_balancer_and_secrets_to_cre
                         instance_identity="inference@team.iam.gserviceaccount.com", model_bucket="team-models",
                         assets_bucket="team-assets", api_key=pulumi.Output.secret("k"))
     assert _types(recording) == {"Instance", "BackendBucket", "GlobalAddress", "ManagedSslCertificate", "SSLPolicy",
-                                 "URLMap", "TargetHttpsProxy", "GlobalForwardingRule", "Secret", "SecretVersion"}
+                                 "URLMap", "TargetHttpsProxy", "GlobalForwardingRule", "Secret", "SecretVersion",
+                                 "BucketObject"}
 
 
 def test_covering_cidr_is_the_smallest_block_holding_every_subnetwork() -> None:
@@ -517,7 +531,8 @@ def test_two_servers_in_one_stack_have_unique_urns() -> None:
                               for name in ("chat", "embed")])
     urns = Counter(r.urn for r in recording.resources)
     assert len(recording.resources) > 50 and [urn for urn, count in urns.items() if count > 1] == []
-    names = Counter(r.inputs["name"] for r in recording.resources if r.custom and "name" in r.inputs)
+    names = Counter(r.inputs["name"] for r in recording.resources if r.custom and "name" in r.inputs
+                    and r.type != BUNDLE)
     assert [name for name, count in names.items() if count > 1] == []  # GCP names are project-wide
 
 

@@ -234,7 +234,7 @@ def test_the_agency_lets_ecs_read_only_the_model_prefix(run: Any) -> None:
     assert model_read["type"] == "AX"
     assert json.loads(model_read["policy"]) == {"Version": "1.1", "Statement": [{
         "Effect": "Allow", "Action": ["obs:object:GetObject"],
-        "Resource": [f"obs:*:*:object:{bucket}/{MODEL_PREFIX}*"]}]}
+        "Resource": [f"obs:*:*:object:{bucket}/{MODEL_PREFIX}*", f"obs:*:*:object:{bucket}/inferstack/bootstrap/*"]}]}
     assert {s.inputs["agencyName"] for s in _of(recording, "Instance")} == {agency["name"]}
 
 
@@ -255,9 +255,10 @@ def test_the_api_key_is_a_csms_secret_the_server_reads_by_name(run: Any) -> None
     assert len(name) <= 64 and name.endswith("-api-key") and re.fullmatch(r"[a-z0-9-]+", name)
     assert secret.inputs["secretText"] == API_KEY and secret.masked_inputs["secretText"] == "[secret]"
     assert recording.value["api_key_ref"] == name
+    (bundle,) = _of(recording, "BucketObject")
+    assert name in bundle.inputs["content"] and API_KEY not in bundle.inputs["content"]  # fetched by name at start
     for server in _of(recording, "Instance"):
-        user_data = gzip.decompress(base64.b64decode(server.inputs["userData"])).decode()
-        assert name in user_data and API_KEY not in user_data
+        assert API_KEY not in gzip.decompress(base64.b64decode(server.inputs["userData"])).decode()
 
 
 def test_iam_names_fit_huawei_limits_and_differ_per_stack(run: Any) -> None:
@@ -383,7 +384,8 @@ def test_everything_brought_leaves_only_servers_cdn_and_secrets_to_create(run: A
     recording = _deploy(run, stage="production", network_id="vpc-byo", subnet_ids=["subnet-a", "subnet-b"],
                         security_group_ids=["sg-byo"], instance_identity="team-agency",
                         model_bucket="team-models", assets_bucket="team-assets", api_key=API_KEY)
-    assert {r.type.split(":")[-1] for r in recording.resources if r.custom} == {"Instance", "Domain", "Secret"}
+    assert {r.type.split(":")[-1] for r in recording.resources if r.custom} == {"Instance", "Domain", "Secret",
+                                                                               "BucketObject"}
     servers = _of(recording, "Instance")
     assert sorted(s.inputs["networks"][0]["uuid"] for s in servers) == ["subnet-a", "subnet-b"]
     assert {s.inputs["agencyName"] for s in servers} == {"team-agency"}
@@ -405,9 +407,12 @@ def test_a_brought_network_is_looked_up_for_its_range_and_nothing_is_created_for
 def test_a_brought_model_bucket_is_granted_by_prefix_and_never_modified(run: Any) -> None:
     recording = _deploy(run, model_bucket="team-models")
     assert not [r for r in recording.resources if r.type == "inferstack:index:ModelStore"]
-    assert all("team-models" not in (r.id, r.inputs.get("bucket")) for r in recording.resources if r.custom)
+    # The boot bundle is the one object stored in it, under its own prefix; nothing configures the bucket.
+    assert [r.name for r in recording.resources if r.custom and "team-models" in (r.id, r.inputs.get("bucket"))] == [
+        "chat-bundle"]
     resources = _policy(recording.named("chat-identity-model-read"))["Statement"][0]["Resource"]
-    assert resources == [f"obs:*:*:object:team-models/{MODEL_PREFIX}*"]
+    assert resources == [f"obs:*:*:object:team-models/{MODEL_PREFIX}*",
+                         "obs:*:*:object:team-models/inferstack/bootstrap/*"]
 
 
 #### Plans without a price, the dev stack, the example ####

@@ -95,7 +95,11 @@ def test_user_data_is_the_rendered_bootstrap_gzip_compressed_under_the_ec2_limit
     assert len(packed) <= USER_DATA_LIMIT_BYTES
     expected = bootstrap.render_bootstrap(plan, "aws", bootstrap.BootstrapOptions(
         model_bucket=recording.named("chat-store-models").id, region="us-east-1"))
-    assert gzip.decompress(packed).decode() == expected
+    assert gzip.decompress(packed).decode() == expected.user_data
+    bundle = recording.named("chat-bundle")
+    assert bundle.inputs["bucket"] == recording.named("chat-store-models").id
+    assert (bundle.inputs["key"], bundle.inputs["content"]) == (expected.bundle_key, expected.bundle)
+    assert bundle.inputs["serverSideEncryption"] == "AES256"
 
 
 def test_production_protects_servers_from_termination_and_keeps_bucket_contents(run: Any) -> None:

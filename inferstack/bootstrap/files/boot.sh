@@ -1,14 +1,15 @@
 #!/bin/bash
-# inferstack boot: metadata firewall -> driver -> runtime -> model sync -> service -> model load (readiness).
+# inferstack boot: metadata firewall -> driver -> runtime -> gateway -> model sync -> service -> model load.
 #
-# Runs at every boot as inferstack-boot.service (cloud-init only writes the files and starts it once). Every
+# Runs at every boot as inferstack-boot.service (cloud-init only writes the loader and starts it once; the loader,
+# fetch_bundle.py, installed this script and the units from the bundle just before). Every
 # phase looks before it acts, so a second run on a booted server changes nothing. One line per phase, with
 # its duration, goes to the journal (journalctl -u inferstack-boot) and to /var/log/inferstack/boot.log:
 #
 #   inferstack phase=model_sync status=ok duration_s=41.2 detail="..."
 #
 # `boot.sh` runs all phases; `boot.sh --phase NAME` runs one (for debugging).
-# shellcheck disable=SC2153  # upper-case settings come from bootstrap.env, sourced below
+# shellcheck disable=SC2153  # upper-case settings come from bootstrap.env, read by load_settings below
 set -euo pipefail
 
 CONFIG=${INFERSTACK_CONFIG:-/etc/inferstack/bootstrap.env}
@@ -19,11 +20,26 @@ RUN_DIR=/run/inferstack-boot # per-run scratch (phase results): not persistent, 
 MODEL_ENV=/etc/inferstack/model.env
 VENV=/opt/inferstack/venv
 SERVICE=inferstack-server.service
+GATEWAY=inferstack-gateway.service
+GATEWAY_CONFIG=/etc/inferstack/gateway.conf
 REBOOT_REQUESTED=100
 METADATA_ADDRESS=169.254.169.254
 
-# shellcheck source=/dev/null
-. "$CONFIG"
+# Settings are data, never code: each line is KEY=VALUE with a value of a few safe characters, set as a plain
+# variable. A line of any other shape stops the boot.
+SETTING_PATTERN='^([A-Z][A-Z0-9_]*)=([][A-Za-z0-9._:/@+=,-]*)$'
+load_settings() {
+    local line
+    while IFS= read -r line || [ -n "$line" ]; do
+        case "$line" in '' | '#'*) continue ;; esac
+        if ! [[ "$line" =~ $SETTING_PATTERN ]]; then
+            echo "inferstack: $CONFIG: not a KEY=VALUE setting; refusing to boot" >&2
+            exit 2
+        fi
+        printf -v "${BASH_REMATCH[1]}" '%s' "${BASH_REMATCH[2]}"
+    done <"$CONFIG"
+}
+load_settings
 
 log() { printf '%s inferstack %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 # detail: the phase's one-line result, repeated in its summary line
@@ -138,13 +154,13 @@ install_docker() {
     require_apt
     # shellcheck source=/dev/null
     . /etc/os-release
-    log "installing Docker Engine ${DOCKER_VERSION_PIN} from download.docker.com"
+    log "installing Docker Engine ${DOCKER_VERSION_PIN}.x from download.docker.com"
     apt_install ca-certificates curl gnupg
     install -m 0755 -d /etc/apt/keyrings
     retry curl -fsSL "https://download.docker.com/linux/${ID}/gpg" -o /etc/apt/keyrings/docker.asc
     echo "deb [arch=$(dpkg --print-architecture) signed-by=/etc/apt/keyrings/docker.asc] https://download.docker.com/linux/${ID} ${VERSION_CODENAME} stable" \
         >/etc/apt/sources.list.d/docker.list
-    printf 'Package: docker-ce docker-ce-cli\nPin: version %s\nPin-Priority: 1001\n' "$DOCKER_VERSION_PIN" \
+    printf 'Package: docker-ce docker-ce-cli\nPin: version %s.*\nPin-Priority: 1001\n' "$DOCKER_VERSION_PIN" \
         >/etc/apt/preferences.d/inferstack-docker
     apt_get update
     apt_get install -y docker-ce docker-ce-cli containerd.io
@@ -186,7 +202,8 @@ install_container_runtime() {
 }
 
 installed_pip_version() {
-    "$VENV/bin/python3" -c "import importlib.metadata as m; print(m.version('$PIP_DISTRIBUTION'))" 2>/dev/null || true
+    "$VENV/bin/python3" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' \
+        "$PIP_DISTRIBUTION" 2>/dev/null || true
 }
 
 install_native_runtime() {
@@ -206,8 +223,30 @@ install_native_runtime() {
     detail "native: installed $PIP_DISTRIBUTION $PIP_VERSION in $VENV"
 }
 
+# The runtime runs as this unprivileged system user (no login); its home holds the runtime's caches only.
+ensure_runtime_user() {
+    id -u "$RUNTIME_USER" >/dev/null 2>&1 ||
+        useradd --system --user-group --home-dir "$RUNTIME_HOME" --shell /usr/sbin/nologin "$RUNTIME_USER"
+    [ -d "$RUNTIME_HOME" ] || install -d -o "$RUNTIME_USER" -g "$RUNTIME_USER" -m 0750 "$RUNTIME_HOME"
+}
+
 phase_runtime() {
+    ensure_runtime_user
     if [ "$INSTALL_MODE" = container ]; then install_container_runtime; else install_native_runtime; fi
+}
+
+#### phase: gateway ####
+
+# nginx from the distribution, run by inferstack-gateway.service with /etc/inferstack/gateway.conf. The package's
+# own service (the default site on port 80) is masked before the install, so it never starts.
+phase_gateway() {
+    if ! command -v nginx >/dev/null 2>&1; then
+        require_apt
+        systemctl mask nginx.service >/dev/null
+        apt_install nginx
+    fi
+    [ -f "$GATEWAY_CONFIG" ] || fail "$GATEWAY_CONFIG is missing; the bundle was not installed"
+    detail "$(nginx -v 2>&1 | head -n 1) in front of 127.0.0.1:$RUNTIME_PORT on port $PORT"
 }
 
 #### phase: model_sync ####
@@ -290,39 +329,52 @@ phase_model_sync() {
     write_if_changed "$MODEL_ENV" "MODEL_DIR=$model_dir
 MODEL_FILE=$model_file
 TRITON_REPO=$repo
-MODEL_ROOT=$root"
+MODEL_ROOT=$root
+RUNTIME_UID=$(id -u "$RUNTIME_USER")
+RUNTIME_GID=$(id -g "$RUNTIME_USER")"
     write_if_changed "$STATE_DIR/model-version" "$(readlink "$model_dir")"
     detail "$output"
 }
 
 #### phase: service ####
 
-phase_service() {
-    local version served=""
-    version=$(cat "$STATE_DIR/model-version")
-    [ -f "$STATE_DIR/served-version" ] && served=$(cat "$STATE_DIR/served-version")
-    systemctl daemon-reload
-    systemctl is-enabled --quiet "$SERVICE" || systemctl enable "$SERVICE"
-    if ! systemctl is-active --quiet "$SERVICE"; then
-        systemctl start "$SERVICE"
-        detail "started $SERVICE ($version)"
-    elif [ "$served" != "$version" ]; then
-        systemctl restart "$SERVICE"
-        detail "restarted $SERVICE for the new model ($served -> $version)"
+# (re)start UNIT when it is not running, or when what it serves changed (a new model, a new bundle)
+start_or_restart() {
+    local unit=$1 changed=$2
+    systemctl is-enabled --quiet "$unit" || systemctl enable "$unit"
+    if ! systemctl is-active --quiet "$unit"; then
+        systemctl start "$unit"
+        echo "started $unit"
+    elif [ "$changed" = 1 ]; then
+        systemctl restart "$unit"
+        echo "restarted $unit"
     else
-        detail "$SERVICE already serving $version"
+        echo "$unit already serving"
     fi
-    write_if_changed "$STATE_DIR/served-version" "$version"
+}
+
+phase_service() {
+    local version served="" serving changed=0 server gateway
+    version=$(cat "$STATE_DIR/model-version")
+    serving="$version bundle=${BUNDLE_SHA256:0:16}"
+    [ -f "$STATE_DIR/served-version" ] && served=$(cat "$STATE_DIR/served-version")
+    [ "$served" = "$serving" ] || changed=1
+    systemctl daemon-reload
+    server=$(start_or_restart "$SERVICE" "$changed")
+    gateway=$(start_or_restart "$GATEWAY" "$changed")
+    write_if_changed "$STATE_DIR/served-version" "$serving"
+    detail "$server, $gateway ($serving)"
 }
 
 #### phase: model_load ####
 
 phase_model_load() {
     local url="http://127.0.0.1:${PORT}${HEALTH_PATH}" deadline=$((SECONDS + READY_TIMEOUT_S))
-    until curl -fsS -o /dev/null --max-time 5 "$url" 2>/dev/null; do
-        if ! systemctl is-active --quiet "$SERVICE"; then
-            fail "$SERVICE is not running; see journalctl -u $SERVICE"
-        fi
+    local unit
+    until curl -fsS -o /dev/null --max-time 5 "$url" 2>/dev/null; do # through the gateway: both must answer
+        for unit in "$SERVICE" "$GATEWAY"; do
+            systemctl is-active --quiet "$unit" || fail "$unit is not running; see journalctl -u $unit"
+        done
         [ "$SECONDS" -lt "$deadline" ] || fail "$url not healthy after ${READY_TIMEOUT_S}s; see journalctl -u $SERVICE"
         sleep 2
     done
@@ -351,7 +403,7 @@ main() {
     started=$(now_s)
     DURATIONS=()
     log "boot start: $RUNTIME ($INSTALL_MODE) on $DEVICE, model $MODEL_NAME from $INFERSTACK_CLOUD $MODEL_BUCKET/$MODEL_PREFIX"
-    for phase in metadata_firewall driver runtime model_sync service model_load; do
+    for phase in metadata_firewall driver runtime gateway model_sync service model_load; do
         code=0
         run_phase "$phase" || code=$?
         if [ "$code" -eq "$REBOOT_REQUESTED" ]; then
@@ -374,10 +426,11 @@ if [ "${1:-}" = --phase ]; then
         metadata_firewall) phase_metadata_firewall ;;
         driver) phase_driver ;;
         runtime) phase_runtime ;;
+        gateway) phase_gateway ;;
         model_sync) phase_model_sync ;;
         service) phase_service ;;
         model_load) phase_model_load ;;
-        *) fail "unknown phase $2 (metadata_firewall, driver, runtime, model_sync, service, model_load)" ;;
+        *) fail "unknown phase $2 (metadata_firewall, driver, runtime, gateway, model_sync, service, model_load)" ;;
     esac
     exit 0
 fi

@@ -36,6 +36,15 @@ from dataclasses import dataclass
 
 CLOUDS = ("aws", "gcp", "alibaba", "huawei")
 
+# Bucket names as each cloud allows them. Storage hosts are built from a bucket that matches, never from text.
+_NOT_AN_IP = r"(?![0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$)(?!.*\.\.)"
+BUCKET_NAME_PATTERNS = {
+    "aws": _NOT_AN_IP + r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+    "gcp": r"(?!goog)" + _NOT_AN_IP + r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$",
+    "alibaba": r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+    "huawei": _NOT_AN_IP + r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+}
+
 # Link-local metadata servers, as each cloud documents them.
 METADATA_ENDPOINTS = {
     "aws": "http://169.254.169.254",

@@ -101,13 +101,22 @@ READERS: dict[str, Callable[[str, str, str, Credentials, str | None], str]] = {
 }
 
 
-def write_env_file(path: str, values: dict[str, str]) -> None:
-    """Write one `name=value` line per entry, readable by root only, atomically (a reader never sees half a file)."""
+# How each --format writes the values: an environment file (systemd EnvironmentFile=), or the nginx `map` entries
+# of the gateway, which lets a request through when its Authorization header is exactly "Bearer <key>" (a
+# case-sensitive regular expression: nginx compares plain map strings ignoring case).
+FORMATS = {
+    "env": lambda name, value: f"{name}={value}\n",
+    "nginx-bearer-map": lambda name, value: f'"~^Bearer {re.escape(value)}$" 1;\n',
+}
+
+
+def write_secret_file(path: str, values: dict[str, str], file_format: str = "env") -> None:
+    """Write one line per entry, readable by root only, atomically (a reader never sees half a file)."""
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     temporary = f"{path}.tmp"
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
-        handle.writelines(f"{name}={value}\n" for name, value in values.items())
+        handle.writelines(FORMATS[file_format](name, value) for name, value in values.items())
     os.chmod(temporary, 0o600)
     os.replace(temporary, path)
 
@@ -127,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--secret", required=True, action="append", type=env_and_secret, metavar="ENV_NAME=SECRET",
                         help="environment variable the runtime reads, and the secret's name/id in the cloud's store "
                              "(repeatable)")
-    parser.add_argument("--out", required=True, help="environment file to write (mode 0600)")
+    parser.add_argument("--out", required=True, help="file to write (mode 0600, in a root-only directory)")
+    parser.add_argument("--format", default="env", choices=sorted(FORMATS), help="env (NAME=value lines) or "
+                        "nginx-bearer-map (the gateway's API-key map entries)")
     parser.add_argument("--endpoint", default=None, help="secret-store endpoint override")
     parser.add_argument("--metadata-endpoint", default=None, help="metadata-server override")
     args = parser.parse_args(argv)
@@ -146,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     except (AccessError, KeyError, ValueError) as error:
         log(f"secret: cannot read {secret!r} from the {args.cloud} secret store: {error}")
         return 4
-    write_env_file(args.out, values)
+    write_secret_file(args.out, values, args.format)
     for env_name, secret in args.secret:
         log(f"secret: {secret!r} fetched ({len(values[env_name])} characters) into {args.out} as {env_name}")
     return 0
