@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-# The repository root, so that `tests.sample_plans` imports under plain `pytest` as under `python -m pytest`.
+# The repository root, so that `tests.sample_plans` imports under plain `pytest` as under `python -m pytest`; and
+# policy/, where the guardrails live that the pack and the security invariants share (`import inferstack_rules`).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.append(str(Path(__file__).resolve().parents[2] / "policy"))
 
 from inferstack.preview import Recording, record
 

@@ -3,7 +3,8 @@
 Each cloud contributes one mapper, `facts(recording) -> SecurityFacts`, in its own module
 `tests/components/facts_<cloud>.py`; `FACT_MAPPERS` collects those that exist. The invariant tests
 (test_security_invariants.py) run for every cloud that has both a backend and a mapper: a new cloud adds its
-module and gets the whole matrix for free.
+module and gets the whole matrix for free. `guarded_resources` hands the same recording to the policy pack's own
+rules (policy/inferstack_rules.py), as the engine would hand it to the pack.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferstack.preview import Recording, RegisteredResource
+import inferstack_rules as guardrails  # policy/, on the path from conftest.py
+
+from inferstack.preview import PROVIDER_TYPE_PREFIX, Recording, RegisteredResource
 from inferstack.spec import CLOUDS
 
 WORLD = ("0.0.0.0/0", "::/0")
@@ -176,6 +179,17 @@ def secret_refs(secrets: Iterable[RegisteredResource], reference: Callable[[Regi
     """Short name → reference of each stored secret, told apart by its resource name (`<component>-<short name>`)."""
     return {short: reference(secret) for secret in secrets for short in SECRET_NAMES
             if secret.name.endswith(f"-{short}")}
+
+
+#### What the guardrails see ####
+
+
+def guarded_resources(recording: Recording) -> list[guardrails.PlainResource]:
+    """The resources as the engine hands them to the policy pack: resource rules see a cloud resource's inputs, stack
+    rules every resource (components too) with its outputs; providers are not resources to either."""
+    return [guardrails.PlainResource(r.type, r.name, r.urn, props={**r.outputs, **r.inputs}, inputs=r.inputs,
+                                     custom=r.custom)
+            for r in recording.resources if not r.type.startswith(PROVIDER_TYPE_PREFIX)]
 
 
 #### The mappers ####

@@ -2,8 +2,14 @@
 
 Two kinds of sample: the four plan shapes of tests/sample_plans.py (GPU/CPU LLM, CPU/GPU encoder), and every
 workload file in examples/workloads/, which the InferenceServer sizes itself with the real planner. Each case
-builds one InferenceServer under mocks and checks the cloud-neutral facts (neutral_view.py) of what was actually
-registered: nothing here reads the code's intentions.
+builds one InferenceServer under mocks and checks what was actually registered: nothing here reads the code's
+intentions.
+
+Two views of it. The guardrails (policy/inferstack_rules.py) are the policy pack's own rules, run here exactly as
+the pack runs them, so the components cannot build what the pack refuses and the two cannot drift apart: admin
+ports, public ingress, public buckets, encryption, metadata tokens, storage wildcards, the servers' identity
+allow-list, HTTPS-only CDNs. The cloud-neutral facts (neutral_view.py) check what a policy cannot know because it
+depends on what was asked for: the plan's port and model prefix, the exposure, the secrets' values.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import inferstack_rules as guardrails  # policy/, on the path from conftest.py
 import pytest
 
 from inferstack.components import Capability, InferenceServer, available_clouds, backend_for
@@ -21,7 +28,7 @@ from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, record
 from inferstack.spec import load_workload
 from tests.components.conftest import CLOUD_ARGS, STACK_CONFIG
-from tests.components.neutral_view import FACT_MAPPERS, WORLD, SecurityFacts
+from tests.components.neutral_view import FACT_MAPPERS, WORLD, SecurityFacts, guarded_resources
 from tests.sample_plans import sample_plan
 
 API_KEY = "sk-invariant-7f3c9a0b1d2e4f56"
@@ -32,6 +39,13 @@ EXPOSURES: dict[str, dict[str, Any]] = {
     "public": {"allowed_cidrs": ["0.0.0.0/0"], "api_key": API_KEY, "hub_token": HUB_TOKEN},
 }
 SECRET_ARGS = {"api_key": "api-key", "hub_token": "hub-token"}
+# What each cloud's firewall, buckets and servers are registered as: the guardrails must have looked at them.
+FIREWALL_TYPES = {"aws": guardrails.AWS_INGRESS_RULE, "gcp": guardrails.GCP_FIREWALL,
+                  "alibaba": guardrails.ALI_SECURITY_GROUP_RULE, "huawei": guardrails.HW_SECURITY_GROUP_RULE}
+BUCKET_TYPES = {"aws": guardrails.AWS_BUCKET, "gcp": guardrails.GCP_BUCKET, "alibaba": guardrails.ALI_BUCKET,
+                "huawei": guardrails.HW_BUCKET}
+SERVER_TYPES = {"aws": guardrails.AWS_INSTANCE, "gcp": guardrails.GCP_INSTANCE, "alibaba": guardrails.ALI_INSTANCE,
+                "huawei": guardrails.HW_INSTANCE}
 
 # Who besides the account's own identities may read a bucket, per cloud: the CDN and log delivery where a bucket
 # policy or IAM binding must name them. Every cloud with a mapper has a row (a missing one fails loudly).
@@ -65,6 +79,8 @@ class Case:
     exposure: str
     recording: Recording
     facts: SecurityFacts
+    stack: guardrails.Stack
+    evaluation: guardrails.Evaluation
 
     def supports(self, capability: Capability) -> None:
         support = backend_for(self.cloud).support(capability)
@@ -87,13 +103,53 @@ def case(request: pytest.FixtureRequest) -> Case:
         servers.append(InferenceServer("inv", args))
 
     recording = record(program, config=STACK_CONFIG, stack="invariants")  # every sample deploys on every cloud
-    return Case(cloud, servers[0].plan, exposure, recording, FACT_MAPPERS[cloud](recording))
+    resources = guarded_resources(recording)
+    return Case(cloud, servers[0].plan, exposure, recording, FACT_MAPPERS[cloud](recording),
+                guardrails.Stack(resources), guardrails.evaluate(resources))
 
 
-def test_admin_ports_are_never_open(case: Case) -> None:
-    assert case.facts.ingress, "the firewall registered no ingress rule at all"
-    open_ports = {port for rule in case.facts.ingress for port in range(rule.port_from, rule.port_to + 1)}
-    assert not open_ports & set(ADMIN_PORTS)
+def _server_identity(case: Case) -> guardrails.ServerIdentity:
+    def unexpected(message: str, urn: str | None = None) -> None:
+        raise AssertionError(f"{message} ({urn})")
+
+    identities = guardrails.server_identities(case.stack, unexpected)
+    assert len(identities) == 1, [i.resource.name for i in identities]
+    return identities[0]
+
+
+#### The guardrails: the policy pack's rules ####
+
+
+def test_the_deployment_passes_every_guardrail(case: Case) -> None:
+    assert [(finding.rule, finding.message) for finding in case.evaluation.findings] == []
+
+
+def test_the_guardrails_looked_at_the_firewall_buckets_servers_and_identity(case: Case) -> None:
+    examined = case.evaluation.examined
+    assert FIREWALL_TYPES[case.cloud] in examined["admin-ports-not-public"]
+    assert FIREWALL_TYPES[case.cloud] in examined["world-ingress-serving-port-only"]
+    assert BUCKET_TYPES[case.cloud] in examined["buckets-not-public"]
+    assert SERVER_TYPES[case.cloud] in examined["encryption-at-rest"]
+    assert SERVER_TYPES[case.cloud] in examined["metadata-tokens-required"]
+    assert ("server-identity-least-privilege", "") not in case.evaluation.not_applicable
+
+
+def test_metadata_tokens_are_not_applicable_exactly_where_the_backend_lacks_metadata_hardening(case: Case) -> None:
+    servers = {r.urn for r in case.recording.of_type(SERVER_TYPES[case.cloud])}
+    assert len(servers) == case.plan.instance_count
+    not_applicable = {urn for (rule, urn) in case.evaluation.not_applicable if rule == "metadata-tokens-required"}
+    hardened = backend_for(case.cloud).support(Capability.METADATA_HARDENING).available
+    assert not_applicable == (set() if hardened else servers)
+
+
+def test_admin_ports_are_never_open_even_to_private_networks(case: Case) -> None:
+    """Stricter than the pack, which admits private sources: inferstack itself opens no admin port at all."""
+    openings = [o for r in case.recording.resources for o in guardrails.openings(r.type, r.inputs)]
+    assert openings, "the firewall registered no ingress rule at all"
+    assert [(o.low, o.high, o.source.text) for o in openings if any(o.covers(p) for p in ADMIN_PORTS)] == []
+
+
+#### What only the request can tell: ports, exposure, prefix, secrets ####
 
 
 def test_only_the_inference_port_is_reachable_from_outside_the_network(case: Case) -> None:
@@ -139,38 +195,19 @@ def test_only_the_clouds_cdn_and_log_delivery_may_read_a_bucket(case: Case) -> N
     assert readers <= BUCKET_READERS[case.cloud]
 
 
-def test_every_server_demands_metadata_tokens(case: Case) -> None:
-    assert len(case.facts.servers) == case.plan.instance_count
-    case.supports(Capability.METADATA_HARDENING)
-    assert all(server.metadata_tokens_required for server in case.facts.servers)
-
-
-def test_every_root_disk_is_encrypted(case: Case) -> None:
-    assert case.facts.servers and all(server.root_disk_encrypted for server in case.facts.servers)
-
-
 def test_identity_reads_only_the_model_prefix_of_one_bucket(case: Case) -> None:
-    storage = [grant for grant in case.facts.grants if grant.kind == "storage"]
-    assert storage, "the identity has no storage grant: the server could not read its model"
     model_bucket = case.recording.named("inv-store-models").id
-    assert all(grant.read_only for grant in storage)
-    assert {scope for grant in storage for scope in grant.scope} == {
-        f"{model_bucket}/{case.plan.model.bucket_prefix}*"}
+    assert _server_identity(case).storage == {f"{model_bucket}/{case.plan.model.bucket_prefix}*"}
 
 
-def test_identity_has_no_grant_beyond_model_secrets_and_shell(case: Case) -> None:
-    assert {grant.kind for grant in case.facts.grants} <= {"storage", "secrets", "management"}
-    secret_grants = [grant for grant in case.facts.grants if grant.kind == "secrets"]
-    assert all(grant.read_only for grant in secret_grants)
-    assert bool(secret_grants) == bool(case.facts.secret_refs)  # a secrets grant only for a server with secrets
-
-
-def test_identity_reads_only_its_own_secrets(case: Case) -> None:
-    if not case.facts.secret_refs:
-        pytest.skip("no secrets in this exposure")
-    case.supports(Capability.SECRET_SCOPED_GRANTS)
-    readable = {scope for grant in case.facts.grants if grant.kind == "secrets" for scope in grant.scope}
-    assert readable == set(case.facts.secret_refs.values())
+def test_identity_reads_exactly_its_own_secrets(case: Case) -> None:
+    secrets = {r.urn for r in case.recording.resources if r.type in guardrails.SECRET_TYPES[case.cloud]}
+    assert bool(secrets) == bool(case.facts.secret_refs)
+    readable = _server_identity(case).secrets
+    if backend_for(case.cloud).support(Capability.SECRET_SCOPED_GRANTS).available:
+        assert readable == secrets
+    else:  # Huawei: every secret of the region's project (the capability says why)
+        assert readable == ({"*"} if secrets else set())
 
 
 def test_cdn_serves_https_only_from_a_private_origin(case: Case) -> None:

@@ -41,7 +41,8 @@ except ImportError as error:  # never a silent skip: the policy tests need the p
         "main environment's google-cloud-billing (protobuf>=6.33.5) forbids, so they run in their own environment: "
         "`make policy-tests` (docs/policy.md)") from error
 
-import inferstack_policies as rules  # noqa: E402  (after the path and the SDK check above)
+import inferstack_policies as pack  # noqa: E402  (after the path and the SDK check above)
+import inferstack_rules as rules  # noqa: E402, F401  (the tests read the rules' type tokens and reasons here)
 
 from inferstack import preview  # noqa: E402
 from inferstack.preview import Recording, RegisteredResource  # noqa: E402
@@ -195,7 +196,7 @@ def check_recording(registered: Registered, *, config: Mapping[str, Mapping[str,
     """Every policy of the pack on everything a program registered: resource policies on each cloud resource's
     inputs, stack policies on all of them. `config` maps a policy name to its configuration."""
     report = Report()
-    chosen = list(policies if policies is not None else rules.POLICIES)
+    chosen = list(policies if policies is not None else pack.POLICIES)
     resources = registered.resources()
     for resource in (r for r in resources if r.custom):
         for policy in (p for p in chosen if isinstance(p, ResourceValidationPolicy)):

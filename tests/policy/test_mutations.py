@@ -20,6 +20,12 @@ from tests.policy.harness import Registered, check_recording, rules
 ADMIN_FIX = ("inferstack opens no admin port; reach servers through the cloud's managed shell, or admit a private "
              "network only")
 API_RULE = "server-firewall-api-0-0-0-0-0"
+WORLD_FIX = ("only a serving port (8000) may be open beyond private networks; admit private networks only, or reach "
+             "other ports through the cloud's managed shell")
+NEVER = ("which inferstack never grants: the servers only read their model prefix and their own secrets{shell} "
+         "(docs/policy.md lists the actions); remove it")
+NOT_ONE_PREFIX = ("which is not one model prefix of one bucket: grant bucket/prefix* only (no wildcard in the bucket "
+                  "or the prefix)")
 
 Props = dict[str, Any]
 
@@ -106,13 +112,13 @@ MUTATIONS = [
                                           "principals that may read instead")),
     Mutation("server role reads the whole bucket", "aws", "server-identity-model-read",
              _statements("policy", _aws_read_whole_bucket), "server-identity-least-privilege",
-             lambda r: f"the servers' identity reads arn:aws:s3:::{_bucket(r)}/* (statement ReadModelFiles), which is "
-                       "not limited to a model prefix: grant bucket/prefix* only"),
+             lambda r: f"the servers' identity may s3:GetObject on arn:aws:s3:::{_bucket(r)}/* (statement "
+                       f"ReadModelFiles), {NOT_ONE_PREFIX}"),
     Mutation("server role may write", "aws", "server-identity-model-read",
              _statements("policy", lambda s: s[1].update(Action=["s3:GetObject", "s3:PutObject"])),
              "server-identity-least-privilege",
-             _fixed("the servers' identity may s3:PutObject (statement ReadModelFiles): it only reads its model; grant "
-                    "read actions only")),
+             _fixed("the servers' identity may s3:PutObject (statement ReadModelFiles), "
+                    + NEVER.format(shell=" and open the managed shell"))),
     Mutation("every storage action", "aws", "server-identity-model-read",
              _statements("policy", lambda s: s[1].update(Action="s3:*")), "storage-grants-no-wildcards",
              _fixed("statement ReadModelFiles allows s3:*, which covers every storage action: name the read actions "
@@ -125,14 +131,36 @@ MUTATIONS = [
                     "resource named '*-api-key'): set one with `pulumi config set --secret inferstack:apiKey "
                     "\"$(openssl rand -hex 32)\"`, or list your users' networks in allowedCidrs"),
              reported_on=API_RULE),
+    # AWS: the hardening issue's bypasses
+    Mutation("the API rule moved to another port, for half the internet", "aws", API_RULE,
+             lambda p: {**p, "fromPort": 9000.0, "toPort": 9000.0, "cidrIpv4": "0.0.0.0/1"},
+             "world-ingress-serving-port-only",
+             _fixed(f"port 9000 is open to public network 0.0.0.0/1: {WORLD_FIX}")),
+    Mutation("the API rule made every protocol, as the number -1", "aws", API_RULE,
+             lambda p: {**p, "ipProtocol": -1.0}, "admin-ports-not-public",
+             _fixed(f"ports 0-65535 are open to 0.0.0.0/0, including admin port 22 (SSH): {ADMIN_FIX}")),
+    Mutation("metadata hop limit raised to 64", "aws", "server-server-0",
+             _set("metadataOptions.httpPutResponseHopLimit", 64.0), "metadata-tokens-required",
+             _fixed("the metadata hop limit is 64 (metadataOptions.httpPutResponseHopLimit), so containers on the "
+                    "server reach its credentials: set it to 1")),
+    Mutation("session manager policy widened to iam:*", "aws", "server-identity-session-manager",
+             _statements("policy", lambda s: s[0].update(Action="iam:*")), "server-identity-least-privilege",
+             _fixed("the servers' identity may iam:* (statement #0), "
+                    + NEVER.format(shell=" and open the managed shell"))),
+    Mutation("AmazonSSMManagedInstanceCore attached instead of the session manager policy", "aws",
+             "server-identity-session-manager",
+             lambda p: {"role": p["role"], "policyArn": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"},
+             "server-identity-least-privilege",
+             _fixed("the servers' identity has the AWS-managed policy AmazonSSMManagedInstanceCore attached, which "
+                    "inferstack never grants: attach nothing but inferstack's own policies"),
+             new_type=rules.AWS_ROLE_POLICY_ATTACHMENT),
     # Google Cloud
     Mutation("firewall opens SSH to the world", "gcp", API_RULE,
              _set("allows", [{"protocol": "tcp", "ports": ["22"]}]), "admin-ports-not-public",
              _fixed(f"admin port 22 (SSH) is open to 0.0.0.0/0: {ADMIN_FIX}")),
     Mutation("firewall opens another port to the world", "gcp", API_RULE,
              _set("allows", [{"protocol": "tcp", "ports": ["8000", "9000"]}]), "world-ingress-serving-port-only",
-             _fixed("port 9000 is open to the whole internet (0.0.0.0/0): only a serving port (8000) may be; admit "
-                    "your users' networks instead")),
+             _fixed(f"port 9000 is open to the whole internet (0.0.0.0/0): {WORLD_FIX}")),
     Mutation("public access prevention inherited", "gcp", "server-store-models",
              _set("publicAccessPrevention", "inherited"), "buckets-not-public",
              _fixed("public access prevention is inherited: set publicAccessPrevention to enforced")),
@@ -148,6 +176,20 @@ MUTATIONS = [
              _fixed("server-assets-https serves the CDN backend server-assets-backend over plain HTTP: serve it "
                     "through a TargetHttpsProxy only, and redirect port 80 with a URL map whose defaultUrlRedirect "
                     "has httpsRedirect"), new_type=rules.GCP_HTTP_PROXY),
+    # Google Cloud: the hardening issue's bypasses
+    Mutation("SSH opened by a network firewall policy rule", "gcp", API_RULE,
+             lambda p: {"firewallPolicy": "fp", "priority": 1000.0, "action": "allow", "direction": "INGRESS",
+                        "match": {"srcIpRanges": p["sourceRanges"],
+                                  "layer4Configs": [{"ipProtocol": "tcp", "ports": ["22"]}]}},
+             "admin-ports-not-public", _fixed(f"admin port 22 (SSH) is open to 0.0.0.0/0: {ADMIN_FIX}"),
+             new_type=rules.GCP_NETWORK_FIREWALL_POLICY_RULE),
+    Mutation("the model read grant replaced by roles/editor on the project", "gcp", "server-identity-model-read",
+             lambda p: {"project": "inferstack-preview", "role": "roles/editor", "member": p["member"]},
+             "server-identity-least-privilege",
+             _fixed("the servers' identity holds roles/editor on project inferstack-preview, which inferstack never "
+                    "grants: the servers read their model prefix (roles/storage.objectViewer on the bucket, under a "
+                    "prefix condition) and their own secrets (roles/secretmanager.secretAccessor), nothing else; "
+                    "remove it"), new_type=rules.GCP_PROJECT_IAM_MEMBER),
     # Alibaba Cloud
     Mutation("metadata tokens made optional", "alibaba", "server-server-0", _set("httpTokens", "optional"),
              "metadata-tokens-required",
@@ -170,6 +212,15 @@ MUTATIONS = [
              _statements("policyDocument", lambda s: s[1].update(Resource="acs:oss:*:*:*")),
              "storage-grants-no-wildcards",
              _fixed("statement #1 grants storage on acs:oss:*:*:*, which is every bucket: name one bucket and prefix")),
+    # Alibaba Cloud: the hardening issue's bypasses
+    Mutation("secrets read on every secret", "alibaba", "server-identity-secrets-read",
+             _statements("policyDocument", lambda s: s[0].update(Resource="*")), "server-identity-least-privilege",
+             _fixed("the servers' identity may kms:GetSecretValue on * (statement #0), which is not a secret of this "
+                    "stack: grant its own secrets only, by name")),
+    Mutation("metadata hop limit raised to 64", "alibaba", "server-server-1", _set("httpPutResponseHopLimit", 64.0),
+             "metadata-tokens-required",
+             _fixed("the metadata hop limit is 64 (httpPutResponseHopLimit), so containers on the server reach its "
+                    "credentials: set it to 1")),
     # Huawei Cloud
     Mutation("bucket encryption off", "huawei", "server-store-models", _set("encryption", False),
              "encryption-at-rest",
@@ -184,11 +235,23 @@ MUTATIONS = [
              "buckets-not-public", _fixed("bucket ACL is public-read, which lets anyone read it: use private")),
     Mutation("model read on every object", "huawei", "server-identity-model-read",
              _statements("policy", lambda s: s[0].pop("Resource")), "server-identity-least-privilege",
-             _fixed("the servers' identity reads every resource (no Resource) (statement #0), which is not limited "
-                    "to a model prefix: grant bucket/prefix* only")),
+             _fixed("the servers' identity may obs:object:GetObject on every resource (no Resource) (statement #0), "
+                    f"{NOT_ONE_PREFIX}")),
     Mutation("CDN no longer redirects HTTP", "huawei", "server-assets-cdn",
              _set("configs.forceRedirect.enabled", False), "cdn-https-only",
              _fixed("plain HTTP is not redirected: set configs.forceRedirect to enabled, type https")),
+    # Huawei Cloud: the hardening issue's bypasses
+    Mutation("SSH from an address group", "huawei", API_RULE,
+             lambda p: {**{k: v for k, v in p.items() if k != "remoteIpPrefix"}, "remoteAddressGroupId": "ag-1",
+                        "portRangeMin": 22.0, "portRangeMax": 22.0},
+             "admin-ports-not-public",
+             _fixed(f"admin port 22 (SSH) is open to address group ag-1, which the pack cannot read: {ADMIN_FIX}")),
+    Mutation("secrets read granted account-wide", "huawei", "server-identity-agency",
+             lambda p: {**p, "domainRoles": [*p["domainRoles"], *p["projectRoles"][0]["roles"]], "projectRoles": []},
+             "server-identity-least-privilege",
+             _fixed("the servers' identity may csms:secretVersion:get (statement #0) as a domain role, which reads "
+                    "every secret of the account: grant it as a project role of one region"),
+             reported_on="server-identity-secrets-read"),
 ]
 
 

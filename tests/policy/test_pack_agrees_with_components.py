@@ -8,9 +8,13 @@ from collections.abc import Callable
 import pytest
 
 from inferstack.components import Capability, backend_for
+from inferstack.components import aws as aws_backend
+from inferstack.components import gcp as gcp_backend
+from inferstack.components import huawei as huawei_backend
 from inferstack.plan import Serving
+from inferstack.preview import RegisteredResource
 from tests.policy import deployments
-from tests.policy.harness import Registered, Resource, check_recording, check_resource, check_stack, rules
+from tests.policy.harness import Registered, Resource, check_recording, check_resource, check_stack, pack, rules
 
 CLOUD_OF_PACKAGE = {"aws": "aws", "gcp": "gcp", "alicloud": "alibaba", "huaweicloud": "huawei"}
 INSTANCE_TYPES = {"aws": rules.AWS_INSTANCE, "gcp": rules.GCP_INSTANCE, "alibaba": rules.ALI_INSTANCE,
@@ -59,7 +63,7 @@ def test_the_pack_checked_the_firewall_buckets_and_servers_of_every_deployment(d
 def test_metadata_tokens_are_not_applicable_exactly_where_the_backend_lacks_metadata_hardening(
         deployment: Registered) -> None:
     cloud = cloud_of(deployment)
-    report = check_recording(deployment, policies=[rules.metadata_tokens_required])
+    report = check_recording(deployment, policies=[pack.metadata_tokens_required])
     instances = {r.urn for r in deployment.resources() if r.type == INSTANCE_TYPES[cloud]}
     not_applicable = {urn for (policy, urn) in report.not_applicable}
     if backend_for(cloud).support(Capability.METADATA_HARDENING).available:
@@ -71,7 +75,7 @@ def test_metadata_tokens_are_not_applicable_exactly_where_the_backend_lacks_meta
 
 @pytest.mark.parametrize("cloud", sorted(INSTANCE_TYPES))
 def test_the_pack_says_not_applicable_for_metadata_tokens_where_the_backend_says_unsupported(cloud: str) -> None:
-    report = check_resource(rules.metadata_tokens_required, INSTANCE_TYPES[cloud], {})
+    report = check_resource(pack.metadata_tokens_required, INSTANCE_TYPES[cloud], {})
     supported = backend_for(cloud).support(Capability.METADATA_HARDENING).available
     assert bool(report.not_applicable) != supported
     assert bool(report.violations) == supported  # where it is supported, an instance that sets nothing violates
@@ -80,8 +84,8 @@ def test_the_pack_says_not_applicable_for_metadata_tokens_where_the_backend_says
 @pytest.mark.parametrize("cloud", sorted(BUCKET_TYPES))
 def test_the_pack_checks_a_public_access_block_where_the_backend_has_one(cloud: str) -> None:
     bucket = Resource(BUCKET_TYPES[cloud], "models", {"bucket": "b", "name": "b"})
-    stack_report = check_stack(rules.buckets_have_public_access_block, [bucket])
-    resource_report = check_resource(rules.buckets_not_public, BUCKET_TYPES[cloud], bucket.props)
+    stack_report = check_stack(pack.buckets_have_public_access_block, [bucket])
+    resource_report = check_resource(pack.buckets_not_public, BUCKET_TYPES[cloud], bucket.props)
     reported = stack_report.violations + resource_report.violations
     if backend_for(cloud).support(Capability.BUCKET_PUBLIC_ACCESS_BLOCK).available:
         assert reported, "a bucket without a public access block passed"
@@ -92,3 +96,34 @@ def test_the_pack_checks_a_public_access_block_where_the_backend_has_one(cloud: 
 
 def test_the_default_serving_port_is_the_plans_serving_port() -> None:
     assert (Serving.model_fields["port"].default,) == rules.DEFAULT_SERVING_PORTS
+
+
+def test_the_metadata_hop_limit_is_the_one_the_aws_servers_get() -> None:
+    assert rules.METADATA_HOP_LIMIT == aws_backend.METADATA_HOP_LIMIT
+
+
+def test_the_allow_list_names_the_components_own_constants() -> None:
+    assert rules.SERVER_GRANTS["aws"].anywhere == set(aws_backend.SESSION_MANAGER_ACTIONS)
+    assert rules.SERVER_GRANTS["gcp"].object_reads == {gcp_backend.MODEL_READER_ROLE}
+    assert rules.SERVER_GRANTS["gcp"].secret_reads == {gcp_backend.SECRET_READER_ROLE}
+    assert rules.SERVER_GRANTS["huawei"].object_reads == set(huawei_backend.MODEL_READ_ACTIONS)
+    assert rules.SERVER_GRANTS["huawei"].secret_reads == set(huawei_backend.SECRET_READ_ACTIONS)
+
+
+@pytest.mark.parametrize("cloud", sorted(deployments.CLOUD_SETTINGS))
+def test_the_allow_list_is_exactly_what_the_servers_identity_holds(cloud: str) -> None:
+    """Not one action more than inferstack grants (the public deployment has secrets, so it holds them all)."""
+    stack = rules.Stack([_plain(r) for r in deployments.public_deployment(cloud, "gpu-llm").resources()])
+    (identity,) = rules.server_identities(stack, _no_violation)
+    row = rules.SERVER_GRANTS[cloud]
+    assert identity.violations == []
+    assert {a.lower() for a in identity.holds} == {
+        a.lower() for a in (*row.object_reads, *row.listings, *row.secret_reads, *row.anywhere)}
+
+
+def _plain(resource: RegisteredResource) -> rules.PlainResource:
+    return rules.PlainResource(resource.type, resource.name, resource.urn, {**resource.outputs, **resource.inputs})
+
+
+def _no_violation(message: str, urn: str | None = None) -> None:
+    raise AssertionError(message)

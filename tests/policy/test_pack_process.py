@@ -18,7 +18,7 @@ import yaml
 from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
-from tests.policy.harness import REPO, rules
+from tests.policy.harness import REPO, pack, rules
 
 PACK = REPO / "policy"
 STARTUP_TIMEOUT_S = 60
@@ -58,21 +58,22 @@ def test_the_pack_introduces_itself_with_every_policy_and_its_enforcement_level(
     info = analyzer.GetAnalyzerInfo(empty_pb2.Empty())
     assert info.name == "inferstack-guardrails"
     levels = {p.name: analyzer_pb2.EnforcementLevel.Name(p.enforcementLevel) for p in info.policies}
-    assert levels == {p.name: ("ADVISORY" if p is rules.public_api_has_api_key else "MANDATORY")
-                      for p in rules.POLICIES}
+    assert levels == {p.name: ("ADVISORY" if p is pack.public_api_has_api_key else "MANDATORY")
+                      for p in pack.POLICIES}
     kinds = {p.name: analyzer_pb2.PolicyType.Name(p.policy_type) for p in info.policies}
     stack_policies = {name for name, kind in kinds.items() if kind == "POLICY_TYPE_STACK"}
-    assert stack_policies == {p.name for p in rules.STACK_POLICIES}
+    assert stack_policies == {p.name for p in pack.STACK_POLICIES}
 
 
 def test_a_mandatory_violation_comes_back_with_the_policy_description_and_message(
         analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
-    response = _analyze(analyzer, rules.AWS_INSTANCE, {"metadataOptions": {"httpTokens": "optional"},
+    response = _analyze(analyzer, rules.AWS_INSTANCE, {"metadataOptions": {"httpTokens": "optional",
+                                                                           "httpPutResponseHopLimit": 1},
                                                        "rootBlockDevice": {"encrypted": True}})
     (diagnostic,) = response.diagnostics
     assert diagnostic.policyName == "metadata-tokens-required"
     assert analyzer_pb2.EnforcementLevel.Name(diagnostic.enforcementLevel) == "MANDATORY"
-    assert diagnostic.message == (f"{rules.metadata_tokens_required.description}\nthe metadata service answers without "
+    assert diagnostic.message == (f"{pack.metadata_tokens_required.description}\nthe metadata service answers without "
                                   "a session token (metadataOptions.httpTokens is optional): set it to required")
 
 
@@ -94,6 +95,23 @@ def test_a_value_unknown_during_preview_is_reported_as_an_advisory_that_the_poli
     assert set(messages) == {("admin-ports-not-public", "ADVISORY"), ("world-ingress-serving-port-only", "ADVISORY")}
     assert "during preview: string value at .cidrIpv4 can't be known during preview" in messages[
         ("admin-ports-not-public", "ADVISORY")]
+
+
+def test_a_stack_policy_that_reads_a_value_unknown_during_preview_is_an_advisory_not_a_violation(
+        analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
+    unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's marker for an unknown string
+    trust = ('{"Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", '
+             '"Principal": {"Service": "ec2.amazonaws.com"}}]}')
+    role = analyzer_pb2.AnalyzerResource(type=rules.AWS_ROLE, name="server-role", urn="urn:pulumi:dev::p::r::role",
+                                         properties=_struct({"assumeRolePolicy": trust, "name": "server-role-1"}))
+    policy = analyzer_pb2.AnalyzerResource(type=rules.AWS_ROLE_POLICY, name="server-read",
+                                           urn="urn:pulumi:dev::p::r::policy",
+                                           properties=_struct({"role": "server-role-1", "policy": unknown}))
+    response = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=[role, policy]))
+    found = [(d.policyName, analyzer_pb2.EnforcementLevel.Name(d.enforcementLevel), d.message)
+             for d in response.diagnostics if d.policyName == "server-identity-least-privilege"]
+    assert [(name, level) for name, level, _ in found] == [("server-identity-least-privilege", "ADVISORY")]
+    assert "during preview: string value at .policy can't be known during preview" in found[0][2]
 
 
 def test_a_stack_policy_names_the_resource_at_fault(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:

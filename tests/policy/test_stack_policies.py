@@ -8,10 +8,14 @@ from typing import Any
 
 import pytest
 
-from tests.policy.harness import Resource, check_stack, rules
+from tests.policy.harness import Resource, check_stack, pack, rules
 
 BUCKET = "inferstack-dev-models-1a2b3c4d"
 PREFIX = "models/llama/"
+NEVER = ("which inferstack never grants: the servers only read their model prefix and their own secrets{shell} "
+         "(docs/policy.md lists the actions); remove it")
+NOT_ONE_PREFIX = ("which is not one model prefix of one bucket: grant bucket/prefix* only (no wildcard in the bucket "
+                  "or the prefix)")
 
 
 def _doc(statements: list[dict[str, Any]], version: str = "2012-10-17") -> str:
@@ -31,13 +35,13 @@ AWS_BLOCK = {"bucket": BUCKET, "blockPublicAcls": True, "blockPublicPolicy": Tru
 @pytest.mark.parametrize("depends", [{"bucket": ["models"]}, {}], ids=["by dependency", "by value"])
 def test_an_s3_bucket_with_its_public_access_block_passes(depends: dict[str, list[str]]) -> None:
     stack = [_aws_bucket(), Resource(rules.AWS_PUBLIC_ACCESS_BLOCK, "models-public-access", AWS_BLOCK, depends)]
-    report = check_stack(rules.buckets_have_public_access_block, stack)
+    report = check_stack(pack.buckets_have_public_access_block, stack)
     assert report.violations == [] and report.not_applicable == {}
 
 
 def test_an_s3_bucket_without_a_public_access_block_is_reported_on_the_bucket() -> None:
     other = Resource(rules.AWS_PUBLIC_ACCESS_BLOCK, "logs-public-access", {**AWS_BLOCK, "bucket": "logs-bucket"})
-    report = check_stack(rules.buckets_have_public_access_block, [_aws_bucket(), other])
+    report = check_stack(pack.buckets_have_public_access_block, [_aws_bucket(), other])
     assert report.messages() == [
         "bucket models has no BucketPublicAccessBlock: add one that blocks public ACLs and policies"]
     assert report.violations[0].urn == _aws_bucket().urn
@@ -47,8 +51,8 @@ def test_an_oss_bucket_needs_its_public_access_block() -> None:
     bucket = Resource(rules.ALI_BUCKET, "models", {"bucket": BUCKET})
     block = Resource(rules.ALI_PUBLIC_ACCESS_BLOCK, "models-public-access",
                      {"bucket": BUCKET, "blockPublicAccess": True}, {"bucket": ["models"]})
-    assert check_stack(rules.buckets_have_public_access_block, [bucket, block]).violations == []
-    assert check_stack(rules.buckets_have_public_access_block, [bucket]).messages() == [
+    assert check_stack(pack.buckets_have_public_access_block, [bucket, block]).violations == []
+    assert check_stack(pack.buckets_have_public_access_block, [bucket]).messages() == [
         "bucket models has no BucketPublicAccessBlock: add one that blocks public ACLs and policies"]
 
 
@@ -58,7 +62,7 @@ def test_an_oss_bucket_needs_its_public_access_block() -> None:
 ])
 def test_public_access_block_is_not_applicable_where_the_cloud_has_no_such_resource(bucket_type: str,
                                                                                       reason: str) -> None:
-    report = check_stack(rules.buckets_have_public_access_block, [Resource(bucket_type, "models", {"bucket": BUCKET})])
+    report = check_stack(pack.buckets_have_public_access_block, [Resource(bucket_type, "models", {"bucket": BUCKET})])
     assert report.violations == [] and list(report.not_applicable.values()) == [reason]
 
 
@@ -69,8 +73,8 @@ def test_an_s3_bucket_needs_default_encryption() -> None:
     encryption = Resource(rules.AWS_BUCKET_ENCRYPTION, "models-encryption", {
         "bucket": BUCKET, "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]},
         {"bucket": ["models"]})
-    assert check_stack(rules.buckets_have_default_encryption, [_aws_bucket(), encryption]).violations == []
-    assert check_stack(rules.buckets_have_default_encryption, [_aws_bucket()]).messages() == [
+    assert check_stack(pack.buckets_have_default_encryption, [_aws_bucket(), encryption]).violations == []
+    assert check_stack(pack.buckets_have_default_encryption, [_aws_bucket()]).messages() == [
         "bucket models has no default encryption: add a BucketServerSideEncryptionConfiguration"]
 
 
@@ -79,9 +83,9 @@ def test_an_oss_bucket_needs_default_encryption_inline_or_separate() -> None:
     inline = Resource(rules.ALI_BUCKET, "models", {"bucket": BUCKET,
                                                    "serverSideEncryptionRule": {"sseAlgorithm": "KMS"}})
     separate = Resource(rules.ALI_BUCKET_ENCRYPTION, "models-encryption", {"bucket": BUCKET, "sseAlgorithm": "AES256"})
-    assert check_stack(rules.buckets_have_default_encryption, [bucket, separate]).violations == []
-    assert check_stack(rules.buckets_have_default_encryption, [inline]).violations == []
-    assert check_stack(rules.buckets_have_default_encryption, [bucket]).messages() == [
+    assert check_stack(pack.buckets_have_default_encryption, [bucket, separate]).violations == []
+    assert check_stack(pack.buckets_have_default_encryption, [inline]).violations == []
+    assert check_stack(pack.buckets_have_default_encryption, [bucket]).messages() == [
         "bucket models has no default encryption: add a BucketServerSideEncryption"]
 
 
@@ -91,7 +95,7 @@ def test_an_oss_bucket_needs_default_encryption_inline_or_separate() -> None:
 ])
 def test_default_encryption_is_not_applicable_where_it_is_not_a_separate_resource(bucket_type: str,
                                                                                  reason: str) -> None:
-    report = check_stack(rules.buckets_have_default_encryption, [Resource(bucket_type, "models", {"bucket": BUCKET})])
+    report = check_stack(pack.buckets_have_default_encryption, [Resource(bucket_type, "models", {"bucket": BUCKET})])
     assert report.violations == [] and list(report.not_applicable.values()) == [reason]
 
 
@@ -112,7 +116,7 @@ def _aws_identity(statements: list[dict[str, Any]], *, trust: str = EC2_TRUST) -
 
 
 def test_the_aws_server_role_reading_its_model_prefix_passes() -> None:
-    assert check_stack(rules.server_identity_least_privilege, _aws_identity(AWS_READ)).violations == []
+    assert check_stack(pack.server_identity_least_privilege, _aws_identity(AWS_READ)).violations == []
 
 
 def test_the_aws_server_role_may_not_write_list_unbounded_or_read_a_whole_bucket() -> None:
@@ -120,13 +124,13 @@ def test_the_aws_server_role_may_not_write_list_unbounded_or_read_a_whole_bucket
         {"Sid": "List", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{BUCKET}"},
         {"Sid": "Write", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
          "Resource": f"arn:aws:s3:::{BUCKET}/*"}]
-    report = check_stack(rules.server_identity_least_privilege, _aws_identity(statements))
+    report = check_stack(pack.server_identity_least_privilege, _aws_identity(statements))
     assert report.messages() == [
-        f"the servers' identity may list arn:aws:s3:::{BUCKET} (statement List) without a prefix condition: limit the "
-        "listing to the model prefix",
-        "the servers' identity may s3:PutObject (statement Write): it only reads its model; grant read actions only",
-        f"the servers' identity reads arn:aws:s3:::{BUCKET}/* (statement Write), which is not limited to a model "
-        "prefix: grant bucket/prefix* only"]
+        f"the servers' identity may list arn:aws:s3:::{BUCKET} (statement List) without a condition limiting it to "
+        "one prefix: add s3:prefix with the model prefix",
+        f"the servers' identity may s3:GetObject on arn:aws:s3:::{BUCKET}/* (statement Write), {NOT_ONE_PREFIX}",
+        "the servers' identity may s3:PutObject (statement Write), "
+        + NEVER.format(shell=" and open the managed shell")]
     assert {v.urn for v in report.violations} == {_aws_identity([])[1].urn}
 
 
@@ -134,7 +138,7 @@ def test_a_role_that_no_server_assumes_is_not_the_servers_identity() -> None:
     lambda_trust = _doc([{"Effect": "Allow", "Action": "sts:AssumeRole",
                           "Principal": {"Service": "lambda.amazonaws.com"}}])
     writer = [{"Effect": "Allow", "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{BUCKET}/*"}]
-    report = check_stack(rules.server_identity_least_privilege, _aws_identity(writer, trust=lambda_trust))
+    report = check_stack(pack.server_identity_least_privilege, _aws_identity(writer, trust=lambda_trust))
     assert report.violations == []
     assert list(report.not_applicable.values()) == [
         "the stack holds no server identity (an AWS or Alibaba role that the compute service assumes, a Huawei "
@@ -158,11 +162,10 @@ def test_the_alibaba_server_role_is_found_through_its_attachments() -> None:
     read = [{"Effect": "Allow", "Action": "oss:ListObjects", "Resource": f"acs:oss:*:*:{BUCKET}",
              "Condition": {"StringLike": {"oss:Prefix": [f"{PREFIX}*"]}}},
             {"Effect": "Allow", "Action": "oss:GetObject", "Resource": f"acs:oss:*:*:{BUCKET}/{PREFIX}*"}]
-    assert check_stack(rules.server_identity_least_privilege, _alibaba_identity(read)).violations == []
+    assert check_stack(pack.server_identity_least_privilege, _alibaba_identity(read)).violations == []
     whole = [{"Effect": "Allow", "Action": "oss:GetObject", "Resource": f"acs:oss:*:*:{BUCKET}/*"}]
-    assert check_stack(rules.server_identity_least_privilege, _alibaba_identity(whole)).messages() == [
-        f"the servers' identity reads acs:oss:*:*:{BUCKET}/* (statement #0), which is not limited to a model prefix: "
-        "grant bucket/prefix* only"]
+    assert check_stack(pack.server_identity_least_privilege, _alibaba_identity(whole)).messages() == [
+        f"the servers' identity may oss:GetObject on acs:oss:*:*:{BUCKET}/* (statement #0), {NOT_ONE_PREFIX}"]
 
 
 def _huawei_identity(statements: list[dict[str, Any]], service: str = "op_svc_ecs") -> list[Resource]:
@@ -176,14 +179,11 @@ def _huawei_identity(statements: list[dict[str, Any]], service: str = "op_svc_ec
 def test_the_huawei_server_agency_reads_its_model_prefix_and_log_delivery_is_not_the_server() -> None:
     read = [{"Effect": "Allow", "Action": ["obs:object:GetObject"],
              "Resource": [f"obs:*:*:object:{BUCKET}/{PREFIX}*"]}]
-    assert check_stack(rules.server_identity_least_privilege, _huawei_identity(read)).violations == []
+    assert check_stack(pack.server_identity_least_privilege, _huawei_identity(read)).violations == []
     write = [{"Effect": "Allow", "Action": ["obs:object:PutObject"], "Resource": ["obs:*:*:object:logs/*"]}]
-    assert check_stack(rules.server_identity_least_privilege, _huawei_identity(write, "op_svc_obs")).violations == []
-    assert check_stack(rules.server_identity_least_privilege, _huawei_identity(write)).messages() == [
-        "the servers' identity may obs:object:PutObject (statement #0): it only reads its model; grant read actions "
-        "only",
-        "the servers' identity reads obs:*:*:object:logs/* (statement #0), which is not limited to a model prefix: "
-        "grant bucket/prefix* only"]
+    assert check_stack(pack.server_identity_least_privilege, _huawei_identity(write, "op_svc_obs")).violations == []
+    assert check_stack(pack.server_identity_least_privilege, _huawei_identity(write)).messages() == [
+        "the servers' identity may obs:object:PutObject (statement #0), " + NEVER.format(shell="")]
 
 
 CONDITION = (f'resource.name.startsWith("projects/_/buckets/{BUCKET}/objects/{PREFIX}") || '
@@ -202,15 +202,16 @@ def _gcp_identity(member: dict[str, Any]) -> list[Resource]:
 
 def test_the_gcp_server_account_reads_under_a_prefix_condition() -> None:
     compliant = {"role": "roles/storage.objectViewer", "condition": {"title": "t", "expression": CONDITION}}
-    assert check_stack(rules.server_identity_least_privilege, _gcp_identity(compliant)).violations == []
-    report = check_stack(rules.server_identity_least_privilege, _gcp_identity({"role": "roles/storage.objectViewer"}))
+    assert check_stack(pack.server_identity_least_privilege, _gcp_identity(compliant)).violations == []
+    report = check_stack(pack.server_identity_least_privilege, _gcp_identity({"role": "roles/storage.objectViewer"}))
     assert report.messages() == [
         f"the servers' identity reads all of bucket {BUCKET} (roles/storage.objectViewer without a condition limiting "
         "it to the model prefix): add one"]
-    report = check_stack(rules.server_identity_least_privilege, _gcp_identity({"role": "roles/storage.objectUser"}))
+    report = check_stack(pack.server_identity_least_privilege, _gcp_identity({"role": "roles/storage.objectUser"}))
     assert report.messages() == [
-        f"the servers' identity holds roles/storage.objectUser on bucket {BUCKET}: it only reads its model; grant "
-        "roles/storage.objectViewer"]
+        f"the servers' identity holds roles/storage.objectUser on bucket {BUCKET}, which inferstack never grants: the "
+        "servers read their model prefix (roles/storage.objectViewer on the bucket, under a prefix condition) and "
+        "their own secrets (roles/secretmanager.secretAccessor), nothing else; remove it"]
 
 
 #### cdn-https-front-ends ####
@@ -231,8 +232,8 @@ def _gcp_front_end(*, with_http: bool) -> list[Resource]:
 
 
 def test_a_google_cdn_backend_is_served_over_https_only() -> None:
-    assert check_stack(rules.cdn_https_front_ends, _gcp_front_end(with_http=False)).violations == []
-    report = check_stack(rules.cdn_https_front_ends, _gcp_front_end(with_http=True))
+    assert check_stack(pack.cdn_https_front_ends, _gcp_front_end(with_http=False)).violations == []
+    report = check_stack(pack.cdn_https_front_ends, _gcp_front_end(with_http=True))
     assert report.messages() == [
         "assets-http serves the CDN backend assets-backend over plain HTTP: serve it through a TargetHttpsProxy "
         "only, and redirect port 80 with a URL map whose defaultUrlRedirect has httpsRedirect"]
@@ -249,15 +250,15 @@ def _alibaba_cdn(functions: dict[str, dict[str, str]]) -> list[Resource]:
 
 def test_an_alibaba_cdn_domain_forces_https_and_signs_origin_requests() -> None:
     complete = {"https_force": {"enable": "on", "https_rewrite": "301"}, "l2_oss_key": {"private_oss_auth": "on"}}
-    assert check_stack(rules.cdn_https_front_ends, _alibaba_cdn(complete)).violations == []
-    assert check_stack(rules.cdn_https_front_ends, _alibaba_cdn({})).messages() == [
+    assert check_stack(pack.cdn_https_front_ends, _alibaba_cdn(complete)).violations == []
+    assert check_stack(pack.cdn_https_front_ends, _alibaba_cdn({})).messages() == [
         "CDN domain static.example.com does not force HTTPS: add a DomainConfig https_force with enable=on",
         "CDN domain static.example.com reads its OSS origin without back-to-origin authentication, so the bucket "
         "would have to be public: add a DomainConfig l2_oss_key with private_oss_auth=on"]
 
 
 def test_cdn_front_ends_are_not_applicable_to_cloudfront() -> None:
-    report = check_stack(rules.cdn_https_front_ends, [Resource(rules.AWS_DISTRIBUTION, "assets-cdn", {})])
+    report = check_stack(pack.cdn_https_front_ends, [Resource(rules.AWS_DISTRIBUTION, "assets-cdn", {})])
     assert report.violations == [] and len(report.not_applicable) == 1
 
 
@@ -269,12 +270,12 @@ WORLD_API = Resource(rules.AWS_INGRESS_RULE, "firewall-api", {"ipProtocol": "tcp
 
 @pytest.mark.parametrize("secret_type", [rules.AWS_PARAMETER, rules.GCP_SECRET, rules.ALI_SECRET, rules.HW_SECRET])
 def test_a_world_open_api_with_an_api_key_secret_passes(secret_type: str) -> None:
-    assert check_stack(rules.public_api_has_api_key, [WORLD_API, Resource(secret_type, "secrets-api-key", {})]
+    assert check_stack(pack.public_api_has_api_key, [WORLD_API, Resource(secret_type, "secrets-api-key", {})]
                        ).violations == []
 
 
 def test_a_world_open_api_without_an_api_key_is_an_advisory_violation() -> None:
-    report = check_stack(rules.public_api_has_api_key, [WORLD_API, Resource(rules.AWS_PARAMETER, "secrets-hub-token",
+    report = check_stack(pack.public_api_has_api_key, [WORLD_API, Resource(rules.AWS_PARAMETER, "secrets-hub-token",
                                                                             {})])
     assert [(v.level.value, v.urn) for v in report.violations] == [("advisory", WORLD_API.urn)]
     assert report.messages() == [
@@ -285,4 +286,4 @@ def test_a_world_open_api_without_an_api_key_is_an_advisory_violation() -> None:
 
 def test_an_api_open_to_named_networks_needs_no_key_from_this_policy() -> None:
     named = Resource(rules.AWS_INGRESS_RULE, "firewall-api", {**WORLD_API.props, "cidrIpv4": "203.0.113.0/24"})
-    assert check_stack(rules.public_api_has_api_key, [named]).violations == []
+    assert check_stack(pack.public_api_has_api_key, [named]).violations == []

@@ -1,0 +1,2010 @@
+"""inferstack guardrails: the security invariants of an inferstack deployment, as plain functions over resources.
+
+One rule set, two users:
+
+- the policy pack (`inferstack_policies.py`, next to this file) wraps each rule into a Pulumi policy, which the
+  engine runs on what `pulumi preview` / `pulumi up` is about to deploy;
+- the components' security-invariant matrix (`tests/components/test_security_invariants.py`) runs `evaluate` over
+  what inferstack registers under Pulumi mocks, on every cloud, plan shape, stage and exposure.
+
+So the components cannot build what the pack would refuse, and the two cannot drift apart.
+
+This module imports neither `pulumi_policy` (it pins protobuf 5, which the main environment cannot install) nor
+inferstack (the pack's own environment, `policy/.venv`, installs only `requirements.txt`): only the standard
+library. It lives in `policy/` because that folder is all the pack ships; tests put the folder on `sys.path`.
+
+**Inputs** are what the engine sends: camelCase keys, numbers as floats, nested values as mappings and sequences.
+A resource rule sees one resource's inputs (`ResourceInput`); a stack rule sees every resource with its outputs and
+property dependencies (`Stack`). Each rule reports `(message, urn=None)` through a callback and raises
+`NotApplicable(reason)` where a cloud cannot express the setting.
+
+**Fail closed.** A source, protocol, port, policy document, policy attachment or firewall resource type that a
+rule cannot read is a violation whose message names what could not be read; it never passes.
+
+**Unknown values.** During a preview, reading a value that comes from a resource not yet created raises the
+engine's own error (the pack's property proxy raises it, not this module); it propagates, and the engine reports
+"can't run policy during preview" (advisory) and runs the policy for real at `pulumi up`. Stack rules relate
+resources by property dependency, which a preview knows; only where they read a value to relate two resources do
+they treat an unknown as "not this one" (`Stack.known`, given the engine's error types).
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+#### Resource types (the providers' type tokens, exactly) ####
+
+# AWS, pulumi-aws 7.
+AWS_INSTANCE = "aws:ec2/instance:Instance"
+AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+AWS_LAUNCH_CONFIGURATION = "aws:ec2/launchConfiguration:LaunchConfiguration"
+AWS_SPOT_INSTANCE_REQUEST = "aws:ec2/spotInstanceRequest:SpotInstanceRequest"
+AWS_VOLUME = "aws:ebs/volume:Volume"
+AWS_SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+AWS_DEFAULT_SECURITY_GROUP = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
+AWS_SECURITY_GROUP_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
+AWS_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+AWS_BUCKET = "aws:s3/bucket:Bucket"
+AWS_BUCKET_ACL = "aws:s3/bucketAcl:BucketAcl"
+AWS_BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+AWS_PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+AWS_BUCKET_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
+AWS_ROLE = "aws:iam/role:Role"
+AWS_ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+AWS_MANAGED_POLICY = "aws:iam/policy:Policy"
+AWS_IDENTITY_POLICIES = (AWS_ROLE_POLICY, "aws:iam/userPolicy:UserPolicy", "aws:iam/groupPolicy:GroupPolicy",
+                         AWS_MANAGED_POLICY)
+AWS_ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+AWS_POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
+AWS_ROLE_ATTACHMENTS_EXCLUSIVE = "aws:iam/rolePolicyAttachmentsExclusive:RolePolicyAttachmentsExclusive"
+AWS_INSTANCE_PROFILE = "aws:iam/instanceProfile:InstanceProfile"
+AWS_DISTRIBUTION = "aws:cloudfront/distribution:Distribution"
+AWS_PARAMETER = "aws:ssm/parameter:Parameter"
+
+# Google Cloud, pulumi-gcp 10.
+GCP_INSTANCE = "gcp:compute/instance:Instance"
+GCP_INSTANCE_TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+GCP_DISK = "gcp:compute/disk:Disk"
+GCP_FIREWALL = "gcp:compute/firewall:Firewall"
+GCP_FIREWALL_POLICY_RULE = "gcp:compute/firewallPolicyRule:FirewallPolicyRule"
+GCP_NETWORK_FIREWALL_POLICY_RULE = "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule"
+GCP_REGION_FIREWALL_POLICY_RULE = "gcp:compute/regionNetworkFirewallPolicyRule:RegionNetworkFirewallPolicyRule"
+GCP_FIREWALL_POLICY_WITH_RULES = "gcp:compute/firewallPolicyWithRules:FirewallPolicyWithRules"
+GCP_NETWORK_FIREWALL_POLICY_WITH_RULES = "gcp:compute/networkFirewallPolicyWithRules:NetworkFirewallPolicyWithRules"
+GCP_REGION_FIREWALL_POLICY_WITH_RULES = (
+    "gcp:compute/regionNetworkFirewallPolicyWithRules:RegionNetworkFirewallPolicyWithRules")
+GCP_BUCKET = "gcp:storage/bucket:Bucket"
+GCP_BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
+GCP_BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
+GCP_BUCKET_IAM_POLICY = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"
+GCP_PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+GCP_PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
+GCP_PROJECT_IAM_POLICY = "gcp:projects/iAMPolicy:IAMPolicy"
+GCP_SECRET_IAM_MEMBER = "gcp:secretmanager/secretIamMember:SecretIamMember"
+GCP_SECRET_IAM_BINDING = "gcp:secretmanager/secretIamBinding:SecretIamBinding"
+GCP_SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"
+GCP_BACKEND_BUCKET = "gcp:compute/backendBucket:BackendBucket"
+GCP_URL_MAP = "gcp:compute/uRLMap:URLMap"
+GCP_HTTP_PROXY = "gcp:compute/targetHttpProxy:TargetHttpProxy"
+GCP_SECRET = "gcp:secretmanager/secret:Secret"
+
+# Alibaba Cloud, pulumi-alicloud 4.
+ALI_INSTANCE = "alicloud:ecs/instance:Instance"
+ALI_DISK = "alicloud:ecs/ecsDisk:EcsDisk"
+ALI_SECURITY_GROUP_RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
+ALI_BUCKET = "alicloud:oss/bucket:Bucket"
+ALI_BUCKET_ACL = "alicloud:oss/bucketAcl:BucketAcl"
+ALI_BUCKET_POLICY = "alicloud:oss/bucketPolicy:BucketPolicy"
+ALI_PUBLIC_ACCESS_BLOCK = "alicloud:oss/bucketPublicAccessBlock:BucketPublicAccessBlock"
+ALI_BUCKET_ENCRYPTION = "alicloud:oss/bucketServerSideEncryption:BucketServerSideEncryption"
+ALI_ROLE = "alicloud:ram/role:Role"
+ALI_POLICY = "alicloud:ram/policy:Policy"
+ALI_ROLE_POLICY_ATTACHMENT = "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment"
+ALI_CDN_DOMAIN = "alicloud:cdn/domainNew:DomainNew"
+ALI_CDN_CONFIG = "alicloud:cdn/domainConfig:DomainConfig"
+ALI_SECRET = "alicloud:kms/secret:Secret"
+
+# Huawei Cloud, pulumi-huaweicloud 0.0.12 (its modules are capitalised; it has no Networking module).
+HW_INSTANCE = "huaweicloud:Ecs/instance:Instance"
+HW_VOLUME = "huaweicloud:Evs/volume:Volume"
+HW_SECURITY_GROUP_RULE = "huaweicloud:Vpc/secgroupRule:SecgroupRule"
+HW_BUCKET = "huaweicloud:Obs/bucket:Bucket"
+HW_BUCKET_POLICY = "huaweicloud:Obs/bucketPolicy:BucketPolicy"
+HW_ROLE = "huaweicloud:Iam/role:Role"
+HW_AGENCY = "huaweicloud:Iam/agency:Agency"
+HW_CDN_DOMAIN = "huaweicloud:Cdn/domain:Domain"
+HW_SECRET = "huaweicloud:Dew/secret:Secret"
+
+#### What a cloud cannot express (the reasons match the capabilities in inferstack/components/<cloud>.py) ####
+
+GCP_NO_METADATA_TOKENS = (
+    "Google Cloud's metadata server has no session-token mode to require: it demands only the Metadata-Flavor "
+    "header (inferstack turns the header-free legacy endpoints off with disable-legacy-endpoints)")
+HUAWEI_NO_METADATA_TOKENS = (
+    "Huawei Cloud's ECS metadata service has no session-token mode and pulumi_huaweicloud has no metadata option "
+    "(inferstack's boot script lets only root reach it, with a host firewall rule)")
+GCP_ALWAYS_ENCRYPTED = (
+    "Google Cloud encrypts every Cloud Storage object and persistent disk at rest and no setting turns it off (a "
+    "customer-managed key only changes whose key it is)")
+HUAWEI_NO_PUBLIC_ACCESS_BLOCK = (
+    "Huawei OBS has no public-access-block setting in pulumi_huaweicloud and its ACLs cannot be turned off; "
+    "buckets-not-public checks the bucket's ACL and policy instead")
+GCP_PUBLIC_ACCESS_ON_BUCKET = (
+    "Cloud Storage keeps public access prevention on the bucket itself, which buckets-not-public checks")
+NO_SERVER_IDENTITY = (
+    "the stack holds no server identity (an AWS or Alibaba role that the compute service assumes, a Huawei agency "
+    "for ECS, a Google service account on an instance)")
+
+#### How rules are called ####
+
+
+class ReportViolation(Protocol):
+    """`report(message)` on the resource being checked, or `report(message, urn)` on another (stack rules)."""
+
+    def __call__(self, message: str, urn: str | None = None) -> None: ...
+
+
+class NotApplicable(Exception):
+    """The setting a rule checks does not exist on this cloud; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ResourceInput:
+    """What a resource rule sees: one resource's inputs, before the engine creates or updates it."""
+
+    resource_type: str
+    props: Mapping[str, Any]
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """The rule's configuration (`--policy-pack-config`)."""
+
+
+class StackResource(Protocol):
+    """One resource of the stack, as a stack rule sees it (pulumi_policy.PolicyResource has this shape)."""
+
+    @property
+    def resource_type(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def urn(self) -> str: ...
+    @property
+    def props(self) -> Mapping[str, Any]: ...
+    @property
+    def property_dependencies(self) -> Mapping[str, Sequence[StackResource]]: ...
+
+
+@dataclass(frozen=True)
+class PlainResource:
+    """A StackResource from plain values (what Pulumi's mocks recorded), for `evaluate`."""
+
+    resource_type: str
+    name: str
+    urn: str
+    props: Mapping[str, Any]
+    """Outputs and inputs: what a stack rule sees."""
+    inputs: Mapping[str, Any] | None = None
+    """What a resource rule sees; None: the same as props."""
+    custom: bool = True
+    """A cloud resource; resource rules do not run on components (the engine does not send them)."""
+    property_dependencies: Mapping[str, Sequence[StackResource]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Every resource of the stack, with the engine's unknown-value error types (empty outside the engine)."""
+
+    resources: Sequence[StackResource]
+    unknown_errors: tuple[type[Exception], ...] = ()
+
+    def of_type(self, *resource_types: str) -> list[StackResource]:
+        return [r for r in self.resources if r.resource_type in resource_types]
+
+    def known(self, props: Mapping[str, Any], key: str) -> Any:
+        """A property used only to relate two resources: None when a preview cannot know it yet."""
+        try:
+            return props.get(key)
+        except self.unknown_errors:
+            return None
+
+    def refers(self, resource: StackResource, prop: str, target: StackResource, *values: Any) -> bool:
+        """Whether `resource.props[prop]` comes from `target`: by the engine's property dependencies, else by value.
+
+        A preview does not know the id of a resource it has not created yet, but it knows which resource an input
+        came from; the value comparison serves resources that already exist (and Pulumi's mocks).
+        """
+        if target.urn in {d.urn for d in resource.property_dependencies.get(prop, [])}:
+            return True
+        value = self.known(resource.props, prop)
+        wanted = {str(v) for v in values if v}
+        return value is not None and any(str(item) in wanted for item in self.items(value))
+
+    def items(self, value: Any) -> list[Any]:
+        """`_items`, leaving out the elements a preview cannot know yet."""
+        if isinstance(value, str) or not isinstance(value, Sequence):
+            return _items(value)
+        found = []
+        for index in range(len(value)):
+            try:
+                found.append(value[index])
+            except self.unknown_errors:
+                continue
+        return found
+
+
+@dataclass(frozen=True)
+class ResourceRule:
+    name: str
+    description: str
+    check: Callable[[ResourceInput, ReportViolation], None]
+    reads: Callable[[str], bool]
+    """Whether the rule checks resources of a type (for tests that prove a rule looked at something)."""
+    severity: str = "high"
+    level: str = "mandatory"
+    config_schema: Mapping[str, Any] | None = None
+    """JSON schema of the rule's properties (`--policy-pack-config`)."""
+
+
+@dataclass(frozen=True)
+class StackRule:
+    name: str
+    description: str
+    check: Callable[[Stack, ReportViolation], None]
+    severity: str = "high"
+    level: str = "mandatory"
+
+
+#### Values as the engine sends them ####
+
+
+def _items(value: Any) -> list[Any]:
+    """A property that may hold one value or a list of them (IAM's "Action": "s3:GetObject" or [...])."""
+    if value is None:
+        return []
+    if isinstance(value, str | Mapping) or not isinstance(value, Iterable):
+        return [value]
+    return list(value)
+
+
+def _integer(value: Any) -> int | None:
+    """22, 22.0, "22", "22.0" → 22; None for anything that is not a whole number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return int(value) if float(value).is_integer() else None
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return int(number) if number.is_integer() else None
+    return None
+
+
+def _shown(value: Any) -> str:
+    """A value as a message quotes it: 64.0 → 64, text as it is."""
+    number = _integer(value)
+    return str(number) if number is not None else str(value)
+
+
+def _document(value: Any) -> Mapping[str, Any] | None:
+    """A JSON policy document (a string, or a mapping where the provider takes an object); None if unreadable."""
+    if isinstance(value, Mapping):
+        return value
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, Mapping) else None
+
+
+@dataclass(frozen=True)
+class Statement:
+    label: str
+    """The statement's Sid, else its position ("#0")."""
+    body: Mapping[str, Any]
+
+    @property
+    def effect(self) -> str:
+        return str(self.body.get("Effect", "")).lower()
+
+    @property
+    def allows(self) -> bool:
+        return self.effect == "allow"
+
+    @property
+    def actions(self) -> list[str]:
+        return [str(action) for action in _items(self.body.get("Action"))]
+
+    @property
+    def resources(self) -> list[str]:
+        return [str(resource) for resource in _items(self.body.get("Resource"))]
+
+
+def statements(value: Any, report_violation: ReportViolation, what: str, urn: str | None = None) -> list[Statement]:
+    """The statements of a policy document; what cannot be read is reported (fail closed) and left out."""
+    document = _document(value)
+    if document is None:
+        report_violation(f"{what} is not a JSON policy document, so it cannot be checked", urn)
+        return []
+    found = []
+    for index, body in enumerate(_items(document.get("Statement"))):
+        label = f"#{index}"
+        if not isinstance(body, Mapping):
+            report_violation(f"statement {label} of {what} is not an object, so it cannot be checked", urn)
+            continue
+        statement = Statement(str(body.get("Sid") or label), body)
+        if statement.effect not in ("allow", "deny"):
+            report_violation(f"statement {statement.label} of {what} has Effect {body.get('Effect')!r}, neither Allow "
+                             "nor Deny, so it cannot be checked", urn)
+            continue
+        found.append(statement)
+    return found
+
+
+#### Networks ####
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# Networks that are not public exposure: RFC 1918, RFC 6598 (carrier-grade NAT, used by overlay VPNs) and RFC 4193
+# (IPv6 unique local), as in inferstack.components.core; loopback and link-local never leave a host or a link.
+PRIVATE_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
+    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7",
+    "127.0.0.0/8", "169.254.0.0/16", "::1/128", "fe80::/10"))
+# Google's documented source range for IAP TCP forwarding: an SSH rule from it admits only IAM-authorised users
+# (the GCP backend's managed-shell note tells users to add exactly this rule).
+GCP_IAP_RANGE = ipaddress.ip_network("35.235.240.0/20")
+ADMIN_PORTS = {22: "SSH", 3389: "RDP"}
+ALL_PORTS = (0, 65535)
+_PORT_PROTOCOLS = {"tcp", "udp", "sctp", "6", "17", "132"}
+_PORTLESS_PROTOCOLS = {"icmp", "icmpv6", "gre", "esp", "ah", "ipip", "1", "58", "47", "50", "51", "4"}
+_ANY_PROTOCOL = {"-1", "all"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a rule admits traffic from."""
+
+    text: str
+    network: IPNetwork | None = None
+    """The address range; None for a group of the cloud's own instances or a source that cannot be read."""
+    internal: bool = False
+    """A group of the cloud's own instances (security group, network tag, service account, VPC network)."""
+
+
+def _cidr(value: Any) -> Source:
+    if not isinstance(value, str):
+        return Source(f"source {value!r}")
+    try:
+        return Source(value, ipaddress.ip_network(value.strip(), strict=False))
+    except ValueError:
+        return Source(f"source {value!r}")
+
+
+def _internal(text: str) -> Source:
+    return Source(text, internal=True)
+
+
+def _opaque(text: str) -> Source:
+    """A source that holds addresses the pack cannot see (a prefix list, an address group): counts as public."""
+    return Source(text)
+
+
+def is_private(network: IPNetwork) -> bool:
+    return any(network.version == p.version and network.subnet_of(p) for p in PRIVATE_NETWORKS)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Opening:
+    """Ports that an allow rule opens to one source."""
+
+    low: int
+    high: int
+    source: Source
+    unread: str = ""
+    """What about the ports could not be read (then low..high is every port)."""
+
+    def covers(self, port: int) -> bool:
+        return self.low <= port <= self.high
+
+    def ports_are(self) -> str:
+        return f"port {self.low} is" if self.low == self.high else f"ports {self.low}-{self.high} are"
+
+
+def exposure(opening: Opening, resource_type: str) -> str:
+    """"private", "iap" (Google's IAP forwarders, on Google Cloud), "public", or "unreadable" (counts as public)."""
+    source = opening.source
+    if source.internal:
+        return "private"
+    if source.network is None:
+        return "unreadable"
+    if is_private(source.network):
+        return "private"
+    if (resource_type.startswith("gcp:") and source.network.version == 4
+            and source.network.subnet_of(GCP_IAP_RANGE)):  # type: ignore[arg-type]
+        return "iap"
+    return "public"
+
+
+def _protocol(value: Any) -> str:
+    """A protocol as one text: "tcp", "6", "-1", "all" ("-1.0" and -1.0 → "-1", "ALL" → "all")."""
+    number = _integer(value)
+    return str(number) if number is not None else str(value if value is not None else "").strip().lower()
+
+
+def _protocol_ports(protocol: str) -> str:
+    """"ports" (ports apply), "all" (every port), "none" (no ports: ICMP, GRE ...) or "unreadable"."""
+    if protocol in _ANY_PROTOCOL:
+        return "all"
+    if protocol in _PORT_PROTOCOLS:
+        return "ports"
+    if protocol in _PORTLESS_PROTOCOLS:
+        return "none"
+    number = _integer(protocol)
+    if number is not None and 0 <= number <= 255:
+        return "all"  # AWS: any other protocol number opens every port, whatever range is given
+    return "unreadable"
+
+
+@dataclass(frozen=True)
+class _Span:
+    low: int
+    high: int
+    unread: str = ""
+
+
+def _span(low: Any, high: Any) -> _Span:
+    """A from/to port pair; missing or negative means every port."""
+    if low is None and high is None:
+        return _Span(*ALL_PORTS)
+    first, last = _integer(low if low is not None else high), _integer(high if high is not None else low)
+    if first is None or last is None:
+        return _Span(*ALL_PORTS, unread=f"port range {_shown(low)}-{_shown(high)}")
+    if first < 0 or last < 0:
+        return _Span(*ALL_PORTS)
+    return _Span(min(first, last), max(first, last))
+
+
+def _port_texts(ports: list[Any]) -> list[_Span]:
+    """"22", "8000-8010" (Google Cloud, Huawei `ports`), or numbers."""
+    spans = []
+    for text in ports:
+        low, _, high = str(text).strip().partition("-")
+        span = _span(low, high or low)
+        spans.append(_Span(*ALL_PORTS, unread=f"port {text!r}") if span.unread else span)
+    return spans
+
+
+def _spans(protocol: Any, port_spans: Callable[[], list[_Span]]) -> list[_Span]:
+    """The port spans a rule opens for `protocol` (`port_spans` reads its ports when they apply)."""
+    kind = _protocol_ports(_protocol(protocol))
+    if kind == "none":
+        return []
+    if kind == "all":
+        return [_Span(*ALL_PORTS)]
+    if kind == "unreadable":
+        return [_Span(*ALL_PORTS, unread=f"protocol {protocol!r}")]
+    return port_spans()
+
+
+def _openings(spans: list[_Span], sources: list[Source]) -> Iterator[Opening]:
+    for span in spans:
+        for source in sources or [_opaque("no source")]:
+            yield Opening(span.low, span.high, source, span.unread)
+
+
+def _aws_sources(rule: Mapping[str, Any], cidrs: str, ipv6_cidrs: str, prefix_lists: str,
+                 groups: Sequence[str]) -> list[Source]:
+    sources = [_cidr(c) for c in _items(rule.get(cidrs))] + [_cidr(c) for c in _items(rule.get(ipv6_cidrs))]
+    sources += [_opaque(f"prefix list {p}") for p in _items(rule.get(prefix_lists))]
+    sources += [_internal(f"security group {g}") for key in groups for g in _items(rule.get(key))]
+    if rule.get("self") is True:
+        sources.append(_internal("the security group itself"))
+    return sources
+
+
+def _aws_ingress_rule(props: Mapping[str, Any]) -> Iterator[Opening]:
+    sources = _aws_sources(props, "cidrIpv4", "cidrIpv6", "prefixListId", ["referencedSecurityGroupId"])
+    yield from _openings(_spans(props.get("ipProtocol"), lambda: [_span(props.get("fromPort"), props.get("toPort"))]),
+                         sources)
+
+
+def _aws_inline_rule(rule: Mapping[str, Any], group_key: str) -> Iterator[Opening]:
+    sources = _aws_sources(rule, "cidrBlocks", "ipv6CidrBlocks", "prefixListIds", [group_key])
+    yield from _openings(_spans(rule.get("protocol"), lambda: [_span(rule.get("fromPort"), rule.get("toPort"))]),
+                         sources)
+
+
+def _aws_security_group_rule(props: Mapping[str, Any]) -> Iterator[Opening]:
+    if props.get("type") != "egress":
+        yield from _aws_inline_rule(props, "sourceSecurityGroupId")
+
+
+def _aws_security_group(props: Mapping[str, Any]) -> Iterator[Opening]:
+    for rule in _items(props.get("ingress")):
+        yield from _aws_inline_rule(rule, "securityGroups")
+
+
+def _gcp_firewall(props: Mapping[str, Any]) -> Iterator[Opening]:
+    if str(props.get("direction") or "INGRESS").upper() != "INGRESS" or props.get("disabled") is True:
+        return
+    sources = [_cidr(s) for s in _items(props.get("sourceRanges"))]
+    sources += [_internal(f"network tag {t}") for t in _items(props.get("sourceTags"))]
+    sources += [_internal(f"service account {a}") for a in _items(props.get("sourceServiceAccounts"))]
+    if not sources:
+        sources = [_cidr("0.0.0.0/0")]  # Google's default for an ingress rule that names no source
+    for allow in _items(props.get("allows")):
+        ports = functools.partial(_gcp_ports, allow.get("ports"))
+        yield from _openings(_spans(allow.get("protocol"), ports), sources)
+
+
+def _gcp_ports(ports: Any) -> list[_Span]:
+    return _port_texts(_items(ports)) if _items(ports) else [_Span(*ALL_PORTS)]  # no ports: every port
+
+
+_GCP_SCOPES_INSIDE = {"INTRA_VPC", "NON_INTERNET", "VPC_NETWORKS"}
+
+
+def _gcp_policy_rule(rule: Mapping[str, Any]) -> Iterator[Opening]:
+    """A rule of a (hierarchical, network or regional) firewall policy."""
+    if str(rule.get("direction") or "INGRESS").upper() != "INGRESS" or rule.get("disabled") is True:
+        return
+    if str(rule.get("action") or "").lower() in ("deny", "goto_next"):
+        return  # allow and apply_security_profile_group admit traffic; an unknown action counts as allow
+    match = rule.get("match") or {}
+    sources = [_cidr(s) for s in _items(match.get("srcIpRanges"))]
+    sources += [_opaque(f"address group {g}") for g in _items(match.get("srcAddressGroups"))]
+    sources += [_opaque(f"FQDN {f}") for f in _items(match.get("srcFqdns"))]
+    sources += [_opaque(f"region {r}") for r in _items(match.get("srcRegionCodes"))]
+    sources += [_opaque(f"threat list {t}") for t in _items(match.get("srcThreatIntelligences"))]
+    sources += [_internal(f"secure tag {(t or {}).get('name')}") for t in _items(match.get("srcSecureTags"))]
+    sources += [_internal(f"network {n}") for n in _items(match.get("srcNetworks"))]
+    scope = match.get("srcNetworkScope") or match.get("srcNetworkContext")
+    if scope:
+        sources.append(_internal(f"network scope {scope}") if str(scope).upper() in _GCP_SCOPES_INSIDE
+                       else Source(f"srcNetworkScope {scope}", ipaddress.ip_network("0.0.0.0/0")))
+    if not sources:
+        sources = [_cidr("0.0.0.0/0")]
+    layers = _items(match.get("layer4Configs")) or [{"ipProtocol": "all"}]
+    for layer in layers:
+        ports = functools.partial(_gcp_ports, layer.get("ports"))
+        yield from _openings(_spans(layer.get("ipProtocol"), ports), sources)
+
+
+def _gcp_policy_rules(props: Mapping[str, Any]) -> Iterator[Opening]:
+    for rule in _items(props.get("rules")):
+        yield from _gcp_policy_rule(rule)
+
+
+def _alibaba_security_group_rule(props: Mapping[str, Any]) -> Iterator[Opening]:
+    if props.get("type") != "ingress" or str(props.get("policy") or "accept").lower() != "accept":
+        return
+    sources = [_cidr(s) for s in (props.get("cidrIp"), props.get("ipv6CidrIp")) if s]
+    sources += [_opaque(f"prefix list {p}") for p in _items(props.get("prefixListId"))]
+    sources += [_internal(f"security group {g}") for g in _items(props.get("sourceSecurityGroupId"))]
+    yield from _openings(_spans(props.get("ipProtocol"), lambda: _alibaba_ports(props.get("portRange"))), sources)
+
+
+def _alibaba_ports(port_range: Any) -> list[_Span]:
+    low, _, high = str(port_range if port_range is not None else "-1/-1").partition("/")
+    span = _span(low, high or low)
+    return [_Span(*ALL_PORTS, unread=f"port range {port_range!r}") if span.unread else span]
+
+
+def _huawei_security_group_rule(props: Mapping[str, Any]) -> Iterator[Opening]:
+    if props.get("direction") != "ingress" or str(props.get("action") or "allow").lower() == "deny":
+        return
+    sources = [_cidr(s) for s in _items(props.get("remoteIpPrefix"))]
+    sources += [_internal(f"security group {g}") for g in _items(props.get("remoteGroupId"))]
+    sources += [_opaque(f"address group {g}") for g in _items(props.get("remoteAddressGroupId"))]
+    if not sources:  # no remote: every address
+        sources = [_cidr("::/0" if props.get("ethertype") == "IPv6" else "0.0.0.0/0")]
+    protocol = props.get("protocol")
+    yield from _openings(_spans(protocol if protocol not in (None, "") else "all", lambda: _huawei_ports(props)),
+                         sources)
+
+
+def _huawei_ports(props: Mapping[str, Any]) -> list[_Span]:
+    if props.get("ports"):  # "22,8000-8010"
+        return _port_texts(str(props["ports"]).split(","))
+    return [_span(props.get("portRangeMin"), props.get("portRangeMax"))]
+
+
+INGRESS_READERS: Mapping[str, Callable[[Mapping[str, Any]], Iterator[Opening]]] = {
+    AWS_INGRESS_RULE: _aws_ingress_rule,
+    AWS_SECURITY_GROUP_RULE: _aws_security_group_rule,
+    AWS_SECURITY_GROUP: _aws_security_group,
+    AWS_DEFAULT_SECURITY_GROUP: _aws_security_group,
+    GCP_FIREWALL: _gcp_firewall,
+    GCP_FIREWALL_POLICY_RULE: _gcp_policy_rule,
+    GCP_NETWORK_FIREWALL_POLICY_RULE: _gcp_policy_rule,
+    GCP_REGION_FIREWALL_POLICY_RULE: _gcp_policy_rule,
+    GCP_FIREWALL_POLICY_WITH_RULES: _gcp_policy_rules,
+    GCP_NETWORK_FIREWALL_POLICY_WITH_RULES: _gcp_policy_rules,
+    GCP_REGION_FIREWALL_POLICY_WITH_RULES: _gcp_policy_rules,
+    ALI_SECURITY_GROUP_RULE: _alibaba_security_group_rule,
+    HW_SECURITY_GROUP_RULE: _huawei_security_group_rule,
+}
+"""Every resource type that can open a port to a server, and how to read what it opens."""
+
+# Firewall-like types of the server networks that open nothing by themselves: groups and policies that hold no
+# rules, rules that only filter what a security group already admits, associations, traffic mirroring.
+OPENS_NOTHING = {
+    "aws:ec2/vpcSecurityGroupRulesExclusive:VpcSecurityGroupRulesExclusive",
+    "gcp:compute/firewallPolicy:FirewallPolicy",
+    "gcp:compute/networkFirewallPolicy:NetworkFirewallPolicy",
+    "gcp:compute/regionNetworkFirewallPolicy:RegionNetworkFirewallPolicy",
+    "gcp:compute/networkFirewallPolicyPacketMirroringRule:NetworkFirewallPolicyPacketMirroringRule",
+    "alicloud:ecs/securityGroup:SecurityGroup",
+    "huaweicloud:Vpc/secgroup:Secgroup",
+}
+# The provider modules that hold the servers' firewalls; a firewall-like type there that the pack does not know
+# counts as opening every port to the internet.
+SERVER_NETWORK_MODULES = ("aws:ec2/", "aws:vpc/", "gcp:compute/", "alicloud:ecs/", "alicloud:vpc/",
+                          "huaweicloud:Vpc/", "huaweicloud:Networking/", "huaweicloud:Ecs/")
+_FIREWALL_WORDS = ("securitygroup", "secgroup", "firewall", "ingress")
+_NOT_OPENING_WORDS = ("egress", "association", "attachment", "iam")
+
+
+def unknown_ingress_type(resource_type: str) -> bool:
+    """A firewall-like type of a server network that the pack cannot read (fail closed)."""
+    if resource_type in INGRESS_READERS or resource_type in OPENS_NOTHING:
+        return False
+    kind = resource_type.rsplit(":", 1)[-1].lower()
+    return (resource_type.startswith(SERVER_NETWORK_MODULES) and any(w in kind for w in _FIREWALL_WORDS)
+            and not any(w in kind for w in _NOT_OPENING_WORDS))
+
+
+def openings(resource_type: str, props: Mapping[str, Any]) -> list[Opening]:
+    """What an ingress rule (or a security group's inline rules, a firewall policy's rules) lets in."""
+    reader = INGRESS_READERS.get(resource_type)
+    return list(reader(props)) if reader else []
+
+
+def _reads_ingress(resource_type: str) -> bool:
+    return resource_type in INGRESS_READERS or unknown_ingress_type(resource_type)
+
+
+UNKNOWN_TYPE_FIX = "use a rule type the pack reads (docs/policy.md lists them)"
+
+
+def _where(source: Source) -> str:
+    return source.text if source.network is not None else f"{source.text}, which the pack cannot read"
+
+
+ADMIN_FIX = ("inferstack opens no admin port; reach servers through the cloud's managed shell, or admit a private "
+             "network only")
+UNREAD_FIX = "name the protocol (tcp, udp, icmp, all, or its number) and give numeric ports"
+
+
+def check_admin_ports(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    if unknown_ingress_type(resource.resource_type):
+        report_violation(f"{resource.resource_type} is a firewall type the pack cannot read, so it counts as opening "
+                         f"every port (admin ports included) to the internet: {UNKNOWN_TYPE_FIX}")
+    for opening in openings(resource.resource_type, resource.props):
+        if exposure(opening, resource.resource_type) in ("private", "iap"):
+            continue
+        where = _where(opening.source)
+        if opening.unread:
+            report_violation(f"the rule's {opening.unread} cannot be read, so it counts as opening every port (admin "
+                             f"ports included) to {where}: {UNREAD_FIX}")
+            continue
+        for port, service in ADMIN_PORTS.items():
+            if not opening.covers(port):
+                continue
+            if opening.low == opening.high:
+                what = f"admin port {port} ({service}) is open to {where}"
+            else:
+                what = f"{opening.ports_are()} open to {where}, including admin port {port} ({service})"
+            report_violation(f"{what}: {ADMIN_FIX}")
+
+
+DEFAULT_SERVING_PORTS = (8000,)
+"""The inference API's port in every inferstack plan (`ServingConfig.port`); set `servingPorts` for others."""
+
+SERVING_PORTS_SCHEMA: Mapping[str, Any] = {"servingPorts": {
+    "type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 65535},
+    "default": list(DEFAULT_SERVING_PORTS),
+    "description": "Ports that may be open to public networks (the inference API)."}}
+
+
+def serving_ports(config: Mapping[str, Any]) -> tuple[int, ...]:
+    ports = [_integer(port) for port in _items(config.get("servingPorts", DEFAULT_SERVING_PORTS))]
+    return tuple(port for port in ports if port is not None)
+
+
+def _public_where(source: Source) -> str:
+    if source.network is None:
+        return f"{source.text}, which the pack cannot read (so it counts as public)"
+    if source.network.prefixlen == 0:
+        return f"the whole internet ({source.text})"
+    return f"public network {source.text}"
+
+
+def check_public_ingress(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    allowed = serving_ports(resource.config)
+    only = f"only a serving port ({', '.join(map(str, allowed))}) may be open beyond private networks"
+    if unknown_ingress_type(resource.resource_type):
+        report_violation(f"{resource.resource_type} is a firewall type the pack cannot read, so it counts as opening "
+                         f"every port to the internet: {UNKNOWN_TYPE_FIX}")
+    for opening in openings(resource.resource_type, resource.props):
+        if exposure(opening, resource.resource_type) in ("private", "iap"):
+            continue
+        where = _public_where(opening.source)
+        if opening.unread:
+            report_violation(f"the rule's {opening.unread} cannot be read, so it counts as opening every port to "
+                             f"{where}: {UNREAD_FIX}")
+        elif not (opening.low == opening.high and opening.low in allowed):
+            report_violation(f"{opening.ports_are()} open to {where}: {only}; admit private networks only, or "
+                             "reach other ports through the cloud's managed shell")
+
+
+#### Buckets: nothing grants the public anything ####
+
+PUBLIC_CANNED_ACLS = {"public-read", "public-read-write", "authenticated-read"}
+AWS_PUBLIC_GROUPS = ("http://acs.amazonaws.com/groups/global/AllUsers",
+                     "http://acs.amazonaws.com/groups/global/AuthenticatedUsers")
+GCP_PUBLIC_MEMBERS = {"allUsers", "allAuthenticatedUsers"}
+AWS_BLOCK_SETTINGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+
+
+def _check_canned_acl(acl: Any, report_violation: ReportViolation) -> None:
+    if acl in PUBLIC_CANNED_ACLS:
+        report_violation(f"bucket ACL is {acl}, which lets anyone read it: use private")
+
+
+def _everyone(principal: Any) -> bool:
+    """"*", {"AWS": "*"}, ["*"], {"ID": ["*"]}: a principal that admits every caller."""
+    if isinstance(principal, Mapping):
+        return any("*" in _items(value) for value in principal.values())
+    return "*" in _items(principal)
+
+
+def _check_bucket_policy(value: Any, report_violation: ReportViolation) -> None:
+    for statement in statements(value, report_violation, "the bucket policy"):
+        if not statement.allows:
+            continue
+        if "NotPrincipal" in statement.body:
+            report_violation(f"bucket policy statement {statement.label} allows everyone but the principals it "
+                             "names (NotPrincipal): name the principals that may read instead")
+        elif "Principal" not in statement.body:
+            report_violation(f"bucket policy statement {statement.label} names no Principal, so the pack cannot tell "
+                             "whom it admits: name the principals that may read")
+        elif _everyone(statement.body.get("Principal")):
+            report_violation(f"bucket policy statement {statement.label} allows everyone (Principal \"*\"): name "
+                             "the principals that may read instead")
+
+
+def _check_aws_grants(grants: list[Any], report_violation: ReportViolation) -> None:
+    """Grants of an S3 ACL: BucketAcl's {grantee: {uri}, permission}, or Bucket's {uri, permissions}."""
+    for grant in grants:
+        grantee = grant.get("grantee") or grant
+        uri = str(grantee.get("uri") or "")
+        if uri in AWS_PUBLIC_GROUPS:
+            permission = grant.get("permission") or ", ".join(_items(grant.get("permissions"))) or "access"
+            report_violation(f"an ACL grant admits {uri.rsplit('/', 1)[-1]} ({permission}): remove it")
+
+
+def _aws_bucket_not_public(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    _check_canned_acl(props.get("acl"), report_violation)
+    _check_aws_grants(_items(props.get("grants")), report_violation)
+    if props.get("policy"):
+        _check_bucket_policy(props["policy"], report_violation)
+
+
+def _aws_bucket_acl_not_public(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    _check_canned_acl(props.get("acl"), report_violation)
+    policy = props.get("accessControlPolicy") or {}
+    _check_aws_grants(_items(policy.get("grants")), report_violation)
+
+
+def _aws_block_all_on(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    off = [setting for setting in AWS_BLOCK_SETTINGS if props.get(setting) is not True]
+    if off:
+        report_violation(f"the public access block leaves {', '.join(off)} off: turn all four on")
+
+
+def _gcp_bucket_not_public(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if props.get("uniformBucketLevelAccess") is not True:
+        report_violation("uniform bucket-level access is off, so object ACLs could make objects public: set "
+                         "uniformBucketLevelAccess to true")
+    if props.get("publicAccessPrevention") != "enforced":
+        report_violation(f"public access prevention is {props.get('publicAccessPrevention') or 'inherited'}: set "
+                         "publicAccessPrevention to enforced")
+
+
+def _gcp_members_not_public(members: list[Any], role: Any, report_violation: ReportViolation) -> None:
+    for member in members:
+        if member in GCP_PUBLIC_MEMBERS:
+            report_violation(f"grants {role} to {member}, which is everyone: grant to named members only")
+
+
+def _gcp_member_not_public(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    _gcp_members_not_public([props.get("member")], props.get("role"), report_violation)
+
+
+def _gcp_binding_not_public(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    _gcp_members_not_public(_items(props.get("members")), props.get("role"), report_violation)
+
+
+def _gcp_bindings(value: Any, report_violation: ReportViolation) -> list[Any]:
+    document = _document(value)
+    if document is None:
+        report_violation("the IAM policy (policyData) is not a JSON policy, so it cannot be checked")
+        return []
+    return _items(document.get("bindings"))
+
+
+def _gcp_iam_policy_not_public(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    for binding in _gcp_bindings(props.get("policyData"), report_violation):
+        _gcp_members_not_public(_items(binding.get("members")), binding.get("role"), report_violation)
+
+
+def _alibaba_bucket_not_public(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    _check_canned_acl(props.get("acl"), report_violation)
+    if props.get("policy"):
+        _check_bucket_policy(props["policy"], report_violation)
+
+
+def _alibaba_block_on(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if props.get("blockPublicAccess") is not True:
+        report_violation("the public access block is off (blockPublicAccess is not true): turn it on")
+
+
+_NOT_PUBLIC: Mapping[str, Callable[[Mapping[str, Any], ReportViolation], None]] = {
+    AWS_BUCKET: _aws_bucket_not_public,
+    AWS_BUCKET_ACL: _aws_bucket_acl_not_public,
+    AWS_BUCKET_POLICY: lambda props, report: _check_bucket_policy(props.get("policy"), report),
+    AWS_PUBLIC_ACCESS_BLOCK: _aws_block_all_on,
+    GCP_BUCKET: _gcp_bucket_not_public,
+    GCP_BUCKET_IAM_MEMBER: _gcp_member_not_public,
+    GCP_BUCKET_IAM_BINDING: _gcp_binding_not_public,
+    GCP_BUCKET_IAM_POLICY: _gcp_iam_policy_not_public,
+    ALI_BUCKET: _alibaba_bucket_not_public,
+    ALI_BUCKET_ACL: lambda props, report: _check_canned_acl(props.get("acl"), report),
+    ALI_BUCKET_POLICY: lambda props, report: _check_bucket_policy(props.get("policy"), report),
+    ALI_PUBLIC_ACCESS_BLOCK: _alibaba_block_on,
+    HW_BUCKET: _alibaba_bucket_not_public,  # OBS: a canned ACL and an inline policy, as on OSS
+    HW_BUCKET_POLICY: lambda props, report: _check_bucket_policy(props.get("policy"), report),
+}
+
+
+def check_buckets_not_public(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    check = _NOT_PUBLIC.get(resource.resource_type)
+    if check is not None:
+        check(resource.props, report_violation)
+
+
+#### Encryption at rest ####
+
+AWS_SSE_ALGORITHMS = {"AES256", "aws:kms", "aws:kms:dsse"}
+ALIBABA_SSE_ALGORITHMS = {"AES256", "KMS", "SM4"}
+
+
+def _aws_encryption_rules(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    rules = _items(props.get("rules"))
+    algorithms = [(rule.get("applyServerSideEncryptionByDefault") or {}).get("sseAlgorithm") for rule in rules]
+    if not rules or any(algorithm not in AWS_SSE_ALGORITHMS for algorithm in algorithms):
+        report_violation("a default encryption rule names no algorithm: set "
+                         "applyServerSideEncryptionByDefault.sseAlgorithm to AES256 or aws:kms")
+
+
+def _aws_instance_disks(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if (props.get("rootBlockDevice") or {}).get("encrypted") is not True:
+        report_violation("the root volume is not encrypted: set rootBlockDevice.encrypted to true")
+    for device in _items(props.get("ebsBlockDevices")):
+        if device.get("encrypted") is not True:
+            report_violation(f"EBS volume {device.get('deviceName')} is not encrypted: set encrypted to true")
+
+
+def _aws_volume(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if props.get("encrypted") is not True:
+        report_violation("the volume is not encrypted: set encrypted to true")
+
+
+def _alibaba_algorithm(algorithm: Any, report_violation: ReportViolation) -> None:
+    if algorithm not in ALIBABA_SSE_ALGORITHMS:
+        report_violation(f"the server-side encryption algorithm is {algorithm or 'unset'}: use AES256, KMS or SM4")
+
+
+def _alibaba_bucket(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    rule = props.get("serverSideEncryptionRule")
+    if rule is not None:  # inline; a bucket without it needs a BucketServerSideEncryption (buckets-have-encryption)
+        _alibaba_algorithm(rule.get("sseAlgorithm"), report_violation)
+
+
+def _alibaba_instance_disks(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if props.get("systemDiskEncrypted") is not True:
+        report_violation("the system disk is not encrypted: set systemDiskEncrypted to true")
+    for index, disk in enumerate(_items(props.get("dataDisks"))):
+        if disk.get("encrypted") is not True:
+            report_violation(f"data disk {index} is not encrypted: set encrypted to true")
+
+
+def _huawei_bucket(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if props.get("encryption") is not True:
+        report_violation("the bucket is not encrypted: set encryption to true (sseAlgorithm AES256 or kms)")
+
+
+def _huawei_instance_disks(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if not props.get("systemDiskKmsKeyId"):
+        report_violation("the system disk is not encrypted: set systemDiskKmsKeyId (inferstack uses the region's "
+                         "evs/default key)")
+    for index, disk in enumerate(_items(props.get("dataDisks"))):
+        if not disk.get("kmsKeyId"):
+            report_violation(f"data disk {index} is not encrypted: set kmsKeyId")
+
+
+_ENCRYPTION: Mapping[str, Callable[[Mapping[str, Any], ReportViolation], None]] = {
+    AWS_BUCKET_ENCRYPTION: _aws_encryption_rules,
+    AWS_INSTANCE: _aws_instance_disks,
+    AWS_VOLUME: _aws_volume,
+    ALI_BUCKET: _alibaba_bucket,
+    ALI_BUCKET_ENCRYPTION: lambda props, report: _alibaba_algorithm(props.get("sseAlgorithm"), report),
+    ALI_INSTANCE: _alibaba_instance_disks,
+    ALI_DISK: _aws_volume,  # `encrypted`, as on EBS
+    HW_BUCKET: _huawei_bucket,
+    HW_INSTANCE: _huawei_instance_disks,
+    HW_VOLUME: lambda props, report: None if props.get("kmsId") else report(
+        "the volume is not encrypted: set kmsId"),
+}
+_ALWAYS_ENCRYPTED = (GCP_BUCKET, GCP_INSTANCE, GCP_INSTANCE_TEMPLATE, GCP_DISK)
+
+
+def check_encryption(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    if resource.resource_type in _ALWAYS_ENCRYPTED:
+        raise NotApplicable(GCP_ALWAYS_ENCRYPTED)
+    check = _ENCRYPTION.get(resource.resource_type)
+    if check is not None:
+        check(resource.props, report_violation)
+
+
+#### Instance metadata: session tokens required, one hop ####
+
+METADATA_HOP_LIMIT = 1
+"""inferstack's hop limit (inferstack.components.aws.METADATA_HOP_LIMIT): a token requested from inside a container
+(one hop further) never comes back, so only the server itself reads its credentials."""
+AWS_METADATA_TYPES = (AWS_INSTANCE, AWS_LAUNCH_TEMPLATE, AWS_LAUNCH_CONFIGURATION, AWS_SPOT_INSTANCE_REQUEST)
+
+
+def _metadata_hardened(options: Mapping[str, Any], prefix: str, report_violation: ReportViolation, *,
+                       hop_default_is_one: bool) -> None:
+    if options.get("httpEndpoint") == "disabled":  # no metadata service at all
+        return
+    tokens = options.get("httpTokens")
+    if tokens != "required":
+        report_violation(f"the metadata service answers without a session token ({prefix}httpTokens is "
+                         f"{tokens or 'unset'}): set it to required")
+    hops = options.get("httpPutResponseHopLimit")
+    setting = f"{prefix}httpPutResponseHopLimit"
+    if hops is None and not hop_default_is_one:
+        report_violation(f"the metadata hop limit is unset ({setting}), so the image's default applies (2 on images "
+                         f"that require tokens) and containers reach the server's credentials: set it to "
+                         f"{METADATA_HOP_LIMIT}")
+    elif hops is not None and _integer(hops) != METADATA_HOP_LIMIT:
+        report_violation(f"the metadata hop limit is {_shown(hops)} ({setting}), so containers on the server reach "
+                         f"its credentials: set it to {METADATA_HOP_LIMIT}")
+
+
+def check_metadata(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    if resource.resource_type in AWS_METADATA_TYPES:
+        _metadata_hardened(resource.props.get("metadataOptions") or {}, "metadataOptions.", report_violation,
+                           hop_default_is_one=False)
+    elif resource.resource_type == ALI_INSTANCE:  # the hop limit defaults to 1 on ECS
+        _metadata_hardened(resource.props, "", report_violation, hop_default_is_one=True)
+    elif resource.resource_type in (GCP_INSTANCE, GCP_INSTANCE_TEMPLATE):
+        raise NotApplicable(GCP_NO_METADATA_TOKENS)
+    elif resource.resource_type == HW_INSTANCE:
+        raise NotApplicable(HUAWEI_NO_METADATA_TOKENS)
+
+
+#### Identity: storage grants ####
+
+# AWS- and Alibaba-managed policies that grant object storage on every bucket of the account.
+AWS_BROAD_MANAGED_POLICIES = {"AdministratorAccess", "PowerUserAccess", "ReadOnlyAccess", "AmazonS3FullAccess",
+                              "AmazonS3ReadOnlyAccess"}
+ALIBABA_BROAD_SYSTEM_POLICIES = {"AdministratorAccess", "ReadOnlyAccess", "AliyunOSSFullAccess",
+                                 "AliyunOSSReadOnlyAccess"}
+GCP_STORAGE_ROLE_PREFIX = "roles/storage."
+# Basic roles hold storage permissions on every bucket of the project (owner and editor write, viewer lists).
+GCP_BASIC_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
+GCP_BUCKET_ADMIN_ROLES = {"roles/storage.admin", "roles/storage.objectAdmin", "roles/storage.legacyBucketOwner"}
+_WILDCARDS = ("*", "?")
+
+
+def _wild(text: str) -> bool:
+    return any(w in text for w in _WILDCARDS)
+
+
+@dataclass(frozen=True)
+class StorageDialect:
+    """How one cloud's identity policies name object storage."""
+
+    action_prefix: str
+    """"s3:", "oss:", "obs:"."""
+    bucket_path: Callable[[str], str | None]
+    """"bucket/key-pattern" or "bucket" for a storage resource; None for a resource of another service."""
+
+    def is_storage(self, action: str) -> bool:
+        return action == "*" or action.lower().startswith(self.action_prefix)
+
+
+def _aws_path(resource: str) -> str | None:
+    if resource == "*":
+        return "*"
+    return resource.split(":::", 1)[1] if resource.startswith("arn:") and ":s3:::" in resource else None
+
+
+def _alibaba_path(resource: str) -> str | None:
+    if resource == "*":
+        return "*"
+    return resource.split(":", 4)[4] if resource.startswith("acs:oss:") and resource.count(":") >= 4 else None
+
+
+def _huawei_path(resource: str) -> str | None:
+    if resource == "*":
+        return "*"
+    return resource.split(":", 4)[4] if resource.lower().startswith("obs:") and resource.count(":") >= 4 else None
+
+
+AWS_STORAGE = StorageDialect("s3:", _aws_path)
+ALIBABA_STORAGE = StorageDialect("oss:", _alibaba_path)
+HUAWEI_STORAGE = StorageDialect("obs:", _huawei_path)
+
+
+def _every_bucket(path: str | None) -> bool:
+    bucket = (path or "").split("/", 1)[0]
+    return path is not None and (not bucket or _wild(bucket))
+
+
+def _check_storage_wildcards(found: list[Statement], dialect: StorageDialect,
+                             report_violation: ReportViolation) -> None:
+    for statement in found:
+        if not statement.allows:
+            continue
+        if "NotAction" in statement.body:
+            report_violation(f"statement {statement.label} allows every action but those it names (NotAction): "
+                             "name the actions instead")
+            continue
+        storage = [action for action in statement.actions if dialect.is_storage(action)]
+        for action in storage:
+            if _wild(action):
+                report_violation(f"statement {statement.label} allows {action}, which covers every storage action: "
+                                 "name the read actions the server needs")
+        if not storage:
+            continue
+        if "Resource" not in statement.body:
+            report_violation(f"statement {statement.label} grants storage with no Resource, which is every bucket: "
+                             "name one bucket and prefix")
+        for resource in statement.resources:
+            if _every_bucket(dialect.bucket_path(resource)):
+                report_violation(f"statement {statement.label} grants storage on {resource}, which is every bucket: "
+                                 "name one bucket and prefix")
+
+
+def _broad_policy(name: str, broad: set[str], report_violation: ReportViolation) -> None:
+    if name in broad:
+        report_violation(f"attaches {name}, which grants storage on every bucket: grant one bucket and prefix in a "
+                         "policy of your own")
+
+
+def aws_managed_name(arn: Any) -> str:
+    """"AmazonS3FullAccess" for arn:aws:iam::aws:policy/AmazonS3FullAccess; "" for a customer's own policy."""
+    text = str(arn or "")
+    return text.rsplit("/", 1)[-1] if ":iam::aws:policy/" in text else ""
+
+
+def _aws_identity(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    props = resource.props
+    if resource.resource_type in AWS_IDENTITY_POLICIES:
+        _check_storage_wildcards(statements(props.get("policy"), report_violation, "the policy"), AWS_STORAGE,
+                                 report_violation)
+    elif resource.resource_type == AWS_ROLE:
+        for inline in _items(props.get("inlinePolicies")):
+            _check_storage_wildcards(statements(inline.get("policy"), report_violation, "an inline policy"),
+                                     AWS_STORAGE, report_violation)
+        for arn in _items(props.get("managedPolicyArns")):
+            _broad_policy(aws_managed_name(arn), AWS_BROAD_MANAGED_POLICIES, report_violation)
+    elif resource.resource_type in (AWS_ROLE_POLICY_ATTACHMENT, AWS_POLICY_ATTACHMENT):
+        _broad_policy(aws_managed_name(props.get("policyArn")), AWS_BROAD_MANAGED_POLICIES, report_violation)
+    elif resource.resource_type == AWS_ROLE_ATTACHMENTS_EXCLUSIVE:
+        for arn in _items(props.get("policyArns")):
+            _broad_policy(aws_managed_name(arn), AWS_BROAD_MANAGED_POLICIES, report_violation)
+
+
+def _gcp_identity(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    props = resource.props
+    if resource.resource_type in (GCP_PROJECT_IAM_MEMBER, GCP_PROJECT_IAM_BINDING):
+        _project_storage_roles([props], report_violation)
+    elif resource.resource_type == GCP_PROJECT_IAM_POLICY:
+        _project_storage_roles(_gcp_bindings(props.get("policyData"), report_violation), report_violation)
+    elif resource.resource_type in (GCP_BUCKET_IAM_MEMBER, GCP_BUCKET_IAM_BINDING) and (
+            props.get("role") in GCP_BUCKET_ADMIN_ROLES):
+        members = [props["member"]] if props.get("member") else _items(props.get("members"))
+        report_violation(f"grants {props['role']} to {', '.join(map(str, members))}, which administers the bucket: "
+                         "grant objectViewer (read) or objectCreator (write) instead")
+
+
+def _project_storage_roles(bindings: list[Any], report_violation: ReportViolation) -> None:
+    for binding in bindings:
+        role = str(binding.get("role") or "")
+        if role.startswith(GCP_STORAGE_ROLE_PREFIX) or role in GCP_BASIC_ROLES:
+            report_violation(f"grants {role} on the whole project, which covers every bucket: grant a storage role "
+                             "on one bucket (BucketIAMMember) instead")
+
+
+def _alibaba_identity(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    props = resource.props
+    if resource.resource_type == ALI_POLICY:
+        _check_storage_wildcards(statements(props.get("policyDocument"), report_violation, "the policy"),
+                                 ALIBABA_STORAGE, report_violation)
+    elif resource.resource_type == ALI_ROLE_POLICY_ATTACHMENT and props.get("policyType") == "System":
+        _broad_policy(str(props.get("policyName")), ALIBABA_BROAD_SYSTEM_POLICIES, report_violation)
+
+
+def _huawei_identity(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    if resource.resource_type == HW_ROLE:
+        _check_storage_wildcards(statements(resource.props.get("policy"), report_violation, "the policy"),
+                                 HUAWEI_STORAGE, report_violation)
+
+
+_STORAGE_GRANT_TYPES = {
+    *AWS_IDENTITY_POLICIES, AWS_ROLE, AWS_ROLE_POLICY_ATTACHMENT, AWS_POLICY_ATTACHMENT, AWS_ROLE_ATTACHMENTS_EXCLUSIVE,
+    GCP_PROJECT_IAM_MEMBER, GCP_PROJECT_IAM_BINDING, GCP_PROJECT_IAM_POLICY, GCP_BUCKET_IAM_MEMBER,
+    GCP_BUCKET_IAM_BINDING, ALI_POLICY, ALI_ROLE_POLICY_ATTACHMENT, HW_ROLE}
+
+
+def check_storage_grants(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    cloud = resource.resource_type.split(":", 1)[0]
+    check = {"aws": _aws_identity, "gcp": _gcp_identity, "alicloud": _alibaba_identity,
+             "huaweicloud": _huawei_identity}.get(cloud)
+    if check is not None:
+        check(resource, report_violation)
+
+
+#### CDN: HTTPS only, private origin ####
+
+AWS_HTTPS_VIEWER_POLICIES = {"https-only", "redirect-to-https"}
+
+
+def _cloudfront(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    behaviors = [("default", props.get("defaultCacheBehavior") or {})] + [
+        (str(b.get("pathPattern")), b) for b in _items(props.get("orderedCacheBehaviors"))]
+    for path, behavior in behaviors:
+        policy = behavior.get("viewerProtocolPolicy")
+        if policy not in AWS_HTTPS_VIEWER_POLICIES:
+            report_violation(f"cache behavior {path} serves plain HTTP (viewerProtocolPolicy is {policy}): use "
+                             "https-only")
+    for origin in _items(props.get("origins")):
+        name = origin.get("originId")
+        if ".s3." in str(origin.get("domainName")) or origin.get("s3OriginConfig"):
+            if not origin.get("originAccessControlId"):
+                report_violation(f"origin {name} reads its S3 bucket without Origin Access Control: give it an "
+                                 "originAccessControlId, so that the bucket stays private")
+        elif (origin.get("customOriginConfig") or {}).get("originProtocolPolicy") != "https-only":
+            report_violation(f"origin {name} is fetched over plain HTTP: set "
+                             "customOriginConfig.originProtocolPolicy to https-only")
+
+
+def _alibaba_cdn_domain(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if (props.get("certificateConfig") or {}).get("serverCertificateStatus") != "on":
+        report_violation("the CDN domain has no HTTPS certificate on: set certificateConfig.serverCertificateStatus "
+                         "to on")
+    for source in _items(props.get("sources")):
+        if source.get("type") == "oss" and _integer(source.get("port", 80)) != 443:
+            report_violation(f"origin {source.get('content')} is fetched over plain HTTP: use port 443")
+
+
+def _alibaba_cdn_function(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    arguments = {a.get("argName"): a.get("argValue") for a in _items(props.get("functionArgs"))}
+    if props.get("functionName") == "https_force" and arguments.get("enable") != "on":
+        report_violation("https_force is not enabled: set its enable argument to on")
+    if props.get("functionName") == "http_force" and arguments.get("enable") == "on":
+        report_violation("http_force sends viewers to plain HTTP: remove it")
+
+
+def _huawei_cdn_domain(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    configs = props.get("configs") or {}
+    https = configs.get("httpsSettings") or {}
+    redirect = configs.get("forceRedirect") or {}
+    if https.get("httpsEnabled") is not True:
+        report_violation("HTTPS is off: set configs.httpsSettings.httpsEnabled to true with a certificate")
+    if redirect.get("enabled") is not True or redirect.get("type") != "https":
+        report_violation("plain HTTP is not redirected: set configs.forceRedirect to enabled, type https")
+    if configs.get("originProtocol") != "https":
+        report_violation(f"the origin is fetched over {configs.get('originProtocol') or 'http'}: set "
+                         "configs.originProtocol to https")
+    for source in _items(props.get("sources")):
+        if source.get("originType") == "obs_bucket" and source.get("obsBucketType") != "private":
+            report_violation(f"origin {source.get('origin')} is read as a public bucket: set obsBucketType to "
+                             "private (the CDN reads it with the account's agency)")
+
+
+_CDN: Mapping[str, Callable[[Mapping[str, Any], ReportViolation], None]] = {
+    AWS_DISTRIBUTION: _cloudfront,
+    ALI_CDN_DOMAIN: _alibaba_cdn_domain,
+    ALI_CDN_CONFIG: _alibaba_cdn_function,
+    HW_CDN_DOMAIN: _huawei_cdn_domain,
+}
+
+
+def check_cdn(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    check = _CDN.get(resource.resource_type)
+    if check is not None:
+        check(resource.props, report_violation)
+
+
+#### Stack: settings that are resources of their own ####
+
+
+def _settings_of(stack: Stack, bucket: StackResource, setting_type: str) -> list[StackResource]:
+    name = stack.known(bucket.props, "bucket")
+    return [s for s in stack.of_type(setting_type) if stack.refers(s, "bucket", bucket, name)]
+
+
+def check_public_access_blocks(stack: Stack, report_violation: ReportViolation) -> None:
+    checked = {AWS_BUCKET: AWS_PUBLIC_ACCESS_BLOCK, ALI_BUCKET: ALI_PUBLIC_ACCESS_BLOCK}
+    buckets = stack.of_type(*checked)
+    if not buckets:
+        if stack.of_type(HW_BUCKET):
+            raise NotApplicable(HUAWEI_NO_PUBLIC_ACCESS_BLOCK)
+        if stack.of_type(GCP_BUCKET):
+            raise NotApplicable(GCP_PUBLIC_ACCESS_ON_BUCKET)
+        raise NotApplicable("the stack creates no S3 or OSS bucket")
+    for bucket in buckets:
+        if not _settings_of(stack, bucket, checked[bucket.resource_type]):
+            block = checked[bucket.resource_type].rsplit(":", 1)[-1]
+            report_violation(f"bucket {bucket.name} has no {block}: add one that blocks public ACLs and policies",
+                             bucket.urn)
+
+
+def check_default_encryption(stack: Stack, report_violation: ReportViolation) -> None:
+    buckets = stack.of_type(AWS_BUCKET, ALI_BUCKET)
+    if not buckets:
+        if stack.of_type(GCP_BUCKET):
+            raise NotApplicable(GCP_ALWAYS_ENCRYPTED)
+        if stack.of_type(HW_BUCKET):
+            raise NotApplicable("OBS encryption is a property of the bucket, which encryption-at-rest checks")
+        raise NotApplicable("the stack creates no S3 or OSS bucket")
+    for bucket in buckets:
+        if bucket.resource_type == AWS_BUCKET:
+            inline = stack.known(bucket.props, "serverSideEncryptionConfiguration")
+            resource_type, setting = AWS_BUCKET_ENCRYPTION, "BucketServerSideEncryptionConfiguration"
+        else:
+            inline = stack.known(bucket.props, "serverSideEncryptionRule")
+            resource_type, setting = ALI_BUCKET_ENCRYPTION, "BucketServerSideEncryption"
+        if not inline and not _settings_of(stack, bucket, resource_type):
+            report_violation(f"bucket {bucket.name} has no default encryption: add a {setting}", bucket.urn)
+
+
+#### Stack: the servers' identity holds exactly what inferstack grants ####
+
+
+@dataclass(frozen=True)
+class ServerGrants:
+    """What inferstack grants the identity its servers take, on one cloud (read from each cloud's
+    `create_identity` in inferstack/components/<cloud>.py). The identity may hold these and nothing else."""
+
+    object_reads: frozenset[str]
+    """Read objects, on `bucket/prefix*` only (Google Cloud: roles on the bucket, under a prefix condition)."""
+    listings: frozenset[str]
+    """List keys, on the bucket, under a prefix condition."""
+    secret_reads: frozenset[str]
+    """Read secrets, on the stack's own secrets (Huawei: on its project, see `secrets_by_project`)."""
+    anywhere: frozenset[str] = frozenset()
+    """Allowed on every resource: the managed shell's channel."""
+    prefix_condition: str = ""
+    """The condition key that limits a listing to a prefix (matched case-insensitively)."""
+    secrets_by_project: bool = False
+    """Secret reads cannot name a secret (Huawei CSMS has no resource-level permission in role-based policies): they
+    must name no Resource and be granted on one project, never account-wide."""
+
+    def kind(self, action: str) -> str | None:
+        """"object", "listing", "secret", "anywhere", or None for an action inferstack never grants (IAM actions
+        are case-insensitive)."""
+        kinds = {"object": self.object_reads, "listing": self.listings, "secret": self.secret_reads,
+                 "anywhere": self.anywhere}
+        return next((kind for kind, actions in kinds.items()
+                     if action.lower() in {a.lower() for a in actions}), None)
+
+
+SERVER_GRANTS: Mapping[str, ServerGrants] = {
+    # RolePolicies model-read, secrets-read, session-manager (SESSION_MANAGER_ACTIONS, on "*").
+    "aws": ServerGrants(
+        object_reads=frozenset({"s3:GetObject"}), listings=frozenset({"s3:ListBucket"}),
+        secret_reads=frozenset({"ssm:GetParameter", "ssm:GetParameters"}),
+        anywhere=frozenset({"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
+                            "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
+                            "ssmmessages:OpenDataChannel"}),
+        prefix_condition="s3:prefix"),
+    # BucketIAMMember with a prefix condition; SecretIamMember on each of the stack's secrets; no project role.
+    "gcp": ServerGrants(object_reads=frozenset({"roles/storage.objectViewer"}), listings=frozenset(),
+                        secret_reads=frozenset({"roles/secretmanager.secretAccessor"})),
+    # RAM policies model-read and secrets-read (Cloud Assistant, the managed shell, needs no grant).
+    "alibaba": ServerGrants(object_reads=frozenset({"oss:GetObject"}), listings=frozenset({"oss:ListObjects"}),
+                            secret_reads=frozenset({"kms:GetSecretValue"}), prefix_condition="oss:prefix"),
+    # Custom roles model-read (a domain role: OBS is global) and secrets-read (a project role); no listing.
+    "huawei": ServerGrants(object_reads=frozenset({"obs:object:GetObject"}), listings=frozenset(),
+                           secret_reads=frozenset({"csms:secretVersion:get", "kms:dek:decrypt"}),
+                           secrets_by_project=True),
+}
+"""The allow-list: one row per cloud (tests/policy checks each row against the component code)."""
+
+_DIALECTS = {"aws": AWS_STORAGE, "alibaba": ALIBABA_STORAGE, "huawei": HUAWEI_STORAGE}
+SECRET_TYPES = {"aws": (AWS_PARAMETER,), "gcp": (GCP_SECRET,), "alibaba": (ALI_SECRET,), "huawei": (HW_SECRET,)}
+
+
+@dataclass
+class ServerIdentity:
+    """One identity the servers take, what it may read, and what the pack found wrong with its grants."""
+
+    cloud: str
+    resource: StackResource
+    storage: set[str] = field(default_factory=set)
+    """"bucket/prefix*" scopes it may read."""
+    secrets: set[str] = field(default_factory=set)
+    """URNs of the stack's secrets it may read; "*" for every secret in its project (Huawei)."""
+    violations: list[tuple[str, str]] = field(default_factory=list)
+    """(message, urn of the resource at fault)."""
+    granted_by: set[str] = field(default_factory=set)
+    """URNs of the resources whose grants were read (the identity's own included)."""
+    holds: set[str] = field(default_factory=set)
+    """Every action (Google Cloud: role) allowed to it, as written."""
+
+    def report(self, message: str, urn: str) -> None:
+        self.violations.append((message, urn))
+
+
+@dataclass(frozen=True)
+class _Document:
+    """Statements the identity holds through one resource (a role policy, a RAM policy, a Huawei custom role)."""
+
+    source: StackResource
+    found: list[Statement]
+    attached_as: str = ""
+    """Huawei: "domain", "project" or "all resources"."""
+
+
+def _scoped_key(key: str) -> str | None:
+    """"models/llama/*" → "models/llama/"; None for a key pattern that is not one literal prefix."""
+    prefix = key[:-1] if key.endswith("*") else key
+    return prefix if prefix and not _wild(prefix) else None
+
+
+def _listing_prefixes(statement: Statement, condition_key: str) -> list[Any] | None:
+    """The prefixes a listing is limited to; None when no condition limits it."""
+    condition = statement.body.get("Condition")
+    if not isinstance(condition, Mapping):
+        return None
+    prefixes: list[Any] = []
+    for operator in ("StringLike", "StringEquals"):
+        for key, values in (condition.get(operator) or {}).items():
+            if str(key).lower() == condition_key.lower():
+                prefixes += _items(values)
+    return prefixes or None
+
+
+class _Checker:
+    """Checks one identity's documents against its cloud's row of SERVER_GRANTS."""
+
+    def __init__(self, stack: Stack, identity: ServerIdentity) -> None:
+        self.stack = stack
+        self.identity = identity
+        self.row = SERVER_GRANTS[identity.cloud]
+        self.dialect = _DIALECTS.get(identity.cloud, AWS_STORAGE)
+        self.secrets = _secret_names(stack, identity.cloud)
+
+    def document(self, document: _Document) -> None:
+        self.identity.granted_by.add(document.source.urn)
+        for statement in document.found:
+            if statement.allows:
+                self.statement(statement, document)
+
+    def statement(self, statement: Statement, document: _Document) -> None:
+        urn, label = document.source.urn, statement.label
+        for key in ("NotAction", "NotResource"):
+            if key in statement.body:
+                self.identity.report(f"statement {label} allows by exclusion ({key}), so the servers' identity may do "
+                                     f"more than inferstack grants: name the actions and resources", urn)
+                return
+        if not statement.actions:
+            self.identity.report(f"statement {label} names no Action, so it cannot be checked", urn)
+        for action in statement.actions:
+            self.action(action, statement, document)
+
+    def action(self, action: str, statement: Statement, document: _Document) -> None:
+        urn, label, kind = document.source.urn, statement.label, self.row.kind(action)
+        self.identity.holds.add(action)
+        resources = statement.resources if "Resource" in statement.body else []
+        if kind == "object":
+            for resource in resources or ["every resource (no Resource)"]:
+                self.object_read(resource, action, label, urn)
+        elif kind == "listing":
+            for resource in resources or ["every resource (no Resource)"]:
+                self.listing(resource, statement, action, urn)
+        elif kind == "secret":
+            self.secret_read(resources, action, label, document)
+        elif kind is None:
+            shell = " and open the managed shell" if self.row.anywhere else ""
+            self.identity.report(f"the servers' identity may {action} (statement {label}), which inferstack never "
+                                 f"grants: the servers only read their model prefix and their own secrets{shell} "
+                                 "(docs/policy.md lists the actions); remove it", urn)
+
+    def object_read(self, resource: str, action: str, label: str, urn: str) -> None:
+        path = self.dialect.bucket_path(resource)
+        bucket, _, key = (path or "").partition("/")
+        prefix = _scoped_key(key) if bucket and not _wild(bucket) else None
+        if prefix is None:
+            self.identity.report(f"the servers' identity may {action} on {resource} (statement {label}), which is not "
+                                 "one model prefix of one bucket: grant bucket/prefix* only (no wildcard in the bucket "
+                                 "or the prefix)", urn)
+        else:
+            self.identity.storage.add(f"{bucket}/{prefix}*")
+
+    def listing(self, resource: str, statement: Statement, action: str, urn: str) -> None:
+        path = self.dialect.bucket_path(resource)
+        prefixes = _listing_prefixes(statement, self.row.prefix_condition)
+        scoped = [_scoped_key(str(p)) for p in prefixes or []]
+        if path is None or "/" in path or _wild(path):
+            self.identity.report(f"the servers' identity may {action} on {resource} (statement {statement.label}), "
+                                 "which is not one bucket: name the model bucket", urn)
+        elif prefixes is None or None in scoped:
+            self.identity.report(f"the servers' identity may list {resource} (statement {statement.label}) without a "
+                                 f"condition limiting it to one prefix: add {self.row.prefix_condition} with the "
+                                 "model prefix", urn)
+        else:
+            self.identity.storage.update(f"{path}/{prefix}*" for prefix in scoped)
+
+    def secret_read(self, resources: list[str], action: str, label: str, document: _Document) -> None:
+        urn = document.source.urn
+        if self.row.secrets_by_project:
+            if resources and resources != ["*"]:
+                self.identity.report(f"the servers' identity may {action} on {', '.join(resources)} (statement "
+                                     f"{label}), which the pack cannot read: grant it on the project, without a "
+                                     "Resource", urn)
+            elif document.attached_as != "project":
+                self.identity.report(f"the servers' identity may {action} (statement {label}) as a "
+                                     f"{document.attached_as or 'global'} role, which reads every secret of the "
+                                     "account: grant it as a project role of one region", urn)
+            else:
+                self.identity.secrets.add("*")
+            return
+        for resource in resources or ["every resource (no Resource)"]:
+            secret = self.secrets.get(resource)
+            if secret is None:
+                self.identity.report(f"the servers' identity may {action} on {resource} (statement {label}), which "
+                                     "is not a secret of this stack: grant its own secrets only, by name", urn)
+            else:
+                self.identity.secrets.add(secret)
+
+
+def _secret_names(stack: Stack, cloud: str) -> dict[str, str]:
+    """Every name a grant may give one of the stack's secrets (ARN, resource name, id) → the secret's URN."""
+    names: dict[str, str] = {}
+    for secret in stack.of_type(*SECRET_TYPES.get(cloud, ())):
+        for key in ("arn", "name", "id", "secretId"):
+            value = stack.known(secret.props, key)
+            if isinstance(value, str) and value:
+                names[value] = secret.urn
+    return names
+
+
+def _trusts(document: Any, service: str) -> bool | None:
+    """Whether a trust policy lets `service` (ec2., ecs.) assume the role; None if it cannot be read."""
+    parsed = _document(document)
+    if parsed is None:
+        return None
+    for body in _items(parsed.get("Statement")):
+        if not isinstance(body, Mapping):
+            return None
+        principal = body.get("Principal") or {}
+        services = _items(principal.get("Service")) if isinstance(principal, Mapping) else []
+        if str(body.get("Effect", "")).lower() == "allow" and any(str(s).startswith(service) for s in services):
+            return True
+    return False
+
+
+def _identities_trusting(stack: Stack, role_type: str, trust_key: str, service: str, cloud: str,
+                         report_violation: ReportViolation) -> list[ServerIdentity]:
+    found = []
+    for role in stack.of_type(role_type):
+        trust = stack.known(role.props, trust_key)
+        if trust is None:
+            continue  # unknown during a preview: checked at `pulumi up`
+        trusted = _trusts(trust, service)
+        if trusted is None:
+            report_violation(f"the trust policy of role {role.name} cannot be read, so the pack cannot tell whether "
+                             "servers take it: write it as a JSON policy document", role.urn)
+        elif trusted:
+            found.append(ServerIdentity(cloud, role))
+    return found
+
+
+def _aws_identity_documents(stack: Stack, checker: _Checker) -> None:
+    role, identity = checker.identity.resource, checker.identity
+    report = identity.report
+    for inline in stack.items(stack.known(role.props, "inlinePolicies")):
+        checker.document(_Document(role, statements(inline.get("policy"), report_to(identity, role.urn),
+                                                    "an inline policy of the servers' identity")))
+    names = [stack.known(role.props, key) for key in ("name", "id", "arn")]
+    for policy in stack.of_type(AWS_ROLE_POLICY):
+        if stack.refers(policy, "role", role, *names):
+            checker.document(_Document(policy, statements(policy.props.get("policy"), report_to(identity, policy.urn),
+                                                          "a policy of the servers' identity")))
+    attached = [(a, a.props.get("policyArn")) for a in stack.of_type(AWS_ROLE_POLICY_ATTACHMENT)
+                if stack.refers(a, "role", role, *names)]
+    attached += [(a, a.props.get("policyArn")) for a in stack.of_type(AWS_POLICY_ATTACHMENT)
+                 if stack.refers(a, "roles", role, *names)]
+    attached += [(a, arn) for a in stack.of_type(AWS_ROLE_ATTACHMENTS_EXCLUSIVE)
+                 if stack.refers(a, "roleName", role, *names) for arn in _items(a.props.get("policyArns"))]
+    attached += [(role, arn) for arn in _items(stack.known(role.props, "managedPolicyArns"))]
+    for attachment, arn in attached:
+        identity.granted_by.add(attachment.urn)
+        managed = [p for p in stack.of_type(AWS_MANAGED_POLICY)
+                   if stack.refers(attachment, "policyArn", p, stack.known(p.props, "arn")) or (
+                       arn and arn == stack.known(p.props, "arn"))]
+        if managed:
+            for policy in managed:
+                checker.document(_Document(policy, statements(policy.props.get("policy"),
+                                                              report_to(identity, policy.urn),
+                                                              "a policy of the servers' identity")))
+        elif aws_managed_name(arn):
+            report(f"the servers' identity has the AWS-managed policy {aws_managed_name(arn)} attached, which "
+                   "inferstack never grants: attach nothing but inferstack's own policies", attachment.urn)
+        else:
+            report(f"the servers' identity has policy {arn} attached, which is not in this stack, so the pack "
+                   "cannot read it: grant the server's permissions in a policy of this stack", attachment.urn)
+
+
+def report_to(identity: ServerIdentity, default_urn: str) -> ReportViolation:
+    """Violations found reading one of the identity's documents, reported on that document."""
+    def report(message: str, urn: str | None = None) -> None:
+        identity.report(message, urn or default_urn)
+    return report
+
+
+def _alibaba_identity_documents(stack: Stack, checker: _Checker) -> None:
+    role, identity = checker.identity.resource, checker.identity
+    role_name = stack.known(role.props, "roleName")
+    for attachment in stack.of_type(ALI_ROLE_POLICY_ATTACHMENT):
+        if not stack.refers(attachment, "roleName", role, role_name):
+            continue
+        identity.granted_by.add(attachment.urn)
+        name = attachment.props.get("policyName")
+        policies = [p for p in stack.of_type(ALI_POLICY)
+                    if stack.refers(attachment, "policyName", p, stack.known(p.props, "policyName"))]
+        if attachment.props.get("policyType") == "System":
+            identity.report(f"the servers' identity has the system policy {name} attached, which inferstack never "
+                            "grants: attach nothing but inferstack's own policies", attachment.urn)
+        elif not policies:
+            identity.report(f"the servers' identity has policy {name} attached, which is not in this stack, so the "
+                            "pack cannot read it: grant the server's permissions in a policy of this stack",
+                            attachment.urn)
+        for policy in policies:
+            checker.document(_Document(policy, statements(policy.props.get("policyDocument"),
+                                                          report_to(identity, policy.urn),
+                                                          "a policy of the servers' identity")))
+
+
+_HUAWEI_ATTACHMENTS = (("domainRoles", "domain"), ("allResourcesRoles", "all resources"))
+
+
+def _huawei_identity_documents(stack: Stack, checker: _Checker) -> None:
+    agency, identity = checker.identity.resource, checker.identity
+    named: list[tuple[str, Any]] = [
+        (scope, name) for key, scope in _HUAWEI_ATTACHMENTS for name in stack.items(stack.known(agency.props, key))]
+    named += [("project", name) for project in stack.items(stack.known(agency.props, "projectRoles"))
+              for name in _items(project.get("roles"))]
+    roles = stack.of_type(HW_ROLE)
+    for scope, name in named:
+        matches = [r for r in roles if name and name == stack.known(r.props, "name")]
+        if not matches:
+            identity.report(f"the servers' identity holds role {name!r} ({scope}), which is not a custom role of this "
+                            "stack, so the pack cannot read it: grant the server's permissions in roles of this stack",
+                            agency.urn)
+        for role in matches:
+            checker.document(_Document(role, statements(role.props.get("policy"), report_to(identity, role.urn),
+                                                        "a role of the servers' identity"), scope))
+
+
+#### The servers' identity on Google Cloud: IAM grants to its service account ####
+
+_GCP_OBJECT_PREFIX = re.compile(r'resource\.name\.startsWith\("projects/_/buckets/(?P<bucket>[^/"*?]+)/objects/'
+                                r'(?P<prefix>[^"]*)"\)')
+_GCP_LIST_PREFIX = re.compile(
+    r'api\.getAttribute\("storage\.googleapis\.com/objectListPrefix", ""\)\.startsWith\("(?P<prefix>[^"]*)"\)')
+
+
+def _gcp_condition_prefixes(bucket: str, expression: str) -> list[str] | None:
+    """The prefixes an IAM condition limits a bucket grant to; None if it does not (or cannot be read)."""
+    clauses = [clause.strip() for clause in expression.split("||")] if expression else []
+    prefixes = []
+    for clause in clauses:
+        objects, listing = _GCP_OBJECT_PREFIX.fullmatch(clause), _GCP_LIST_PREFIX.fullmatch(clause)
+        match = objects or listing
+        if match is None or (objects and objects["bucket"] != bucket):
+            return None
+        prefix = _scoped_key(match["prefix"] + "*")
+        if prefix is None:
+            return None
+        prefixes.append(prefix)
+    return prefixes or None
+
+
+def _gcp_server_accounts(stack: Stack) -> list[ServerIdentity]:
+    found = []
+    for account in stack.of_type(GCP_SERVICE_ACCOUNT):
+        email = stack.known(account.props, "email")
+        for instance in stack.of_type(GCP_INSTANCE, GCP_INSTANCE_TEMPLATE):
+            attached = stack.known(instance.props, "serviceAccount") or {}
+            via_dependency = account.urn in {d.urn for d in instance.property_dependencies.get("serviceAccount", [])}
+            if via_dependency or (email and stack.known(attached, "email") == email):
+                found.append(ServerIdentity("gcp", account))
+                break
+    return found
+
+
+_GCP_GRANT_KINDS = ("iammember", "iambinding", "iampolicy")
+
+
+def _gcp_grants_to(stack: Stack,
+                   account: StackResource) -> Iterator[tuple[StackResource, str | None, Mapping[str, Any]]]:
+    """(grant resource, role, the binding's props) for every IAM grant in the stack that names the account."""
+    email = stack.known(account.props, "email")
+    names = [stack.known(account.props, "member"), f"serviceAccount:{email}" if email else None]
+    for grant in stack.resources:
+        kind = grant.resource_type.rsplit(":", 1)[-1].lower()
+        if not kind.endswith(_GCP_GRANT_KINDS) or not grant.resource_type.startswith("gcp:"):
+            continue
+        if kind.endswith("iampolicy"):
+            yield from _gcp_policy_bindings(stack, grant, account, [n for n in names if n])
+        elif stack.refers(grant, "member", account, *names) or stack.refers(grant, "members", account, *names):
+            yield grant, str(grant.props.get("role")), grant.props
+
+
+def _gcp_policy_bindings(stack: Stack, grant: StackResource, account: StackResource,
+                         names: list[str]) -> Iterator[tuple[StackResource, str | None, Mapping[str, Any]]]:
+    """The bindings of an IAM policy resource that name the account; role None when the policy cannot be read."""
+    value = stack.known(grant.props, "policyData")
+    depends = account.urn in {d.urn for d in grant.property_dependencies.get("policyData", [])}
+    if value is None:
+        return  # unknown during a preview: checked at `pulumi up`
+    document = _document(value)
+    if document is None:
+        if depends or any(name in str(value) for name in names):
+            yield grant, None, {}
+        return
+    for binding in _items(document.get("bindings")):
+        if depends or any(name in _items(binding.get("members")) for name in names):
+            yield grant, str(binding.get("role")), binding
+
+
+def _check_gcp_account(stack: Stack, identity: ServerIdentity) -> None:
+    row, secrets = SERVER_GRANTS["gcp"], _secret_names(stack, "gcp")
+    for grant, role, binding in _gcp_grants_to(stack, identity.resource):
+        identity.granted_by.add(grant.urn)
+        if role is None:
+            identity.report(f"the IAM policy of {_gcp_target(grant)} names the servers' identity and is not JSON, so "
+                            "it cannot be checked", grant.urn)
+            continue
+        identity.holds.add(role)
+        if grant.resource_type in (GCP_BUCKET_IAM_MEMBER, GCP_BUCKET_IAM_BINDING) and role in row.object_reads:
+            bucket = str(grant.props.get("bucket"))
+            expression = str((binding.get("condition") or {}).get("expression") or "")
+            prefixes = _gcp_condition_prefixes(bucket, expression)
+            if prefixes is None:
+                identity.report(f"the servers' identity reads all of bucket {bucket} ({role} without a condition "
+                                "limiting it to the model prefix): add one", grant.urn)
+            else:
+                identity.storage.update(f"{bucket}/{prefix}*" for prefix in prefixes)
+        elif grant.resource_type in (GCP_SECRET_IAM_MEMBER, GCP_SECRET_IAM_BINDING) and role in row.secret_reads:
+            secret_id = str(grant.props.get("secretId"))
+            urn = secrets.get(secret_id) or next(
+                (u for name, u in secrets.items() if secret_id.endswith(f"/secrets/{name}")), None)
+            if urn is None:
+                identity.report(f"the servers' identity reads secret {secret_id}, which is not a secret of this "
+                                "stack: grant its own secrets only", grant.urn)
+            else:
+                identity.secrets.add(urn)
+        else:
+            identity.report(f"the servers' identity holds {role} on {_gcp_target(grant)}, which inferstack never "
+                            "grants: the servers read their model prefix (roles/storage.objectViewer on the bucket, "
+                            "under a prefix condition) and their own secrets (roles/secretmanager.secretAccessor), "
+                            "nothing else; remove it", grant.urn)
+
+
+def _gcp_target(grant: StackResource) -> str:
+    """What an IAM grant is on: "bucket b", "secret s", "project p", or its type."""
+    for key in ("bucket", "secretId", "project", "folder", "orgId", "serviceAccountId"):
+        value = grant.props.get(key) if key in grant.props else None
+        if value:
+            return f"{key.removesuffix('Id').lower()} {value}"
+    return grant.resource_type
+
+
+#### The servers' identities, and the rule ####
+
+# Resources that name the servers' identity without granting it anything: the identity itself, the servers and
+# what attaches the identity to them. Any other resource that names it, and is not a grant the pack reads above,
+# counts as an unknown grant (fail closed).
+IDENTITY_USERS = {
+    AWS_INSTANCE_PROFILE, AWS_INSTANCE, AWS_LAUNCH_TEMPLATE, AWS_LAUNCH_CONFIGURATION, AWS_SPOT_INSTANCE_REQUEST,
+    GCP_INSTANCE, GCP_INSTANCE_TEMPLATE, ALI_INSTANCE, "alicloud:ecs/ramRoleAttachment:RamRoleAttachment",
+    "alicloud:ram/roleAttachment:RoleAttachment", HW_INSTANCE,
+}
+
+
+def server_identities(stack: Stack, report_violation: ReportViolation) -> list[ServerIdentity]:
+    """Every identity the servers take, with its storage scopes, readable secrets and violations."""
+    identities = [*_identities_trusting(stack, AWS_ROLE, "assumeRolePolicy", "ec2.", "aws", report_violation),
+                  *_identities_trusting(stack, ALI_ROLE, "assumeRolePolicyDocument", "ecs.", "alibaba",
+                                        report_violation),
+                  *(ServerIdentity("huawei", agency) for agency in stack.of_type(HW_AGENCY)
+                    if stack.known(agency.props, "delegatedServiceName") == "op_svc_ecs"),
+                  *_gcp_server_accounts(stack)]
+    read = {"aws": _aws_identity_documents, "alibaba": _alibaba_identity_documents,
+            "huawei": _huawei_identity_documents}
+    for identity in identities:
+        identity.granted_by.add(identity.resource.urn)
+        if identity.cloud == "gcp":
+            _check_gcp_account(stack, identity)
+        else:
+            read[identity.cloud](stack, _Checker(stack, identity))
+        if len(identity.storage) > 1:
+            identity.report(f"the servers' identity reads {len(identity.storage)} prefixes "
+                            f"({', '.join(sorted(identity.storage))}): it reads one model prefix of one bucket",
+                            identity.resource.urn)
+        _unknown_grants(stack, identity)
+    return identities
+
+
+def _identity_names(stack: Stack, identity: StackResource) -> set[str]:
+    keys = ("name", "arn", "roleName", "email", "member", "id")
+    names = {str(stack.known(identity.props, key)) for key in keys if stack.known(identity.props, key)}
+    email = stack.known(identity.props, "email")
+    return names | ({f"serviceAccount:{email}"} if email else set())
+
+
+def _names_identity(stack: Stack, resource: StackResource, identity: StackResource, names: set[str]) -> bool:
+    if any(identity.urn in {d.urn for d in deps} for deps in resource.property_dependencies.values()):
+        return True
+    return any(_mentions(stack, stack.known(resource.props, key), names) for key in resource.props)
+
+
+def _mentions(stack: Stack, value: Any, names: set[str]) -> bool:
+    if isinstance(value, str):
+        return value in names
+    if isinstance(value, Mapping):
+        return any(_mentions(stack, stack.known(value, key), names) for key in value)
+    return any(_mentions(stack, item, names) for item in stack.items(value)) if isinstance(value, Sequence) else False
+
+
+CLOUD_PACKAGES = ("aws:", "gcp:", "alicloud:", "huaweicloud:")
+"""Only the clouds' resources can grant anything: components and the stack itself merely pass values on (an
+inferstack component's `identityId` output is the role's ARN)."""
+
+
+def _unknown_grants(stack: Stack, identity: ServerIdentity) -> None:
+    names = _identity_names(stack, identity.resource)
+    for resource in stack.resources:
+        if (resource.urn in identity.granted_by or resource.resource_type in IDENTITY_USERS
+                or resource.resource_type in (AWS_ROLE, ALI_ROLE, HW_AGENCY, GCP_SERVICE_ACCOUNT)
+                or not resource.resource_type.startswith(CLOUD_PACKAGES)):
+            continue
+        if _names_identity(stack, resource, identity.resource, names):
+            identity.report(f"{resource.name} ({resource.resource_type}) names the servers' identity "
+                            f"{identity.resource.name}, and the pack cannot tell what it grants: grant the server's "
+                            "permissions the way inferstack does (docs/policy.md)", resource.urn)
+
+
+def check_server_identity(stack: Stack, report_violation: ReportViolation) -> None:
+    identities = server_identities(stack, report_violation)
+    if not identities:
+        raise NotApplicable(NO_SERVER_IDENTITY)
+    for identity in identities:
+        for message, urn in identity.violations:
+            report_violation(message, urn)
+
+
+#### Stack: CDN front ends ####
+
+
+def _last_segment(value: Any) -> str:
+    return str(value or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def _gcp_cdn_front_ends(stack: Stack, report_violation: ReportViolation) -> bool:
+    backends = [b for b in stack.of_type(GCP_BACKEND_BUCKET) if stack.known(b.props, "enableCdn") is True]
+    for backend in backends:
+        name = stack.known(backend.props, "name")
+        maps = [m for m in stack.of_type(GCP_URL_MAP)
+                if stack.refers(m, "defaultService", backend) or stack.refers(m, "pathMatchers", backend)
+                or (name and _last_segment(stack.known(m.props, "defaultService")) == name)]
+        for url_map in maps:
+            map_name = stack.known(url_map.props, "name")
+            for proxy in stack.of_type(GCP_HTTP_PROXY):
+                if stack.refers(proxy, "urlMap", url_map) or (
+                        map_name and _last_segment(stack.known(proxy.props, "urlMap")) == map_name):
+                    report_violation(f"{proxy.name} serves the CDN backend {backend.name} over plain HTTP: serve it "
+                                     "through a TargetHttpsProxy only, and redirect port 80 with a URL map whose "
+                                     "defaultUrlRedirect has httpsRedirect", proxy.urn)
+    return bool(backends)
+
+
+def _alibaba_cdn_functions(stack: Stack, report_violation: ReportViolation) -> bool:
+    domains = stack.of_type(ALI_CDN_DOMAIN)
+    for domain in domains:
+        name = stack.known(domain.props, "domainName")
+        functions = {}
+        for config in stack.of_type(ALI_CDN_CONFIG):
+            if stack.refers(config, "domainName", domain, name):
+                functions[config.props.get("functionName")] = {
+                    a.get("argName"): a.get("argValue") for a in _items(config.props.get("functionArgs"))}
+        if (functions.get("https_force") or {}).get("enable") != "on":
+            report_violation(f"CDN domain {name} does not force HTTPS: add a DomainConfig https_force with "
+                             "enable=on", domain.urn)
+        oss_origin = any(s.get("type") == "oss" for s in _items(domain.props.get("sources")))
+        if oss_origin and (functions.get("l2_oss_key") or {}).get("private_oss_auth") != "on":
+            report_violation(f"CDN domain {name} reads its OSS origin without back-to-origin authentication, so the "
+                             "bucket would have to be public: add a DomainConfig l2_oss_key with private_oss_auth=on",
+                             domain.urn)
+    return bool(domains)
+
+
+def check_cdn_front_ends(stack: Stack, report_violation: ReportViolation) -> None:
+    gcp = _gcp_cdn_front_ends(stack, report_violation)
+    alibaba = _alibaba_cdn_functions(stack, report_violation)
+    if not gcp and not alibaba:
+        raise NotApplicable("no Cloud CDN backend or Alibaba CDN domain in the stack; CloudFront and Huawei CDN are "
+                            "checked resource by resource by cdn-https-only")
+
+
+#### Stack: a port open to the whole internet has an API key ####
+
+API_KEY_SECRETS = (AWS_PARAMETER, GCP_SECRET, ALI_SECRET, HW_SECRET)
+API_KEY_NAME_SUFFIX = "-api-key"
+_WORLD_V4, _WORLD_V6 = ipaddress.IPv4Network("0.0.0.0/0"), ipaddress.IPv6Network("::/0")
+
+
+def _covers_world(sources: Iterable[Source]) -> bool:
+    """Whether the sources together admit every address of IPv4 or IPv6, however split (0.0.0.0/1 + 128.0.0.0/1);
+    a source the pack cannot read counts as every address."""
+    v4: list[ipaddress.IPv4Network] = []
+    v6: list[ipaddress.IPv6Network] = []
+    for source in sources:
+        if source.network is None:
+            return True
+        if isinstance(source.network, ipaddress.IPv4Network):
+            v4.append(source.network)
+        else:
+            v6.append(source.network)
+    return (list(ipaddress.collapse_addresses(v4)) == [_WORLD_V4]
+            or list(ipaddress.collapse_addresses(v6)) == [_WORLD_V6])
+
+
+def check_public_api_key(stack: Stack, report_violation: ReportViolation) -> None:
+    if any(r.name.endswith(API_KEY_NAME_SUFFIX) for r in stack.of_type(*API_KEY_SECRETS)):
+        return
+    public: list[tuple[StackResource, Opening]] = []
+    for resource in stack.resources:
+        try:
+            opened = openings(resource.resource_type, resource.props)
+        except stack.unknown_errors:  # a source computed from another resource (a network's range): not the world
+            continue
+        public += [(resource, o) for o in opened if exposure(o, resource.resource_type) in ("public", "unreadable")]
+    reported: set[tuple[str, int, int]] = set()
+    for port in sorted({p for _, o in public for p in (o.low, o.high)}):
+        covering = [(r, o) for r, o in public if o.covers(port)]
+        if not _covers_world(o.source for _, o in covering):
+            continue
+        sources = ", ".join(sorted({o.source.text for _, o in covering}))
+        for resource, opening in covering:
+            if (resource.urn, opening.low, opening.high) in reported:
+                continue
+            reported.add((resource.urn, opening.low, opening.high))
+            report_violation(
+                f"{opening.ports_are()} open to the whole internet ({sources}) and the stack stores no API key (no "
+                f"secret resource named '*{API_KEY_NAME_SUFFIX}'): set one with `pulumi config set --secret "
+                "inferstack:apiKey \"$(openssl rand -hex 32)\"`, or list your users' networks in allowedCidrs",
+                resource.urn)
+
+
+#### The rule set ####
+
+RESOURCE_RULES = [
+    ResourceRule("admin-ports-not-public", "No firewall rule opens SSH (22) or RDP (3389) to a public network.",
+                 check_admin_ports, _reads_ingress, severity="critical"),
+    ResourceRule("world-ingress-serving-port-only",
+                 "Only a serving port (the inference API) may be open to a public network.",
+                 check_public_ingress, _reads_ingress, config_schema=SERVING_PORTS_SCHEMA),
+    ResourceRule("buckets-not-public",
+                 "No bucket ACL, bucket policy or IAM grant admits the public; public access blocks are fully on.",
+                 check_buckets_not_public, lambda t: t in _NOT_PUBLIC, severity="critical"),
+    ResourceRule("encryption-at-rest", "Buckets and server disks are encrypted at rest.",
+                 check_encryption, lambda t: t in _ENCRYPTION or t in _ALWAYS_ENCRYPTED),
+    ResourceRule("metadata-tokens-required",
+                 "The instance metadata service answers only requests with a session token (IMDSv2), one hop away.",
+                 check_metadata, lambda t: t in (*AWS_METADATA_TYPES, ALI_INSTANCE, GCP_INSTANCE,
+                                                 GCP_INSTANCE_TEMPLATE, HW_INSTANCE)),
+    ResourceRule("storage-grants-no-wildcards",
+                 "Identity policies grant no wildcard storage action, no storage on every bucket, no project-wide "
+                 "storage role and no broad managed storage policy.",
+                 check_storage_grants, lambda t: t in _STORAGE_GRANT_TYPES),
+    ResourceRule("cdn-https-only", "CDNs serve viewers over HTTPS only and read private origins with their own "
+                 "identity.", check_cdn, lambda t: t in _CDN),
+]
+STACK_RULES = [
+    StackRule("buckets-have-public-access-block",
+              "Every S3 and OSS bucket has a public access block (a separate resource on those clouds).",
+              check_public_access_blocks, severity="critical"),
+    StackRule("buckets-have-default-encryption",
+              "Every S3 and OSS bucket has default server-side encryption (a separate resource on those clouds).",
+              check_default_encryption),
+    StackRule("server-identity-least-privilege",
+              "The servers' identity holds only what inferstack grants: its model prefix, its own secrets, the "
+              "managed shell.", check_server_identity),
+    StackRule("cdn-https-front-ends",
+              "CDN front ends made of several resources (Google Cloud load balancer, Alibaba CDN functions) force "
+              "HTTPS and read a private origin.", check_cdn_front_ends),
+    StackRule("public-api-has-api-key", "A port open to the whole internet comes with an API key in the stack's "
+              "secret store.", check_public_api_key, severity="medium", level="advisory"),
+]
+
+
+#### Running the whole set over plain resources (the component tests) ####
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    level: str
+    message: str
+    urn: str
+
+
+@dataclass
+class Evaluation:
+    findings: list[Finding] = field(default_factory=list)
+    not_applicable: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(rule, urn; "" for a stack rule) → the reason."""
+    examined: dict[str, set[str]] = field(default_factory=dict)
+    """Resource rule → the resource types it checked."""
+
+
+def evaluate(resources: Sequence[PlainResource], config: Mapping[str, Mapping[str, Any]] | None = None) -> Evaluation:
+    """Every rule over a stack's resources, as the engine runs the pack: resource rules on each resource's inputs,
+    stack rules on all of them. `config` maps a rule's name to its configuration."""
+    result = Evaluation()
+    for resource in (r for r in resources if r.custom):
+        inputs = resource.inputs if resource.inputs is not None else resource.props
+        for rule in RESOURCE_RULES:
+            if rule.reads(resource.resource_type):
+                result.examined.setdefault(rule.name, set()).add(resource.resource_type)
+            checked = ResourceInput(resource.resource_type, inputs, (config or {}).get(rule.name, {}))
+            _collect(rule.name, rule.level, resource.urn, result, functools.partial(rule.check, checked))
+    stack = Stack(resources)
+    for stack_rule in STACK_RULES:
+        _collect(stack_rule.name, stack_rule.level, "", result, functools.partial(stack_rule.check, stack))
+    return result
+
+
+def _collect(rule: str, level: str, checked_urn: str, result: Evaluation,
+             run: Callable[[ReportViolation], None]) -> None:
+    def report(message: str, urn: str | None = None) -> None:
+        result.findings.append(Finding(rule, level, message, urn or checked_urn))
+
+    try:
+        run(report)
+    except NotApplicable as verdict:
+        result.not_applicable[(rule, checked_urn)] = verdict.reason
