@@ -1198,9 +1198,11 @@ def _cloudfront(props: Mapping[str, Any], report_violation: ReportViolation) -> 
 
 
 def _alibaba_cdn_domain(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
-    if (props.get("certificateConfig") or {}).get("serverCertificateStatus") != "on":
-        report_violation("the CDN domain has no HTTPS certificate on: set certificateConfig.serverCertificateStatus "
-                         "to on")
+    # An offline domain serves nothing (inferstack's first phase, until DNS lets Alibaba issue the certificate).
+    serving = str(props.get("status") or "online").lower() != "offline"
+    if serving and (props.get("certificateConfig") or {}).get("serverCertificateStatus") != "on":
+        report_violation("the CDN domain serves without an HTTPS certificate: set "
+                         "certificateConfig.serverCertificateStatus to on, or keep the domain offline until it has one")
     for source in _items(props.get("sources")):
         if source.get("type") == "oss" and _integer(source.get("port", 80)) != 443:
             report_violation(f"origin {source.get('content')} is fetched over plain HTTP: use port 443")
@@ -1318,6 +1320,10 @@ class ServerGrants:
         return next((kind for kind, actions in kinds.items()
                      if action.lower() in {a.lower() for a in actions}), None)
 
+
+BOOT_BUNDLE_PREFIX = "inferstack/bootstrap/"
+"""Where inferstack stores the servers' boot bundles, in the model bucket (`bootstrap.render.BUNDLE_PREFIX`): the
+identity may read it besides its model prefix, in the same bucket."""
 
 SERVER_GRANTS: Mapping[str, ServerGrants] = {
     # RolePolicies model-read, secrets-read, session-manager (SESSION_MANAGER_ACTIONS, on "*").
@@ -1761,10 +1767,12 @@ def server_identities(stack: Stack, report_violation: ReportViolation) -> list[S
             _check_gcp_account(stack, identity)
         else:
             read[identity.cloud](stack, _Checker(stack, identity))
-        if len(identity.storage) > 1:
+        models = {scope for scope in identity.storage if not scope.endswith(f"/{BOOT_BUNDLE_PREFIX}*")}
+        buckets = {scope.split("/", 1)[0] for scope in identity.storage}
+        if len(models) > 1 or len(buckets) > 1:
             identity.report(f"the servers' identity reads {len(identity.storage)} prefixes "
-                            f"({', '.join(sorted(identity.storage))}): it reads one model prefix of one bucket",
-                            identity.resource.urn)
+                            f"({', '.join(sorted(identity.storage))}): it reads one model prefix of one bucket "
+                            f"(and that bucket's {BOOT_BUNDLE_PREFIX})", identity.resource.urn)
         _unknown_grants(stack, identity)
     return identities
 
@@ -1851,7 +1859,8 @@ def _alibaba_cdn_functions(stack: Stack, report_violation: ReportViolation) -> b
             if stack.refers(config, "domainName", domain, name):
                 functions[config.props.get("functionName")] = {
                     a.get("argName"): a.get("argValue") for a in _items(config.props.get("functionArgs"))}
-        if (functions.get("https_force") or {}).get("enable") != "on":
+        offline = str(stack.known(domain.props, "status") or "online").lower() == "offline"  # serves nothing
+        if not offline and (functions.get("https_force") or {}).get("enable") != "on":
             report_violation(f"CDN domain {name} does not force HTTPS: add a DomainConfig https_force with "
                              "enable=on", domain.urn)
         oss_origin = any(s.get("type") == "oss" for s in _items(domain.props.get("sources")))

@@ -497,7 +497,9 @@ def _cdn_domain(parent: pulumi.Resource, name: str, domain: str, bucket: pulumi.
         scope=region.apply(lambda r: "domestic" if _MAINLAND_REGION.match(r) else "overseas"),
         sources=[{"type": "oss", "content": pulumi.Output.concat(bucket, ".oss-", region, ".aliyuncs.com"),
                   "port": 443, "priority": 20, "weight": 10}],
-        certificate_config=FREE_CERTIFICATE if dns_ready else None, tags=tags, opts=opts)
+        certificate_config=FREE_CERTIFICATE if dns_ready else None,
+        # Offline until then: it serves nothing, so never plain HTTP (DomainNew `status`: online | offline).
+        status="online" if dns_ready else "offline", tags=tags, opts=opts)
     # The origin authorisation is a prerequisite: without the role the CDN's origin requests would be refused.
     authorised_domain = pulumi.Output.all(cdn.domain_name, _cdn_origin_role(parent, name)).apply(lambda v: v[0])
     functions = {"private-origin": ("l2_oss_key", {"private_oss_auth": "on"})}
@@ -510,9 +512,10 @@ def _cdn_domain(parent: pulumi.Resource, name: str, domain: str, bucket: pulumi.
     if not dns_ready:
         # DNS stays yours: say where the domain must point, and what the next `pulumi up` adds.
         cdn.cname.apply(lambda target: pulumi.log.warn(
-            f"{name}: {domain} is not served over HTTPS yet. Point its CNAME at {target}; once that resolves, run "
-            f"`pulumi config set {CONFIG_NAMESPACE}:{DNS_READY_KEY} true` and `pulumi up` to add Alibaba's free "
-            "certificate and redirect HTTP to HTTPS (docs/deploy-alibaba.md)", resource=parent))
+            f"{name}: {domain} is offline (it serves nothing until it has HTTPS). Point its CNAME at {target}; once "
+            f"that resolves, run `pulumi config set {CONFIG_NAMESPACE}:{DNS_READY_KEY} true` and `pulumi up` to add "
+            "Alibaba's free certificate, bring it online and redirect HTTP to HTTPS (docs/deploy-alibaba.md)",
+            resource=parent))
     return pulumi.Output.concat("https://", cdn.domain_name)
 
 

@@ -279,7 +279,7 @@ def test_cdn_serves_the_configured_domain_over_https_from_the_private_bucket(run
     assert recording.value["assets"] == "https://static.example.com" and recording.value["policy"] is None
 
 
-def test_before_dns_points_at_the_cdn_the_domain_has_no_certificate_and_the_deploy_says_where_to_point_it(
+def test_before_dns_points_at_the_cdn_the_domain_is_offline_and_the_deploy_says_where_to_point_it(
         caplog: pytest.LogCaptureFixture) -> None:
     plan = sample_plan("alibaba", "cpu-llm", "validation")
     first_up = {key: value for key, value in STACK_CONFIG.items() if key != DNS_READY}  # the default: not ready
@@ -288,9 +288,10 @@ def test_before_dns_points_at_the_cdn_the_domain_has_no_certificate_and_the_depl
 
     domain = recording.named("chat-assets-cdn")
     assert "certificateConfig" not in domain.inputs  # a free certificate would be refused before the CNAME exists
+    assert domain.inputs["status"] == "offline"  # so it serves nothing, never plain HTTP
     # No redirect to an HTTPS the domain cannot serve yet; the origin stays private all along.
     assert _cdn_functions(recording) == {"l2_oss_key": [{"argName": "private_oss_auth", "argValue": "on"}]}
-    assert (f"chat-assets: {DOMAIN} is not served over HTTPS yet. Point its CNAME at "
+    assert (f"chat-assets: {DOMAIN} is offline (it serves nothing until it has HTTPS). Point its CNAME at "
             f"{DOMAIN}.w.kunlunsl.com; once that resolves, run `pulumi config set {DNS_READY} true` and `pulumi up`"
             in caplog.text)
 
@@ -302,13 +303,14 @@ def test_once_dns_is_ready_the_next_up_adds_the_free_certificate_in_place_and_fo
     caplog.clear()
     second = _deploy(run, plan, config={DNS_READY: "true"})
     domain = second.named("chat-assets-cdn")
-    # Only the certificate changes on the domain: certificate_config is updated in place (not ForceNew).
+    # Only the certificate and the status change on the domain: both are updated in place (not ForceNew).
     assert {key for key in first.inputs.keys() | domain.inputs.keys()
-            if first.inputs.get(key) != domain.inputs.get(key)} == {"certificateConfig"}
+            if first.inputs.get(key) != domain.inputs.get(key)} == {"certificateConfig", "status"}
+    assert domain.inputs["status"] == "online"
     assert domain.inputs["certificateConfig"] == {"certType": "free", "serverCertificateStatus": "on"}
     assert _cdn_functions(second)["https_force"] == [{"argName": "enable", "argValue": "on"},
                                                      {"argName": "https_rewrite", "argValue": "301"}]
-    assert "not served over HTTPS" not in caplog.text
+    assert "is offline" not in caplog.text
 
 
 def test_a_dns_ready_setting_that_is_not_true_or_false_is_refused_before_anything_is_created(run: Any) -> None:

@@ -23,10 +23,11 @@ from typing import Any
 import inferstack_rules as guardrails  # policy/, on the path from conftest.py
 import pytest
 
-from inferstack.components import Capability, InferenceServer, available_clouds, backend_for
+from inferstack.bootstrap.render import BUNDLE_PREFIX
+from inferstack.components import Capability, InferenceServer, backend_for
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, record
-from inferstack.spec import load_workload
+from inferstack.spec import CLOUDS, load_workload
 from tests.components.conftest import CLOUD_ARGS, STACK_CONFIG
 from tests.components.neutral_view import FACT_MAPPERS, WORLD, SecurityFacts, guarded_resources
 from tests.sample_plans import sample_plan
@@ -66,7 +67,7 @@ WORKLOADS = {path.stem: path for path in sorted((Path(__file__).resolve().parent
                                                  .glob("*.yaml"))}
 PLAN_SHAPES = ["gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"]
 CASES = list(itertools.product(
-    [cloud for cloud in FACT_MAPPERS if cloud in available_clouds()],
+    CLOUDS,  # a fixed expectation: a missing backend fails here, it never shrinks the matrix
     [*PLAN_SHAPES, *WORKLOADS],
     ["validation", "internal", "production"],
     EXPOSURES))
@@ -195,9 +196,10 @@ def test_only_the_clouds_cdn_and_log_delivery_may_read_a_bucket(case: Case) -> N
     assert readers <= BUCKET_READERS[case.cloud]
 
 
-def test_identity_reads_only_the_model_prefix_of_one_bucket(case: Case) -> None:
+def test_identity_reads_only_the_model_prefix_and_the_boot_bundles_of_one_bucket(case: Case) -> None:
     model_bucket = case.recording.named("inv-store-models").id
-    assert _server_identity(case).storage == {f"{model_bucket}/{case.plan.model.bucket_prefix}*"}
+    assert _server_identity(case).storage == {f"{model_bucket}/{case.plan.model.bucket_prefix}*",
+                                              f"{model_bucket}/{BUNDLE_PREFIX}*"}
 
 
 def test_identity_reads_exactly_its_own_secrets(case: Case) -> None:
@@ -229,8 +231,15 @@ def test_no_secret_value_reaches_user_data_or_any_plain_input(case: Case) -> Non
         assert secret not in visible
 
 
-def test_user_data_names_the_api_key_reference_the_server_reads_at_boot(case: Case) -> None:
+BUNDLE_TYPES = {"aws": "aws:s3/bucketObjectv2:BucketObjectv2", "gcp": "gcp:storage/bucketObject:BucketObject",
+                "alibaba": "alicloud:oss/bucketObject:BucketObject", "huawei": "huaweicloud:Obs/bucketObject:BucketObject"}
+
+
+def test_the_servers_boot_bundle_names_the_api_key_reference_the_gateway_reads_at_start(case: Case) -> None:
     if "api_key" not in EXPOSURES[case.exposure]:
         pytest.skip("no API key in this exposure")
     reference = case.facts.secret_refs["api-key"]
-    assert case.facts.servers and all(reference in server.user_data for server in case.facts.servers)
+    (bundle,) = case.recording.of_type(BUNDLE_TYPES[case.cloud])
+    key = bundle.inputs["key"] if "key" in bundle.inputs else bundle.inputs["name"]
+    assert reference in bundle.inputs["content"] and key.startswith(BUNDLE_PREFIX)
+    assert case.facts.servers and all(f"BUNDLE_KEY={key}\n" in server.user_data for server in case.facts.servers)

@@ -31,7 +31,9 @@ CLOUD_SETTINGS: Mapping[str, Mapping[str, Any]] = {
     "gcp": {"inferstack:assetsDomain": "assets.example.com"},
     "alibaba": {"inferstack:assetsDomain": "static.example.com",
                 "inferstack-alibaba:kmsInstanceId": "kst-sgp00000000000000000",
-                "inferstack-alibaba:kmsKeyId": "key-sgp00000000000000000"},
+                "inferstack-alibaba:kmsKeyId": "key-sgp00000000000000000",
+                # The CDN domain's second phase (its CNAME points at it): online, certificate, https_force.
+                "inferstack-alibaba:assetsDnsReady": "true"},
     "huawei": {"inferstack:assetsDomain": "assets.example.com", "inferstack:assetsCertificate": "scs1700000000001"},
 }
 PUBLIC = {"inferstack:allowedCidrs": ["0.0.0.0/0"], "inferstack:apiKey": API_KEY, "inferstack:hubToken": HUB_TOKEN}

@@ -312,7 +312,17 @@ def test_the_aws_server_role_reads_one_prefix_only() -> None:
     second = {"Sid": "Data", "Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{BUCKET}/data/*"}
     assert _identity_report(_aws_server([*AWS_READ, second])) == [
         (f"the servers' identity reads 2 prefixes ({BUCKET}/data/*, {BUCKET}/{PREFIX}*): it reads one model prefix of "
-         "one bucket", "server-role")]
+         "one bucket (and that bucket's inferstack/bootstrap/)", "server-role")]
+
+
+def test_the_aws_server_role_may_also_read_the_boot_bundles_of_its_bucket_only() -> None:
+    bundles = {"Sid": "ReadBootBundles", "Effect": "Allow", "Action": "s3:GetObject",
+               "Resource": f"arn:aws:s3:::{BUCKET}/inferstack/bootstrap/*"}
+    assert _identity_report(_aws_server([*AWS_READ, bundles])) == []
+    elsewhere = {**bundles, "Resource": "arn:aws:s3:::another-bucket/inferstack/bootstrap/*"}
+    assert _identity_report(_aws_server([*AWS_READ, elsewhere])) == [
+        (f"the servers' identity reads 2 prefixes (another-bucket/inferstack/bootstrap/*, {BUCKET}/{PREFIX}*): it "
+         "reads one model prefix of one bucket (and that bucket's inferstack/bootstrap/)", "server-role")]
 
 
 @pytest.mark.parametrize("policy", ["IAMFullAccess", "AmazonSSMManagedInstanceCore", "AmazonEC2FullAccess",

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from inferstack.bootstrap.render import BUNDLE_PREFIX
 from inferstack.components import Capability, backend_for
 from inferstack.components import aws as aws_backend
 from inferstack.components import gcp as gcp_backend
@@ -108,6 +109,7 @@ def test_the_allow_list_names_the_components_own_constants() -> None:
     assert rules.SERVER_GRANTS["gcp"].secret_reads == {gcp_backend.SECRET_READER_ROLE}
     assert rules.SERVER_GRANTS["huawei"].object_reads == set(huawei_backend.MODEL_READ_ACTIONS)
     assert rules.SERVER_GRANTS["huawei"].secret_reads == set(huawei_backend.SECRET_READ_ACTIONS)
+    assert rules.BOOT_BUNDLE_PREFIX == BUNDLE_PREFIX
 
 
 @pytest.mark.parametrize("cloud", sorted(deployments.CLOUD_SETTINGS))

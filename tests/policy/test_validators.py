@@ -367,8 +367,16 @@ CDN_CASES = [
     Case("alibaba CDN domain without certificate, origin on port 80", pack.cdn_https_only, rules.ALI_CDN_DOMAIN,
          {**ALI_CDN, "certificateConfig": {"serverCertificateStatus": "off"},
           "sources": [{**ALI_CDN["sources"][0], "port": 80.0}]},
-         ["the CDN domain has no HTTPS certificate on: set certificateConfig.serverCertificateStatus to on",
+         ["the CDN domain serves without an HTTPS certificate: set certificateConfig.serverCertificateStatus to on, "
+          "or keep the domain offline until it has one",
           f"origin {BUCKET}.oss-ap-southeast-1.aliyuncs.com is fetched over plain HTTP: use port 443"]),
+    Case("alibaba CDN domain offline without certificate (inferstack's first phase)", pack.cdn_https_only,
+         rules.ALI_CDN_DOMAIN, {key: value for key, value in ALI_CDN.items() if key != "certificateConfig"}
+         | {"status": "offline"}, []),
+    Case("alibaba CDN domain online without certificate", pack.cdn_https_only, rules.ALI_CDN_DOMAIN,
+         {key: value for key, value in ALI_CDN.items() if key != "certificateConfig"} | {"status": "online"},
+         ["the CDN domain serves without an HTTPS certificate: set certificateConfig.serverCertificateStatus to on, "
+          "or keep the domain offline until it has one"]),
     Case("alibaba https_force on", pack.cdn_https_only, rules.ALI_CDN_CONFIG,
          {"domainName": "static.example.com", "functionName": "https_force",
           "functionArgs": [{"argName": "enable", "argValue": "on"}, {"argName": "https_rewrite", "argValue": "301"}]},
