@@ -121,7 +121,8 @@ def test_a_corrupted_object_is_detected_and_never_activated(
     s3_client(s3_endpoint).put_object(Bucket=bucket, Key=prefix + "tokenizer/vocab.bin", Body=b"corrupted")
     assert run_sync(s3_endpoint, metadata_url, bucket, prefix, dest) == model_sync.EXIT_CHECKSUM
     err = capsys.readouterr().err
-    assert "sync FAILED: checksum mismatch: tokenizer/vocab.bin (sha256 " in err and "NOT activated" in err
+    assert "checksum mismatch (round 2/2): tokenizer/vocab.bin: manifest sha256" in err
+    assert "sync FAILED: checksum mismatch for tokenizer/vocab.bin" in err and "NOT activated" in err
     assert not (dest / "current").exists()
     assert not list(dest.glob(".staging-*")) and not list(dest.glob("v-*"))
 

@@ -117,6 +117,17 @@ def test_plain_relative_paths_are_accepted(path: str) -> None:
                                                       .encode())] == [path]
 
 
+def test_a_manifest_larger_than_the_cap_is_refused_without_retrying(
+        store: CloudStore, metadata: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(model_sync, "MAX_MANIFEST_BYTES", 100)
+    publish(store, {"w.bin": b"weights"}, {"format": FORMAT, "files": [entry("w.bin", b"weights")], "x": "y" * 100})
+    store.requests.clear()
+    assert run(store, metadata, tmp_path) == 2
+    assert "manifest.json is not a valid inferstack manifest: larger than 100 bytes" in capsys.readouterr().err
+    assert len(store.requests) == 1
+
+
 def test_a_dot_segment_cannot_list_one_file_twice_with_two_checksums(
         store: CloudStore, metadata: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`a/b` and `a/./b` are one file on disk: a manifest listing both would let the second, unverified content

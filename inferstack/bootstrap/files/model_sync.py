@@ -256,22 +256,28 @@ def plan_parts(store_prefix: str, staging: str, entries: Sequence[ManifestFile],
 
 def fetch_files(store: ObjectStore, credentials: CredentialSource, prefix: str, staging: str,
                 entries: Sequence[ManifestFile], workers: int, part_size: int) -> None:
-    """Download `entries` into `staging`, logging progress every few seconds, and verify each one's sha256."""
-    total_mib, done_mib, logged = sum(e.size for e in entries) / MIB, 0.0, time.monotonic()
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for future in as_completed([pool.submit(download_part, store, credentials, p) for p in
-                                    plan_parts(prefix, staging, entries, part_size)]):
-            done_mib += future.result() / MIB
-            if time.monotonic() - logged > PROGRESS_INTERVAL_S:
-                logged = time.monotonic()
-                log(f"sync progress: {done_mib:.1f}/{total_mib:.1f} MiB")
-        hashes = list(pool.map(lambda e: file_sha256(os.path.join(staging, e.path)), entries))
-    mismatched = [f"{e.path} (sha256 {h}, manifest {e.sha256})"
-                  for e, h in zip(entries, hashes) if h != e.sha256]  # noqa: B905 (3.8)
-    if mismatched:
-        raise SyncError(f"checksum mismatch: {', '.join(mismatched)}: the objects in the bucket differ from "
-                        "manifest.json. The model was NOT activated; re-upload the files and their manifest",
-                        EXIT_CHECKSUM)
+    """Download `entries` into `staging`, logging progress every few seconds, and verify each one's sha256; one
+    re-download of the files that do not match."""
+    for round_number in (1, 2):
+        total_mib, done_mib, logged = sum(e.size for e in entries) / MIB, 0.0, time.monotonic()
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for future in as_completed([pool.submit(download_part, store, credentials, p) for p in
+                                        plan_parts(prefix, staging, entries, part_size)]):
+                done_mib += future.result() / MIB
+                if time.monotonic() - logged > PROGRESS_INTERVAL_S:
+                    logged = time.monotonic()
+                    log(f"sync progress: {done_mib:.1f}/{total_mib:.1f} MiB")
+            hashes = list(pool.map(lambda e: file_sha256(os.path.join(staging, e.path)), entries))
+        mismatched = [(e, h) for e, h in zip(entries, hashes) if h != e.sha256]  # noqa: B905 (3.8)
+        for entry, got in mismatched:
+            log(f"checksum mismatch (round {round_number}/2): {entry.path}: manifest sha256 {entry.sha256}, "
+                f"downloaded {got}")
+        entries = [e for e, _ in mismatched]
+        if not entries:
+            return
+    raise SyncError(f"checksum mismatch for {', '.join(e.path for e in entries)} after a re-download: the object in "
+                    "the bucket differs from manifest.json. The model was NOT activated; re-upload the files and "
+                    "their manifest", EXIT_CHECKSUM)
 
 
 #### Sync ####
@@ -315,8 +321,6 @@ def sync(store: ObjectStore, prefix: str, dest: str, workers: int, part_size: in
     started = time.monotonic()
     credentials = CredentialSource(store.cloud, store.metadata_endpoint, store.retry)
     raw_manifest = store.get(prefix + MANIFEST_NAME, credentials, read_manifest)
-    if len(raw_manifest) > MAX_MANIFEST_BYTES:  # (when sent without a Content-Length)
-        raise bad_manifest(f"larger than {MAX_MANIFEST_BYTES} bytes")
     files = parse_manifest(raw_manifest)
     version = version_of(raw_manifest)
     current = current_version_dir(dest)
@@ -344,9 +348,10 @@ def sync(store: ObjectStore, prefix: str, dest: str, workers: int, part_size: in
 
 
 def read_manifest(response: http.client.HTTPResponse) -> bytes:
-    if (response.length or 0) > MAX_MANIFEST_BYTES:
+    raw = response.read(MAX_MANIFEST_BYTES + 1)
+    if len(raw) > MAX_MANIFEST_BYTES:  # (a SyncError: not retried)
         raise bad_manifest(f"larger than {MAX_MANIFEST_BYTES} bytes")
-    return response.read(MAX_MANIFEST_BYTES + 1)
+    return raw
 
 
 def link_or_copy(source: str, target: str) -> None:
