@@ -6,6 +6,7 @@ server takes a minute or two to become usable. Backoffs and grace periods here a
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,8 +122,9 @@ def test_model_sync_waits_for_a_new_role_by_default(store: CloudStore, metadata:
     assert model_sync.main(args) == 0
 
 
-def test_fetch_secret_waits_for_a_new_role_within_its_grace_period(store: CloudStore, metadata: str,
-                                                                   tmp_path: Path) -> None:
+def test_fetch_secret_waits_for_a_new_role_within_its_grace_period(
+        store: CloudStore, metadata: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fetch_secret, "Retry", functools.partial(Retry, backoff_s=0.01))  # not a second's wait
     out = tmp_path / "s.env"
     args = ["--cloud", "aws", "--region", "us-east-1", "--secret", "KEY=api-key", "--out", str(out),
             "--endpoint", store.url, "--metadata-endpoint", metadata]
