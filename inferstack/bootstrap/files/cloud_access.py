@@ -7,13 +7,15 @@ reads its object storage and secret store with the instance's own identity, neve
 |---------|-------------------------------------------------------------|-------------------------------------|
 | aws     | instance profile: IMDSv2 token, then iam/security-credentials | AWS Signature V4 (service s3)       |
 | gcp     | service account: computeMetadata/v1/.../token (OAuth)        | OAuth bearer token (XML API)        |
-| alibaba | RAM role: meta-data/ram/security-credentials (hardened mode) | OSS header signature (HMAC-SHA1)    |
+| alibaba | RAM role: meta-data/ram/security-credentials (hardened mode) | OSS Signature V4 (OSS4-HMAC-SHA256) |
 | huawei  | agency: openstack/latest/securitykey                          | OBS header signature (HMAC-SHA1)    |
 
 Temporary credentials carry a session token, sent in the cloud's header (x-amz-security-token,
-x-oss-security-token, x-obs-security-token). Requests that fail for a transient reason (connection error,
-HTTP 429/5xx) are retried with exponential backoff and jitter; other HTTP errors fail at once with the
-server's message.
+x-oss-security-token, x-obs-security-token). Every request goes through `send`, the one retry loop: transient
+failures (connection error, a stream cut mid-way, HTTP 429/5xx) are retried with exponential backoff and jitter;
+401/403 (and the metadata server's 404 for a role not attached yet) are retried only within `auth_grace_s`,
+because a role or policy created with the server takes a minute or two to reach the cloud's authorisation
+service; any other HTTP error fails at once with the server's message.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import hmac
 import http.client
 import json
 import random
+import re
 import sys
 import threading
 import time
@@ -33,17 +36,9 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 CLOUDS = ("aws", "gcp", "alibaba", "huawei")
-
-# Bucket names as each cloud allows them. Storage hosts are built from a bucket that matches, never from text.
-_NOT_AN_IP = r"(?![0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$)(?!.*\.\.)"
-BUCKET_NAME_PATTERNS = {
-    "aws": _NOT_AN_IP + r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
-    "gcp": r"(?!goog)" + _NOT_AN_IP + r"[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$",
-    "alibaba": r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
-    "huawei": _NOT_AN_IP + r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
-}
 
 # Link-local metadata servers, as each cloud documents them.
 METADATA_ENDPOINTS = {
@@ -52,9 +47,25 @@ METADATA_ENDPOINTS = {
     "alibaba": "http://100.100.100.200",
     "huawei": "http://169.254.169.254",
 }
-METADATA_TIMEOUT_S = 5
 REQUEST_TIMEOUT_S = 60
 RETRYABLE_STATUS = (429, 500, 502, 503, 504)
+AUTH_STATUS = (401, 403)
+MAX_BACKOFF_S = 30.0
+
+# Names that become part of a host name or URL, checked before any is built (the deploy side mirrors these;
+# `re.fullmatch` them). Bucket rules as each cloud documents them: S3 general purpose buckets; Cloud Storage
+# (up to 222 characters when dotted, never starting with "goog"); OSS; OBS. None may look like an IP address.
+_NOT_IP = r"(?!\d{1,3}(\.\d{1,3}){3}$)"
+BUCKET_NAME_PATTERNS = {
+    "aws": rf"^{_NOT_IP}(?!.*\.\.)[a-z0-9][a-z0-9.-]{{1,61}}[a-z0-9]$",
+    "gcp": rf"^{_NOT_IP}(?!goog)(?=[^.]{{3,63}}$|.*\.)[a-z0-9][a-z0-9_.-]{{1,220}}[a-z0-9]$",
+    "alibaba": r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$",
+    "huawei": rf"^{_NOT_IP}(?!.*(\.\.|\.-|-\.))[a-z0-9][a-z0-9.-]{{1,61}}[a-z0-9]$",
+}
+# Region ids of all four clouds: us-east-1, us-gov-west-1, europe-west4, cn-hangzhou, ap-southeast-3 …
+REGION_PATTERN = r"^[a-z]{2,}(-[a-z0-9]+){1,4}$"
+
+T = TypeVar("T")
 
 
 class AccessError(Exception):
@@ -79,133 +90,148 @@ class Request:
     body: bytes = b""
 
 
+@dataclass(frozen=True)
+class Retry:
+    """How `send` retries: `attempts` tries on transient failures, the first `backoff_s` apart (doubling, at most
+    MAX_BACKOFF_S); 401/403 for `auth_grace_s` after the first try (0: fail at once)."""
+
+    attempts: int = 5
+    backoff_s: float = 1.0
+    auth_grace_s: float = 0.0
+
+
 def log(message: str) -> None:
     print(f"inferstack {message}", file=sys.stderr, flush=True)
+
+
+def checked_name(kind: str, value: str, pattern: str) -> str:
+    """`value` when it matches `pattern` (a bucket or region name), else AccessError naming it."""
+    if not re.fullmatch(pattern, value):
+        raise AccessError(f"invalid {kind} name {value!r}: it must match {pattern}")
+    return value
 
 
 #### HTTP with retries ####
 
 
-def send(
-    build: Callable[[], Request],
-    *,
-    attempts: int = 5,
-    backoff_s: float = 1.0,
-    what: str = "request",
-) -> http.client.HTTPResponse:
-    """Send the request `build()` makes (re-signed on every attempt) and return the open response.
+def send(build: Callable[[], Request], read: Callable[[http.client.HTTPResponse], T], *, retry: Retry = Retry(),
+         what: str = "request", grace_status: tuple[int, ...] = AUTH_STATUS) -> T:
+    """Send the request `build()` makes (re-signed on every try) and return `read(response)`.
 
-    Transient failures are retried `attempts` times with exponential backoff (backoff_s, 2×, 4× … plus jitter).
+    `read` runs inside the retry loop, so a response body cut short is fetched again like a refused connection.
     """
-    last_error = ""
-    for attempt in range(1, attempts + 1):
+    started = time.monotonic()
+    tries = failures = 0
+    while True:
+        tries += 1
         request = build()
+        host = urllib.parse.urlsplit(request.url).netloc
+        waiting = False
         try:
-            raw = urllib.request.Request(request.url, data=request.body or None, headers=request.headers,
-                                         method=request.method)
-            response: http.client.HTTPResponse = urllib.request.urlopen(raw, timeout=REQUEST_TIMEOUT_S)
-            return response
+            with urllib.request.urlopen(urllib.request.Request(request.url, request.body or None, request.headers,
+                                                               method=request.method), timeout=REQUEST_TIMEOUT_S) as r:
+                result = read(r)
+                if r.length:  # bytes short of Content-Length: http.client returns short when the connection drops
+                    raise http.client.IncompleteRead(b"")
+                return result
         except urllib.error.HTTPError as error:
-            detail = _error_detail(error)
-            if error.code not in RETRYABLE_STATUS:
-                raise AccessError(f"{what} failed: HTTP {error.code} from {_host(request.url)}: {detail}") from None
-            last_error = f"HTTP {error.code}: {detail}"
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
-            reason = getattr(error, "reason", error)
-            last_error = f"{type(error).__name__}: {reason}"
-        if attempt < attempts:
-            delay_s = backoff_s * 2 ** (attempt - 1) * (1 + random.random() / 2)
-            log(f"retry {what}: attempt {attempt}/{attempts} failed ({last_error}); next in {delay_s:.1f}s")
-            time.sleep(delay_s)
-    raise AccessError(f"{what} failed after {attempts} attempts: {last_error} ({_host(build().url)})")
-
-
-def _host(url: str) -> str:
-    return urllib.parse.urlsplit(url).netloc
+            last_error = f"HTTP {error.code} from {host}: {_error_detail(error)}"
+            waiting = error.code in grace_status and time.monotonic() - started < retry.auth_grace_s
+            if not waiting and error.code not in RETRYABLE_STATUS:
+                raise AccessError(f"{what} failed: {last_error}") from None
+        except (OSError, http.client.HTTPException) as error:  # URLError is an OSError
+            last_error = f"{error!r} ({host})"
+        delay_s = min(retry.backoff_s * 2 ** (tries - 1), MAX_BACKOFF_S) * (1 + random.random() / 2)
+        if waiting:  # no later than the end of the grace period, so that the last try falls inside it
+            delay_s = min(delay_s, max(started + retry.auth_grace_s - time.monotonic(), 0.0))
+        else:
+            failures += 1
+            if failures >= retry.attempts:
+                raise AccessError(f"{what} failed after {failures} attempts: {last_error}")
+        log(f"retry {what}: attempt {tries} failed ({last_error}); next in {delay_s:.1f}s")
+        time.sleep(delay_s)
 
 
 def _error_detail(error: urllib.error.HTTPError) -> str:
     try:
         text = error.read(600).decode("utf-8", "replace")
-    except OSError:
+    except (OSError, http.client.HTTPException):
         text = ""
     return " ".join(text.split()) or str(error.reason)
 
 
-def read_json(response: http.client.HTTPResponse) -> dict[str, object]:
-    with response:
-        data: dict[str, object] = json.loads(response.read().decode("utf-8"))
-    return data
+def read_text(response: http.client.HTTPResponse) -> str:
+    return response.read().decode("utf-8").strip()
+
+
+def read_json(response: http.client.HTTPResponse) -> object:
+    try:
+        return json.loads(response.read().decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+        raise AccessError(f"reply from {response.geturl()} is not JSON: {error}") from None
+
+
+def field(document: object, *path: str) -> str:
+    """The string at document[path[0]][path[1]]…; a reply of another shape is an AccessError, not a traceback."""
+    for name in path:
+        document = document.get(name) if isinstance(document, dict) else None
+    if not isinstance(document, str):
+        raise AccessError(f"unexpected reply: no string at {'.'.join(path)}")
+    return document
 
 
 #### Instance credentials (metadata servers) ####
 
 
-def instance_credentials(cloud: str, metadata_endpoint: str | None = None, attempts: int = 5) -> Credentials:
+def metadata_get(cloud: str, path: str, metadata_endpoint: str | None, retry: Retry,
+                 read: Callable[[http.client.HTTPResponse], T], headers: Mapping[str, str] = {},
+                 method: str = "GET") -> T:
+    url = (metadata_endpoint or METADATA_ENDPOINTS[cloud]).rstrip("/") + path
+    headers = {"Metadata-Flavor": "Google"} if cloud == "gcp" else headers
+    # 404 joins the grace statuses: a role attached at launch appears in the metadata a little later.
+    return send(lambda: Request(method, url, dict(headers)), read, retry=retry, what=f"metadata {method} {path}",
+                grace_status=(*AUTH_STATUS, 404))
+
+
+def instance_credentials(cloud: str, metadata_endpoint: str | None = None, retry: Retry = Retry()) -> Credentials:
     """The instance identity's temporary credentials, read from the cloud's metadata server."""
-    base = (metadata_endpoint or METADATA_ENDPOINTS[cloud]).rstrip("/")
-    readers = {"aws": _aws_credentials, "gcp": _gcp_credentials, "alibaba": _alibaba_credentials,
-               "huawei": _huawei_credentials}
-    return readers[cloud](base, attempts)
 
+    def get(path: str, read: Callable[[http.client.HTTPResponse], T], **options: object) -> T:
+        return metadata_get(cloud, path, metadata_endpoint, retry, read, **options)  # type: ignore[arg-type]
 
-def metadata_get(url: str, headers: Mapping[str, str], attempts: int, method: str = "GET") -> str:
-    response = send(lambda: Request(method, url, dict(headers)), attempts=attempts, backoff_s=0.5,
-                    what=f"metadata {method} {urllib.parse.urlsplit(url).path}")
-    with response:
-        return response.read().decode("utf-8").strip()
-
-
-def _session_token_credentials(base: str, attempts: int, vendor: str, role_dir: str,
-                               fields: tuple[str, str, str]) -> Credentials:
+    if cloud == "gcp":
+        token = get("/computeMetadata/v1/instance/service-accounts/default/token", read_json)
+        return Credentials(bearer_token=field(token, "access_token"))
+    if cloud == "huawei":
+        data = get("/openstack/latest/securitykey", read_json)
+        return Credentials(*(field(data, "credential", name) for name in ("access", "secret", "securitytoken")))
     # AWS IMDSv2 and Alibaba's hardened mode (which works whether or not the instance enforces it): a session
-    # token, then the role's name, then its temporary keys under the fields named.
-    token = metadata_get(f"{base}/latest/api/token", {f"X-{vendor}-metadata-token-ttl-seconds": "21600"},
-                         attempts, method="PUT")
-    headers = {f"X-{vendor}-metadata-token": token}
-    roles_url = f"{base}/latest/meta-data/{role_dir}/security-credentials/"
-    role = metadata_get(roles_url, headers, attempts).splitlines()[0]
-    data = json.loads(metadata_get(roles_url + role, headers, attempts))
-    key_id, secret, session_token = fields
-    return Credentials(data[key_id], data[secret], data.get(session_token))
+    # token, then the role's name, then its temporary keys.
+    vendor, role_dir, secret, token_field = (("aws-ec2", "iam", "SecretAccessKey", "Token") if cloud == "aws" else
+                                             ("aliyun-ecs", "ram", "AccessKeySecret", "SecurityToken"))
+    session = get("/latest/api/token", read_text, headers={f"X-{vendor}-metadata-token-ttl-seconds": "21600"},
+                  method="PUT")
+    headers = {f"X-{vendor}-metadata-token": session}
+    roles = f"/latest/meta-data/{role_dir}/security-credentials/"
+    role = (get(roles, read_text, headers=headers).splitlines() or [""])[0]
+    data = get(roles + urllib.parse.quote(role, safe=""), read_json, headers=headers)
+    return Credentials(field(data, "AccessKeyId"), field(data, secret), field(data, token_field))
 
 
-def _aws_credentials(base: str, attempts: int) -> Credentials:
-    return _session_token_credentials(base, attempts, "aws-ec2", "iam", ("AccessKeyId", "SecretAccessKey", "Token"))
+def gcp_project_id(metadata_endpoint: str | None = None, retry: Retry = Retry()) -> str:
+    return metadata_get("gcp", "/computeMetadata/v1/project/project-id", metadata_endpoint, retry, read_text)
 
 
-def _gcp_credentials(base: str, attempts: int) -> Credentials:
-    url = f"{base}/computeMetadata/v1/instance/service-accounts/default/token"
-    data = json.loads(metadata_get(url, {"Metadata-Flavor": "Google"}, attempts))
-    return Credentials(bearer_token=data["access_token"])
-
-
-def _alibaba_credentials(base: str, attempts: int) -> Credentials:
-    return _session_token_credentials(base, attempts, "aliyun-ecs", "ram",
-                                      ("AccessKeyId", "AccessKeySecret", "SecurityToken"))
-
-
-def _huawei_credentials(base: str, attempts: int) -> Credentials:
-    data = json.loads(metadata_get(f"{base}/openstack/latest/securitykey", {}, attempts))["credential"]
-    return Credentials(data["access"], data["secret"], data.get("securitytoken"))
-
-
-def gcp_project_id(metadata_endpoint: str | None = None, attempts: int = 5) -> str:
-    base = (metadata_endpoint or METADATA_ENDPOINTS["gcp"]).rstrip("/")
-    return metadata_get(f"{base}/computeMetadata/v1/project/project-id", {"Metadata-Flavor": "Google"}, attempts)
-
-
-def huawei_project_id(metadata_endpoint: str | None = None, attempts: int = 5) -> str:
-    base = (metadata_endpoint or METADATA_ENDPOINTS["huawei"]).rstrip("/")
-    project: str = json.loads(metadata_get(f"{base}/openstack/latest/meta_data.json", {}, attempts))["project_id"]
-    return project
+def huawei_project_id(metadata_endpoint: str | None = None, retry: Retry = Retry()) -> str:
+    return field(metadata_get("huawei", "/openstack/latest/meta_data.json", metadata_endpoint, retry, read_json),
+                 "project_id")
 
 
 #### Signing ####
 
 
-def _quote(text: str, safe: str = "-_.~") -> str:
-    return urllib.parse.quote(text, safe=safe)
+def _quote(text: str, safe: str = "") -> str:
+    return urllib.parse.quote(text, safe=safe)  # letters, digits and -_.~ are never quoted
 
 
 def _sha256_hex(data: bytes) -> str:
@@ -221,58 +247,88 @@ def _canonical_query(query: str) -> str:
     return "&".join(f"{_quote(k)}={_quote(v)}" for k, v in sorted(pairs))
 
 
-def _canonical_headers(headers: Mapping[str, str]) -> tuple[str, str]:
+def _canonical_request(request: Request, added: dict[str, str], path: str, payload_hash: str
+                       ) -> tuple[dict[str, str], str, str]:
+    """What AWS SigV4 and Huawei's SDK-HMAC-SHA256 share: (the headers with `added`, canonical request, the signed
+    header names). Every header is signed, Host included (urllib sets it itself, to the same value)."""
+    parts = urllib.parse.urlsplit(request.url)
+    headers = {**request.headers, "Host": parts.netloc, **added}
     lowered = {k.lower(): " ".join(v.strip().split()) for k, v in headers.items()}
     names = sorted(lowered)
-    return "".join(f"{n}:{lowered[n]}\n" for n in names), ";".join(names)
+    headers.pop("Host")
+    signed = ";".join(names)
+    return headers, "\n".join([request.method, path, _canonical_query(parts.query),
+                               "".join(f"{n}:{lowered[n]}\n" for n in names), signed, payload_hash]), signed
+
+
+def _v4_signature(algorithm: str, key: str, timestamp: str, scope: str, canonical_request: str) -> str:
+    """AWS SigV4 and OSS V4 alike: the key is an HMAC chain over the scope's parts; it signs the request's hash."""
+    string_to_sign = "\n".join([algorithm, timestamp, scope, _sha256_hex(canonical_request.encode())])
+    derived = key.encode()
+    for part in scope.split("/"):
+        derived = _hmac_sha256(derived, part)
+    return hmac.new(derived, string_to_sign.encode(), hashlib.sha256).hexdigest()
 
 
 def sign_aws_v4(request: Request, credentials: Credentials, region: str, service: str,
-                now: datetime.datetime | None = None, payload_hash: str | None = None) -> Request:
+                now: datetime.datetime | None = None) -> Request:
     """AWS Signature Version 4 (header form), as documented in the AWS General Reference."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-    parts = urllib.parse.urlsplit(request.url)
-    payload_hash = payload_hash or _sha256_hex(request.body)
-    headers = dict(request.headers)
-    headers.update({"Host": parts.netloc, "X-Amz-Date": amz_date, "X-Amz-Content-SHA256": payload_hash})
+    amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+    payload_hash = _sha256_hex(request.body)
+    added = {"X-Amz-Date": amz_date, "X-Amz-Content-SHA256": payload_hash}
     if credentials.session_token:
-        headers["X-Amz-Security-Token"] = credentials.session_token
-    canonical_headers, signed_headers = _canonical_headers(headers)
-    canonical_request = "\n".join([
-        request.method, _quote(parts.path or "/", safe="/-_.~"), _canonical_query(parts.query),
-        canonical_headers, signed_headers, payload_hash])
-    scope = f"{day}/{region}/{service}/aws4_request"
-    string_to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, _sha256_hex(canonical_request.encode())])
-    key = ("AWS4" + credentials.secret_key).encode()
-    for part in (day, region, service, "aws4_request"):
-        key = _hmac_sha256(key, part)
-    signature = hmac.new(key, string_to_sign.encode(), hashlib.sha256).hexdigest()
+        added["X-Amz-Security-Token"] = credentials.session_token
+    # The URL's path is already URI-encoded once, which is S3's canonical URI; other services encode it again.
+    path = urllib.parse.urlsplit(request.url).path or "/"
+    headers, canonical_request, signed_headers = _canonical_request(
+        request, added, path if service == "s3" else _quote(path, "/~"), payload_hash)
+    scope = f"{amz_date[:8]}/{region}/{service}/aws4_request"
+    signature = _v4_signature("AWS4-HMAC-SHA256", "AWS4" + credentials.secret_key, amz_date, scope, canonical_request)
     headers["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={credentials.access_key}/{scope}, "
                                 f"SignedHeaders={signed_headers}, Signature={signature}")
-    headers.pop("Host")  # urllib sets Host itself, to the same value
     return Request(request.method, request.url, headers, request.body)
 
 
-def sign_header_hmac_sha1(request: Request, credentials: Credentials, scheme: str, bucket: str, key: str,
-                          now: datetime.datetime | None = None) -> Request:
-    """OSS / OBS header signature: base64(HMAC-SHA1(SK, VERB\\nMD5\\nType\\nDate\\nx-<scheme>-headers/bucket/key)).
+def sign_oss_v4(request: Request, credentials: Credentials, region: str, bucket: str, key: str,
+                now: datetime.datetime | None = None) -> Request:
+    """OSS Signature V4 (OSS4-HMAC-SHA256, header form; new buckets refuse V1 since 2025-09), for an object request.
 
-    `scheme` is "OSS" or "OBS"; both clouds document this same algorithm with their own header prefix.
+    The canonical URI is /bucket/key whether the request goes to the bucket's host or path-style; `region` is the
+    region id (cn-hangzhou, not oss-cn-hangzhou). Signed: the x-oss-* headers, Content-Type and Content-MD5.
     """
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    prefix = f"x-{scheme.lower()}-"
+    oss_date = now.strftime("%Y%m%dT%H%M%SZ")
+    headers = dict(request.headers)
+    headers.update({"x-oss-date": oss_date, "x-oss-content-sha256": "UNSIGNED-PAYLOAD"})
+    if credentials.session_token:
+        headers["x-oss-security-token"] = credentials.session_token
+    signed = sorted((k.lower(), v) for k, v in headers.items()
+                    if k.lower().startswith("x-oss-") or k.lower() in ("content-type", "content-md5"))
+    canonical_request = "\n".join([
+        request.method, _quote(f"/{bucket}/{key}", "/"), "", "".join(f"{k}:{v}\n" for k, v in signed), "",
+        "UNSIGNED-PAYLOAD"])
+    scope = f"{oss_date[:8]}/{region}/oss/aliyun_v4_request"
+    signature = _v4_signature("OSS4-HMAC-SHA256", "aliyun_v4" + credentials.secret_key, oss_date, scope,
+                              canonical_request)
+    headers["Authorization"] = f"OSS4-HMAC-SHA256 Credential={credentials.access_key}/{scope},Signature={signature}"
+    return Request(request.method, request.url, headers, request.body)
+
+
+def sign_obs(request: Request, credentials: Credentials, bucket: str, key: str,
+             now: datetime.datetime | None = None) -> Request:
+    """OBS header signature: base64(HMAC-SHA1(SK, VERB\\nMD5\\nType\\nDate\\nx-obs-headers/bucket/encoded-key))."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
     headers = dict(request.headers)
     headers["Date"] = now.strftime("%a, %d %b %Y %H:%M:%S GMT")
     if credentials.session_token:
-        headers[f"{prefix}security-token"] = credentials.session_token
-    cloud_headers = sorted((k.lower(), v.strip()) for k, v in headers.items() if k.lower().startswith(prefix))
-    canonical_headers = "".join(f"{k}:{v}\n" for k, v in cloud_headers)
+        headers["x-obs-security-token"] = credentials.session_token
+    obs_headers = sorted((k.lower(), v) for k, v in headers.items() if k.lower().startswith("x-obs-"))
     string_to_sign = "\n".join([
         request.method, headers.get("Content-MD5", ""), headers.get("Content-Type", ""), headers["Date"],
-        canonical_headers + f"/{bucket}/{key}"])
+        "".join(f"{k}:{v}\n" for k, v in obs_headers) + f"/{bucket}/{_quote(key, '/~')}"])
     digest = hmac.new(credentials.secret_key.encode(), string_to_sign.encode(), hashlib.sha1).digest()
-    headers["Authorization"] = f"{scheme} {credentials.access_key}:{base64.b64encode(digest).decode()}"
+    headers["Authorization"] = f"OBS {credentials.access_key}:{base64.b64encode(digest).decode()}"
     return Request(request.method, request.url, headers, request.body)
 
 
@@ -298,21 +354,17 @@ def sign_huawei_apig(request: Request, credentials: Credentials,
                      now: datetime.datetime | None = None) -> Request:
     """Huawei Cloud API Gateway AK/SK signature (SDK-HMAC-SHA256), as in the Huawei API Request Signing Guide."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    parts = urllib.parse.urlsplit(request.url)
-    headers = dict(request.headers)
-    headers.update({"Host": parts.netloc, "X-Sdk-Date": now.strftime("%Y%m%dT%H%M%SZ")})
+    added = {"X-Sdk-Date": now.strftime("%Y%m%dT%H%M%SZ")}
     if credentials.session_token:
-        headers["X-Security-Token"] = credentials.session_token
-    path = _quote(parts.path or "/", safe="/-_.~")
-    canonical_headers, signed_headers = _canonical_headers(headers)
-    canonical_request = "\n".join([
-        request.method, path if path.endswith("/") else path + "/", _canonical_query(parts.query),
-        canonical_headers, signed_headers, _sha256_hex(request.body)])
-    string_to_sign = huawei_string_to_sign(headers["X-Sdk-Date"], canonical_request)
+        added["X-Security-Token"] = credentials.session_token
+    # Each path segment URI-encoded once (the URL's path may be encoded already), and a trailing slash.
+    path = _quote(urllib.parse.unquote(urllib.parse.urlsplit(request.url).path or "/"), "/~")
+    path += "" if path.endswith("/") else "/"
+    headers, canonical_request, signed_headers = _canonical_request(request, added, path, _sha256_hex(request.body))
+    string_to_sign = huawei_string_to_sign(added["X-Sdk-Date"], canonical_request)
     signature = hmac.new(credentials.secret_key.encode(), string_to_sign.encode(), hashlib.sha256).hexdigest()
     headers["Authorization"] = (f"SDK-HMAC-SHA256 Access={credentials.access_key}, "
                                 f"SignedHeaders={signed_headers}, Signature={signature}")
-    headers.pop("Host")
     return Request(request.method, request.url, headers, request.body)
 
 
@@ -325,8 +377,8 @@ class CredentialSource:
 
     REFRESH_S = 300
 
-    def __init__(self, cloud: str, metadata_endpoint: str | None = None, attempts: int = 5) -> None:
-        self.cloud, self.metadata_endpoint, self.attempts = cloud, metadata_endpoint, attempts
+    def __init__(self, cloud: str, metadata_endpoint: str | None = None, retry: Retry = Retry()) -> None:
+        self.cloud, self.metadata_endpoint, self.retry = cloud, metadata_endpoint, retry
         self._lock = threading.Lock()
         self._cached: Credentials | None = None
         self._read_at = 0.0
@@ -334,7 +386,7 @@ class CredentialSource:
     def get(self) -> Credentials:
         with self._lock:
             if self._cached is None or time.monotonic() - self._read_at > self.REFRESH_S:
-                self._cached = instance_credentials(self.cloud, self.metadata_endpoint, self.attempts)
+                self._cached = instance_credentials(self.cloud, self.metadata_endpoint, self.retry)
                 self._read_at = time.monotonic()
             return self._cached
 
@@ -344,19 +396,23 @@ class CredentialSource:
 
 @dataclass(frozen=True)
 class ObjectStore:
-    """Reads objects from one bucket with the instance identity (or the given credentials)."""
+    """Reads objects from one bucket with the instance identity. Bucket and region are checked against the
+    cloud's naming rules on creation (AccessError otherwise), so no other host can ever be addressed."""
 
     cloud: str
     region: str
     bucket: str
     endpoint: str | None = None
-    """Override, e.g. a private endpoint or a local S3-compatible server; addressed path-style."""
+    """Override, e.g. a private endpoint or a local server; addressed path-style, signed as the cloud expects."""
     metadata_endpoint: str | None = None
-    attempts: int = 5
-    backoff_s: float = 1.0
+    retry: Retry = Retry()
+
+    def __post_init__(self) -> None:
+        checked_name("bucket", self.bucket, BUCKET_NAME_PATTERNS[self.cloud])
+        checked_name("region", self.region, REGION_PATTERN)
 
     def url(self, key: str) -> str:
-        path = _quote(key, safe="/-_.~")
+        path = _quote(key, "/")  # the key URI-encoded once, "/" kept
         if self.endpoint:
             return f"{self.endpoint.rstrip('/')}/{self.bucket}/{path}"
         hosts = {
@@ -373,19 +429,15 @@ class ObjectStore:
         request = Request("GET", self.url(key), headers)
         if self.cloud == "aws":
             return sign_aws_v4(request, credentials, self.region, "s3")
-        if self.cloud == "gcp":
-            request.headers["Authorization"] = f"Bearer {credentials.bearer_token}"
-            return request
-        scheme = {"alibaba": "OSS", "huawei": "OBS"}[self.cloud]
-        return sign_header_hmac_sha1(request, credentials, scheme, self.bucket, key)
+        if self.cloud == "alibaba":
+            return sign_oss_v4(request, credentials, self.region, self.bucket, key)
+        if self.cloud == "huawei":
+            return sign_obs(request, credentials, self.bucket, key)
+        request.headers["Authorization"] = f"Bearer {credentials.bearer_token}"
+        return request
 
-    def get(self, key: str, credentials: CredentialSource,
-            byte_range: tuple[int, int] | None = None) -> http.client.HTTPResponse:
-        where = f"{self.bucket}/{key}" + (f" bytes {byte_range[0]}-{byte_range[1]}" if byte_range else "")
-        return send(lambda: self.signed_get(key, credentials.get(), byte_range), attempts=self.attempts,
-                    backoff_s=self.backoff_s, what=f"GET {where}")
-
-
-def split_ranges(size: int, part_size: int) -> list[tuple[int, int]]:
-    """Inclusive byte ranges of at most `part_size` bytes covering `size` bytes."""
-    return [(start, min(start + part_size, size) - 1) for start in range(0, size, part_size)]
+    def get(self, key: str, credentials: CredentialSource, read: Callable[[http.client.HTTPResponse], T],
+            byte_range: tuple[int, int] | None = None) -> T:
+        """`read(response)` of the object (or of its inclusive byte range), retried as a whole by `send`."""
+        return send(lambda: self.signed_get(key, credentials.get(), byte_range), read, retry=self.retry,
+                    what=f"GET {self.bucket}/{key}{byte_range or ''}")

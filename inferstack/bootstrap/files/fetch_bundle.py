@@ -29,6 +29,7 @@ from cloud_access import (  # type: ignore[import-not-found,unused-ignore]  # th
     AccessError,
     CredentialSource,
     ObjectStore,
+    Retry,
     log,
 )
 
@@ -38,6 +39,8 @@ ROOT = os.environ.get("INFERSTACK_ROOT", "/")
 """Where the file system starts (tests install into a directory)."""
 BUNDLE_FORMAT = "inferstack-bundle/1"
 MAX_BUNDLE_BYTES = 4 << 20
+AUTH_GRACE_S = float(os.environ.get("INFERSTACK_AUTH_GRACE_S", "300"))
+"""How long 401/403 are retried: a new identity's grants take minutes to reach the storage service."""
 # Where a bundle may write: the programs, the settings directory and inferstack's own units. Nothing else.
 ALLOWED_PATH = re.compile(r"/(usr/local/lib/inferstack/[a-z0-9_-]+\.(sh|py)|etc/inferstack/[a-z0-9_-]+\.conf"
                           r"|etc/systemd/system/inferstack-[a-z-]+\.service)")
@@ -109,10 +112,10 @@ def installed_sha256(state: str) -> str | None:
 
 def fetch(settings: dict[str, str]) -> bytes:
     store = ObjectStore(settings["INFERSTACK_CLOUD"], settings["INFERSTACK_REGION"], settings["MODEL_BUCKET"],
-                        settings.get("STORAGE_ENDPOINT") or None, settings.get("METADATA_ENDPOINT") or None)
-    credentials = CredentialSource(store.cloud, store.metadata_endpoint, store.attempts)
-    with store.get(settings["BUNDLE_KEY"], credentials) as response:
-        raw: bytes = response.read(MAX_BUNDLE_BYTES + 1)
+                        settings.get("STORAGE_ENDPOINT") or None, settings.get("METADATA_ENDPOINT") or None,
+                        Retry(auth_grace_s=AUTH_GRACE_S))
+    credentials = CredentialSource(store.cloud, store.metadata_endpoint, store.retry)
+    raw: bytes = store.get(settings["BUNDLE_KEY"], credentials, lambda response: response.read(MAX_BUNDLE_BYTES + 1))
     if len(raw) > MAX_BUNDLE_BYTES:
         raise BundleError(f"bundle is larger than {MAX_BUNDLE_BYTES} bytes", EXIT_BAD)
     return raw

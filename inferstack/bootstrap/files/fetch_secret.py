@@ -11,7 +11,8 @@ on restart) and never appears in user data, in the unit, on a command line or in
 | alibaba | KMS Secrets Manager           | GetSecretValue (RPC API 2016-01-20)                         |
 | huawei  | DEW / CSMS                    | GET /v1/<project_id>/secrets/<name>/versions/latest         |
 
-Exit status: 0 written, 2 usage or unusable value, 4 the store could not be read.
+Exit status: 0 written, 2 usage (an invalid region or secret name) or unusable value, 4 the store could not be
+read or answered in another shape.
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ from collections.abc import Callable
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from cloud_access import (  # type: ignore[import-not-found,unused-ignore]  # the sibling file
+    REGION_PATTERN,
     AccessError,
-    Credentials,
     Request,
+    Retry,
+    checked_name,
+    field,
     gcp_project_id,
     huawei_project_id,
     instance_credentials,
@@ -55,48 +59,49 @@ def default_endpoint(cloud: str, region: str) -> str:
     }[cloud]
 
 
-def read_aws(name: str, endpoint: str, region: str, credentials: Credentials, metadata: str | None) -> str:
+def read_aws(name: str, store: argparse.Namespace) -> str:
     body = json.dumps({"Name": name, "WithDecryption": True}).encode()
     headers = {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "AmazonSSM.GetParameter"}
-    response = send(lambda: sign_aws_v4(Request("POST", endpoint + "/", dict(headers), body), credentials, region,
-                                        "ssm"), what=f"SSM GetParameter {name}")
-    parameter = read_json(response)["Parameter"]
-    assert isinstance(parameter, dict)
-    return str(parameter["Value"])
+    reply = send(lambda: sign_aws_v4(Request("POST", store.endpoint + "/", dict(headers), body), store.credentials,
+                                     store.region, "ssm"), read_json, retry=store.retry,
+                 what=f"SSM GetParameter {name}")
+    return str(field(reply, "Parameter", "Value"))
 
 
-def read_gcp(name: str, endpoint: str, region: str, credentials: Credentials, metadata: str | None) -> str:
-    resource = name if name.startswith("projects/") else f"projects/{gcp_project_id(metadata)}/secrets/{name}"
+def read_gcp(name: str, store: argparse.Namespace) -> str:
+    resource = name
+    if not name.startswith("projects/"):
+        resource = f"projects/{gcp_project_id(store.metadata_endpoint, store.retry)}/secrets/{name}"
     if "/versions/" not in resource:
         resource += "/versions/latest"
-    url = f"{endpoint}/v1/{resource}:access"
-    headers = {"Authorization": f"Bearer {credentials.bearer_token}"}
-    payload = read_json(send(lambda: Request("GET", url, dict(headers)), what=f"Secret Manager access {resource}"))
-    data = payload["payload"]
-    assert isinstance(data, dict)
-    return base64.b64decode(str(data["data"])).decode("utf-8")
+    url = f"{store.endpoint}/v1/{urllib.parse.quote(resource)}:access"  # "/" kept: a full name may be given
+    headers = {"Authorization": f"Bearer {store.credentials.bearer_token}"}
+    reply = send(lambda: Request("GET", url, dict(headers)), read_json, retry=store.retry,
+                 what=f"Secret Manager access {resource}")
+    return base64.b64decode(field(reply, "payload", "data"), validate=True).decode("utf-8")
 
 
-def read_alibaba(name: str, endpoint: str, region: str, credentials: Credentials, metadata: str | None) -> str:
+def read_alibaba(name: str, store: argparse.Namespace) -> str:
     def build() -> Request:
         params = {"Action": "GetSecretValue", "SecretName": name, "Version": "2016-01-20", "Format": "JSON"}
-        query = urllib.parse.urlencode(sign_alibaba_rpc(params, credentials), quote_via=urllib.parse.quote)
-        return Request("GET", f"{endpoint}/?{query}", {})
+        query = urllib.parse.urlencode(sign_alibaba_rpc(params, store.credentials), quote_via=urllib.parse.quote)
+        return Request("GET", f"{store.endpoint}/?{query}", {})
 
-    return str(read_json(send(build, what=f"KMS GetSecretValue {name}"))["SecretData"])
-
-
-def read_huawei(name: str, endpoint: str, region: str, credentials: Credentials, metadata: str | None) -> str:
-    project_id = huawei_project_id(metadata)
-    url = f"{endpoint}/v1/{project_id}/secrets/{urllib.parse.quote(name, safe='')}/versions/latest"
-    response = send(lambda: sign_huawei_apig(Request("GET", url, {"Content-Type": "application/json"}), credentials),
-                    what=f"CSMS ShowSecretVersion {name}")
-    version = read_json(response)["version"]
-    assert isinstance(version, dict)
-    return str(version["secret_string"])
+    return str(field(send(build, read_json, retry=store.retry, what=f"KMS GetSecretValue {name}"), "SecretData"))
 
 
-READERS: dict[str, Callable[[str, str, str, Credentials, str | None], str]] = {
+def read_huawei(name: str, store: argparse.Namespace) -> str:
+    project_id = urllib.parse.quote(huawei_project_id(store.metadata_endpoint, store.retry), safe="")
+    url = f"{store.endpoint}/v1/{project_id}/secrets/{urllib.parse.quote(name, safe='')}/versions/latest"
+    reply = send(lambda: sign_huawei_apig(Request("GET", url, {"Content-Type": "application/json"}),
+                                          store.credentials), read_json, retry=store.retry,
+                 what=f"CSMS ShowSecretVersion {name}")
+    return str(field(reply, "version", "secret_string"))
+
+
+# Each reader gets the secret's name and the parsed arguments (endpoint, region, metadata_endpoint), to which main
+# adds the instance's `credentials` and the `retry` policy.
+READERS: dict[str, Callable[[str, argparse.Namespace], str]] = {
     "aws": read_aws, "gcp": read_gcp, "alibaba": read_alibaba, "huawei": read_huawei,
 }
 
@@ -133,28 +138,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Fetch secrets into a root-only env file.")
     parser.add_argument("--cloud", required=True, choices=sorted(READERS))
     parser.add_argument("--region", required=True)
-    parser.add_argument("--secret", required=True, action="append", type=env_and_secret, metavar="ENV_NAME=SECRET",
-                        help="environment variable the runtime reads, and the secret's name/id in the cloud's store "
-                             "(repeatable)")
-    parser.add_argument("--out", required=True, help="file to write (mode 0600, in a root-only directory)")
-    parser.add_argument("--format", default="env", choices=sorted(FORMATS), help="env (NAME=value lines) or "
-                        "nginx-bearer-map (the gateway's API-key map entries)")
-    parser.add_argument("--endpoint", default=None, help="secret-store endpoint override")
-    parser.add_argument("--metadata-endpoint", default=None, help="metadata-server override")
+    parser.add_argument("--secret", required=True, action="append", type=env_and_secret, metavar="ENV_NAME=SECRET")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--format", default="env", choices=sorted(FORMATS))
+    parser.add_argument("--endpoint")
+    parser.add_argument("--metadata-endpoint")
+    parser.add_argument("--auth-grace-s", type=float, default=300.0)
     args = parser.parse_args(argv)
+    try:  # the region becomes part of the host name: checked before any request
+        endpoint = args.endpoint or default_endpoint(args.cloud, checked_name("region", args.region, REGION_PATTERN))
+    except AccessError as error:
+        log(f"secret: {error}")
+        return 2
     values: dict[str, str] = {}
     secret = args.secret[0][1]  # named in the error when even the instance credentials cannot be read
+    args.endpoint, args.retry = endpoint.rstrip("/"), Retry(auth_grace_s=args.auth_grace_s)
     try:
-        credentials = instance_credentials(args.cloud, args.metadata_endpoint)
-        endpoint = (args.endpoint or default_endpoint(args.cloud, args.region)).rstrip("/")
+        args.credentials = instance_credentials(args.cloud, args.metadata_endpoint, args.retry)
         for env_name, secret in args.secret:
-            value = READERS[args.cloud](secret, endpoint, args.region, credentials, args.metadata_endpoint).strip()
+            value = READERS[args.cloud](secret, args).strip()  # the arguments, with credentials and retry added
             if not SAFE_VALUE.match(value):
-                log(f"secret: {secret!r} is empty or holds characters other than [A-Za-z0-9._~+/=:@-]; "
-                    "store it as a single-line token")
+                log(f"secret: {secret!r} is empty or not a single-line token of [A-Za-z0-9._~+/=:@-]")
                 return 2
             values[env_name] = value
-    except (AccessError, KeyError, ValueError) as error:
+    except (AccessError, ValueError) as error:  # base64 and UTF-8 decoding errors are ValueErrors
         log(f"secret: cannot read {secret!r} from the {args.cloud} secret store: {error}")
         return 4
     write_secret_file(args.out, values, args.format)

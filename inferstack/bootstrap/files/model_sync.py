@@ -7,35 +7,44 @@ The bucket holds the model files under a prefix, with `manifest.json` beside the
      "files": [{"path": "model.gguf", "size": 4368439584, "sha256": "…"}, …]}
 
 (`inferstack manifest DIR` writes it.) On disk the model lives in versioned directories
-with a `current` symlink that the server loads:
+with a `current` symlink that the server loads, in DEST = ROOT/models/NAME:
 
     DEST/current -> v-<manifest hash>     swapped atomically once every file is verified
     DEST/v-<manifest hash>/…              the files, read-only to the server
     DEST/.staging-<manifest hash>/…       a sync in progress (removed when it fails or finishes)
 
+DEST must resolve to exactly realpath(ROOT)/models/NAME (no symlink below ROOT), and nothing outside DEST is ever
+written or deleted: a symlink found in DEST is removed, never followed. Manifest paths must be plain relative
+paths, as `inferstack manifest` writes them: no empty, hidden, `.` or `..` component, no backslash or control
+character, at most 255 bytes a component and 1024 a path, each listed once and never both as a file and as a
+directory; sha256 in lowercase hex.
+
 A new manifest downloads only the files whose size or sha256 changed; unchanged files are hard-linked from
 the current version. Every byte is checked against the manifest's sha256 before the swap: a corrupted object
 is never served. Large files are fetched as byte ranges on parallel connections; each request is retried with
-backoff. Progress is logged every few seconds; the last stdout line says what happened:
+backoff (cloud_access.send), and refused ones for a few minutes: the instance's role may be brand new. Progress
+is logged every few seconds; the last stdout line says what happened:
 
     changed=1 version=v-0123456789abcdef path=DEST/current
 
-Exit status: 0 ok, 2 bad manifest or usage, 3 checksum mismatch, 4 storage unreachable or denied, 5 disk full.
+Exit status: 0 ok, 2 bad manifest or usage (model name, bucket, region, destination), 3 checksum mismatch,
+4 storage unreachable or denied, 5 disk full.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import sys
-import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -45,20 +54,26 @@ from cloud_access import (  # type: ignore[import-not-found,unused-ignore]  # th
     AccessError,
     CredentialSource,
     ObjectStore,
+    Retry,
     log,
-    split_ranges,
 )
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "inferstack-manifest/1"
 VERIFIED_STATE = ".verified.json"
+MAX_MANIFEST_BYTES = 16 << 20
+MAX_PATH_BYTES = 1024
+MAX_COMPONENT_BYTES = 255  # NAME_MAX of Linux file systems
+SHA256_HEX = re.compile("[0-9a-f]{64}")
+MODEL_NAME = re.compile("[a-z0-9][a-z0-9._-]{0,63}")
+VERSION_NAME = re.compile("v-[0-9a-f]{16}")
 CHUNK_BYTES = 1 << 20
 PROGRESS_INTERVAL_S = 5.0
 DISK_HEADROOM = 1.02
 MIB = 1 << 20
 GIB = 1 << 30
 
-EXIT_OK, EXIT_MANIFEST, EXIT_CHECKSUM, EXIT_STORAGE, EXIT_DISK = 0, 2, 3, 4, 5
+EXIT_OK, EXIT_USAGE, EXIT_CHECKSUM, EXIT_STORAGE, EXIT_DISK = 0, 2, 3, 4, 5  # 2: usage or bad manifest
 
 
 class SyncError(Exception):
@@ -78,22 +93,40 @@ class ManifestFile:
 
 
 def parse_manifest(raw: bytes) -> list[ManifestFile]:
-    """The manifest's files; rejects paths that would escape the model directory."""
+    """The manifest's files, each a plain relative path inside the model directory; SyncError otherwise."""
     try:
-        document = json.loads(raw.decode("utf-8"))
-        if document.get("format") != MANIFEST_FORMAT:
-            raise ValueError(f"format is {document.get('format')!r}, expected {MANIFEST_FORMAT!r}")
-        files = [ManifestFile(str(f["path"]), int(f["size"]), str(f["sha256"]).lower()) for f in document["files"]]
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise SyncError(f"manifest.json is not a valid inferstack manifest: {error}", EXIT_MANIFEST) from None
+        document = json.loads(raw)
+        files = [ManifestFile(e["path"], e["size"], e["sha256"]) for e in document["files"]]
+        if document["format"] != MANIFEST_FORMAT or not files:
+            raise ValueError(f"format {MANIFEST_FORMAT!r} with at least one file expected")
+    except (ValueError, RecursionError, TypeError, KeyError) as error:  # of the wrong shape
+        raise bad_manifest(f"{error!r:.200}") from None
     for entry in files:
-        parts = entry.path.split("/")
-        if entry.path.startswith("/") or ".." in parts or "" in parts or entry.path.startswith(".") or \
-                entry.size < 0 or len(entry.sha256) != 64:
-            raise SyncError(f"manifest.json: unsafe or invalid entry {entry}", EXIT_MANIFEST)
-    if not files or len({f.path for f in files}) != len(files):
-        raise SyncError("manifest.json lists no files, or a path twice", EXIT_MANIFEST)
+        if not is_plain(entry):
+            raise bad_manifest(f"{entry!r:.300} needs a relative path of plain names, a size and a sha256")
+    # Listed twice, or as a file and as another's directory ("a" and "a/b"): the disk cannot hold both.
+    counts = collections.Counter(entry.path for entry in files)
+    directories = {path[:i] for path in counts for i, c in enumerate(path) if c == "/"}
+    for path, count in counts.items():
+        if count > 1 or path in directories:
+            raise bad_manifest(f"{path!r} is listed twice, or as a file and as a directory")
     return files
+
+
+def is_plain(entry: ManifestFile) -> bool:
+    """A path of names that are not empty, hidden, '.' or '..', without backslash or control, format or surrogate
+    character (isprintable() is False for those, NUL included), short enough; a size; a lowercase sha256. Such a
+    path is rejected rather than repaired, so that `a/./b` beside `a/b` cannot stand for one file twice."""
+    path = entry.path
+    return isinstance(path, str) and path.isprintable() and "\\" not in path and \
+        len(path.encode()) <= MAX_PATH_BYTES and \
+        all(part and part[0] != "." and len(part.encode()) <= MAX_COMPONENT_BYTES for part in path.split("/")) and \
+        type(entry.size) is int and entry.size >= 0 and isinstance(entry.sha256, str) and \
+        bool(SHA256_HEX.fullmatch(entry.sha256))
+
+
+def bad_manifest(problem: str) -> SyncError:
+    return SyncError(f"manifest.json is not a valid inferstack manifest: {problem}", EXIT_USAGE)
 
 
 def version_of(raw_manifest: bytes) -> str:
@@ -127,6 +160,7 @@ def save_verified(dest: str, version_dir: str, files: Sequence[ManifestFile]) ->
         stat = os.stat(os.path.join(version_dir, entry.path))
         state[entry.path] = [stat.st_size, stat.st_mtime_ns, entry.sha256]
     temporary = os.path.join(dest, VERIFIED_STATE + ".tmp")
+    remove(temporary)  # open() would follow a symlink left there
     with open(temporary, "w") as handle:
         json.dump(state, handle)
     os.replace(temporary, os.path.join(dest, VERIFIED_STATE))
@@ -147,50 +181,34 @@ def is_intact(version_dir: str, entry: ManifestFile, verified: dict[str, list[ob
 
 
 def current_version_dir(dest: str) -> str | None:
+    """DEST/v-… that `current` names, when it is one of ours (a plain directory beside it)."""
     link = os.path.join(dest, "current")
-    return os.path.realpath(link) if os.path.islink(link) and os.path.isdir(link) else None
+    target = os.readlink(link) if os.path.islink(link) else ""
+    path = os.path.join(dest, target)
+    return path if VERSION_NAME.fullmatch(target) and os.path.isdir(path) and not os.path.islink(path) else None
+
+
+def model_dest(root: str, name: str) -> str:
+    """ROOT/models/NAME, created; SyncError when NAME is not a plain name or a symlink would lead elsewhere."""
+    if not MODEL_NAME.fullmatch(name):
+        raise SyncError(f"model name {name!r} must match {MODEL_NAME.pattern}", EXIT_USAGE)
+    os.makedirs(root, exist_ok=True)
+    dest = os.path.join(os.path.realpath(root), "models", name)
+    if os.path.realpath(dest) != dest:  # a symlink on the way (checked before anything is created through it)
+        raise SyncError(f"{dest} resolves to {os.path.realpath(dest)}, not a directory of its own", EXIT_USAGE)
+    os.makedirs(dest, exist_ok=True)
+    return dest
+
+
+def remove(path: str) -> None:
+    """Delete a file, a symlink (never what it points to) or a directory tree."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.unlink(path)
 
 
 #### Download ####
-
-
-class Progress:
-    """Counts bytes and logs throughput every few seconds from a background thread."""
-
-    def __init__(self, total_bytes: int, total_files: int) -> None:
-        self.total_bytes, self.total_files = total_bytes, total_files
-        self.done_bytes = 0
-        self.done_files = 0
-        self.started = time.monotonic()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._report, daemon=True)
-
-    def add(self, count: int) -> None:
-        with self._lock:
-            self.done_bytes += count
-
-    def file_done(self) -> None:
-        with self._lock:
-            self.done_files += 1
-
-    def line(self) -> str:
-        elapsed_s = max(time.monotonic() - self.started, 1e-6)
-        percent = 100.0 * self.done_bytes / self.total_bytes if self.total_bytes else 100.0
-        return (f"sync progress: {self.done_bytes / MIB:.1f}/{self.total_bytes / MIB:.1f} MiB ({percent:.0f}%), "
-                f"{self.done_bytes / MIB / elapsed_s:.1f} MiB/s, files {self.done_files}/{self.total_files}")
-
-    def _report(self) -> None:
-        while not self._stop.wait(PROGRESS_INTERVAL_S):
-            log(self.line())
-
-    def __enter__(self) -> Progress:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @dataclass(frozen=True)
@@ -201,32 +219,22 @@ class Part:
     """Inclusive range, or None to fetch the whole object in one stream."""
 
 
-def download_part(store: ObjectStore, credentials: CredentialSource, part: Part, progress: Progress) -> None:
-    """Fetch one range into its place in the file; a stream cut mid-way is retried from the start of the part."""
-    expected = part.byte_range[1] - part.byte_range[0] + 1 if part.byte_range else None
-    offset = part.byte_range[0] if part.byte_range else 0
-    for attempt in range(1, store.attempts + 1):
+def download_part(store: ObjectStore, credentials: CredentialSource, part: Part) -> int:
+    """Fetch one range into its place in the file and return its size; `send` fetches a stream cut short again."""
+    start, end = part.byte_range or (0, None)
+
+    def write(response: http.client.HTTPResponse) -> int:
         written = 0
-        try:
-            with store.get(part.key, credentials, part.byte_range) as response:
-                descriptor = os.open(part.path, os.O_WRONLY)
-                try:
-                    for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
-                        os.pwrite(descriptor, chunk, offset + written)
-                        written += len(chunk)
-                        progress.add(len(chunk))
-                finally:
-                    os.close(descriptor)
-            if expected is not None and written != expected:
-                raise http.client.IncompleteRead(b"", expected - written)
-            return
-        except (OSError, http.client.HTTPException) as error:
-            progress.add(-written)
-            if attempt == store.attempts:
-                raise AccessError(f"GET {part.key} failed mid-stream after {attempt} attempts: {error!r}") from None
-            delay_s = store.backoff_s * 2 ** (attempt - 1)
-            log(f"retry GET {part.key}: stream broke after {written} bytes ({error!r}); next in {delay_s:.1f}s")
-            time.sleep(delay_s)
+        with open(part.path, "r+b") as handle:
+            handle.seek(start)
+            for chunk in iter(lambda: response.read(CHUNK_BYTES), b""):
+                written += handle.write(chunk)
+        if end is not None and written != end - start + 1:  # (a body short of Content-Length: `send` sees it)
+            raise http.client.IncompleteRead(b"")
+        return written
+
+    written: int = store.get(part.key, credentials, write, part.byte_range)
+    return written
 
 
 def plan_parts(store_prefix: str, staging: str, entries: Sequence[ManifestFile], part_size: int) -> list[Part]:
@@ -238,35 +246,38 @@ def plan_parts(store_prefix: str, staging: str, entries: Sequence[ManifestFile],
         with open(path, "wb") as handle:
             handle.truncate(entry.size)
         key = store_prefix + entry.path
-        if entry.size == 0:
-            continue
         if part_size <= 0:
-            parts.append(Part(key, path, None))
+            parts += [Part(key, path, None)] if entry.size else []
         else:
-            parts.extend(Part(key, path, r) for r in split_ranges(entry.size, part_size))
+            parts += [Part(key, path, (start, min(start + part_size, entry.size) - 1))
+                      for start in range(0, entry.size, part_size)]
     return parts
 
 
 def fetch_files(store: ObjectStore, credentials: CredentialSource, prefix: str, staging: str,
                 entries: Sequence[ManifestFile], workers: int, part_size: int) -> None:
-    """Download `entries` into `staging` and verify each one's sha256; one re-download on mismatch."""
+    """Download `entries` into `staging`, logging progress every few seconds, and verify each one's sha256; one
+    re-download of the files that do not match."""
     for round_number in (1, 2):
-        parts = plan_parts(prefix, staging, entries, part_size)
-        with Progress(sum(e.size for e in entries), len(entries)) as progress, \
-                ThreadPoolExecutor(max_workers=workers) as pool:
-            for future in [pool.submit(download_part, store, credentials, p, progress) for p in parts]:
-                future.result()
+        total_mib, done_mib, logged = sum(e.size for e in entries) / MIB, 0.0, time.monotonic()
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for future in as_completed([pool.submit(download_part, store, credentials, p) for p in
+                                        plan_parts(prefix, staging, entries, part_size)]):
+                done_mib += future.result() / MIB
+                if time.monotonic() - logged > PROGRESS_INTERVAL_S:
+                    logged = time.monotonic()
+                    log(f"sync progress: {done_mib:.1f}/{total_mib:.1f} MiB")
             hashes = list(pool.map(lambda e: file_sha256(os.path.join(staging, e.path)), entries))
         mismatched = [(e, h) for e, h in zip(entries, hashes) if h != e.sha256]  # noqa: B905 (3.8)
-        if not mismatched:
-            return
         for entry, got in mismatched:
             log(f"checksum mismatch (round {round_number}/2): {entry.path}: manifest sha256 {entry.sha256}, "
                 f"downloaded {got}")
         entries = [e for e, _ in mismatched]
-    names = ", ".join(e.path for e in entries)
-    raise SyncError(f"checksum mismatch for {names} after a re-download: the object in the bucket differs from "
-                    "manifest.json. The model was NOT activated; re-upload the files and their manifest", EXIT_CHECKSUM)
+        if not entries:
+            return
+    raise SyncError(f"checksum mismatch for {', '.join(e.path for e in entries)} after a re-download: the object in "
+                    "the bucket differs from manifest.json. The model was NOT activated; re-upload the files and "
+                    "their manifest", EXIT_CHECKSUM)
 
 
 #### Sync ####
@@ -291,8 +302,7 @@ def activate(dest: str, staging: str, version: str, raw_manifest: bytes, files: 
         handle.write(raw_manifest)
     os.sync()
     version_dir = os.path.join(dest, version)
-    if os.path.exists(version_dir):
-        shutil.rmtree(version_dir)
+    remove(version_dir)
     os.rename(staging, version_dir)
     link_tmp = os.path.join(dest, ".current.tmp")
     if os.path.lexists(link_tmp):
@@ -300,33 +310,30 @@ def activate(dest: str, staging: str, version: str, raw_manifest: bytes, files: 
     os.symlink(version, link_tmp)
     os.replace(link_tmp, os.path.join(dest, "current"))
     save_verified(dest, version_dir, files)
-    for name in os.listdir(dest):
+    for name in os.listdir(dest):  # entries of DEST only; remove() never follows a symlink
         if name.startswith("v-") and name != version:
-            shutil.rmtree(os.path.join(dest, name), ignore_errors=True)
+            remove(os.path.join(dest, name))
     return version_dir
 
 
 def sync(store: ObjectStore, prefix: str, dest: str, workers: int, part_size: int) -> tuple[bool, str]:
     """Bring DEST/current to the bucket's manifest; returns (changed, version)."""
     started = time.monotonic()
-    os.makedirs(dest, exist_ok=True)
-    credentials = CredentialSource(store.cloud, store.metadata_endpoint, store.attempts)
-    with store.get(prefix + MANIFEST_NAME, credentials) as response:
-        raw_manifest = response.read()
+    credentials = CredentialSource(store.cloud, store.metadata_endpoint, store.retry)
+    raw_manifest = store.get(prefix + MANIFEST_NAME, credentials, read_manifest)
     files = parse_manifest(raw_manifest)
     version = version_of(raw_manifest)
     current = current_version_dir(dest)
     verified = load_verified(dest)
     reuse, fetch = reuse_or_fetch(files, current, verified)
-    total_bytes = sum(f.size for f in files)
     if current and os.path.basename(current) == version and not fetch:
-        log(f"sync: model unchanged ({version}, {len(files)} files, {total_bytes / GIB:.2f} GiB verified)")
+        log(f"sync: model unchanged ({version}, {len(files)} files verified)")
         return False, version
-    log(f"sync: {version}: {len(fetch)} file(s) to download ({sum(f.size for f in fetch) / MIB:.1f} MiB), "
-        f"{len(reuse)} unchanged, {workers} connections")
+    fetched_mib = sum(f.size for f in fetch) / MIB
+    log(f"sync: {version}: {len(fetch)} file(s) to download ({fetched_mib:.1f} MiB), {len(reuse)} unchanged")
     staging = os.path.join(dest, f".staging-{version}")
-    shutil.rmtree(staging, ignore_errors=True)
-    os.makedirs(staging)
+    remove(staging)
+    os.mkdir(staging)
     try:
         check_disk_space(dest, sum(f.size for f in fetch))
         for entry in reuse:
@@ -334,12 +341,17 @@ def sync(store: ObjectStore, prefix: str, dest: str, workers: int, part_size: in
         fetch_files(store, credentials, prefix, staging, fetch, workers, part_size)
         activate(dest, staging, version, raw_manifest, files)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    elapsed_s = time.monotonic() - started
-    fetched_mib = sum(f.size for f in fetch) / MIB
-    log(f"sync done: {version}: downloaded {len(fetch)} file(s), {fetched_mib:.1f} MiB in {elapsed_s:.1f}s "
-        f"({fetched_mib / max(elapsed_s, 1e-6):.1f} MiB/s), reused {len(reuse)}")
+        remove(staging)
+    elapsed_s = max(time.monotonic() - started, 1e-6)
+    log(f"sync done: {version}: {fetched_mib:.1f} MiB in {elapsed_s:.1f}s ({fetched_mib / elapsed_s:.1f} MiB/s)")
     return True, version
+
+
+def read_manifest(response: http.client.HTTPResponse) -> bytes:
+    raw = response.read(MAX_MANIFEST_BYTES + 1)
+    if len(raw) > MAX_MANIFEST_BYTES:  # (a SyncError: not retried)
+        raise bad_manifest(f"larger than {MAX_MANIFEST_BYTES} bytes")
+    return raw
 
 
 def link_or_copy(source: str, target: str) -> None:
@@ -351,31 +363,38 @@ def link_or_copy(source: str, target: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Sync a model from object storage to local disk.")
+    parser = argparse.ArgumentParser(description="Sync a model from object storage to ROOT/models/NAME.")
     parser.add_argument("--cloud", required=True, choices=CLOUDS)
     parser.add_argument("--region", required=True)
     parser.add_argument("--bucket", required=True)
-    parser.add_argument("--prefix", required=True, help="key prefix of the model files, ending in '/'")
-    parser.add_argument("--dest", required=True, help="local directory; the model is at DEST/current")
-    parser.add_argument("--endpoint", default=None, help="object-storage endpoint override (path-style)")
-    parser.add_argument("--metadata-endpoint", default=None, help="metadata-server override")
-    parser.add_argument("--workers", type=int, default=16, help="parallel connections")
-    parser.add_argument("--part-size-mib", type=int, default=64, help="byte-range size; 0 = one stream per file")
-    parser.add_argument("--attempts", type=int, default=5, help="tries per request before giving up")
-    parser.add_argument("--backoff-s", type=float, default=1.0, help="first retry delay (doubles each time)")
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--root", required=True, help="the model is synced to ROOT/models/NAME/current")
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--endpoint")
+    parser.add_argument("--metadata-endpoint")
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--part-size-mib", type=int, default=64)
+    parser.add_argument("--attempts", type=int, default=5)
+    parser.add_argument("--backoff-s", type=float, default=1.0)
+    parser.add_argument("--auth-grace-s", type=float, default=300.0)
     args = parser.parse_args(argv)
     prefix = args.prefix if args.prefix.endswith("/") or not args.prefix else args.prefix + "/"
-    store = ObjectStore(args.cloud, args.region, args.bucket, args.endpoint, args.metadata_endpoint,
-                        attempts=args.attempts, backoff_s=args.backoff_s)
     try:
-        changed, version = sync(store, prefix, args.dest, max(args.workers, 1), args.part_size_mib * MIB)
+        store = ObjectStore(args.cloud, args.region, args.bucket, args.endpoint, args.metadata_endpoint,
+                            Retry(max(args.attempts, 1), args.backoff_s, args.auth_grace_s))
+        dest = model_dest(args.root, args.name)
+    except (AccessError, SyncError, OSError) as error:
+        log(f"sync FAILED: {error}")
+        return EXIT_USAGE
+    try:
+        changed, version = sync(store, prefix, dest, max(args.workers, 1), args.part_size_mib * MIB)
     except SyncError as error:
         log(f"sync FAILED: {error}")
         return error.exit_code
     except AccessError as error:
         log(f"sync FAILED: object storage unreachable or access denied: {error}")
         return EXIT_STORAGE
-    print(f"changed={int(changed)} version={version} path={os.path.join(args.dest, 'current')}", flush=True)
+    print(f"changed={int(changed)} version={version} path={os.path.join(dest, 'current')}", flush=True)
     return EXIT_OK
 
 
