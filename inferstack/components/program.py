@@ -93,6 +93,8 @@ class StackConfig(BaseModel):
 
 
 _KNOWN_KEYS = {field.alias or name for name, field in StackConfig.model_fields.items()} | set(_SECRET_KEYS)
+_KEY_DOCS = {field.alias or name: field.description for name, field in StackConfig.model_fields.items()
+             if field.description}
 _SOURCES = ("workload", "workloadFile", "plan", "planFile")
 
 
@@ -195,10 +197,11 @@ def _decode(value: Any) -> Any:
 
 
 def _config_problem(problem: Problem) -> Problem:
-    """Name the config key as the user wrote it: `inferstack:allowedCidrs[0]`, not `allowedCidrs.0`."""
+    """Name the config key as the user wrote it (`inferstack:allowedCidrs[0]`, not `allowedCidrs.0`), with the key's
+    own documentation as the fix where the problem has none."""
     head, *rest = problem.field.split(".")
     where = f"{NAMESPACE}:{head}" + "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in rest)
-    return Problem(where, problem.message, value=problem.value, fix=problem.fix)
+    return Problem(where, problem.message, value=problem.value, fix=problem.fix or _KEY_DOCS.get(head))
 
 
 def _did_you_mean(key: str) -> str | None:
