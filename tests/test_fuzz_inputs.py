@@ -223,3 +223,29 @@ def test_deep_nesting_is_refused_without_a_recursion_error(workdir: Path, depth:
     path = workdir / ("deep.json" if as_json else "deep.yaml")
     path.write_text('{"model": ' + "[" * depth + "]" * depth + ', "traffic": {"requests_per_s": 1}}')
     assert_plan_or_clear_error(path)
+
+
+# Valid values half of the time, so that most hostile values meet otherwise plannable workloads.
+NAMES = st.sampled_from(["chat", "qwen2.5-7b", "a" * 40, "x"]) | HOSTILE_TEXT
+REGIONS = {"aws": "us-east-1", "gcp": "us-central1", "alibaba": "cn-hangzhou", "huawei": "ap-southeast-3"}
+
+
+@FUZZ
+@given(
+    workload_name=NAMES,
+    model_name=NAMES,
+    cloud=st.sampled_from(sorted(REGIONS)),
+    region_suffix=st.sampled_from(["", "\n", "; reboot", "/../x"]),
+    other_region=st.none() | HOSTILE_TEXT,
+)
+def test_whatever_plan_accepts_has_a_workload_model_and_region_of_the_spec_patterns(
+    workdir: Path, workload_name: str, model_name: str, cloud: str, region_suffix: str, other_region: str | None
+) -> None:
+    region = REGIONS[cloud] + region_suffix if other_region is None else other_region
+    workload = {
+        "name": workload_name,
+        "model": {"registry": "llama-3.1-8b", "name": model_name},
+        "traffic": {"requests_per_s": 1},
+        "placement": {"clouds": [cloud], "regions": {cloud: [region]}},
+    }
+    assert_plan_or_clear_error(write(workdir, workload, as_json=False))
