@@ -9,19 +9,34 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # This process loads no pydantic plugins; looking for them scans every installed distribution (~50 ms of
 # start-up). Set PYDANTIC_DISABLE_PLUGINS yourself to change that.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from inferstack.errors import InfeasibleError, InferstackError, input_error
-from inferstack.spec import CLOUDS
+from inferstack.errors import InfeasibleError, InferstackError, InputError, MissingExtraError, Problem, input_error
+from inferstack.spec import (
+    CLOUDS,
+    MODEL_NAME_PATTERN,
+    REGION_PATTERN,
+    Engine,
+    KvCacheDtype,
+    Precision,
+    enum_aliases,
+    normalise_enum_text,
+)
+
+if TYPE_CHECKING:
+    from inferstack.sizing.models import ResolvedModel
 
 Handler = Callable[[argparse.Namespace], int]
+EnumType = TypeVar("EnumType", bound=Enum)
 
 
 def _print_json(data: Any) -> None:
@@ -52,6 +67,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             "no feasible deployment: see the reasons per cloud and the nearest feasible changes above"
         )
     return 0
+
+
+def _region(text: str) -> str:
+    """`--region`: a region name, checked like placement.regions before it names anything."""
+    if not re.fullmatch(REGION_PATTERN, text):
+        raise argparse.ArgumentTypeError(f"must be a region name such as us-east-1 or us-central1, got {text!r}")
+    return text
 
 
 # ---- estimate ------------------------------------------------------------------------------------------
@@ -89,16 +111,45 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _enum_option(enum: type[EnumType]) -> Callable[[str], EnumType]:
+    """An option that takes an enum's values and the aliases workload files accept (bfloat16, int4, Q4_K_M)."""
+
+    def parse(text: str) -> EnumType:
+        try:
+            return enum(normalise_enum_text(text))
+        except ValueError:
+            aliases = enum_aliases(enum)
+            also = f" (or {', '.join(aliases)})" if aliases else ""
+            raise argparse.ArgumentTypeError(
+                f"must be one of {', '.join(str(m.value) for m in enum)}{also}, got {text!r}"
+            ) from None
+
+    return parse
+
+
+def _model_from_config(path: Path) -> ResolvedModel:
+    """`--model-config`: the model, named after the config's folder (or custom-model when that is no valid name)."""
+    from pydantic import ValidationError
+
+    from inferstack.sizing.models import resolve
+    from inferstack.spec import ModelSpec, problems_from_validation
+
+    config = path.absolute()
+    name = None if re.fullmatch(MODEL_NAME_PATTERN, config.parent.name) else "custom-model"
+    try:
+        spec = ModelSpec(config=config, name=name)
+    except ValidationError as error:
+        problems = problems_from_validation(error, model=ModelSpec)
+        raise InputError(Problem("--model-config", p.message, value=str(path), fix=p.fix) for p in problems) from None
+    return resolve(spec)
+
+
 def _cmd_estimate(args: argparse.Namespace) -> int:
     from inferstack.sizing.estimate import estimate
     from inferstack.sizing.hardware import CpuSpec, gpu_spec
-    from inferstack.sizing.models import lookup, resolve
-    from inferstack.spec import Engine, KvCacheDtype, ModelSpec, Precision
+    from inferstack.sizing.models import lookup
 
-    if args.model_config:
-        model = resolve(ModelSpec(config=args.model_config))
-    else:
-        model = lookup(args.model, field_name="--model")
+    model = _model_from_config(args.model_config) if args.model_config else lookup(args.model, field_name="--model")
     gpu = cpu = None
     if args.gpu:
         gpu = gpu_spec(args.gpu)
@@ -121,16 +172,14 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
             ghz=args.cpu_ghz,
             description="command line",
         )
-    precision = (
-        Precision(args.precision)
-        if args.precision
-        else (Precision.BF16 if model.is_llm else (Precision.FP16 if gpu else Precision.FP32))
+    precision = args.precision or (Precision.BF16 if model.is_llm else (Precision.FP16 if gpu else Precision.FP32))
+    engine = (
+        args.engine if args.engine is not Engine.AUTO else _default_engine(model.is_llm, gpu is not None, precision)
     )
-    engine = Engine(args.engine) if args.engine != "auto" else _default_engine(model.is_llm, gpu is not None, precision)
     result = estimate(
         model,
         precision=precision,
-        kv_dtype=KvCacheDtype(args.kv_dtype),
+        kv_dtype=args.kv_dtype,
         engine=engine,
         gpu=gpu,
         gpus=args.gpus,
@@ -150,9 +199,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _default_engine(llm: bool, on_gpu: bool, precision: Any) -> Any:
-    from inferstack.spec import Engine
-
+def _default_engine(llm: bool, on_gpu: bool, precision: Precision) -> Engine:
     if not llm:
         return Engine.ONNXRUNTIME
     if not on_gpu or precision.is_gguf:
@@ -199,16 +246,21 @@ def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
 
 
 def _cmd_preview(args: argparse.Namespace) -> int:
-    from inferstack.preview import preview_workload
+    try:
+        from inferstack.preview import preview_workload
 
-    result = preview_workload(
-        args.workload,
-        cloud=args.cloud,
-        prices_file=args.prices,
-        config=dict(args.config),
-        assets_domain=args.assets_domain,
-        assets_certificate=args.assets_certificate,
-    )
+        result = preview_workload(
+            args.workload,
+            cloud=args.cloud,
+            prices_file=args.prices,
+            config=dict(args.config),
+            assets_domain=args.assets_domain,
+            assets_certificate=args.assets_certificate,
+        )
+    except ModuleNotFoundError as error:
+        if not _is_pulumi_module(error.name):
+            raise
+        raise MissingExtraError("preview", "pulumi", error) from None
     if args.json:
         _print_json(result.to_json())
     else:
@@ -216,6 +268,12 @@ def _cmd_preview(args: argparse.Namespace) -> int:
 
         print_preview(result)
     return 0
+
+
+def _is_pulumi_module(name: str | None) -> bool:
+    """The Pulumi SDK or a provider package: what the `pulumi` extra installs."""
+    top = (name or "").split(".")[0]
+    return top == "pulumi" or top.startswith("pulumi_")
 
 
 def _config_entry(text: str) -> tuple[str, str]:
@@ -260,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="the cheapest feasible deployment per cloud for a workload file")
     plan.add_argument("workload", type=Path, help="workload file (YAML or JSON), see examples/workloads/")
     plan.add_argument("--cloud", action="append", choices=CLOUDS, help="only this cloud (repeatable)")
-    plan.add_argument("--region", help="only this region")
+    plan.add_argument("--region", type=_region, help="only this region")
     plan.add_argument("--prices", type=Path, help="price-override file (prices, discounts, exchange rates)")
     plan.add_argument("--json", action="store_true", help="machine-readable output")
     plan.set_defaults(handler=_cmd_plan)
@@ -277,9 +335,26 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--cpu-isa", choices=("avx2", "avx512", "amx", "neon"), default="avx512")
     est.add_argument("--cpu-ghz", type=_positive_float, default=3.0, help="sustained all-core clock (default 3.0)")
     est.add_argument("--ram-gib", type=_positive_float, help="CPU server memory, for the fits check")
-    est.add_argument("--precision", help="fp32 fp16 bf16 fp8 int8 int4-awq int4-gptq mxfp4 q4_0 q4_k_m q5_k_m q8_0")
-    est.add_argument("--kv-dtype", default="auto", choices=("auto", "fp32", "fp16", "bf16", "fp8", "q8_0", "q4_0"))
-    est.add_argument("--engine", default="auto", choices=("auto", "vllm", "trtllm", "llamacpp", "hf", "onnxruntime"))
+    est.add_argument(
+        "--precision",
+        type=_enum_option(Precision),
+        metavar="PRECISION",
+        help=f"weight precision, as in workload files: {' '.join(p.value for p in Precision)}",
+    )
+    est.add_argument(
+        "--kv-dtype",
+        type=_enum_option(KvCacheDtype),
+        default=KvCacheDtype.AUTO,
+        metavar="DTYPE",
+        help=f"KV-cache type: {' '.join(k.value for k in KvCacheDtype)} (default auto)",
+    )
+    est.add_argument(
+        "--engine",
+        type=_enum_option(Engine),
+        default=Engine.AUTO,
+        metavar="ENGINE",
+        help=f"inference engine: {' '.join(e.value for e in Engine)} (default auto)",
+    )
     est.add_argument("--concurrency", type=_concurrency, default=1, help="sequences at once, or 'max'")
     est.add_argument("--input-tokens", type=_positive_int, default=512)
     est.add_argument("--output-tokens", type=_positive_int, default=128)

@@ -2,10 +2,44 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable
 from typing import Any
 
 _UNSET: Any = object()
+
+# Errors quote the value they refuse. A value can be huge (a pasted file, a YAML alias bomb that expands to
+# billions of items), so it is shown cut to its start: enough to recognise it, bounded in time and memory.
+SHOWN_VALUE_CHARS = 80
+
+
+def _bounded_repr() -> reprlib.Repr:
+    shown = reprlib.Repr()
+    shown.maxlevel = 3
+    shown.maxdict = shown.maxlist = shown.maxtuple = shown.maxset = shown.maxfrozenset = 6
+    shown.maxstring = shown.maxother = shown.maxlong = SHOWN_VALUE_CHARS
+    return shown
+
+
+_BOUNDED_REPR = _bounded_repr()
+
+
+def shown_value(value: Any) -> str:
+    """`repr(value)` cut to about SHOWN_VALUE_CHARS: a long string as its start and "… (N characters)"."""
+    if isinstance(value, str):
+        if len(value) <= SHOWN_VALUE_CHARS:
+            return repr(value)
+        return f"{value[:SHOWN_VALUE_CHARS]!r}… ({len(value)} characters)"
+    try:
+        text = _BOUNDED_REPR.repr(value)
+    except ValueError:  # an int beyond Python's str-conversion digit limit
+        return f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS] + "…"
+
+
+def with_article(noun: str) -> str:
+    """'an AWS region', 'a GCP region': the indefinite article by the noun's first letter."""
+    return f"an {noun}" if noun[:1].lower() in "aeio" else f"a {noun}"
 
 
 class InferstackError(Exception):
@@ -39,7 +73,7 @@ class Problem:
         self.fix = fix
 
     def __str__(self) -> str:
-        given = "" if self.value is _UNSET else f" (got {self.value!r})"
+        given = "" if self.value is _UNSET else f" (got {shown_value(self.value)})"
         fix = f" Fix: {self.fix}" if self.fix else ""
         return f"{self.field}: {self.message}{given}.{fix}"
 
@@ -47,6 +81,17 @@ class Problem:
 def input_error(field: str, message: str, *, value: Any = _UNSET, fix: str | None = None) -> InputError:
     """Shorthand for an InputError with a single problem."""
     return InputError([Problem(field, message, value=value, fix=fix)])
+
+
+class MissingExtraError(InferstackError):
+    """A command needs an optional dependency that is not installed: one line that says what to install."""
+
+    def __init__(self, command: str, extra: str, error: ModuleNotFoundError):
+        self.extra = extra
+        super().__init__(
+            f"`inferstack {command}` needs the optional {extra} dependencies ({error}). "
+            f"Fix: pip install 'inferstack[{extra}]'"
+        )
 
 
 class InfeasibleError(InferstackError):

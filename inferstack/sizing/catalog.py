@@ -23,7 +23,7 @@ from inferstack.sizing.hardware import (
     GpuSpec,
     gpu_specs,
 )
-from inferstack.spec import CLOUDS, Cloud
+from inferstack.spec import CLOUDS, CURRENCY_PATTERN, REGION_PATTERN, Cloud, parse_document, read_input_file
 
 # The region each cloud's specs were catalogued for (shared/catalog/README.md).
 CATALOG_REGIONS: dict[Cloud, str] = {
@@ -260,13 +260,8 @@ class PriceBook:
 
 
 def _read_override(path: Path) -> dict[str, Any]:
-    import yaml
-
-    if not path.is_file():
-        raise input_error(
-            "--prices", "file not found", value=str(path), fix="pass the path of a price-override YAML file"
-        )
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    text = read_input_file(path, field="--prices", what="a price-override YAML file", example="docs/pricing.md")
+    data = parse_document(text, suffix=path.suffix, source=str(path), field="--prices") or {}
     if not isinstance(data, dict) or not set(data) <= {"prices", "exchange_rates", "discounts"}:
         raise input_error(
             "--prices",
@@ -277,34 +272,46 @@ def _read_override(path: Path) -> dict[str, Any]:
     return data
 
 
+# What an override entry's text fields may hold: they become plan fields, shown in PR comments and outputs.
+_INSTANCE_TYPE = re.compile(r"[a-z0-9][a-z0-9.+_-]{0,79}", re.IGNORECASE)
+_NOTE = re.compile(r"[^\x00-\x1f\x7f]{1,200}")  # source, date: one line of printable text
+
+
+def _entry_problem(item: Any) -> str | None:
+    """What is wrong with one `prices` entry (None: nothing)."""
+    fields = {"cloud", "region", "instance_type", "price_per_hour", "currency"}
+    if not isinstance(item, dict) or fields - set(item):
+        return f"needs {', '.join(sorted(fields))}"
+    if item["cloud"] not in CLOUDS:
+        return f"cloud must be one of {', '.join(CLOUDS)}"
+    if not (isinstance(item["region"], str) and re.fullmatch(REGION_PATTERN, item["region"])):
+        return "region must be a region name such as us-east-1"
+    if not (isinstance(item["instance_type"], str) and _INSTANCE_TYPE.fullmatch(item["instance_type"])):
+        return "instance_type must be an instance type name as the catalog spells it (`inferstack catalog`)"
+    if not _is_positive(item["price_per_hour"]):
+        return "price_per_hour must be a positive number"
+    if not _is_currency(item["currency"]):
+        return "currency must be an ISO 4217 code such as USD"
+    if any(not _NOTE.fullmatch(str(item.get(key, "-"))) for key in ("source", "date")):
+        return "source and date must be one line of text (at most 200 characters)"
+    return None
+
+
 def _merge_rows(rows: list[dict[str, str]], overrides: list[dict[str, Any]], path: Path) -> list[dict[str, str]]:
     problems, replaced = [], {}
     if not isinstance(overrides, list):
         raise input_error("prices", "must be a list of entries", value=overrides, fix="see docs/pricing.md")
     for i, item in enumerate(overrides):
-        fields = {"cloud", "region", "instance_type", "price_per_hour", "currency"}
-        if (
-            not isinstance(item, dict)
-            or fields - set(item)
-            or item["cloud"] not in CLOUDS
-            or not _is_positive(item["price_per_hour"])
-        ):
-            problems.append(
-                Problem(
-                    f"prices[{i}]",
-                    f"needs cloud (one of {', '.join(CLOUDS)}), region, instance_type, a positive price_per_hour"
-                    " and currency",
-                    value=item,
-                    fix="complete the entry",
-                )
-            )
+        wrong = _entry_problem(item)
+        if wrong:
+            problems.append(Problem(f"prices[{i}]", wrong, value=item, fix="correct the entry (see docs/pricing.md)"))
             continue
         key = (item["cloud"], item["region"], item["instance_type"])
         replaced[key] = {
             "cloud": item["cloud"],
             "region": item["region"],
             "instance_type": item["instance_type"],
-            "currency": str(item["currency"]).upper(),
+            "currency": item["currency"].upper(),
             "price_per_hour": str(float(item["price_per_hour"])),
             "source": str(item.get("source", f"override file {path.name}")),
             "source_date": str(item.get("date", "unknown")),
@@ -320,12 +327,17 @@ def _merge_rows(rows: list[dict[str, str]], overrides: list[dict[str, Any]], pat
 
 def _override_rates(section: Any, defaults: ExchangeRates, path: Path) -> ExchangeRates:
     rates_given = section.get("usd_per_unit") if isinstance(section, dict) else None
-    if not isinstance(rates_given, dict) or not all(_is_positive(v) for v in rates_given.values()):
+    if (
+        not isinstance(rates_given, dict)
+        or not all(_is_currency(k) and _is_positive(v) for k, v in rates_given.items())
+        or any(not _NOTE.fullmatch(str(section.get(key, "-"))) for key in ("source", "date"))
+    ):
         raise input_error(
             "exchange_rates",
             "must have usd_per_unit: {CURRENCY: rate}",
             value=section,
-            fix="e.g. exchange_rates: {usd_per_unit: {CNY: 0.14}, source: ..., date: YYYY-MM-DD}",
+            fix="e.g. exchange_rates: {usd_per_unit: {CNY: 0.14}, source: ..., date: YYYY-MM-DD} "
+            "(ISO 4217 codes, positive rates, one-line source and date)",
         )
     rates = dict(defaults.usd_per_unit)
     rates.update({str(k).upper(): float(v) for k, v in section["usd_per_unit"].items()})
@@ -333,8 +345,16 @@ def _override_rates(section: Any, defaults: ExchangeRates, path: Path) -> Exchan
     return ExchangeRates(rates, source)
 
 
+_MAX_AMOUNT = 1e12  # per hour or per currency unit: far beyond any price; keeps the arithmetic finite
+
+
 def _is_positive(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    """A positive, finite number (not NaN, not infinity, not a 4000-digit integer)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= _MAX_AMOUNT
+
+
+def _is_currency(value: Any) -> bool:
+    return isinstance(value, str) and re.fullmatch(CURRENCY_PATTERN, value.upper()) is not None
 
 
 def _is_percentage(value: Any) -> bool:
