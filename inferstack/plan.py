@@ -11,7 +11,21 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from inferstack.spec import Cloud, Engine, KvCacheDtype, ModelKind, Precision, Stage, WorkloadSpec
+from inferstack.spec import (
+    CURRENCY_PATTERN,
+    GPU_NAME_PATTERN,
+    MODEL_NAME_PATTERN,
+    REGION_PATTERN,
+    SOURCE_URI_PATTERN,
+    WORKLOAD_NAME_PATTERN,
+    Cloud,
+    Engine,
+    KvCacheDtype,
+    ModelKind,
+    Precision,
+    Stage,
+    WorkloadSpec,
+)
 
 HOURS_PER_MONTH = 730  # the cloud providers' own convention for monthly estimates
 
@@ -22,11 +36,9 @@ Quantization = Literal["fp8", "compressed-tensors", "awq", "gptq", "mxfp4", "ggu
 HealthPath = Literal["/health", "/v2/health/ready"]
 
 # A plan may come from a file or stack config that anyone edited, and its values reach boot scripts, unit files,
-# URLs and paths on the server: every such value is a Literal, an enum or one of these patterns, checked when
-# the plan is read. Nothing else in a plan (rationale, warnings, price sources) is ever rendered into a script.
-WORKLOAD_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,39}$"
-MODEL_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
-REGION_PATTERN = r"^[a-z]{2,12}(-[a-z0-9]{1,12}){1,3}$"
+# URLs and paths on the server: every such value is a Literal, an enum or a pattern (the workload spec's, where
+# the value comes from the workload), checked when the plan is read. Nothing else in a plan (rationale, warnings,
+# price sources) is ever rendered into a script.
 MACHINE_TYPE_PATTERN = r"^[a-z0-9][a-z0-9.-]{0,62}$"
 BUCKET_PREFIX_PATTERN = r"^([a-z0-9][a-z0-9._-]{0,63}/){1,8}$"
 
@@ -46,7 +58,7 @@ class Money(_Frozen):
     """An amount with its ISO 4217 currency; figures in different currencies are never added."""
 
     amount: float
-    currency: str = Field(pattern=r"^[A-Z]{3}$")
+    currency: str = Field(pattern=CURRENCY_PATTERN)
 
     def __str__(self) -> str:
         return f"{self.amount:,.2f} {self.currency}"
@@ -86,9 +98,9 @@ class Price(_Frozen):
 class Accelerator(_Frozen):
     """The GPUs in each instance."""
 
-    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,39}$",
+    id: str = Field(pattern=GPU_NAME_PATTERN,
                     description="Accelerator id from the GPU catalog (`inferstack gpus`), e.g. L4, A100-SXM4-80GB.")
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]{0,39}$", description="Family name, e.g. L4, A100, H100.")
+    name: str = Field(pattern=GPU_NAME_PATTERN, description="Family name, e.g. L4, A100, H100.")
     memory_gib: float = Field(description="Memory per GPU as the vendor states it (GB in datasheets).")
     count: int = Field(ge=1, description="GPUs per instance.")
     attach_type: str | None = Field(
@@ -173,7 +185,7 @@ class ModelArtifact(_Frozen):
     name: ModelName = Field(description="Served model name; also the model's folder on the server.")
     kind: ModelKind
     source_uri: str | None = Field(
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$",
+        pattern=SOURCE_URI_PATTERN,
         description="Where the weights are published (Hugging Face repo id), informational.")
     params_b: float = Field(description="Parameters in billions.")
     artifact_format: ArtifactFormat

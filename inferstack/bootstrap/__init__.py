@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from inferstack.bootstrap.files.cloud_access import BUCKET_NAME_PATTERNS
 from inferstack.errors import Problem
-from inferstack.plan import REGION_PATTERN, DeploymentPlan
-from inferstack.spec import Cloud
+from inferstack.plan import DeploymentPlan
+from inferstack.spec import REGION_PATTERN, Cloud
 
 if TYPE_CHECKING:
     from inferstack.bootstrap.render import RenderedBootstrap

@@ -32,7 +32,7 @@ import pulumi
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from inferstack.bootstrap.render import user_data_gzip
-from inferstack.errors import InputError, Problem, input_error
+from inferstack.errors import InputError, Problem, input_error, with_article
 from inferstack.plan import DeploymentPlan
 from inferstack.spec import CLOUDS, Cloud, problems_from_validation
 
@@ -575,7 +575,8 @@ ARGS_CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 def validate_args(args_type: type, args: Mapping[str, Any], component: str) -> dict[str, Any]:
     """Check a component's args against its TypedDict (unknown keys, wrong types) before anything registers."""
     if not isinstance(args, Mapping):
-        raise input_error(component, "args must be a mapping", value=args, fix=f"pass a {args_type.__name__} dict")
+        raise input_error(component, "args must be a mapping", value=args,
+                          fix=f"pass {with_article(args_type.__name__)} dict")
     try:
         checked: dict[str, Any] = _adapter(args_type).validate_python(dict(args))
     except ValidationError as error:

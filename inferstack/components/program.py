@@ -132,7 +132,7 @@ def read_stack_config(project_dir: Path | None = None) -> StackSettings:
     try:
         config = StackConfig.model_validate(raw)
     except ValidationError as error:
-        raise InputError([_config_problem(p) for p in problems_from_validation(error)]) from None
+        raise InputError([_config_problem(p) for p in problems_from_validation(error, model=StackConfig)]) from None
     backend_for(config.cloud, field=f"{NAMESPACE}:cloud")
     _, cidr_problems = parse_cidrs(config.allowed_cidrs, f"{NAMESPACE}:allowedCidrs")
     if cidr_problems:

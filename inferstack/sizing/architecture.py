@@ -9,7 +9,6 @@ GPT-style learned positions with 2-matrix MLPs, and BERT-style encoders.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -271,23 +270,12 @@ _ALIASES = {
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Read a config.json, with errors that say which file and what is wrong."""
-    if not path.is_file():
-        raise input_error(
-            "model.config",
-            "file not found",
-            value=str(path),
-            fix="give the path to the model's Hugging Face config.json",
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise input_error(
-            "model.config",
-            f"is not valid JSON ({error})",
-            value=str(path),
-            fix="give the model's config.json as downloaded from its repository",
-        ) from None
+    """Read a config.json (bounded like a workload file), with errors that say which file and what is wrong."""
+    from inferstack.spec import parse_document, read_input_file  # the one bounded reader of input files
+
+    text = read_input_file(path, field="model.config", what="the model's Hugging Face config.json",
+                           example="models/my-model/config.json")
+    data = parse_document(text, suffix=".json", source=str(path), field="model.config")
     if not isinstance(data, dict):
         raise input_error("model.config", "must be a JSON object", value=str(path), fix="give a config.json")
     return data

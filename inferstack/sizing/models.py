@@ -111,7 +111,7 @@ def resolve(model: str | ModelSpec) -> ResolvedModel:
     if model.registry:
         found = lookup(model.registry, field_name="model.registry")
         return found if not model.name else _renamed(found, model.name)
-    name = model.name or (model.config.parent.name if model.config else "custom-model")
+    name = model.name or model.default_name
     if model.kind is not None:
         assert model.params_m is not None and model.gflops_per_request is not None
         return ResolvedModel(

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from inferstack.errors import input_error
+from inferstack.errors import input_error, with_article
 from inferstack.plan import (
     HOURS_PER_MONTH,
     Accelerator,
@@ -148,12 +148,12 @@ def _regions(spec: WorkloadSpec, cloud: Cloud, region: str | None) -> list[str]:
     field_name = "--region" if region else f"placement.regions.{cloud}"
     regions = [region] if region else (spec.placement.regions.get(cloud) or [CATALOG_REGIONS[cloud]])
     for name in regions:
-        if not REGION_PATTERNS[cloud].match(name):
+        if not REGION_PATTERNS[cloud].fullmatch(name):  # fullmatch: `$` alone would admit a final newline
             raise input_error(
                 field_name,
-                f"is not a {cloud} region name",
+                f"is not {with_article(cloud)} region name",
                 value=name,
-                fix=f"use a {cloud} region such as {CATALOG_REGIONS[cloud]}",
+                fix=f"use {with_article(cloud)} region such as {CATALOG_REGIONS[cloud]}",
             )
     return regions
 

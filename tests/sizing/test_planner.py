@@ -221,5 +221,12 @@ def test_adding_a_cheaper_feasible_instance_never_raises_the_cost(tmp_path_facto
 
 @pytest.mark.parametrize(("cloud", "region"), [("aws", "us-central1"), ("gcp", "us-east-1"), ("huawei", "singapore")])
 def test_a_region_of_another_cloud_is_a_clear_error(cloud, region):
-    with pytest.raises(InputError, match=rf"--region: is not a {cloud} region name \(got '{region}'\)"):
+    article = "an" if cloud == "aws" else "a"
+    with pytest.raises(InputError, match=rf"--region: is not {article} {cloud} region name \(got '{region}'\)"):
         plan_workload(load_workload(WORKLOADS / "embeddings-bert.yaml"), clouds=[cloud], region=region)
+
+
+@pytest.mark.parametrize("region", ["us-east-1\n", "us-east-1\nDEVICE=gpu"])
+def test_a_region_with_a_trailing_line_is_refused_whole(region):
+    with pytest.raises(InputError, match=r"--region: is not an aws region name"):
+        plan_workload(load_workload(WORKLOADS / "chat-70b.yaml"), clouds=["aws"], region=region)
