@@ -256,6 +256,8 @@ def _cmd_preview(args: argparse.Namespace) -> int:
             config=dict(args.config),
             assets_domain=args.assets_domain,
             assets_certificate=args.assets_certificate,
+            api_domain=args.api_domain,
+            api_certificate=args.api_certificate,
         )
     except ModuleNotFoundError as error:
         if not _is_pulumi_module(error.name):
@@ -402,6 +404,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--assets-certificate",
         metavar="ID",
         help="that domain's certificate where the cloud needs one (aws: ACM ARN; huawei: SCM id)",
+    )
+    preview.add_argument(
+        "--api-domain",
+        metavar="DOMAIN",
+        help="domain of a fleet's HTTPS endpoint (production plans; without it the preview uses api.example.com)",
+    )
+    preview.add_argument(
+        "--api-certificate",
+        metavar="ID",
+        help="that domain's certificate where the cloud needs one (docs/deploy-<cloud>.md)",
     )
     preview.add_argument(
         "--config",

@@ -7,6 +7,7 @@ when nothing fits. All models are plain, frozen pydantic data: printable, diffab
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -28,6 +29,7 @@ from inferstack.spec import (
 )
 
 HOURS_PER_MONTH = 730  # the cloud providers' own convention for monthly estimates
+MIN_REQUEST_TIMEOUT_S = 120
 
 Runtime = Literal["vllm", "llamacpp", "triton"]
 ArtifactFormat = Literal["safetensors", "gguf", "onnx"]
@@ -194,6 +196,34 @@ class ModelArtifact(_Frozen):
                                description="Prefix under which the files sit in the model bucket, ending in '/'.")
 
 
+class Fleet(_Frozen):
+    """The servers as one autoscaled, self-healing group behind an HTTPS load balancer, sized by the plan.
+
+    Each cloud maps these numbers onto its own machinery (`inferstack/components/<cloud>.py`): a managed group over
+    `zones` zones with `min_replicas`..`max_replicas` servers, a health check on the serving health path with
+    `health_check_grace_s` of grace, and a scaling policy on the cloud's request metric holding
+    `target_requests_per_s` per server."""
+
+    min_replicas: int = Field(ge=1, description="Servers always running: the plan's replicas (production's spare "
+                                                "included).")
+    max_replicas: int = Field(ge=1, description="Most servers the autoscaler may run (workload scaling.max_replicas; "
+                                                "default twice the floor).")
+    target_requests_per_s: float = Field(
+        gt=0, description="Requests per second per server the autoscaler holds: the most one server carries within "
+                          "the SLO targets at no more than 80 % of its saturation.")
+    cold_start_s: int = Field(
+        ge=1, description="Estimated seconds from a new server's start to its first healthy answer: boot, GPU driver "
+                          "where the image lacks one, runtime, model download and load (sizing/coldstart.py).")
+    health_check_grace_s: int = Field(
+        ge=1, description="A new server is not judged by its health check for this long: 1.5 x the cold start.")
+    scale_out_cooldown_s: int = Field(
+        ge=1, description="After adding servers, the autoscaler waits this long (a new server's warm-up): the cold "
+                          "start.")
+    scale_in_cooldown_s: int = Field(
+        ge=1, description="Servers are removed slowly: at most one step per this period (twice the cold start, at "
+                          "least 15 minutes).")
+
+
 class DeploymentPlan(_Frozen):
     """One deployment on one cloud: what to create, what it costs, how it will perform, and why."""
 
@@ -228,6 +258,15 @@ class DeploymentPlan(_Frozen):
     price: Price
     rationale: list[str] = Field(description="Why this deployment: one sentence per decision.")
     warnings: list[str]
+    fleet: Fleet | None = Field(
+        default=None, description="The autoscaled group behind a load balancer; None: one server on its own "
+                                  "(validation and internal plans of one replica).")
+
+    @property
+    def request_timeout_s(self) -> int:
+        """Longest a request may take end to end, streamed answers included: four times the p95 latency, at least two
+        minutes. The gateway's and the load balancer's timeouts."""
+        return max(MIN_REQUEST_TIMEOUT_S, math.ceil(4 * self.performance.latency_p95_ms / 1000))
 
     @property
     def gpus_per_instance(self) -> int:

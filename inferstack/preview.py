@@ -206,16 +206,23 @@ class PreviewResult:
         return "\n".join(lines)
 
 
+PREVIEW_API_DOMAIN = "api.example.com"
+"""The endpoint domain a fleet's preview uses when none is given (a reserved example domain, RFC 2606)."""
+
+
 def preview_workload(workload: str | Path, *, cloud: Cloud, prices_file: str | Path | None = None,
                      config: Mapping[str, Any] | None = None, assets_domain: str | None = None,
-                     assets_certificate: str | None = None) -> PreviewResult:
+                     assets_certificate: str | None = None, api_domain: str | None = None,
+                     api_certificate: str | None = None) -> PreviewResult:
     """`inferstack preview WORKLOAD --cloud C`: size the workload file for one cloud, then preview that plan.
 
-    `config` is stack config by full key (`inferstack:allowedCidrs`, `gcp:project`); `assets_domain` and
-    `assets_certificate` are the stack's `inferstack:assetsDomain` and `inferstack:assetsCertificate`.
+    `config` is stack config by full key (`inferstack:allowedCidrs`, `gcp:project`); `assets_domain`,
+    `assets_certificate`, `api_domain` and `api_certificate` are the stack's `inferstack:assetsDomain`,
+    `inferstack:assetsCertificate`, `inferstack:apiDomain` and `inferstack:apiCertificate`.
     """
-    assets = {"inferstack:assetsDomain": assets_domain, "inferstack:assetsCertificate": assets_certificate}
-    config = {**(config or {}), **{key: value for key, value in assets.items() if value is not None}}
+    given = {"inferstack:assetsDomain": assets_domain, "inferstack:assetsCertificate": assets_certificate,
+             "inferstack:apiDomain": api_domain, "inferstack:apiCertificate": api_certificate}
+    config = {**(config or {}), **{key: value for key, value in given.items() if value is not None}}
     prices = Path(prices_file) if prices_file is not None else None
     plan = size_workload(load_workload(workload), cloud, field=str(workload), prices_file=prices)
     return preview_deployment(plan, config)
@@ -239,6 +246,11 @@ def preview_deployment(plan: DeploymentPlan, config: Mapping[str, Any] | None = 
         certificate = " --assets-certificate <id>" if backend.assets_certificate else ""
         notes.append(f"static assets left out: on {backend.display_name} they need a domain ({hostname}); preview "
                      f"them with --assets-domain assets.example.com{certificate}")
+    if plan.fleet is not None and backend.support(Capability.MANAGED_FLEET).available and \
+            "inferstack:apiDomain" not in stack_config:
+        stack_config["inferstack:apiDomain"] = PREVIEW_API_DOMAIN
+        notes.append(f"the plan is a fleet behind one HTTPS endpoint, which needs a domain: previewed with "
+                     f"{PREVIEW_API_DOMAIN} (give yours with --api-domain; a deployment without one refuses)")
     result = preview_stack(stack_config, stack=stack)
     return PreviewResult(plan=result.plan, resources=result.resources, outputs=result.outputs, notes=notes)
 

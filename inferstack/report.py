@@ -51,7 +51,16 @@ def _plan_column(plan: DeploymentPlan | None) -> list[str]:
         _cost(plan),
         str(per_m) if per_m else "–",
         f"{1 - performance.utilization:.0%}",
+        _fleet(plan),
     ]
+
+
+def _fleet(plan: DeploymentPlan) -> str:
+    fleet = plan.fleet
+    if fleet is None:
+        return "one server"
+    return (f"{fleet.min_replicas}–{fleet.max_replicas} at {fleet.target_requests_per_s:.3g} req/s each, "
+            f"warm-up {fleet.cold_start_s // 60} min")
 
 
 PLAN_ROWS = [
@@ -70,6 +79,7 @@ PLAN_ROWS = [
     "cost per month",
     "per M output tokens",
     "headroom at peak",
+    "fleet (autoscaled, behind HTTPS)",
 ]
 
 

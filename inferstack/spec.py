@@ -61,6 +61,7 @@ MAX_THROUGHPUT = 1e12
 MAX_MONTHLY_BUDGET = 1e12
 MAX_PARAMS_M = 100_000_000.0  # 100 T parameters
 MAX_GFLOPS_PER_REQUEST = 1e12
+MAX_FLEET_REPLICAS = 1_000
 MAX_ARCHITECTURE_KEYS = 1_000  # a Hugging Face config.json has a few dozen
 
 # Files and documents: a workload is a few KB; these bound what a hostile file can cost to read.
@@ -404,6 +405,19 @@ class Placement(_Strict):
     )
 
 
+class Scaling(_Strict):
+    """How far the fleet may grow. A plan of several replicas (every production plan), or one whose ceiling is above
+    its replicas, deploys as an autoscaled fleet behind one HTTPS load balancer; the floor is the plan's replicas."""
+
+    max_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_FLEET_REPLICAS,
+        description="Most servers the autoscaler may run, for traffic above the planned peak; default: twice the "
+        "planned replicas. Give the planned replicas to keep the fleet at a fixed size.",
+    )
+
+
 def _model_form(value: Any) -> str:
     """`model:` is a built-in name (a string) or a description (anything else, checked as a ModelSpec)."""
     return "str" if isinstance(value, str) else "ModelSpec"
@@ -439,6 +453,10 @@ class WorkloadSpec(_Strict):
     placement: Placement = Field(
         default=Placement(), description="Allowed clouds, regions, accelerators, budget and currency."
     )
+    scaling: Scaling = Field(
+        default=Scaling(),
+        description="The autoscaled fleet's ceiling (max_replicas); the floor is the plan's replicas.",
+    )
 
     @property
     def model_name(self) -> str:
@@ -450,7 +468,7 @@ class WorkloadSpec(_Strict):
 # ---- errors -------------------------------------------------------------------------------------------
 
 SPEC_MODELS: dict[str, type[BaseModel]] = {
-    model.__name__: model for model in (TokenCount, ModelSpec, Traffic, Slo, Placement, WorkloadSpec)
+    model.__name__: model for model in (TokenCount, ModelSpec, Traffic, Slo, Placement, Scaling, WorkloadSpec)
 }
 # Parts of a pydantic error location that name a union branch or a validator, not a field.
 _NOT_FIELDS = ("str", "ModelSpec", "int", "float", "TokenCount", "[key]")

@@ -14,8 +14,6 @@ process (root) reads with the configuration. This module is pure: plan → confi
 
 from __future__ import annotations
 
-import math
-
 from inferstack.bootstrap.runtimes import RUNTIME_PORT
 from inferstack.plan import DeploymentPlan
 
@@ -26,20 +24,14 @@ ACCESS_LOG = "/var/log/inferstack/gateway-access.log"
 WORKER_USER = "www-data"
 """The nginx package's own unprivileged user on Debian and Ubuntu."""
 MAX_REQUEST_BODY_MIB = 16
-MIN_READ_TIMEOUT_S = 120
 
 # The routes each runtime serves to clients, as nginx prefix locations (behind the key).
 API_PREFIXES = {"vllm": ("/v1/",), "llamacpp": ("/v1/",), "triton": ("/v2/models/",)}
 
 
-def read_timeout_s(plan: DeploymentPlan) -> int:
-    """Streamed answers run as long as the plan's p95 end-to-end latency: four times that, never under 2 minutes."""
-    return max(MIN_READ_TIMEOUT_S, math.ceil(4 * plan.performance.latency_p95_ms / 1000))
-
-
 def gateway_config(plan: DeploymentPlan, *, api_key: bool) -> str:
     """nginx.conf for `plan`; with `api_key`, every route but the health path needs `Authorization: Bearer <key>`."""
-    timeout = read_timeout_s(plan)
+    timeout = plan.request_timeout_s  # streamed answers run as long as the plan's p95 latency, and more
     key_check = (
         "            if ($inferstack_authorized = 0) {\n"
         "                add_header WWW-Authenticate Bearer always;\n"

@@ -26,6 +26,7 @@ import pulumi_alicloud as alicloud
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
+    INTERIM_FLEET,
     NETWORK_CIDR,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
@@ -160,6 +161,10 @@ class AlibabaBackend(CloudBackend):
         Capability.LOCAL_NVME_CACHE: supported("instance families with local NVMe disks: the bootstrap formats "
                                                "and mounts the first unformatted local disk as the model cache"),
         Capability.SPOT_CAPACITY: supported("pay-as-you-go spot (SpotAsPriceGo), released on interruption"),
+        # Interim, until this cloud's fleet lands: a fleet's servers are created one by one (with a warning).
+        Capability.MANAGED_FLEET: unsupported(INTERIM_FLEET),
+        Capability.LOAD_BALANCER_TLS: unsupported(INTERIM_FLEET),
+        Capability.REQUEST_AUTOSCALING: unsupported(INTERIM_FLEET),
     }
     assets_certificate = None  # Alibaba's free DV certificate is issued for the domain
 

@@ -19,6 +19,7 @@ import pulumi_aws as aws
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
+    INTERIM_FLEET,
     NETWORK_CIDR,
     NONCURRENT_VERSION_DAYS,
     NONCURRENT_VERSIONS_KEPT,
@@ -59,6 +60,7 @@ from inferstack.components.core import (
     slug,
     supported,
     unique_name,
+    unsupported,
 )
 from inferstack.plan import DeploymentPlan
 
@@ -125,6 +127,10 @@ class AwsBackend(CloudBackend):
         Capability.LOCAL_NVME_CACHE: supported("instance-store NVMe is exposed by Nitro types; the DLAMI mounts "
                                                "it at /opt/dlami/nvme"),
         Capability.SPOT_CAPACITY: supported("one-time spot request, terminated on interruption"),
+        # Interim, until this cloud's fleet lands: a fleet's servers are created one by one (with a warning).
+        Capability.MANAGED_FLEET: unsupported(INTERIM_FLEET),
+        Capability.LOAD_BALANCER_TLS: unsupported(INTERIM_FLEET),
+        Capability.REQUEST_AUTOSCALING: unsupported(INTERIM_FLEET),
     }
     assets_certificate = CertificateRule(
         kind="the ARN of an ACM certificate in us-east-1 that covers the domain (CloudFront takes certificates from "

@@ -23,7 +23,7 @@ import ipaddress
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from typing import Any, ClassVar, TypeVar
@@ -70,6 +70,15 @@ class Capability(str, Enum):
     """Instance-local NVMe is used as the model cache where the machine type has it."""
     SPOT_CAPACITY = "spot-capacity"
     """Servers can run on spot/preemptible capacity when the plan allows it."""
+    MANAGED_FLEET = "managed-fleet"
+    """A plan with a fleet runs as the cloud's managed group, built from a template, spread over the plan's zones and
+    replaced when its health check fails after the plan's grace period; its servers have no public address."""
+    LOAD_BALANCER_TLS = "load-balancer-tls"
+    """One HTTPS endpoint (TLS 1.2 or newer) on the cloud's load balancer in front of the fleet, for the API domain;
+    plain HTTP only redirects; health checks on the serving health path; timeouts that fit streamed answers."""
+    REQUEST_AUTOSCALING = "request-autoscaling"
+    """The fleet scales on requests per server, on the cloud's native metric, holding the plan's target, with a
+    scale-out warm-up of the plan's cold start and a slow scale-in."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,9 @@ class Support:
 
     available: bool
     note: str
+
+
+INTERIM_FLEET = "not built yet for this cloud: a fleet's servers are created one by one, without a load balancer"
 
 
 def supported(how: str) -> Support:
@@ -111,14 +123,19 @@ class NetworkRequest:
     instance_type: str
     """Only zones that offer this machine type are used."""
     tags: Mapping[str, str]
+    private_servers: bool = False
+    """The servers get no public address (a fleet): add one private subnet per zone with NAT egress (drivers,
+    packages, images, the model hub); the public subnets stay for the load balancer."""
 
 
 @dataclass(frozen=True)
 class NetworkResult:
     network_id: StrOutput
     subnet_ids: list[StrOutput]
-    """One per zone, in zone order."""
+    """The public subnets, one per zone, in zone order (loose servers; an internet-facing load balancer)."""
     cidr_block: StrOutput
+    private_subnet_ids: list[StrOutput] = field(default_factory=list)
+    """With `private_servers`: one per zone, in zone order, egress through NAT."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +149,10 @@ class FirewallRequest:
     allowed_cidrs: tuple[str, ...]
     """Normalised CIDRs that may reach the serving port; empty keeps it network-only."""
     tags: Mapping[str, str]
+    load_balanced: bool = False
+    """A fleet: the serving port admits the load balancer (and its health checks) only, never `allowed_cidrs`; where
+    the cloud's load balancer takes a firewall of its own, it is created here too (443 and 80 from
+    `api_sources()`)."""
 
     def api_sources(self) -> list[tuple[str, pulumi.Input[str]]]:
         """(label, CIDR) of each network the serving port opens to: the allowed CIDRs, or else the server's network."""
@@ -141,6 +162,8 @@ class FirewallRequest:
 @dataclass(frozen=True)
 class FirewallResult:
     firewall_id: StrOutput
+    load_balancer_firewall_id: StrOutput | None = None
+    """With `load_balanced`, on clouds whose load balancer takes one: its firewall."""
 
 
 @dataclass(frozen=True)
@@ -254,6 +277,46 @@ class ServersResult:
     private_ips: list[StrOutput]
 
 
+@dataclass(frozen=True)
+class FleetRequest:
+    """A plan with a fleet (`plan.fleet`): its numbers are the group's size, health grace, scaling target and
+    cooldowns; `plan.request_timeout_s` the load balancer's timeouts; `plan.serving` its port and health path."""
+
+    plan: DeploymentPlan
+    network_id: pulumi.Input[str]
+    server_subnet_ids: Sequence[pulumi.Input[str]]
+    """Private subnets, one per zone: the group spreads over them; servers get no public address."""
+    load_balancer_subnet_ids: Sequence[pulumi.Input[str]]
+    """Where the load balancer lives: public subnets when internet-facing, else the server subnets."""
+    firewall_ids: Sequence[pulumi.Input[str]]
+    """The servers' firewalls (their serving port admits the load balancer only)."""
+    load_balancer_firewall_id: pulumi.Input[str] | None
+    attachment: pulumi.Input[str]
+    user_data: StrOutput
+    internet_facing: bool
+    """An allowed CIDR is public: an internet-facing load balancer; otherwise an internal one."""
+    allowed_cidrs: tuple[str, ...]
+    """Who may call the endpoint; empty: the network only."""
+    network_cidr: pulumi.Input[str]
+    api_domain: str
+    """The endpoint's DNS name (a lowercase DNS name, checked); you point it at `load_balancer_address`."""
+    api_certificate: str | None
+    """Its certificate in the cloud's certificate service (`CloudBackend.api_certificate`); None where the cloud
+    issues one for the domain."""
+    protected: bool
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    endpoint_url: StrOutput
+    """https://<api_domain>"""
+    load_balancer_address: StrOutput
+    """The load balancer's DNS name or address, where the API domain must point."""
+    group_id: StrOutput
+    """The managed group's id."""
+
+
 #### Offline preview answers ####
 
 PreviewResource = Callable[["PreviewContext"], tuple[str, dict[str, Any]]]
@@ -323,6 +386,9 @@ class CloudBackend(ABC):
     """Every Capability, each with how it is done or why it is missing."""
     assets_certificate: ClassVar[CertificateRule | None]
     """What `assets_certificate` names here; None where the cloud issues the domain's certificate itself."""
+    api_certificate: ClassVar[CertificateRule | None] = None
+    """What `api_certificate` (the fleet's HTTPS endpoint) names here; None where the cloud issues one for the
+    domain and takes none."""
 
     #### Region ####
 
@@ -372,6 +438,12 @@ class CloudBackend(ABC):
 
     @abstractmethod
     def create_servers(self, parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult: ...
+
+    def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
+        """The managed group behind an HTTPS load balancer; only called where Capability.MANAGED_FLEET is
+        supported (elsewhere a fleet's servers are created one by one, with a warning)."""
+        raise NotImplementedError(f"{self.display_name} states {Capability.MANAGED_FLEET.value} but has no "
+                                  "create_fleet")
 
     #### Offline preview ####
 

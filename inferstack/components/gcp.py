@@ -19,6 +19,7 @@ import pulumi_gcp as gcp
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
+    INTERIM_FLEET,
     NONCURRENT_VERSION_DAYS,
     NONCURRENT_VERSIONS_KEPT,
     SUBNET_RANGES,
@@ -219,6 +220,10 @@ class GcpBackend(CloudBackend):
                                                "it as NVMe; the boot script uses it as the model cache"),
         Capability.SPOT_CAPACITY: supported("provisioning_model=SPOT; a preempted server stops and its boot "
                                             "service resumes when it starts again"),
+        # Interim, until this cloud's fleet lands: a fleet's servers are created one by one (with a warning).
+        Capability.MANAGED_FLEET: unsupported(INTERIM_FLEET),
+        Capability.LOAD_BALANCER_TLS: unsupported(INTERIM_FLEET),
+        Capability.REQUEST_AUTOSCALING: unsupported(INTERIM_FLEET),
     }
     assets_certificate = None  # a Google-managed certificate is issued for the domain
 

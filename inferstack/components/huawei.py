@@ -26,6 +26,7 @@ import pulumi_huaweicloud as hw
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
+    INTERIM_FLEET,
     NETWORK_CIDR,
     NONCURRENT_VERSION_DAYS,
     SUBNET_RANGES,
@@ -181,6 +182,10 @@ class HuaweiBackend(CloudBackend):
             "no Huawei flavor in inferstack's catalog has instance-local NVMe; the model cache lives on the "
             "encrypted system disk"),
         Capability.SPOT_CAPACITY: supported("ECS charging_mode=spot, at most the pay-per-use price"),
+        # Interim, until this cloud's fleet lands: a fleet's servers are created one by one (with a warning).
+        Capability.MANAGED_FLEET: unsupported(INTERIM_FLEET),
+        Capability.LOAD_BALANCER_TLS: unsupported(INTERIM_FLEET),
+        Capability.REQUEST_AUTOSCALING: unsupported(INTERIM_FLEET),
     }
     assets_certificate = CertificateRule(
         kind="the id of the domain's certificate in SCM (Cloud Certificate Manager)",

@@ -16,10 +16,12 @@ Config keys (namespace `inferstack:`; region from the provider's own key, e.g. `
     assetsDomain        the domain the CDN serves (required on gcp, alibaba, huawei; optional on aws)
     assetsCertificate   that domain's certificate where the cloud needs one (aws: ACM ARN in us-east-1;
                         huawei: SCM certificate id)
+    apiDomain           the domain of a fleet's HTTPS endpoint (required when the plan is a fleet: production)
+    apiCertificate      that domain's certificate where the cloud needs one (docs/deploy-<cloud>.md)
     pricesFile          price overrides used when sizing the workload (docs/pricing.md)
     protectServers      protect the servers from deletion and replacement (default: true in production);
                         false lifts the protection in place for a rollout (docs/deploy-<cloud>.md)
-    networkId, subnetIds, securityGroupIds, instanceIdentity, modelBucket, assetsBucket
+    networkId, subnetIds, securityGroupIds, instanceIdentity, modelBucket, assetsBucket, loadBalancerSubnetIds
                         bring your own (then nothing is created for them)
     tags                extra tags on every resource
 """
@@ -72,6 +74,12 @@ class StackConfig(BaseModel):
     """The domain the static-assets CDN serves."""
     assets_certificate: str | None = Field(default=None, alias="assetsCertificate")
     """The certificate of assetsDomain in the cloud's certificate service (AWS ACM, Huawei SCM)."""
+    api_domain: str | None = Field(default=None, alias="apiDomain")
+    """The domain of a fleet's HTTPS endpoint, e.g. api.example.com (point its DNS at loadBalancerAddress)."""
+    api_certificate: str | None = Field(default=None, alias="apiCertificate")
+    """The certificate of apiDomain in the cloud's certificate service, where the cloud needs one."""
+    load_balancer_subnet_ids: list[str] | None = Field(default=None, alias="loadBalancerSubnetIds")
+    """With a brought network and a public fleet: public subnets for the load balancer."""
     network_id: str | None = Field(default=None, alias="networkId")
     """Existing network (AWS VPC id)."""
     subnet_ids: list[str] | None = Field(default=None, alias="subnetIds")
@@ -156,6 +164,8 @@ def deploy(settings: StackSettings) -> Deployment:
     server = InferenceServer(SERVER_NAME, {**settings.server_args, "plan": plan})
     exports = {
         "endpointUrl": server.endpoint_url,
+        "loadBalancerAddress": server.load_balancer_address,
+        "groupId": server.group_id,
         "endpointUrls": server.endpoint_urls,
         "instanceIds": server.instance_ids,
         "publicIps": server.public_ips,
@@ -282,7 +292,8 @@ def _server_args(config: StackConfig) -> InferenceServerArgs:
     args: dict[str, Any] = {"allowed_cidrs": config.allowed_cidrs, "static_assets": config.static_assets,
                             "tags": config.tags}
     for key in ("network_id", "subnet_ids", "security_group_ids", "instance_identity", "model_bucket",
-                "assets_bucket", "assets_domain", "assets_certificate", "protect_servers"):
+                "assets_bucket", "assets_domain", "assets_certificate", "protect_servers", "api_domain",
+                "api_certificate", "load_balancer_subnet_ids"):
         if getattr(config, key) is not None:
             args[key] = getattr(config, key)
     secrets = pulumi.Config(NAMESPACE)

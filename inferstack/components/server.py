@@ -32,6 +32,7 @@ from inferstack.components.core import (
     Capability,
     CloudBackend,
     FirewallRequest,
+    FleetRequest,
     IdentityRequest,
     IpNetwork,
     ModelStoreRequest,
@@ -63,6 +64,8 @@ class NetworkArgs(TypedDict):
     """Machine type the servers will use: only zones that offer it get a subnet."""
     zones: NotRequired[int]
     """Availability zones to spread over, one public subnet each (default 1)."""
+    private_servers: NotRequired[bool]
+    """Add one private subnet per zone, with NAT egress, for servers without a public address (a fleet)."""
     tags: NotRequired[Mapping[str, str]]
     """Tags merged over the defaults (project, stack, managed-by)."""
 
@@ -70,14 +73,17 @@ class NetworkArgs(TypedDict):
 class Network(pulumi.ComponentResource):
     """A minimal network: one public subnet per zone, internet egress, a private path to object storage.
 
-    Servers get public addresses for egress (drivers, packages) without a NAT gateway's hourly cost; the
-    Firewall decides who may reach them. Bring your own network for private subnets behind NAT.
+    A single server gets a public address for egress (drivers, packages) without a NAT gateway's hourly cost; the
+    Firewall decides who may reach it. A fleet's servers have no public address: with `private_servers` each zone
+    also gets a private subnet with NAT egress, and the public subnets hold only the load balancer.
     """
 
     network_id: pulumi.Output[str]
     """Id of the created network (AWS VPC id)."""
     subnet_ids: pulumi.Output[list[str]]
     """The public subnets, one per zone, in zone order."""
+    private_subnet_ids: pulumi.Output[list[str]]
+    """With private_servers: the private subnets, one per zone, in zone order (else empty)."""
     cidr_block: pulumi.Output[str]
     """Address range of the network."""
 
@@ -86,13 +92,16 @@ class Network(pulumi.ComponentResource):
         backend = backend_for(checked["cloud"], field=f"{name}.cloud")
         super().__init__("inferstack:index:Network", name, None, opts)
         result = backend.create_network(self, name, NetworkRequest(
-            zones=checked.get("zones", 1), instance_type=checked["instance_type"], tags=_tags(checked)))
+            zones=checked.get("zones", 1), instance_type=checked["instance_type"], tags=_tags(checked),
+            private_servers=checked.get("private_servers", False)))
         self.subnets = result.subnet_ids
+        self.private_subnets = result.private_subnet_ids
         self.network_id = result.network_id
         self.subnet_ids = pulumi.Output.all(*result.subnet_ids)
+        self.private_subnet_ids = pulumi.Output.all(*result.private_subnet_ids)
         self.cidr_block = result.cidr_block
         self.register_outputs({"network_id": self.network_id, "subnet_ids": self.subnet_ids,
-                               "cidr_block": self.cidr_block})
+                               "private_subnet_ids": self.private_subnet_ids, "cidr_block": self.cidr_block})
 
 
 #### Firewall ####
@@ -112,6 +121,8 @@ class FirewallArgs(TypedDict):
     """Separate metrics port, reachable from inside the network only."""
     allowed_cidrs: NotRequired[Sequence[str]]
     """Networks that may call the API; empty (default) keeps it reachable from the network only."""
+    load_balanced: NotRequired[bool]
+    """A fleet: the API port admits the load balancer only; the allowed networks reach the load balancer."""
     tags: NotRequired[Mapping[str, str]]
     """Tags merged over the defaults (project, stack, managed-by)."""
 
@@ -125,6 +136,8 @@ class Firewall(pulumi.ComponentResource):
 
     firewall_id: pulumi.Output[str]
     """Id of the firewall the servers attach (AWS security group id)."""
+    load_balancer_firewall_id: pulumi.Output[str | None]
+    """With load_balanced, on clouds whose load balancer takes one: its firewall (AWS security group id)."""
 
     def __init__(self, name: str, args: FirewallArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         checked = validate_args(FirewallArgs, args, name)
@@ -137,9 +150,12 @@ class Firewall(pulumi.ComponentResource):
         result = backend.create_firewall(self, name, FirewallRequest(
             network_id=checked["network_id"], network_cidr=checked["network_cidr"], serving_port=checked["port"],
             metrics_port=None if metrics_port == checked["port"] else metrics_port,
-            allowed_cidrs=tuple(str(n) for n in networks), tags=_tags(checked)))
+            allowed_cidrs=tuple(str(n) for n in networks), tags=_tags(checked),
+            load_balanced=checked.get("load_balanced", False)))
         self.firewall_id = result.firewall_id
-        self.register_outputs({"firewall_id": self.firewall_id})
+        self.load_balancer_firewall_id = pulumi.Output.from_input(result.load_balancer_firewall_id)
+        self.register_outputs({"firewall_id": self.firewall_id,
+                               "load_balancer_firewall_id": self.load_balancer_firewall_id})
 
 
 #### Storage ####
@@ -379,6 +395,15 @@ class InferenceServerArgs(TypedDict):
     """Certificate of assets_domain in the cloud's certificate service, where the cloud needs one: an ACM
     certificate ARN in us-east-1 on AWS, an SCM certificate id on Huawei Cloud (Google Cloud and Alibaba Cloud issue
     their own)."""
+    api_domain: NotRequired[str]
+    """Domain of the HTTPS endpoint of a fleet (a plan with plan.fleet: every production plan), e.g.
+    api.example.com; you point its DNS at the output load_balancer_address. Required with a fleet."""
+    api_certificate: NotRequired[str]
+    """Certificate of api_domain in the cloud's certificate service where the cloud needs one (see each cloud's
+    docs); where it issues one for the domain, leave this out."""
+    load_balancer_subnet_ids: NotRequired[Sequence[pulumi.Input[str]]]
+    """With a brought network and an internet-facing fleet: public subnets for the load balancer (subnet_ids are
+    then the servers' private subnets, with NAT egress)."""
     network_id: NotRequired[pulumi.Input[str]]
     """Existing network (AWS VPC id) instead of creating one; give subnet_ids with it."""
     subnet_ids: NotRequired[Sequence[pulumi.Input[str]]]
@@ -404,11 +429,15 @@ class InferenceServer(pulumi.ComponentResource):
     """A right-sized inference server from a plan: network, firewall, buckets, CDN, identity, secrets, servers."""
 
     endpoint_url: pulumi.Output[str]
-    """URL of the first replica's inference API."""
+    """URL of the inference API: https://<api_domain> for a fleet; else the server's own (first replica's)."""
     endpoint_urls: pulumi.Output[list[str]]
-    """URL of each replica's inference API."""
+    """URL of each replica's inference API (a fleet: its one endpoint)."""
+    load_balancer_address: pulumi.Output[str | None]
+    """A fleet's load balancer (DNS name or address), where api_domain must point; None without a fleet."""
+    group_id: pulumi.Output[str | None]
+    """A fleet's managed group; None without a fleet."""
     instance_ids: pulumi.Output[list[str]]
-    """The servers' instance ids, one per replica."""
+    """The servers' instance ids, one per replica (empty for a fleet: its group manages them)."""
     public_ips: pulumi.Output[list[str]]
     """The servers' public addresses ("" for a server without one)."""
     private_ips: pulumi.Output[list[str]]
@@ -438,9 +467,11 @@ class InferenceServer(pulumi.ComponentResource):
         self._name = name
         self._tags = {**default_tags(self.plan.workload), **checked.get("tags", {})}
         production = self.plan.stage == "production"
+        self.fleet = _runs_as_fleet(self.plan, self.backend, name)
+        internet_facing = any(not is_private(n) for n in networks)
 
-        network_id, subnet_ids, network_cidr = self._network(checked)
-        firewall_ids = self._firewall(checked, network_id, network_cidr)
+        network_id, subnet_ids, lb_subnet_ids, network_cidr = self._network(checked, internet_facing)
+        firewall_ids, lb_firewall_id = self._firewall(checked, network_id, network_cidr)
         model_bucket, logs_bucket = self._model_store(checked, force_destroy=not production)
         self._static_assets(checked, logs_bucket, force_destroy=not production)
         secrets = self._secrets(checked)
@@ -453,48 +484,70 @@ class InferenceServer(pulumi.ComponentResource):
             content=rendered.apply(lambda r: r.bundle), tags=self._tags))
         # The user data names the bundle: a server boots only once the bundle is stored.
         user_data = pulumi.Output.all(rendered, bundle).apply(lambda values: values[0].user_data)
-        servers = self.backend.create_servers(self, name, ServersRequest(
-            plan=self.plan, subnet_ids=subnet_ids, firewall_ids=firewall_ids, attachment=attachment,
-            user_data=user_data, public_endpoint=any(not is_private(n) for n in networks),
-            protected=_protects_servers(checked, self.plan), tags=self._tags))
-
-        port = self.plan.serving.port
-        self.endpoint_urls = pulumi.Output.all(*(
-            pulumi.Output.all(public, private).apply(lambda ips: f"http://{ips[0] or ips[1]}:{port}")
-            for public, private in zip(servers.public_ips, servers.private_ips, strict=True)))
-        self.endpoint_url = self.endpoint_urls.apply(lambda urls: urls[0])
-        self.instance_ids = pulumi.Output.all(*servers.instance_ids)
-        self.public_ips = pulumi.Output.all(*servers.public_ips)
-        self.private_ips = pulumi.Output.all(*servers.private_ips)
+        protected = _protects_servers(checked, self.plan)
+        if self.fleet:
+            fleet = self.backend.create_fleet(self, name, FleetRequest(
+                plan=self.plan, network_id=network_id, server_subnet_ids=subnet_ids,
+                load_balancer_subnet_ids=lb_subnet_ids, firewall_ids=firewall_ids,
+                load_balancer_firewall_id=lb_firewall_id, attachment=attachment, user_data=user_data,
+                internet_facing=internet_facing, allowed_cidrs=tuple(self.allowed_cidrs), network_cidr=network_cidr,
+                api_domain=checked["api_domain"], api_certificate=checked.get("api_certificate"),
+                protected=protected, tags=self._tags))
+            self.endpoint_url = fleet.endpoint_url
+            self.endpoint_urls = pulumi.Output.all(fleet.endpoint_url)
+            self.load_balancer_address = pulumi.Output.from_input(fleet.load_balancer_address)
+            self.group_id = pulumi.Output.from_input(fleet.group_id)
+            self.instance_ids = self.public_ips = self.private_ips = pulumi.Output.from_input([])
+        else:
+            servers = self.backend.create_servers(self, name, ServersRequest(
+                plan=self.plan, subnet_ids=subnet_ids, firewall_ids=firewall_ids, attachment=attachment,
+                user_data=user_data, public_endpoint=internet_facing, protected=protected, tags=self._tags))
+            port = self.plan.serving.port
+            self.endpoint_urls = pulumi.Output.all(*(
+                pulumi.Output.all(public, private).apply(lambda ips: f"http://{ips[0] or ips[1]}:{port}")
+                for public, private in zip(servers.public_ips, servers.private_ips, strict=True)))
+            self.endpoint_url = self.endpoint_urls.apply(lambda urls: urls[0])
+            self.load_balancer_address = self.group_id = pulumi.Output.from_input(None)
+            self.instance_ids = pulumi.Output.all(*servers.instance_ids)
+            self.public_ips = pulumi.Output.all(*servers.public_ips)
+            self.private_ips = pulumi.Output.all(*servers.private_ips)
         self.model_bucket_name = pulumi.Output.from_input(model_bucket)
         self.firewall_ids = pulumi.Output.all(*firewall_ids)
         self.api_key_ref = secrets.api_key_ref if secrets else pulumi.Output.from_input(None)
         self.plan_summary = pulumi.Output.from_input(plan_summary(self.plan))
         self.register_outputs({
             "endpoint_url": self.endpoint_url, "endpoint_urls": self.endpoint_urls,
+            "load_balancer_address": self.load_balancer_address, "group_id": self.group_id,
             "instance_ids": self.instance_ids, "public_ips": self.public_ips, "private_ips": self.private_ips,
             "model_bucket_name": self.model_bucket_name, "static_assets_url": self.static_assets_url,
             "static_assets_policy": self.static_assets_policy, "firewall_ids": self.firewall_ids,
             "identity_id": self.identity_id, "api_key_ref": self.api_key_ref, "plan_summary": self.plan_summary})
 
-    def _network(self, checked: Mapping[str, Any]) -> tuple[Any, list[Any], Any]:
+    def _network(self, checked: Mapping[str, Any], internet_facing: bool) -> tuple[Any, list[Any], list[Any], Any]:
+        """(network, the servers' subnets, the load balancer's subnets, the network's range)."""
         if "network_id" in checked:
-            needs_cidr = "security_group_ids" not in checked
+            needs_cidr = self.fleet or "security_group_ids" not in checked
             cidr = self.backend.network_cidr(self, checked["network_id"]) if needs_cidr else None
-            return checked["network_id"], list(checked["subnet_ids"]), cidr
+            servers = list(checked["subnet_ids"])
+            return checked["network_id"], servers, list(checked.get("load_balancer_subnet_ids", servers)), cidr
         self.network = Network(f"{self._name}-network", {
             "cloud": self.plan.cloud, "instance_type": self.plan.instance_type, "zones": self.plan.zones,
-            "tags": self._tags}, opts=child_options(self))
-        return self.network.network_id, self.network.subnets, self.network.cidr_block
+            "private_servers": self.fleet, "tags": self._tags}, opts=child_options(self))
+        if not self.fleet:
+            return self.network.network_id, self.network.subnets, [], self.network.cidr_block
+        public, private = self.network.subnets, self.network.private_subnets
+        return self.network.network_id, private, public if internet_facing else private, self.network.cidr_block
 
-    def _firewall(self, checked: Mapping[str, Any], network_id: Any, network_cidr: Any) -> list[Any]:
+    def _firewall(self, checked: Mapping[str, Any], network_id: Any, network_cidr: Any) -> tuple[list[Any], Any]:
+        """(the servers' firewalls, the load balancer's own firewall where the cloud gives it one)."""
         if "security_group_ids" in checked:
-            return list(checked["security_group_ids"])
+            return list(checked["security_group_ids"]), None
         self.firewall = Firewall(f"{self._name}-firewall", {
             "cloud": self.plan.cloud, "network_id": network_id, "network_cidr": network_cidr,
             "port": self.plan.serving.port, "metrics_port": self.plan.serving.metrics_port,
-            "allowed_cidrs": self.allowed_cidrs, "tags": self._tags}, opts=child_options(self))
-        return [self.firewall.firewall_id]
+            "allowed_cidrs": self.allowed_cidrs, "load_balanced": self.fleet, "tags": self._tags},
+            opts=child_options(self))
+        return [self.firewall.firewall_id], self.firewall.load_balancer_firewall_id
 
     def _model_store(self, checked: Mapping[str, Any], *, force_destroy: bool) -> tuple[Any, Any]:
         if "model_bucket" in checked:
@@ -690,6 +743,19 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
         problems.append(Problem(f"{name}.plan", f"was made for region {plan.region} but the provider deploys to "
                                 f"{configured}", fix=f"plan for {configured}, or set {backend.region_config_key} "
                                 f"to {plan.region}"))
+    if plan.fleet is not None and backend.support(Capability.MANAGED_FLEET).available:
+        problems += api_endpoint_problems(backend, checked.get("api_domain"), checked.get("api_certificate"),
+                                          domain_field=f"{name}.api_domain",
+                                          certificate_field=f"{name}.api_certificate")
+        if public and "network_id" in checked and "load_balancer_subnet_ids" not in checked:
+            problems.append(Problem(f"{name}.load_balancer_subnet_ids", "is required with a brought network and an "
+                                    f"endpoint open beyond private networks ({', '.join(public)})",
+                                    fix="give public subnets for the load balancer; subnet_ids are the servers' "
+                                    "private subnets (with NAT egress)"))
+    elif "api_domain" in checked or "api_certificate" in checked:
+        problems.append(Problem(f"{name}.api_domain", "is only used by a fleet, and this deployment is one server",
+                                value=checked.get("api_domain"), fix="leave it out, or plan a fleet (production, "
+                                "or scaling.max_replicas above the planned replicas)"))
     static_assets = checked.get("static_assets", True)
     secrets = "api_key" in checked or "hub_token" in checked
     for capability, wanted, fix in (
@@ -716,6 +782,38 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
         _warn_missing(backend, Capability.SECRET_SCOPED_GRANTS, name)
     _warn_missing(backend, Capability.METADATA_HARDENING, name)
     return networks
+
+
+def _runs_as_fleet(plan: DeploymentPlan, backend: CloudBackend, name: str) -> bool:
+    """A plan with a fleet runs as one where the cloud has the machinery; elsewhere its servers stand alone."""
+    if plan.fleet is None:
+        return False
+    support = backend.support(Capability.MANAGED_FLEET)
+    if not support.available:
+        pulumi.log.warn(f"{name}: the plan is a fleet of {plan.fleet.min_replicas}-{plan.fleet.max_replicas} servers, "
+                        f"but {backend.display_name} has no {Capability.MANAGED_FLEET.value} ({support.note}): "
+                        f"{plan.instance_count} servers are created one by one, without a load balancer")
+    return support.available
+
+
+def api_endpoint_problems(backend: CloudBackend, domain: str | None, certificate: str | None, *,
+                          domain_field: str, certificate_field: str) -> list[Problem]:
+    """What would keep a fleet's HTTPS endpoint from serving: no domain or a malformed one; a certificate that is
+    malformed, missing where the cloud needs one, or given where it issues one itself."""
+    rule, cloud = backend.api_certificate, backend.display_name
+    problems: list[Problem | None] = []
+    if domain is None:
+        problems.append(Problem(domain_field, "is required: the plan runs as a fleet behind one HTTPS endpoint, "
+                                "which serves a domain you own", fix="give one such as api.example.com (stack config "
+                                "inferstack:apiDomain), and point its DNS at the output loadBalancerAddress"))
+    else:
+        problems.append(domain_problem(domain_field, domain))
+    if certificate is not None and rule is None:
+        problems.append(Problem(certificate_field, f"is not used on {cloud}: it issues the endpoint's certificate "
+                                "for the domain itself", value=certificate, fix="leave the certificate out"))
+    elif certificate is not None and rule is not None:
+        problems.append(certificate_problem(rule, certificate_field, certificate))
+    return [problem for problem in problems if problem]
 
 
 def _protects_servers(checked: Mapping[str, Any], plan: DeploymentPlan) -> bool:

@@ -14,7 +14,8 @@ for the batch in flight (M/D/1) and then runs in its own.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from inferstack.sizing.catalog import Offer
 from inferstack.sizing.demand import Demand
@@ -69,6 +70,7 @@ class Sizing:
     latency_p95_ms: float = 0.0
     capacity_rps: float = 0.0  # whole deployment, at saturation
     load_rps: float = 0.0
+    target_rps: float = 0.0  # per replica: the most it carries within the targets at <= max utilization (autoscaling)
     output_tokens_per_s: float | None = None  # whole deployment, at peak load
     weights_gib: float = 0.0
     overhead_gib: float = 0.0
@@ -84,6 +86,17 @@ class Sizing:
     @property
     def feasible(self) -> bool:
         return self.blocked is None
+
+
+def highest_feasible_rate(low: float, high: float, feasible: Callable[[float], bool]) -> float:
+    """The highest rate in [low, high] that `feasible` accepts, by bisection (feasibility falls as the rate rises);
+    `low` is known to be feasible."""
+    if feasible(high):
+        return high
+    for _ in range(40):
+        middle = (low + high) / 2
+        low, high = (middle, high) if feasible(middle) else (low, middle)
+    return low
 
 
 def _blocked(candidate: Candidate, kind: str, message: str, gap: float = math.inf) -> Sizing:
@@ -245,12 +258,24 @@ class _LlmLoadModel:
             ttft_s = self.ttft_p95_s(concurrency, per_replica_rps, slots)
             if d.ttft_p95_ms is not None and ttft_s * 1e3 > d.ttft_p95_ms:
                 continue
-            return self._sizing(
+            sizing = self._sizing(
                 candidate, replicas, serving, slots, concurrency, utilization, ttft_s, saturation_rps, per_replica_rps
             )
+            return replace(sizing, target_rps=self._target_rps(per_replica_rps, slots, saturation_rps))
         return _blocked(
             candidate, "replicas", f"needs more than {MAX_REPLICAS} replicas to carry the load within the targets"
         )
+
+    def _target_rps(self, planned_rps: float, slots: int, saturation_rps: float) -> float:
+        """The most one replica carries within the TTFT target and the utilization cap (what an autoscaler holds)."""
+        d, rules = self.demand, self.demand.stage
+
+        def feasible(rate: float) -> bool:
+            concurrency = self.concurrency_at(rate, slots)
+            within_ttft = d.ttft_p95_ms is None or self.ttft_p95_s(concurrency, rate, slots) * 1e3 <= d.ttft_p95_ms
+            return concurrency <= slots and within_ttft
+
+        return highest_feasible_rate(planned_rps, rules.max_utilization * saturation_rps, feasible)
 
     def _required_rps(self, slots: int) -> float:
         """Peak request rate to plan for: the given rate, the users' rate, or a throughput floor."""
@@ -351,11 +376,14 @@ def _size_items(demand: Demand, candidate: Candidate) -> Sizing:
     if demand.concurrent_users:
         needed_items = max(needed_items, demand.concurrent_users * items / single_s)
     fewest = max(1, math.ceil(needed_items / (rules.max_utilization * saturation_items)))
-    for serving in range(fewest, MAX_REPLICAS + 1):
-        per_replica = needed_items / serving
+    def latency_p95_at(per_replica: float) -> tuple[float, int]:  # (seconds, items in flight) at items/s
         in_flight = min(batch, max(items, math.ceil(per_replica * server.batch_latency_s(batch))))
         latency_s = server.batch_latency_s(in_flight)
-        latency_p95_s = latency_s + md1_wait_p95_s(per_replica / in_flight, latency_s)
+        return latency_s + md1_wait_p95_s(per_replica / in_flight, latency_s), in_flight
+
+    for serving in range(fewest, MAX_REPLICAS + 1):
+        per_replica = needed_items / serving
+        latency_p95_s, in_flight = latency_p95_at(per_replica)
         if latency_p95_s <= target_s:
             replicas = max(rules.min_replicas, serving + rules.spare_replicas)
             return Sizing(
@@ -368,6 +396,9 @@ def _size_items(demand: Demand, candidate: Candidate) -> Sizing:
                 latency_p95_ms=latency_p95_s * 1e3,
                 capacity_rps=saturation_items / items * replicas,
                 load_rps=needed_items / items,
+                target_rps=highest_feasible_rate(
+                    per_replica, rules.max_utilization * saturation_items,
+                    lambda rate: latency_p95_at(rate)[0] <= target_s) / items,
                 weights_gib=server.weights_gib,
                 overhead_gib=server.overhead_gib(batch),
                 usable_gib=server.usable_gib,

@@ -5,10 +5,14 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
+from inferstack.plan import Fleet
+from inferstack.sizing.coldstart import cold_start
 from inferstack.sizing.demand import Demand
 from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES
+from inferstack.spec import Cloud
 
 if TYPE_CHECKING:
+    from inferstack.sizing.evaluate import Sizing
     from inferstack.sizing.planner import Priced
 
 STALE_PRICE_DAYS = 180
@@ -63,6 +67,28 @@ def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]
         lines.append(f"Predicted p95 latency at peak: {sizing.latency_p95_ms:.0f} ms{_target(demand.latency_p95_ms)}.")
     lines.extend(f"{note[0].upper()}{note[1:]}." for note in sizing.candidate.notes)
     return lines
+
+
+def fleet_line(fleet: Fleet, sizing: Sizing, demand: Demand, cloud: Cloud, runtime: str, device: str,
+               model_gib: float) -> str:
+    """Why the fleet's numbers: floor, ceiling, the per-server target, and the warm-up they wait for."""
+    target = (f"the {demand.ttft_p95_ms:g} ms TTFT target" if demand.ttft_p95_ms is not None
+              else f"the {demand.latency_p95_ms:g} ms latency target" if demand.latency_p95_ms is not None
+              else "its targets")
+    saturation = sizing.capacity_rps / sizing.replicas
+    estimate = cold_start(cloud, runtime, device, model_gib)
+    return (
+        f"Fleet: {fleet.min_replicas} to {fleet.max_replicas} servers behind one HTTPS load balancer; the autoscaler "
+        f"holds {fleet.target_requests_per_s:.3g} requests/s per server ({fleet.target_requests_per_s * 60:.0f} a "
+        f"minute), the most one carries within {target} at {fleet.target_requests_per_s / saturation:.0%} of its "
+        f"saturation. A new server is estimated healthy after {_minutes(fleet.cold_start_s)} ({estimate.describe()}): "
+        f"health checks wait {_minutes(fleet.health_check_grace_s)}, scale-out waits "
+        f"{_minutes(fleet.scale_out_cooldown_s)} between steps, scale-in {_minutes(fleet.scale_in_cooldown_s)}."
+    )
+
+
+def _minutes(seconds: int) -> str:
+    return f"{seconds / 60:.1f} min" if seconds % 60 else f"{seconds // 60} min"
 
 
 def _target(value: float | None) -> str:

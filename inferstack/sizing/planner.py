@@ -21,6 +21,7 @@ from inferstack.plan import (
     Accelerator,
     CloudOutcome,
     DeploymentPlan,
+    Fleet,
     MemoryBreakdown,
     ModelArtifact,
     Money,
@@ -30,6 +31,7 @@ from inferstack.plan import (
     Serving,
 )
 from inferstack.sizing.catalog import CATALOG_REGIONS, Offer, PriceBook, offers
+from inferstack.sizing.coldstart import cold_start, health_check_grace_s, scale_in_cooldown_s
 from inferstack.sizing.demand import Demand, demand_of
 from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate
 from inferstack.sizing.models import resolve
@@ -363,8 +365,10 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         if offer.gpu
         else None
     )
-    from inferstack.sizing.explain import rationale, warnings
+    from inferstack.sizing.explain import fleet_line, rationale, warnings
 
+    fleet = _fleet(spec, sizing, cloud, runtime, device, size_gib)
+    fleet_notes = [fleet_line(fleet, sizing, demand, cloud, runtime, device, size_gib)] if fleet else []
     return DeploymentPlan(
         workload=spec.name,
         stage=spec.stage,
@@ -418,9 +422,36 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
             concurrency_per_replica=sizing.concurrency_per_replica,
         ),
         price=priced.price,
-        rationale=rationale(demand, priced, ranked),
-        warnings=warnings(demand, priced),
+        rationale=rationale(demand, priced, ranked) + fleet_notes,
+        warnings=warnings(demand, priced) + _ceiling_warning(spec, sizing),
+        fleet=fleet,
     )
+
+
+def _fleet(spec: WorkloadSpec, sizing: Sizing, cloud: Cloud, runtime: str, device: str,
+           size_gib: float) -> Fleet | None:
+    """An autoscaled fleet when the plan has several replicas, or when the workload lets it grow beyond one."""
+    if sizing.replicas == 1 and (spec.scaling.max_replicas or 1) <= 1:
+        return None
+    ceiling = spec.scaling.max_replicas or 2 * sizing.replicas
+    start = cold_start(cloud, runtime, device, size_gib).total_s
+    return Fleet(
+        min_replicas=sizing.replicas,
+        max_replicas=max(ceiling, sizing.replicas),
+        target_requests_per_s=round(sizing.target_rps, 4),
+        cold_start_s=start,
+        health_check_grace_s=health_check_grace_s(start),
+        scale_out_cooldown_s=start,
+        scale_in_cooldown_s=scale_in_cooldown_s(start),
+    )
+
+
+def _ceiling_warning(spec: WorkloadSpec, sizing: Sizing) -> list[str]:
+    ceiling = spec.scaling.max_replicas
+    if ceiling is None or ceiling >= sizing.replicas:
+        return []
+    return [f"scaling.max_replicas ({ceiling}) is below the {sizing.replicas} servers the plan needs: the fleet is "
+            f"fixed at {sizing.replicas}; raise it to let the fleet grow"]
 
 
 def _round(value: float | None) -> float | None:
