@@ -1,7 +1,7 @@
 """Deployment plans for tests of the bootstrap and the components.
 
 `sample_plan(cloud, device, stage)` returns a realistic DeploymentPlan for each cloud: a GPU LLM on vLLM,
-a CPU LLM on llama.cpp, or a CPU/GPU encoder on Triton. Component and bootstrap tests take their plans from
+a CPU LLM on llama.cpp, or a CPU/GPU encoder on Triton; a production plan is a fleet of two to four servers. Component and bootstrap tests take their plans from
 here so that they all exercise the same shapes.
 """
 
@@ -12,6 +12,7 @@ from typing import Literal
 from inferstack.plan import (
     Accelerator,
     DeploymentPlan,
+    Fleet,
     MemoryBreakdown,
     ModelArtifact,
     Money,
@@ -99,4 +100,8 @@ def sample_plan(cloud: Cloud = "aws", variant: Variant = "gpu-llm", stage: Stage
             output_tokens_per_s=300.0 if llm else None, capacity_requests_per_s=2.0, load_requests_per_s=1.0,
             utilization=0.5, concurrency_per_replica=4),
         price=_price(hourly, currency, replicas, region),
-        rationale=["sample plan for tests"], warnings=[] if hourly else ["no published price for this instance"])
+        rationale=["sample plan for tests"], warnings=[] if hourly else ["no published price for this instance"],
+        # Production runs as a fleet of its two replicas, up to four, as the planner makes it.
+        fleet=Fleet(min_replicas=2, max_replicas=4, target_requests_per_s=1.6, cold_start_s=600,
+                    health_check_grace_s=900, scale_out_cooldown_s=600, scale_in_cooldown_s=1200)
+        if stage == "production" else None)

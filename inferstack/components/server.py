@@ -752,10 +752,6 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
                                     f"endpoint open beyond private networks ({', '.join(public)})",
                                     fix="give public subnets for the load balancer; subnet_ids are the servers' "
                                     "private subnets (with NAT egress)"))
-    elif "api_domain" in checked or "api_certificate" in checked:
-        problems.append(Problem(f"{name}.api_domain", "is only used by a fleet, and this deployment is one server",
-                                value=checked.get("api_domain"), fix="leave it out, or plan a fleet (production, "
-                                "or scaling.max_replicas above the planned replicas)"))
     static_assets = checked.get("static_assets", True)
     secrets = "api_key" in checked or "hub_token" in checked
     for capability, wanted, fix in (
@@ -772,6 +768,9 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
                                            certificate_field=f"{name}.assets_certificate")
     if problems:
         raise InputError(problems)
+    if plan.fleet is None and "api_domain" in checked:  # one stack config can serve several stages
+        pulumi.log.warn(f"{name}: api_domain is for a fleet's HTTPS endpoint; this plan is one server, which serves "
+                        "its own address (no load balancer), so the domain is not used")
     if _protects_servers(checked, plan):
         _warn_missing(backend, Capability.TERMINATION_PROTECTION, name)
     elif plan.stage == "production":

@@ -35,13 +35,14 @@ STACK_CONFIG = {
 """Stack config under which every cloud deploys everything (with CLOUD_ARGS)."""
 
 CLOUD_ARGS: dict[str, dict[str, Any]] = {
-    "aws": {},  # CloudFront serves on its own hostname
-    "gcp": {"assets_domain": "assets.example.com"},
-    "alibaba": {"assets_domain": "assets.example.com"},
-    "huawei": {"assets_domain": "assets.example.com", "assets_certificate": "scs1554192131150"},
+    "aws": {"api_domain": "api.example.com"},  # CloudFront serves on its own hostname
+    "gcp": {"assets_domain": "assets.example.com", "api_domain": "api.example.com"},
+    "alibaba": {"assets_domain": "assets.example.com", "api_domain": "api.example.com"},
+    "huawei": {"assets_domain": "assets.example.com", "assets_certificate": "scs1554192131150",
+               "api_domain": "api.example.com"},
 }
-"""InferenceServer arguments each cloud needs to create static assets too: a domain where its CDN has no hostname
-of its own, and the certificate where the cloud does not issue one."""
+"""InferenceServer arguments each cloud needs to create static assets too (a domain where its CDN has no hostname
+of its own, and the certificate where the cloud does not issue one) and a fleet's endpoint (its domain)."""
 
 
 @pytest.fixture

@@ -27,14 +27,15 @@ HUB_TOKEN = "hf_policyToken5a4b3c2d1e"
 
 # What each cloud needs besides the plan to deploy everything, static assets and secrets included.
 CLOUD_SETTINGS: Mapping[str, Mapping[str, Any]] = {
-    "aws": {},
-    "gcp": {"inferstack:assetsDomain": "assets.example.com"},
-    "alibaba": {"inferstack:assetsDomain": "static.example.com",
+    "aws": {"inferstack:apiDomain": "api.example.com"},
+    "gcp": {"inferstack:assetsDomain": "assets.example.com", "inferstack:apiDomain": "api.example.com"},
+    "alibaba": {"inferstack:assetsDomain": "static.example.com", "inferstack:apiDomain": "api.example.com",
                 "inferstack-alibaba:kmsInstanceId": "kst-sgp00000000000000000",
                 "inferstack-alibaba:kmsKeyId": "key-sgp00000000000000000",
                 # The CDN domain's second phase (its CNAME points at it): online, certificate, https_force.
                 "inferstack-alibaba:assetsDnsReady": "true"},
-    "huawei": {"inferstack:assetsDomain": "assets.example.com", "inferstack:assetsCertificate": "scs1700000000001"},
+    "huawei": {"inferstack:assetsDomain": "assets.example.com", "inferstack:assetsCertificate": "scs1700000000001",
+               "inferstack:apiDomain": "api.example.com"},
 }
 PUBLIC = {"inferstack:allowedCidrs": ["0.0.0.0/0"], "inferstack:apiKey": API_KEY, "inferstack:hubToken": HUB_TOKEN}
 
