@@ -906,7 +906,8 @@ def _instance_group(parent: pulumi.Resource, name: str, request: FleetRequest, t
         # A repaired server takes the current template.
         instance_lifecycle_policy={"force_update_on_repair": "YES"},
         # A new template rolls out by surge: one new server per zone, none of the old ones down until the new ones
-        # count (regional groups take 0 or at least the zone count for both); a new server counts after the grace.
+        # count (regional groups take 0 or at least the zone count for both); a new server counts after the grace
+        # (min_ready_sec: "(Optional, Beta)" in the provider's docs, so it goes through Compute Engine's beta API).
         update_policy={"type": "PROACTIVE", "minimal_action": "REPLACE", "replacement_method": "SUBSTITUTE",
                        "instance_redistribution_type": "PROACTIVE", "max_surge_fixed": plan.zones,
                        "max_unavailable_fixed": 0, "min_ready_sec": grace_s},
@@ -997,7 +998,9 @@ def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
     # The forwarding rules need the network's proxy-only subnetwork (one per network and region): say so clearly.
     subnetwork = pulumi.Output.all(request.load_balancer_subnet_ids[0], _proxy_only_ranges(parent, request.network_id),
                                    region).apply(lambda values: _with_proxy_only(*values))
-    # One address for both rules (Google's HTTP-to-HTTPS redirect for internal load balancers shares it).
+    # One address for both rules, as Google's HTTP-to-HTTPS redirect guide for regional internal Application Load
+    # Balancers reserves it: purpose SHARED_LOADBALANCER_VIP, in the load balancer's subnetwork. (verify) pulumi_gcp's
+    # Address docstring lists `subnetwork` for the GCE_ENDPOINT and DNS_RESOLVER purposes only.
     address = gcp.compute.Address(
         f"{name}-lb-address", name=_gcp_name(name, "lb-address"), address_type="INTERNAL",
         purpose="SHARED_LOADBALANCER_VIP", subnetwork=subnetwork, labels=labels, opts=opts)
