@@ -2,7 +2,9 @@
 
 Config (namespace `gcp-gpu-chat:`): `allowedCidrs` (list, optional; default: reachable inside the VPC network
 only), `apiKey` (secret; required once allowedCidrs opens the API beyond private networks), `assetsDomain` (the
-static-assets domain; its DNS A record points at the address the deployment log names).
+static-assets domain; its DNS A record points at the address the deployment log names), `apiDomain` (the HTTPS
+endpoint's domain, required once workload.yaml's stage is production: the plan is then a fleet behind a load
+balancer).
 """
 
 from pathlib import Path
@@ -24,6 +26,9 @@ args = {
 }
 if assets_domain is not None:
     args["assets_domain"] = assets_domain
+api_domain = config.get("apiDomain")  # a production workload runs as a fleet behind https://<apiDomain>
+if api_domain is not None:
+    args["api_domain"] = api_domain
 api_key = config.get_secret("apiKey")
 if api_key is not None:
     args["api_key"] = api_key
@@ -31,6 +36,7 @@ if api_key is not None:
 chat = InferenceServer("chat", args)
 
 pulumi.export("endpoint", chat.endpoint_url)
+pulumi.export("loadBalancerAddress", chat.load_balancer_address)  # a fleet: where apiDomain points
 pulumi.export("instanceIds", chat.instance_ids)
 pulumi.export("modelBucket", chat.model_bucket_name)
 pulumi.export("staticAssetsUrl", chat.static_assets_url)

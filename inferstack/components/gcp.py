@@ -1,5 +1,6 @@
 """Google Cloud provisioning (pulumi_gcp 10.x): VPC network, firewall rules, GCS + Cloud CDN, Secret Manager, a
-service account, Compute Engine.
+service account, Compute Engine: loose servers, or a fleet (a regional managed instance group behind an HTTPS
+Application Load Balancer, scaled by a regional autoscaler).
 
 Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
 """
@@ -11,7 +12,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pulumi
 import pulumi_gcp as gcp
@@ -19,7 +20,6 @@ import pulumi_gcp as gcp
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
-    INTERIM_FLEET,
     NONCURRENT_VERSION_DAYS,
     NONCURRENT_VERSIONS_KEPT,
     SUBNET_RANGES,
@@ -29,6 +29,8 @@ from inferstack.components.core import (
     CloudBackend,
     FirewallRequest,
     FirewallResult,
+    FleetRequest,
+    FleetResult,
     IdentityRequest,
     IdentityResult,
     ModelStoreRequest,
@@ -66,6 +68,13 @@ from inferstack.plan import DeploymentPlan
 
 # Subnetworks are regional on GCP: one serves every zone of the region, in the first range of NETWORK_CIDR.
 SUBNET_CIDR = SUBNET_RANGES[0]
+# A fleet's network adds the servers' private subnetwork (egress through Cloud NAT), and the proxy-only subnetwork
+# that a regional internal Application Load Balancer's Envoy proxies take their addresses from (purpose
+# REGIONAL_MANAGED_PROXY; Google documents /26 as the smallest and recommends /23). It costs nothing unused.
+PRIVATE_SUBNET_CIDR = SUBNET_RANGES[1]
+PROXY_ONLY_CIDR = str(next(ipaddress.IPv4Network(SUBNET_RANGES[2]).subnets(new_prefix=23)))
+# A fleet's network range (metrics, and Cloud Armor's "network only"): the smallest block holding its subnetworks.
+FLEET_NETWORK_CIDR = str(ipaddress.IPv4Network(SUBNET_CIDR).supernet(new_prefix=18))
 
 # Compute Engine limit: one metadata value holds at most 256 KB. The cloud-config goes in `user-data` as plain
 # text (about 50 KB), so no compression is needed; cloud-init reads it from the GCE datasource.
@@ -151,6 +160,10 @@ HARDENED_METADATA: Mapping[str, str] = {
     "serial-port-enable": "FALSE",
 }
 
+# Shielded VM: secure boot (the accelerator image's driver is signed), vTPM, integrity monitoring.
+SHIELDED_VM: gcp.compute.InstanceShieldedInstanceConfigArgsDict = {
+    "enable_secure_boot": True, "enable_vtpm": True, "enable_integrity_monitoring": True}
+
 # The instance takes its service account with the cloud-platform scope; IAM grants (below) decide what it may do.
 SERVICE_ACCOUNT_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 
@@ -172,6 +185,60 @@ LOAD_BALANCER_AGENT = "service-{number}@https-lb.iam.gserviceaccount.com"
 # Private buckets answer with `Cache-Control: private`; FORCE_CACHE_ALL lets the CDN cache them anyway, which
 # suits public static files. An hour at the edge and in browsers.
 CDN_CACHE_TTL_S = 3600
+
+#### Fleet: load balancer, group, autoscaler ####
+
+# Where Google's load balancers reach the servers from ("Firewall rules", cloud.google.com/load-balancing/docs/
+# firewall-rules): the global external Application Load Balancer's front ends (GFEs) and every health check probe
+# (autohealing's too) come from these two ranges; a regional internal Application Load Balancer's Envoy proxies come
+# from the network's proxy-only subnetwork in the region.
+GOOGLE_LB_RANGES = ("130.211.0.0/22", "35.191.0.0/16")
+PROXY_ONLY_PURPOSE = "REGIONAL_MANAGED_PROXY"
+
+# The instance group's named port, which the backend service names (`port_name`).
+SERVING_PORT_NAME = "http"
+
+# Autoscaling on load-balancing utilization: each server's backend capacity is max_rate_per_instance requests per
+# second (balancing mode RATE), and the autoscaler holds the group's utilization of that capacity at this target.
+# The plan's target_requests_per_s is what one server carries within the SLOs at no more than 80 % of its saturation:
+# capacity = target / 0.8 (about the saturation) with a utilization target of 0.8 holds exactly the plan's target,
+# and the load balancer only counts a server full at its saturation. 0.8 is also the autoscaler's own default.
+LB_UTILIZATION_TARGET = 0.8
+
+# Compute Engine limits: autohealing's initial delay and a rolling update's min_ready_sec are 0..3600 s (pulumi_gcp
+# RegionInstanceGroupManager auto_healing_policies.initial_delay_sec, update_policy.min_ready_sec); connection
+# draining at most 3600 s (backend service connection_draining_timeout_sec).
+MAX_INITIAL_DELAY_S = 3600
+MAX_DRAINING_S = 3600
+
+
+@dataclass(frozen=True)
+class Probe:
+    """How often a health check probes, how long it waits, and how many answers in a row change a server's state."""
+
+    interval_s: int
+    timeout_s: int
+    healthy_after: int
+    unhealthy_after: int
+
+
+# The load balancer's health check decides where requests go: quick, a server leaves after 3 failed probes (30 s).
+LB_PROBE = Probe(interval_s=10, timeout_s=5, healthy_after=2, unhealthy_after=3)
+# Autohealing recreates a server, and its model load takes minutes: a check of its own, more patient, as Google
+# recommends ("use separate health checks for load balancing and for autohealing"): 4 failures 30 s apart.
+AUTOHEALING_PROBE = Probe(interval_s=30, timeout_s=10, healthy_after=1, unhealthy_after=4)
+
+# Name lengths: an instance template's name_prefix of at most 37 characters gets a timestamp suffix (longer ones a
+# shorter random one, more prone to collisions: pulumi_gcp InstanceTemplate name_prefix); the group appends
+# "-" and four characters to the base instance name, and an instance name has at most 63.
+TEMPLATE_PREFIX_LENGTH = 37
+BASE_INSTANCE_NAME_LENGTH = 58
+
+# Cloud Armor: a SRC_IPS_V1 match takes at most 10 ranges (pulumi_gcp SecurityPolicyRuleMatchConfig
+# src_ip_ranges); the default rule has the lowest priority and matches "*".
+ARMOR_RANGES_PER_RULE = 10
+ARMOR_ALLOW_PRIORITY = 1000
+ARMOR_DEFAULT_PRIORITY = 2147483647
 
 # The provider's environment variables, in its own order (pulumi_gcp/config/vars.py).
 REGION_ENV = ("GOOGLE_REGION", "GCLOUD_REGION", "CLOUDSDK_COMPUTE_REGION")
@@ -213,17 +280,30 @@ class GcpBackend(CloudBackend):
         Capability.SECRET_STORE: supported("Secret Manager, one secret per value, read by id at boot"),
         Capability.SECRET_SCOPED_GRANTS: supported("secretAccessor granted on each of the server's secrets, no "
                                                    "project-level role"),
-        Capability.TERMINATION_PROTECTION: supported("Compute Engine deletion_protection"),
+        Capability.TERMINATION_PROTECTION: supported(
+            "Compute Engine deletion_protection on loose servers; a fleet's group carries Pulumi's protect (its "
+            "servers are the group's to replace and have no flag)"),
         Capability.DRIVER_READY_IMAGE: supported("Canonical's Ubuntu 22.04 accelerator image (NVIDIA 580, signed for "
                                                  "secure boot), looked up by image family"),
         Capability.LOCAL_NVME_CACHE: supported("machine types with bundled Local SSD (A2 Ultra, A3, -lssd) attach "
                                                "it as NVMe; the boot script uses it as the model cache"),
         Capability.SPOT_CAPACITY: supported("provisioning_model=SPOT; a preempted server stops and its boot "
                                             "service resumes when it starts again"),
-        # Interim, until this cloud's fleet lands: a fleet's servers are created one by one (with a warning).
-        Capability.MANAGED_FLEET: unsupported(INTERIM_FLEET),
-        Capability.LOAD_BALANCER_TLS: unsupported(INTERIM_FLEET),
-        Capability.REQUEST_AUTOSCALING: unsupported(INTERIM_FLEET),
+        Capability.MANAGED_FLEET: supported(
+            "a regional managed instance group from an instance template, spread evenly over the plan's zones, "
+            "servers without an external address (Cloud NAT egress); autohealing recreates a server whose health "
+            "check fails after the plan's grace (initial_delay_sec, at most 3600 s); new templates roll out with "
+            "surge, no server down"),
+        Capability.LOAD_BALANCER_TLS: supported(
+            "a global external Application Load Balancer (a regional internal one for private callers) with a "
+            "Google-managed certificate for the API domain, SSL policy MODERN with TLS 1.2 or newer, port 80 "
+            "redirecting to HTTPS, backend timeout of the plan's request timeout; callers other than the whole "
+            "internet are limited by a Cloud Armor policy"),
+        Capability.REQUEST_AUTOSCALING: supported(
+            "a regional autoscaler on load-balancing utilization: each server's capacity is the plan's requests per "
+            "second / 0.8 (balancing mode RATE) and the utilization target 0.8, so the plan's rate per server is "
+            "held; initialization period of the plan's cold start; scale-in controls remove at most one server per "
+            "scale-in period"),
     }
     assets_certificate = None  # a Google-managed certificate is issued for the domain
 
@@ -250,8 +330,17 @@ class GcpBackend(CloudBackend):
             f"{name}-subnet", network=network.id, ip_cidr_range=SUBNET_CIDR, private_ip_google_access=True,
             description="inferstack inference servers, every zone of the region", opts=opts)
         # One regional subnetwork serves every zone: the servers are spread over zones by create_servers.
-        return NetworkResult(network_id=network.id, subnet_ids=[subnet.id] * request.zones,
-                             cidr_block=subnet.ip_cidr_range)
+        if not request.private_servers:
+            return NetworkResult(network_id=network.id, subnet_ids=[subnet.id] * request.zones,
+                                 cidr_block=subnet.ip_cidr_range)
+        private, proxy_only, nat = _fleet_subnetworks(name, network, opts)
+        # Ready once every subnetwork and the NAT exist: a server booted in it has egress, and a lookup of the
+        # network's proxy-only subnetwork (create_firewall) finds it.
+        ready = pulumi.Output.all(network.id, proxy_only.id, nat.id).apply(lambda ids: ids[0])
+        private_ready = pulumi.Output.all(private.id, nat.id).apply(lambda ids: ids[0])
+        return NetworkResult(network_id=ready, subnet_ids=[subnet.id] * request.zones,
+                             cidr_block=pulumi.Output.from_input(FLEET_NETWORK_CIDR),
+                             private_subnet_ids=[private_ready] * request.zones)
 
     def network_cidr(self, parent: pulumi.Resource, network_id: pulumi.Input[str]) -> StrOutput:
         # A VPC network has no range of its own: the smallest block that covers its subnetworks in the region.
@@ -263,12 +352,16 @@ class GcpBackend(CloudBackend):
 
     def create_firewall(self, parent: pulumi.Resource, name: str, request: FirewallRequest) -> FirewallResult:
         opts = child_options(parent)
-        # Rules target servers by this network tag, which create_servers puts on each instance.
+        # Rules target servers by this network tag, which create_servers and create_fleet put on each instance.
         tag = _gcp_name(name, "server")
-        rules = [_ingress(f"{name}-api-{label}", request, tag, request.serving_port, cidr, "inference API", opts)
-                 for label, cidr in request.api_sources()]
+        if request.load_balanced:
+            rules = [_ingress(f"{name}-api-lb", request, tag, request.serving_port, _load_balancer_sources(
+                parent, request.network_id), "inference API: Google's load balancers and health checks only", opts)]
+        else:
+            rules = [_ingress(f"{name}-api-{label}", request, tag, request.serving_port, [cidr], "inference API",
+                              opts) for label, cidr in request.api_sources()]
         if request.metrics_port is not None:
-            rules.append(_ingress(f"{name}-metrics", request, tag, request.metrics_port, request.network_cidr,
+            rules.append(_ingress(f"{name}-metrics", request, tag, request.metrics_port, [request.network_cidr],
                                   "metrics, network only", opts))
         rules.append(gcp.compute.Firewall(
             f"{name}-egress-web", name=_gcp_name(name, "egress-web"), network=request.network_id, direction="EGRESS",
@@ -394,10 +487,7 @@ class GcpBackend(CloudBackend):
     def create_servers(self, parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult:
         plan = request.plan
         placement = _placement(parent, plan)
-        image = gcp.compute.get_image_output(
-            project=placement.architecture.apply(lambda arch: IMAGE_FAMILIES[(plan.device, arch)][0]),
-            family=placement.architecture.apply(lambda arch: IMAGE_FAMILIES[(plan.device, arch)][1]),
-            opts=invoke_options(parent))
+        image = _image(parent, plan, placement)
         metadata = checked_user_data(plan, request.user_data, placement.region, provider=self.display_name,
                                      encode=instance_metadata)
         labels = gcp_labels(request.tags)
@@ -408,14 +498,13 @@ class GcpBackend(CloudBackend):
                 zone=placement.zones.apply(nth(index % plan.zones)),
                 boot_disk={"auto_delete": True, "initialize_params": {
                     "image": image.self_link, "type": boot_disk_type(plan.instance_type), "labels": labels,
-                    "size": image.disk_size_gb.apply(lambda gib: max(gib or 0, plan.disk_gib))}},
+                    "size": _disk_size_gib(image, plan)}},
                 network_interfaces=[{"subnetwork": request.subnet_ids[index % len(request.subnet_ids)],
                                      "access_configs": [{}]}],  # an ephemeral public address, for egress
                 tags=list(request.firewall_ids),
                 service_account={"email": request.attachment, "scopes": SERVICE_ACCOUNT_SCOPES},
                 metadata=metadata, scheduling=scheduling(plan), guest_accelerators=guest_accelerators(plan),
-                shielded_instance_config={"enable_secure_boot": True, "enable_vtpm": True,
-                                          "enable_integrity_monitoring": True},
+                shielded_instance_config=SHIELDED_VM,
                 # "Enable deletion protection on this instance" (pulumi_gcp compute.Instance); an update in place.
                 deletion_protection=request.protected, allow_stopping_for_update=True, labels=labels,
                 # A newer image must not replace a running server on the next `pulumi up`; a new bootstrap does,
@@ -427,6 +516,30 @@ class GcpBackend(CloudBackend):
             result.private_ips.append(server.network_interfaces.apply(lambda nics: str(_field(nics[0], "network_ip"))))
         return result
 
+    def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
+        plan, fleet = request.plan, request.plan.fleet
+        assert fleet is not None, "create_fleet takes a plan with a fleet"
+        placement = _placement(parent, plan)
+        template = _instance_template(parent, name, request, placement, provider=self.display_name)
+        group = _instance_group(parent, name, request, template, placement)
+        front_end = (_external_load_balancer if request.internet_facing else _internal_load_balancer)(
+            parent, name, request, group, placement)
+        # Load-balancing utilization counts the backend service's requests: the autoscaler needs the group to be its
+        # backend first. Initialization period (cooldown_period): a new server is not counted during its cold start.
+        gcp.compute.RegionAutoscaler(
+            f"{name}-autoscaler", name=_gcp_name(name, "autoscaler"), target=group.self_link,
+            description=f"inferstack {name}: {fleet.target_requests_per_s} requests/s per server",
+            autoscaling_policy={
+                "min_replicas": fleet.min_replicas, "max_replicas": fleet.max_replicas, "mode": "ON",
+                "cooldown_period": fleet.scale_out_cooldown_s,
+                "load_balancing_utilization": {"target": LB_UTILIZATION_TARGET},
+                # Slow scale-in: at most one server fewer than the peak of the last scale-in period.
+                "scale_in_control": {"max_scaled_in_replicas": {"fixed": 1},
+                                     "time_window_sec": fleet.scale_in_cooldown_s}},
+            opts=child_options(parent, depends_on=[front_end.backend]))
+        return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
+                           load_balancer_address=front_end.address, group_id=group.id)
+
     #### Offline preview ####
 
     def preview_answers(self) -> PreviewAnswers:
@@ -437,13 +550,22 @@ class GcpBackend(CloudBackend):
 
     def plan_problems(self, plan: DeploymentPlan, *, field: str) -> list[Problem]:
         """A machine series whose boot disk type is not known (BOOT_DISKS) is refused: a wrong guess fails the
-        server's creation after the rest of the stack exists."""
+        server's creation after the rest of the stack exists. So is a fleet whose health-check grace exceeds what
+        autohealing can wait: the group would recreate servers still loading their model."""
+        problems = []
         series = machine_series(plan.instance_type)
-        if series in BOOT_DISKS:
-            return []
-        return [Problem(field, f"uses machine series {series}, whose boot disk type inferstack does not know",
-                        value=plan.instance_type, fix="plan another machine type, or add the series to BOOT_DISKS in "
-                        "inferstack/components/gcp.py from Google's machine-series page (\"Supported disk types\")")]
+        if series not in BOOT_DISKS:
+            problems.append(Problem(
+                field, f"uses machine series {series}, whose boot disk type inferstack does not know",
+                value=plan.instance_type, fix="plan another machine type, or add the series to BOOT_DISKS in "
+                "inferstack/components/gcp.py from Google's machine-series page (\"Supported disk types\")"))
+        if plan.fleet is not None and plan.fleet.health_check_grace_s > MAX_INITIAL_DELAY_S:
+            problems.append(Problem(
+                f"{field}.fleet.health_check_grace_s", f"exceeds the {MAX_INITIAL_DELAY_S} s a managed instance "
+                "group's autohealing waits before judging a new server", value=plan.fleet.health_check_grace_s,
+                fix="shorten the cold start (a machine type with local SSD, a smaller or quantised model, or a model "
+                "bucket in the plan's region)"))
+        return problems
 
 
 #### Helpers: region, names and labels ####
@@ -495,6 +617,48 @@ def _network_filter(network_id: str) -> str:
     return f"network eq .*/networks/{name}"
 
 
+def _fleet_subnetworks(name: str, network: gcp.compute.Network, opts: pulumi.ResourceOptions
+                       ) -> tuple[gcp.compute.Subnetwork, gcp.compute.Subnetwork, gcp.compute.RouterNat]:
+    """The servers' private subnetwork with Cloud NAT egress, and the proxy-only subnetwork of an internal load
+    balancer (Google's requirement for a regional internal Application Load Balancer: one ACTIVE per network and
+    region)."""
+    private = gcp.compute.Subnetwork(
+        f"{name}-private", network=network.id, ip_cidr_range=PRIVATE_SUBNET_CIDR, private_ip_google_access=True,
+        description="inferstack fleet servers: no external address, egress through Cloud NAT", opts=opts)
+    proxy_only = gcp.compute.Subnetwork(
+        f"{name}-proxy-only", network=network.id, ip_cidr_range=PROXY_ONLY_CIDR, purpose=PROXY_ONLY_PURPOSE,
+        role="ACTIVE", description="Envoy proxies of a regional internal Application Load Balancer", opts=opts)
+    router = gcp.compute.Router(f"{name}-router", name=_gcp_name(name, "router"), network=network.id,
+                                description="inferstack fleet: Cloud NAT", opts=opts)
+    # NAT for the private subnetwork only (LIST_OF_SUBNETWORKS); the firewall's egress rules still allow 80 and 443
+    # only. Google allocates the NAT addresses (AUTO_ONLY); errors are logged.
+    nat = gcp.compute.RouterNat(
+        f"{name}-nat", name=_gcp_name(name, "nat"), router=router.name, region=router.region,
+        nat_ip_allocate_option="AUTO_ONLY", source_subnetwork_ip_ranges_to_nat="LIST_OF_SUBNETWORKS",
+        subnetworks=[{"name": private.id, "source_ip_ranges_to_nats": ["ALL_IP_RANGES"]}],
+        log_config={"enable": True, "filter": "ERRORS_ONLY"}, opts=opts)
+    return private, proxy_only, nat
+
+
+def proxy_only_filter(network_id: str, project: str) -> str:
+    """The subnetworks.list filter for the network's proxy-only subnetworks (the network given by name, id or self
+    link). Two fields: each comparison in parentheses, exact values (regular expressions take one field only)."""
+    path = network_id.rstrip("/").split("/compute/v1/")[-1]
+    if "/" not in path:
+        path = f"projects/{project}/global/networks/{path}"
+    return (f'(purpose = "{PROXY_ONLY_PURPOSE}") '
+            f'(network = "https://www.googleapis.com/compute/v1/{path}")')
+
+
+def _proxy_only_ranges(parent: pulumi.Resource, network_id: pulumi.Input[str]) -> pulumi.Output[list[str]]:
+    """The ranges of the network's proxy-only subnetworks in the provider's region, looked up (none: empty)."""
+    invoke = invoke_options(parent)
+    client = gcp.organizations.get_client_config_output(opts=invoke)
+    query = pulumi.Output.all(network_id, client.project).apply(lambda v: proxy_only_filter(str(v[0]), str(v[1])))
+    found = gcp.compute.get_subnetworks_output(filter=query, opts=invoke)
+    return found.subnetworks.apply(lambda subnets: sorted(str(_field(s, "ip_cidr_range")) for s in subnets))
+
+
 def covering_cidr(ranges: Sequence[str]) -> str:
     """The smallest CIDR block that contains every range (its subnetworks' ranges for a brought network)."""
     if not ranges:
@@ -510,12 +674,20 @@ def covering_cidr(ranges: Sequence[str]) -> str:
     return str(block)
 
 
-def _ingress(resource_name: str, request: FirewallRequest, tag: str, port: int, cidr: pulumi.Input[str],
-             purpose: str, opts: pulumi.ResourceOptions) -> gcp.compute.Firewall:
+def _ingress(resource_name: str, request: FirewallRequest, tag: str, port: int,
+             sources: pulumi.Input[Sequence[pulumi.Input[str]]], purpose: str,
+             opts: pulumi.ResourceOptions) -> gcp.compute.Firewall:
     return gcp.compute.Firewall(
         resource_name, name=_gcp_name(resource_name), network=request.network_id, direction="INGRESS",
-        allows=[{"protocol": "tcp", "ports": [str(port)]}], source_ranges=[cidr], target_tags=[tag],
+        allows=[{"protocol": "tcp", "ports": [str(port)]}], source_ranges=sources, target_tags=[tag],
         priority=ALLOW_PRIORITY, description=purpose, opts=opts)
+
+
+def _load_balancer_sources(parent: pulumi.Resource, network_id: pulumi.Input[str]) -> pulumi.Output[list[str]]:
+    """Who reaches a fleet's serving port: Google's front ends and health checks, and the network's proxy-only
+    subnetworks (a regional internal load balancer's proxies). The firewall cannot tell which load balancer the
+    fleet takes, so it admits both; neither is `allowed_cidrs` (Cloud Armor limits those at the load balancer)."""
+    return _proxy_only_ranges(parent, network_id).apply(lambda proxies: [*GOOGLE_LB_RANGES, *proxies])
 
 
 #### Helpers: buckets ####
@@ -661,6 +833,282 @@ def _public_ip(interfaces: Sequence[Any]) -> str:
     return str(_field(configs[0], "nat_ip") or "") if configs else ""
 
 
+def _image(parent: pulumi.Resource, plan: DeploymentPlan,
+           placement: _Placement) -> pulumi.Output[gcp.compute.GetImageResult]:
+    """The newest image of the family for the plan's device and the machine type's architecture (IMAGE_FAMILIES)."""
+    return gcp.compute.get_image_output(
+        project=placement.architecture.apply(lambda arch: IMAGE_FAMILIES[(plan.device, arch)][0]),
+        family=placement.architecture.apply(lambda arch: IMAGE_FAMILIES[(plan.device, arch)][1]),
+        opts=invoke_options(parent))
+
+
+def _disk_size_gib(image: pulumi.Output[gcp.compute.GetImageResult], plan: DeploymentPlan) -> pulumi.Output[int]:
+    """The plan's disk, or the image's own size where that is larger (a disk is never smaller than its image)."""
+    return image.disk_size_gb.apply(lambda gib: max(gib or 0, plan.disk_gib))
+
+
+#### Helpers: fleet ####
+
+
+def fleet_scheduling(plan: DeploymentPlan) -> gcp.compute.InstanceTemplateSchedulingArgsDict:
+    """A fleet server's scheduling: as a loose server's, but a preempted spot server is deleted, not stopped. The
+    group recreates a server it did not stop or delete itself either way (Compute Engine, "About repairing VMs in a
+    MIG"); deleting frees its disk at once, and its successor boots from the group's current template."""
+    if plan.spot:  # the template's own TypedDict: the instance's (scheduling()) has other optional keys
+        return {"on_host_maintenance": "TERMINATE", "provisioning_model": "SPOT", "preemptible": True,
+                "automatic_restart": False, "instance_termination_action": "DELETE"}
+    maintenance = "TERMINATE" if plan.device == "gpu" else "MIGRATE"
+    return {"on_host_maintenance": maintenance, "provisioning_model": "STANDARD", "automatic_restart": True}
+
+
+def _instance_template(parent: pulumi.Resource, name: str, request: FleetRequest, placement: _Placement, *,
+                       provider: str) -> gcp.compute.InstanceTemplate:
+    """What every server of the group is built from: the loose server's machine, image, disk, identity, hardening
+    and user data, without an external address. A template cannot change: a new one replaces it (created first,
+    under a new name from `name_prefix`), and the group rolls its servers over to it."""
+    plan = request.plan
+    image = _image(parent, plan, placement)
+    labels = gcp_labels(request.tags)
+    # A regional subnetwork serves every zone of the region: the template takes the servers' first one.
+    return gcp.compute.InstanceTemplate(
+        f"{name}-template", name_prefix=_gcp_name(name, "tmpl", max_length=TEMPLATE_PREFIX_LENGTH),
+        description=f"inferstack {name}: {plan.instance_type} serving {plan.model.name}",
+        machine_type=plan.instance_type,
+        disks=[{"boot": True, "auto_delete": True, "source_image": image.self_link,
+                "disk_type": boot_disk_type(plan.instance_type), "disk_size_gb": _disk_size_gib(image, plan),
+                "labels": labels}],
+        network_interfaces=[{"subnetwork": request.server_subnet_ids[0]}],  # no access_configs: no external address
+        tags=list(request.firewall_ids),
+        service_account={"email": request.attachment, "scopes": SERVICE_ACCOUNT_SCOPES},
+        metadata=checked_user_data(plan, request.user_data, placement.region, provider=provider,
+                                   encode=instance_metadata),
+        scheduling=fleet_scheduling(plan), guest_accelerators=guest_accelerators(plan),
+        shielded_instance_config=SHIELDED_VM, labels=labels,
+        # A newer image must not roll the whole fleet over on the next `pulumi up`; a new bootstrap does.
+        opts=child_options(parent, ignore_changes=["disks[0].sourceImage"]))
+
+
+def _instance_group(parent: pulumi.Resource, name: str, request: FleetRequest, template: gcp.compute.InstanceTemplate,
+                    placement: _Placement) -> gcp.compute.RegionInstanceGroupManager:
+    plan, fleet = request.plan, request.plan.fleet
+    assert fleet is not None
+    autohealing = _health_check(gcp.compute.HealthCheck, f"{name}-autoheal", plan, AUTOHEALING_PROBE,
+                                child_options(parent))
+    grace_s = min(fleet.health_check_grace_s, MAX_INITIAL_DELAY_S)  # plan_problems refuses a longer grace
+    return gcp.compute.RegionInstanceGroupManager(
+        f"{name}-group", name=_gcp_name(name, "group"), description=f"inferstack {name}: inference servers",
+        base_instance_name=_gcp_name(name, "server", max_length=BASE_INSTANCE_NAME_LENGTH),
+        versions=[{"name": "primary", "instance_template": template.self_link_unique}],
+        # No target_size: the autoscaler sets it (a target size here would fight it).
+        distribution_policy_zones=placement.zones, distribution_policy_target_shape="EVEN",
+        named_ports=[{"name": SERVING_PORT_NAME, "port": plan.serving.port}],
+        auto_healing_policies={"health_check": autohealing.id, "initial_delay_sec": grace_s},
+        # A repaired server takes the current template.
+        instance_lifecycle_policy={"force_update_on_repair": "YES"},
+        # A new template rolls out by surge: one new server per zone, none of the old ones down until the new ones
+        # count (regional groups take 0 or at least the zone count for both); a new server counts after the grace
+        # (min_ready_sec: "(Optional, Beta)" in the provider's docs, so it goes through Compute Engine's beta API).
+        update_policy={"type": "PROACTIVE", "minimal_action": "REPLACE", "replacement_method": "SUBSTITUTE",
+                       "instance_redistribution_type": "PROACTIVE", "max_surge_fixed": plan.zones,
+                       "max_unavailable_fixed": 0, "min_ready_sec": grace_s},
+        # Protected (production): Pulumi refuses to delete or replace the group, and with it every server.
+        opts=server_options(parent, request.protected))
+
+
+@dataclass(frozen=True)
+class _FrontEnd:
+    address: StrOutput
+    """Where the API domain points: the load balancer's IP address."""
+    backend: pulumi.Resource
+    """The backend service (the autoscaler's utilization is its requests)."""
+
+
+def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
+                            group: gcp.compute.RegionInstanceGroupManager, placement: _Placement) -> _FrontEnd:
+    """A global external Application Load Balancer (EXTERNAL_MANAGED): HTTPS on 443 with a Google-managed
+    certificate, HTTP on 80 only redirecting; the same pattern as the static assets' CDN, separate resources."""
+    opts, plan, labels = child_options(parent), request.plan, gcp_labels(request.tags)
+    health = _health_check(gcp.compute.HealthCheck, f"{name}-lb-health", plan, LB_PROBE, opts)
+    sources = armor_sources(request)
+    armor = gcp.compute.SecurityPolicy(
+        f"{name}-armor", name=_gcp_name(name, "armor"), type="CLOUD_ARMOR", description=ARMOR_DESCRIPTION,
+        rules=[gcp.compute.SecurityPolicyRuleArgs(
+            action=rule.action, priority=rule.priority, description=rule.description,
+            match=gcp.compute.SecurityPolicyRuleMatchArgs(versioned_expr="SRC_IPS_V1", config=(
+                gcp.compute.SecurityPolicyRuleMatchConfigArgs(src_ip_ranges=rule.sources))))
+            for rule in armor_rules(sources)], opts=opts) if sources is not None else None
+    backend = gcp.compute.BackendService(
+        f"{name}-backend", name=_gcp_name(name, "backend"), load_balancing_scheme="EXTERNAL_MANAGED",
+        health_checks=health.id, security_policy=armor.id if armor else None,
+        backends=[gcp.compute.BackendServiceBackendArgs(
+            group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
+            max_rate_per_instance=_max_rate(request))],
+        protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
+        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan), opts=opts)
+    address = gcp.compute.GlobalAddress(f"{name}-lb-address", name=_gcp_name(name, "lb-address"), ip_version="IPV4",
+                                        labels=labels, opts=opts)
+    certificate = gcp.compute.ManagedSslCertificate(
+        f"{name}-api-certificate", name=_gcp_name(name, "api-certificate"),
+        managed={"domains": [request.api_domain]}, opts=opts)
+    tls = gcp.compute.SSLPolicy(f"{name}-api-tls", name=_gcp_name(name, "api-tls"), profile="MODERN",
+                                min_tls_version="TLS_1_2", opts=opts)
+    urls = gcp.compute.URLMap(f"{name}-api-urls", name=_gcp_name(name, "api-urls"), default_service=backend.id,
+                              opts=opts)
+    https = gcp.compute.TargetHttpsProxy(
+        f"{name}-api-https", name=_gcp_name(name, "api-https"), url_map=urls.id, ssl_certificates=[certificate.id],
+        ssl_policy=tls.id, opts=opts)
+    redirect = gcp.compute.URLMap(f"{name}-api-redirect", name=_gcp_name(name, "api-redirect"),
+                                  default_url_redirect=HTTPS_REDIRECT, opts=opts)
+    http = gcp.compute.TargetHttpProxy(f"{name}-api-http", name=_gcp_name(name, "api-http"), url_map=redirect.id,
+                                       opts=opts)
+    for port, proxy in (("443", https), ("80", http)):
+        gcp.compute.GlobalForwardingRule(
+            f"{name}-api-{port}", name=_gcp_name(name, f"api-{port}"), target=proxy.id, ip_address=address.id,
+            port_range=port, ip_protocol="TCP", load_balancing_scheme="EXTERNAL_MANAGED", labels=labels, opts=opts)
+    # The certificate is issued once the domain's A record points at the address: say which one.
+    address.address.apply(lambda ip: pulumi.log.info(
+        f"{name}: point the DNS A record of {request.api_domain} at {ip}; the Google-managed certificate is issued "
+        f"after that (up to an hour); https://{request.api_domain} serves once it is active", resource=parent))
+    return _FrontEnd(address=address.address, backend=backend)
+
+
+def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
+                            group: gcp.compute.RegionInstanceGroupManager, placement: _Placement) -> _FrontEnd:
+    """A regional internal Application Load Balancer (INTERNAL_MANAGED) on an address of the load balancer's
+    subnetwork: HTTPS on 443 with a Certificate Manager certificate that Google issues once a DNS authorization
+    record exists (a private address gives Google nothing to reach), HTTP on 80 only redirecting."""
+    opts, plan, labels, region = child_options(parent), request.plan, gcp_labels(request.tags), placement.region
+    health = _health_check(gcp.compute.RegionHealthCheck, f"{name}-lb-health", plan, LB_PROBE, opts)
+    # Private callers only (an internal load balancer has no public CIDR to admit): never the whole internet.
+    armor = gcp.compute.RegionSecurityPolicy(
+        f"{name}-armor", name=_gcp_name(name, "armor"), type="CLOUD_ARMOR", description=ARMOR_DESCRIPTION,
+        rules=[gcp.compute.RegionSecurityPolicyRuleArgs(
+            action=rule.action, priority=rule.priority, description=rule.description,
+            match=gcp.compute.RegionSecurityPolicyRuleMatchArgs(versioned_expr="SRC_IPS_V1", config=(
+                gcp.compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=rule.sources))))
+            for rule in armor_rules(armor_sources(request) or [request.network_cidr])], opts=opts)
+    backend = gcp.compute.RegionBackendService(
+        f"{name}-backend", name=_gcp_name(name, "backend"), load_balancing_scheme="INTERNAL_MANAGED",
+        health_checks=health.id, security_policy=armor.id,
+        backends=[gcp.compute.RegionBackendServiceBackendArgs(
+            group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
+            max_rate_per_instance=_max_rate(request))],
+        protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
+        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan), opts=opts)
+    # The forwarding rules need the network's proxy-only subnetwork (one per network and region): say so clearly.
+    subnetwork = pulumi.Output.all(request.load_balancer_subnet_ids[0], _proxy_only_ranges(parent, request.network_id),
+                                   region).apply(lambda values: _with_proxy_only(*values))
+    # One address for both rules, as Google's HTTP-to-HTTPS redirect guide for regional internal Application Load
+    # Balancers reserves it: purpose SHARED_LOADBALANCER_VIP, in the load balancer's subnetwork. (verify) pulumi_gcp's
+    # Address docstring lists `subnetwork` for the GCE_ENDPOINT and DNS_RESOLVER purposes only.
+    address = gcp.compute.Address(
+        f"{name}-lb-address", name=_gcp_name(name, "lb-address"), address_type="INTERNAL",
+        purpose="SHARED_LOADBALANCER_VIP", subnetwork=subnetwork, labels=labels, opts=opts)
+    authorization = gcp.certificatemanager.DnsAuthorization(
+        f"{name}-api-dns-auth", name=_gcp_name(name, "api-dns-auth"), domain=request.api_domain, location=region,
+        type="PER_PROJECT_RECORD", labels=labels, opts=opts)
+    certificate = gcp.certificatemanager.Certificate(
+        f"{name}-api-certificate", name=_gcp_name(name, "api-certificate"), location=region, labels=labels,
+        managed={"domains": [request.api_domain], "dns_authorizations": [authorization.id]}, opts=opts)
+    tls = gcp.compute.RegionSslPolicy(f"{name}-api-tls", name=_gcp_name(name, "api-tls"), profile="MODERN",
+                                      min_tls_version="TLS_1_2", opts=opts)
+    urls = gcp.compute.RegionUrlMap(f"{name}-api-urls", name=_gcp_name(name, "api-urls"), default_service=backend.id,
+                                    opts=opts)
+    https = gcp.compute.RegionTargetHttpsProxy(
+        f"{name}-api-https", name=_gcp_name(name, "api-https"), url_map=urls.id,
+        certificate_manager_certificates=[certificate.id], ssl_policy=tls.id, opts=opts)
+    redirect = gcp.compute.RegionUrlMap(f"{name}-api-redirect", name=_gcp_name(name, "api-redirect"),
+                                        default_url_redirect=HTTPS_REDIRECT, opts=opts)
+    http = gcp.compute.RegionTargetHttpProxy(f"{name}-api-http", name=_gcp_name(name, "api-http"),
+                                             url_map=redirect.id, opts=opts)
+    for port, proxy in (("443", https), ("80", http)):
+        gcp.compute.ForwardingRule(
+            f"{name}-api-{port}", name=_gcp_name(name, f"api-{port}"), target=proxy.id, ip_address=address.id,
+            port_range=port, ip_protocol="TCP", load_balancing_scheme="INTERNAL_MANAGED", network=request.network_id,
+            subnetwork=subnetwork, labels=labels, opts=opts)
+    pulumi.Output.all(address.address, authorization.dns_resource_records).apply(lambda values: pulumi.log.info(
+        f"{name}: point the DNS A record of {request.api_domain} (a private zone your callers resolve) at "
+        f"{values[0]}, and add {_dns_records(values[1])} for the certificate: Google issues it once that record "
+        "resolves", resource=parent))
+    return _FrontEnd(address=address.address, backend=backend)
+
+
+def _with_proxy_only(subnetwork: str, proxy_ranges: Sequence[str], region: str) -> str:
+    if not proxy_ranges:
+        raise input_error("network_id", f"has no proxy-only subnetwork in {region}, which an internal Application "
+                          "Load Balancer needs", fix=f"create one: gcloud compute networks subnets create proxy-only "
+                          f"--purpose={PROXY_ONLY_PURPOSE} --role=ACTIVE --region={region} --network=<network> "
+                          "--range=<a free /23>, or let inferstack create the network")
+    return subnetwork
+
+
+def _dns_records(records: Sequence[Any]) -> str:
+    shown = [f"{_field(r, 'type')} {_field(r, 'name')} -> {_field(r, 'data')}" for r in records or []]
+    return ", ".join(shown) or "the DNS authorization record (gcloud certificate-manager dns-authorizations describe)"
+
+
+HealthCheckType = TypeVar("HealthCheckType", gcp.compute.HealthCheck, gcp.compute.RegionHealthCheck)
+
+
+def _health_check(kind: type[HealthCheckType], resource_name: str, plan: DeploymentPlan, probe: Probe,
+                  opts: pulumi.ResourceOptions) -> HealthCheckType:
+    """An HTTP check of the readiness path on the serving port (the gateway answers it without an API key)."""
+    return kind(resource_name, name=_gcp_name(resource_name), description=f"inferstack {resource_name}",
+                http_health_check={"port": plan.serving.port, "request_path": plan.serving.health_path},
+                check_interval_sec=probe.interval_s, timeout_sec=probe.timeout_s,
+                healthy_threshold=probe.healthy_after, unhealthy_threshold=probe.unhealthy_after, opts=opts)
+
+
+def _max_rate(request: FleetRequest) -> float:
+    """A server's backend capacity (balancing mode RATE): the plan's target / LB_UTILIZATION_TARGET requests per
+    second, which the autoscaler's utilization target turns back into the plan's target."""
+    assert request.plan.fleet is not None
+    return max_rate_per_instance(request.plan.fleet.target_requests_per_s)
+
+
+def max_rate_per_instance(target_requests_per_s: float) -> float:
+    return round(target_requests_per_s / LB_UTILIZATION_TARGET, 4)
+
+
+def _draining_s(plan: DeploymentPlan) -> int:
+    """A server that leaves the group (scale-in, rolling update) finishes what it streams: the request timeout."""
+    return min(plan.request_timeout_s, MAX_DRAINING_S)
+
+
+def _backend_description(name: str, plan: DeploymentPlan) -> str:
+    # The backend service's timeout_sec is the whole response's, a streamed answer included (default 30 s).
+    return f"inferstack {name}: {plan.model.name} on port {plan.serving.port}, {plan.request_timeout_s} s per request"
+
+
+HTTPS_REDIRECT: gcp.compute.URLMapDefaultUrlRedirectArgsDict = {
+    "https_redirect": True, "strip_query": False, "redirect_response_code": "MOVED_PERMANENTLY_DEFAULT"}
+ARMOR_DESCRIPTION = "inferstack: the allowed callers only"
+
+
+@dataclass(frozen=True)
+class ArmorRule:
+    action: str
+    priority: int
+    sources: Sequence[pulumi.Input[str]]
+    description: str
+
+
+def armor_sources(request: FleetRequest) -> list[pulumi.Input[str]] | None:
+    """Who may call the endpoint, for Cloud Armor: the allowed CIDRs, or the network only; None for the whole
+    internet (no policy)."""
+    if any(ipaddress.ip_network(cidr).prefixlen == 0 for cidr in request.allowed_cidrs):
+        return None
+    return list(request.allowed_cidrs) or [request.network_cidr]
+
+
+def armor_rules(sources: Sequence[pulumi.Input[str]]) -> list[ArmorRule]:
+    """Allow each group of ten sources, deny (403) everything else: the default rule Cloud Armor requires."""
+    chunks = [sources[i:i + ARMOR_RANGES_PER_RULE] for i in range(0, len(sources), ARMOR_RANGES_PER_RULE)]
+    allow = [ArmorRule("allow", ARMOR_ALLOW_PRIORITY + index, list(chunk), "allowed callers")
+             for index, chunk in enumerate(chunks)]
+    return [*allow, ArmorRule("deny(403)", ARMOR_DEFAULT_PRIORITY, ["*"], "everyone else")]
+
+
 #### Helpers: offline preview ####
 
 PREVIEW_PROJECT = "inferstack-preview"
@@ -687,6 +1135,38 @@ def _global(collection: str) -> PreviewResource:
         path = _path(c, collection)
         return path, {"name": _resource_name(c), "selfLink": f"https://www.googleapis.com/compute/v1/{path}"}
     return make
+
+
+def _regional(collection: str) -> PreviewResource:
+    def make(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+        path = _path(c, collection, regional=True)
+        return path, {"name": _resource_name(c), "region": c.region,
+                      "selfLink": f"https://www.googleapis.com/compute/v1/{path}"}
+    return make
+
+
+def _template_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    # name_prefix + a timestamp and a counter, as the provider names it; selfLinkUnique pins this very template.
+    name = f"{c.inputs.get('namePrefix', c.name)}20260101000000{int(c.digest[:6], 16) % 10**8:08d}"
+    path = f"projects/{c.account}/global/instanceTemplates/{name}"
+    return path, {"name": name, "selfLink": f"https://www.googleapis.com/compute/v1/{path}",
+                  "selfLinkUnique": f"{path}?uniqueId={int(c.digest[:15], 16)}"}
+
+
+def _group_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    path, outputs = _regional("instanceGroupManagers")(c)
+    group = f"https://www.googleapis.com/compute/v1/projects/{c.account}/regions/{c.region}/instanceGroups/" \
+            f"{_resource_name(c)}"
+    return path, {**outputs, "instanceGroup": group}
+
+
+def _dns_authorization_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    domain = c.inputs["domain"]
+    return f"projects/{c.account}/locations/{c.inputs.get('location', 'global')}/dnsAuthorizations/" \
+           f"{_resource_name(c)}", {"dnsResourceRecords": [{
+               "name": f"_acme-challenge_{c.digest[:16]}.{domain}.", "type": "CNAME",
+               "data": f"{c.digest[16:24]}-{c.digest[24:28]}-{c.digest[28:32]}-{c.digest[32:36]}-{c.digest[36:48]}"
+                       f".4.authorize.certificatemanager.goog."}]}
 
 
 def _subnetwork_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
@@ -748,6 +1228,30 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "gcp:compute/targetHttpsProxy:TargetHttpsProxy": _global("targetHttpsProxies"),
     "gcp:compute/globalForwardingRule:GlobalForwardingRule": _global("forwardingRules"),
     "gcp:compute/instance:Instance": _instance_outputs,
+    # A fleet: Cloud NAT, the group, its autoscaler and its load balancer.
+    "gcp:compute/router:Router": _regional("routers"),
+    "gcp:compute/routerNat:RouterNat": lambda c: (
+        f"{c.account}/{c.region}/{c.inputs.get('router')}/{_resource_name(c)}", {"name": _resource_name(c)}),
+    "gcp:compute/instanceTemplate:InstanceTemplate": _template_outputs,
+    "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": _group_outputs,
+    "gcp:compute/regionAutoscaler:RegionAutoscaler": _regional("autoscalers"),
+    "gcp:compute/healthCheck:HealthCheck": _global("healthChecks"),
+    "gcp:compute/regionHealthCheck:RegionHealthCheck": _regional("healthChecks"),
+    "gcp:compute/securityPolicy:SecurityPolicy": _global("securityPolicies"),
+    "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy": _regional("securityPolicies"),
+    "gcp:compute/backendService:BackendService": _global("backendServices"),
+    "gcp:compute/regionBackendService:RegionBackendService": _regional("backendServices"),
+    "gcp:compute/targetHttpProxy:TargetHttpProxy": _global("targetHttpProxies"),
+    "gcp:compute/regionUrlMap:RegionUrlMap": _regional("urlMaps"),
+    "gcp:compute/regionSslPolicy:RegionSslPolicy": _regional("sslPolicies"),
+    "gcp:compute/regionTargetHttpsProxy:RegionTargetHttpsProxy": _regional("targetHttpsProxies"),
+    "gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy": _regional("targetHttpProxies"),
+    "gcp:compute/forwardingRule:ForwardingRule": _regional("forwardingRules"),
+    "gcp:compute/address:Address": lambda c: (_path(c, "addresses", regional=True), {
+        "name": _resource_name(c), "address": c.private_ip}),
+    "gcp:certificatemanager/dnsAuthorization:DnsAuthorization": _dns_authorization_outputs,
+    "gcp:certificatemanager/certificate:Certificate": lambda c: (
+        f"projects/{c.account}/locations/{c.inputs.get('location', 'global')}/certificates/{_resource_name(c)}", {}),
 }
 
 
@@ -760,6 +1264,22 @@ def _preview_machine_types(a: dict[str, Any], c: PreviewContext) -> dict[str, An
                               "guestCpus": 0, "memoryMb": 0, "isSharedCpus": False, "maximumPersistentDisks": 128,
                               "maximumPersistentDisksSizeGb": 263168, "selfLink": "", "accelerators": [],
                               "bundledLocalSsds": [], "deprecateds": []}]}
+
+
+def _preview_subnetworks(a: dict[str, Any], c: PreviewContext) -> dict[str, Any]:
+    """A network's proxy-only subnetwork (the range create_network gives it), or, for a brought network, which the
+    preview cannot see, a placeholder subnetwork."""
+    query = str(a.get("filter", ""))
+    if PROXY_ONLY_PURPOSE in query:
+        found = {"ipCidrRange": PROXY_ONLY_CIDR, "name": "proxy-only", "privateIpGoogleAccess": False}
+    else:
+        found = {"ipCidrRange": "10.0.0.0/20", "name": "brought", "privateIpGoogleAccess": True}
+    network = re.search(r'networks/([^"\s]+)', query)
+    name = network[1] if network else "brought"
+    return {"subnetworks": [{**found, "network": f"https://www.googleapis.com/compute/v1/projects/{c.account}/global/"
+                             f"networks/{name}", "networkName": name, "networkSelfLink": "", "selfLink": "",
+                             "description": ""}],
+            "id": "subnetworks", "project": c.account, "region": c.region, "filter": a.get("filter")}
 
 
 _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
@@ -779,10 +1299,5 @@ _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
         "selfLink": f"https://www.googleapis.com/compute/v1/projects/{a['project']}/global/images/"
                     f"{a['family']}-v20260101", "id": f"projects/{a['project']}/global/images/{a['family']}-v20260101",
         "status": "READY"},
-    # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
-    "gcp:compute/getSubnetworks:getSubnetworks": lambda a, c: {
-        "subnetworks": [{"ipCidrRange": "10.0.0.0/20", "name": "brought", "network": a.get("filter", ""),
-                         "networkName": "brought", "networkSelfLink": "", "privateIpGoogleAccess": True,
-                         "selfLink": "", "description": ""}], "id": "subnetworks", "project": c.account,
-        "region": c.region, "filter": a.get("filter")},
+    "gcp:compute/getSubnetworks:getSubnetworks": _preview_subnetworks,
 }

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from inferstack.components.gcp import covering_cidr
 from inferstack.preview import Recording, RegisteredResource
 from tests.components.neutral_view import (
     Bucket,
@@ -23,6 +24,8 @@ BUCKET = "gcp:storage/bucket:Bucket"
 BUCKET_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 SECRET_MEMBER = "gcp:secretmanager/secretIamMember:SecretIamMember"
 INSTANCE = "gcp:compute/instance:Instance"
+TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+"""A fleet's servers: the group builds every one of them from its template."""
 SECRET = "gcp:secretmanager/secret:Secret"
 
 _STORAGE_READ_ROLES = {"roles/storage.objectViewer", "roles/storage.legacyObjectReader"}
@@ -36,13 +39,15 @@ _LIST_PREFIX = re.compile(r'api\.getAttribute\("storage\.googleapis\.com/objectL
 
 
 def facts(recording: Recording) -> SecurityFacts:
-    network_cidrs = {r.inputs.get("ipCidrRange") for r in recording.of_type("gcp:compute/subnetwork:Subnetwork")}
+    subnet_ranges = [r.inputs["ipCidrRange"] for r in recording.of_type("gcp:compute/subnetwork:Subnetwork")]
+    # The network's own range: each subnetwork's, and (a fleet's network) the block that covers them all.
+    network_cidrs = {*subnet_ranges, *([covering_cidr(subnet_ranges)] if subnet_ranges else [])}
     identities = {r.outputs.get("member") for r in recording.of_type("gcp:serviceaccount/account:Account")}
     members = recording.of_type(BUCKET_MEMBER)
     return SecurityFacts(
         ingress=[rule for r in recording.of_type(FIREWALL) for rule in _ingress(r, network_cidrs)],
         buckets=[_bucket(r, members) for r in recording.of_type(BUCKET)],
-        servers=[_server(r) for r in recording.of_type(INSTANCE)],
+        servers=[_server(r) for r in [*recording.of_type(INSTANCE), *recording.of_type(TEMPLATE)]],
         grants=[_grant(r) for r in [*members, *recording.of_type(SECRET_MEMBER)]
                 if r.inputs.get("member") in identities],
         cdns=[_cdn(r, recording) for r in recording.of_type("gcp:compute/backendBucket:BackendBucket")
@@ -106,6 +111,7 @@ def _reader(member: str) -> str:
 
 
 def _server(instance: RegisteredResource) -> Server:
+    """A loose server, or a fleet's template (whose servers the group deletes and recreates: no deletion flag)."""
     inputs = instance.inputs
     return Server(
         name=instance.name,

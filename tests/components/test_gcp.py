@@ -37,6 +37,7 @@ from tests.sample_plans import sample_plan
 REPO = Path(__file__).resolve().parents[2]
 GCP_CONFIG = {"gcp:region": "us-central1", "gcp:project": "inferstack-test"}
 DOMAIN = "assets.example.com"
+API_DOMAIN = "api.example.com"
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
 BUCKET = "gcp:storage/bucket:Bucket"
@@ -53,7 +54,7 @@ def _run(program: Callable[[], Any], stack: str = "test", **config: Any) -> Reco
 
 def _server(plan: Any, name: str = "chat", config: dict[str, Any] | None = None, **args: Any) -> Recording:
     def program() -> pulumi.Output[dict[str, Any]]:
-        server = InferenceServer(name, {"plan": plan, "assets_domain": DOMAIN, **args})
+        server = InferenceServer(name, {"plan": plan, "assets_domain": DOMAIN, "api_domain": API_DOMAIN, **args})
         return pulumi.Output.all(
             urls=server.endpoint_urls, ids=server.instance_ids, bucket=server.model_bucket_name,
             assets_url=server.static_assets_url, policy=server.static_assets_policy, identity=server.identity_id,
@@ -74,6 +75,11 @@ def _rejected(build: Callable[[], Any], config: dict[str, Any]) -> tuple[str, Re
 
 def _types(recording: Recording) -> set[str]:
     return {r.type.split(":")[-1] for r in recording.resources if r.custom}
+
+
+def _two_zones(plan: Any) -> Any:
+    """Loose servers in two zones (production plans are fleets: a managed group, tested in test_fleet_gcp.py)."""
+    return plan.model_copy(update={"zones": 2, "replicas": 2, "instance_count": 2})
 
 
 #### Capabilities and region ####
@@ -227,7 +233,8 @@ def test_spot_plans_run_on_spot_vms_that_stop_when_preempted() -> None:
 
 
 def test_servers_are_shielded_vms_with_os_login_and_no_ssh_keys() -> None:
-    recording = _server(sample_plan("gcp", "gpu-llm", "production"), static_assets=False)
+    recording = _server(sample_plan("gcp", "gpu-llm", "internal"), static_assets=False)
+    assert recording.of_type(INSTANCE)
     for instance in recording.of_type(INSTANCE):
         assert instance.inputs["shieldedInstanceConfig"] == {
             "enableSecureBoot": True, "enableVtpm": True, "enableIntegrityMonitoring": True}
@@ -258,12 +265,16 @@ def test_user_data_over_the_metadata_limit_fails_with_its_size() -> None:
         instance_metadata(secrets.token_hex(METADATA_VALUE_LIMIT_BYTES))
 
 
-def test_production_protects_servers_keeps_buckets_and_spreads_zones() -> None:
-    plan = sample_plan("gcp", "gpu-llm", "production")
-    recording = _server(plan)
+def test_protected_loose_servers_carry_deletion_protection_and_each_replica_has_its_zone() -> None:
+    recording = _server(_two_zones(sample_plan("gcp", "gpu-llm", "internal")), protect_servers=True)
     instances = recording.of_type(INSTANCE)
-    assert all(i.inputs["deletionProtection"] is True for i in instances)
+    assert instances and all(i.inputs["deletionProtection"] is True and i.protect for i in instances)
     assert sorted(i.inputs["zone"] for i in instances) == ["us-central1-a", "us-central1-b"]
+
+
+def test_production_keeps_its_buckets_on_destroy() -> None:
+    recording = _server(sample_plan("gcp", "gpu-llm", "production"))
+    assert len(recording.of_type(BUCKET)) == 4
     assert all(b.inputs["forceDestroy"] is False for b in recording.of_type(BUCKET))
 
 
@@ -275,7 +286,7 @@ def test_non_production_stages_are_easy_to_tear_down(stage: str) -> None:
 
 
 def test_the_configured_zone_gets_the_first_replica() -> None:
-    recording = _server(sample_plan("gcp", "gpu-llm", "production"), config={"gcp:zone": "us-central1-f"})
+    recording = _server(_two_zones(sample_plan("gcp", "gpu-llm", "internal")), config={"gcp:zone": "us-central1-f"})
     assert [i.inputs["zone"] for i in sorted(recording.of_type(INSTANCE), key=lambda i: i.name)] == [
         "us-central1-f", "us-central1-a"]
 
@@ -458,8 +469,8 @@ def _nothing_targets(recording: Recording, brought: str) -> bool:
 
 def test_existing_network_and_subnetworks_are_used_and_none_is_created() -> None:
     subnets = ["projects/p/regions/us-central1/subnetworks/a", "projects/p/regions/us-central1/subnetworks/b"]
-    recording = _server(sample_plan("gcp", "gpu-llm", "production"), network_id="projects/p/global/networks/shared",
-                        subnet_ids=subnets)
+    recording = _server(_two_zones(sample_plan("gcp", "gpu-llm", "internal")),
+                        network_id="projects/p/global/networks/shared", subnet_ids=subnets)
     assert not _types(recording) & {"Network", "Subnetwork"}
     assert sorted(i.inputs["networkInterfaces"][0]["subnetwork"] for i in recording.of_type(INSTANCE)) == subnets
     assert {r.inputs["network"] for r in recording.of_type(FIREWALL)} == {"projects/p/global/networks/shared"}
@@ -506,7 +517,7 @@ def test_existing_assets_bucket_is_served_without_touching_it() -> None:
 
 
 def test_everything_brought_leaves_only_servers_load_balancer_and_secrets_to_create() -> None:
-    recording = _server(sample_plan("gcp", "gpu-llm", "production"), network_id="shared",
+    recording = _server(_two_zones(sample_plan("gcp", "gpu-llm", "internal")), network_id="shared",
                         subnet_ids=["sub-a", "sub-b"], security_group_ids=["team-inference"],
                         instance_identity="inference@team.iam.gserviceaccount.com", model_bucket="team-models",
                         assets_bucket="team-assets", api_key=pulumi.Output.secret("k"))
@@ -527,7 +538,8 @@ def test_covering_cidr_is_the_smallest_block_holding_every_subnetwork() -> None:
 
 def test_two_servers_in_one_stack_have_unique_urns() -> None:
     plan = sample_plan("gcp", "gpu-llm", "production")
-    recording = _run(lambda: [InferenceServer(name, {"plan": plan, "assets_domain": f"{name}.example.com"}).endpoint_url
+    recording = _run(lambda: [InferenceServer(name, {"plan": plan, "assets_domain": f"{name}.example.com",
+                                                     "api_domain": f"api.{name}.example.com"}).endpoint_url
                               for name in ("chat", "embed")])
     urns = Counter(r.urn for r in recording.resources)
     assert len(recording.resources) > 50 and [urn for urn, count in urns.items() if count > 1] == []
