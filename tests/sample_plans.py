@@ -1,8 +1,8 @@
 """Deployment plans for tests of the bootstrap and the components.
 
 `sample_plan(cloud, device, stage)` returns a realistic DeploymentPlan for each cloud: a GPU LLM on vLLM,
-a CPU LLM on llama.cpp, or a CPU/GPU encoder on Triton; a production plan is a fleet of two to four servers. Component and bootstrap tests take their plans from
-here so that they all exercise the same shapes.
+a CPU LLM on llama.cpp, or a CPU/GPU encoder on Triton; a production plan is a fleet of two to four
+servers. Component and bootstrap tests take their plans from here so that they all exercise the same shapes.
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ ACCESS_LOG = "/var/log/inferstack/gateway-access.log"
 WORKER_USER = "www-data"
 """The nginx package's own unprivileged user on Debian and Ubuntu."""
 MAX_REQUEST_BODY_MIB = 16
+LB_KEEPALIVE_S = 600
+"""The longest a cloud's load balancer keeps an idle connection to a backend (Google Cloud's fixed 600 s)."""
 
 # The routes each runtime serves to clients, as nginx prefix locations (behind the key).
 API_PREFIXES = {"vllm": ("/v1/",), "llamacpp": ("/v1/",), "triton": ("/v2/models/",)}
@@ -62,6 +64,9 @@ events {{
 http {{
     access_log {ACCESS_LOG};
     server_tokens off;
+    # Longer than any load balancer keeps an idle connection to a server (Google's is a fixed 600 s; the others
+    # use the plan's request timeout), so nginx never closes one the load balancer is about to reuse (a 502).
+    keepalive_timeout {max(LB_KEEPALIVE_S, timeout) + 20}s;
     default_type application/json;
     client_max_body_size {MAX_REQUEST_BODY_MIB}m;
 {key_map}    upstream inferstack_runtime {{

@@ -105,14 +105,21 @@ def test_cli_preview_sizes_a_workload_file_then_previews_it() -> None:
 
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_cli_preview_works_on_every_cloud_without_a_domain_and_says_what_it_left_out(cloud: str) -> None:
-    result = preview_workload(DEMO_WORKLOAD, cloud=cloud)
-    assert result.plan.cloud == cloud and result.outputs["instanceIds"]
+    result = preview_workload(DEMO_WORKLOAD, cloud=cloud)  # a production plan: a fleet where the cloud has one
+    fleet = backend_for(cloud).support(Capability.MANAGED_FLEET).available
+    assert result.plan.cloud == cloud and result.plan.fleet is not None
+    assert result.outputs["groupId"] if fleet else result.outputs["instanceIds"]
+    notes = {note.split(":")[0]: note for note in result.notes}
+    if fleet:
+        endpoint = notes.pop("the plan is a fleet behind one HTTPS endpoint, which needs a domain")
+        assert "--api-domain" in endpoint and result.outputs["endpointUrl"] == "https://api.example.com"
+        assert f"Note: {endpoint}" in result.render_tree()
     assets = [r for r in result.resources if r.type == "inferstack:index:StaticAssets"]
     if backend_for(cloud).support(Capability.CDN_DEFAULT_HOSTNAME).available:
-        assert assets and result.notes == [] and result.outputs["staticAssetsUrl"].startswith("https://")
+        assert assets and notes == {} and result.outputs["staticAssetsUrl"].startswith("https://")
     else:
         assert not assets and result.outputs["staticAssetsUrl"] is None
-        (note,) = result.notes
+        (note,) = notes.values()
         assert note.startswith("static assets left out") and "--assets-domain" in note
         assert f"Note: {note}" in result.render_tree()
 

@@ -18,7 +18,7 @@ import pulumi
 import pytest
 
 from inferstack import preview
-from inferstack.components import InferenceServer
+from inferstack.components import Capability, InferenceServer, backend_for
 from inferstack.preview import Recording, preview_deployment
 from inferstack.spec import Stage
 from tests.components.conftest import CLOUD_ARGS, STACK_CONFIG
@@ -31,6 +31,20 @@ SERVERS: dict[str, tuple[str, str | None]] = {
     "alibaba": ("alicloud:ecs/instance:Instance", "deletionProtection"),
     "huawei": ("huaweicloud:Ecs/instance:Instance", None),
 }
+# A fleet's servers belong to its managed group: the group is what protection guards (the cloud's flag where the
+# group has one), and the group alone replaces its servers.
+FLEETS: dict[str, tuple[str, str | None]] = {
+    "aws": ("aws:autoscaling/group:Group", None),
+    "gcp": ("gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager", None),
+    "alibaba": ("alicloud:ess/scalingGroup:ScalingGroup", None),
+    "huawei": ("huaweicloud:As/group:Group", None),
+}
+
+
+def _guarded(cloud: str, stage: Stage) -> tuple[str, str | None]:
+    """What protection guards for this stage's sample plan: its loose servers, or its fleet's group."""
+    fleet = stage == "production" and backend_for(cloud).support(Capability.MANAGED_FLEET).available
+    return FLEETS[cloud] if fleet else SERVERS[cloud]
 
 
 @dataclass(frozen=True)
@@ -63,9 +77,10 @@ def _deploy(run: Any, cloud: str, stage: Stage, opts: pulumi.ResourceOptions | N
     return run(lambda: InferenceServer("chat", {"plan": plan, **CLOUD_ARGS[cloud], **args}, opts=opts).instance_ids)
 
 
-def _servers(recording: Recording, cloud: str) -> list[preview.RegisteredResource]:
-    servers = recording.of_type(SERVERS[cloud][0])
-    assert servers, f"no {SERVERS[cloud][0]} registered"
+def _servers(recording: Recording, cloud: str, stage: Stage) -> list[preview.RegisteredResource]:
+    guarded = _guarded(cloud, stage)[0]
+    servers = recording.of_type(guarded)
+    assert servers, f"no {guarded} registered"
     return servers
 
 
@@ -79,8 +94,8 @@ def _servers(recording: Recording, cloud: str) -> list[preview.RegisteredResourc
 def test_protected_servers_carry_protect_and_the_cloud_flag_and_every_server_is_replaced_delete_first(
         run: Any, options: dict[str, Options], cloud: str, stage: Stage, args: dict[str, Any],
         protected: bool) -> None:
-    servers = _servers(_deploy(run, cloud, stage, **args), cloud)
-    flag = SERVERS[cloud][1]
+    servers = _servers(_deploy(run, cloud, stage, **args), cloud, stage)
+    flag = _guarded(cloud, stage)[1]
     for server in servers:
         assert options[server.name].protect is protected, server.name
         assert options[server.name].delete_before_replace is True, server.name
@@ -95,7 +110,7 @@ def test_lifting_protection_changes_only_the_flag_and_protect_so_it_is_an_update
     protected_options = dict(options)
     lifted = {r.name: r for r in _deploy(run, cloud, "production", protect_servers=False).resources}
     assert protected.keys() == lifted.keys()
-    server_type, flag = SERVERS[cloud]
+    server_type, flag = _guarded(cloud, "production")
     for name, before in protected.items():
         after = lifted[name]
         changed = {key for key in before.inputs.keys() | after.inputs.keys()
@@ -113,7 +128,7 @@ def test_lifting_protection_changes_only_the_flag_and_protect_so_it_is_an_update
 def test_protection_given_to_the_component_still_reaches_servers_whose_own_protection_is_lifted(
         run: Any, options: dict[str, Options], cloud: str) -> None:
     recording = _deploy(run, cloud, "production", opts=pulumi.ResourceOptions(protect=True), protect_servers=False)
-    assert all(options[server.name].protect for server in _servers(recording, cloud))
+    assert all(options[server.name].protect for server in _servers(recording, cloud, "production"))
 
 
 @pytest.mark.parametrize(("cloud", "flag"), [("aws", "disableApiTermination"), ("alibaba", "deletionProtection")])
@@ -121,7 +136,7 @@ def test_spot_servers_go_without_the_cloud_flag_which_the_cloud_refuses_on_spot_
         run: Any, options: dict[str, Options], cloud: str, flag: str) -> None:
     plan = sample_plan(cloud, "gpu-llm", "validation").model_copy(update={"spot": True})  # type: ignore[arg-type]
     recording = run(lambda: InferenceServer("chat", {"plan": plan, "protect_servers": True, **CLOUD_ARGS[cloud]}))
-    for server in _servers(recording, cloud):
+    for server in _servers(recording, cloud, "validation"):
         assert server.inputs[flag] is False and options[server.name].protect
 
 
@@ -138,7 +153,8 @@ def test_lifting_protection_in_production_warns_to_restore_it(run: Any, caplog: 
                                                    ({"inferstack:protectServers": "true"}, True)])
 def test_the_stack_option_protect_servers_reaches_the_servers(
         options: dict[str, Options], config: dict[str, Any], protected: bool) -> None:
-    result = preview_deployment(sample_plan("aws", "gpu-llm", "production"), {**STACK_CONFIG, **config})
+    result = preview_deployment(sample_plan("aws", "gpu-llm", "validation"),
+                                {**STACK_CONFIG, "inferstack:protectServers": "true", **config})
     servers = [r for r in result.resources if r.type == SERVERS["aws"][0]]
     assert servers and all(options[r.name].protect is protected for r in servers)
     assert all(r.inputs["disableApiTermination"] is protected for r in servers)

@@ -10,12 +10,12 @@ import pytest
 
 from inferstack.plan import DeploymentPlan
 from inferstack.sizing import plan_workload
+from inferstack.sizing.catalog import offers
 from inferstack.sizing.coldstart import (
     CLOUDS_WITHOUT_DRIVER_READY_IMAGE,
     MIN_SCALE_IN_COOLDOWN_S,
     cold_start,
 )
-from inferstack.sizing.catalog import offers
 from inferstack.sizing.demand import demand_of
 from inferstack.sizing.evaluate import Candidate, _llm_replica, _LlmLoadModel, highest_feasible_rate
 from inferstack.sizing.models import resolve
