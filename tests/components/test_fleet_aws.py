@@ -111,15 +111,18 @@ def test_the_tls_policy_reader_tells_old_policies_from_new() -> None:
 
 
 def test_the_certificate_is_issued_for_the_api_domain_by_dns_and_the_listener_waits_for_it(
-        run: Any, caplog: pytest.LogCaptureFixture) -> None:
+        run: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level(logging.INFO)  # the mock engine hands logs to Python's logging
+    # The validation answers with the certificate's ARN once ACM has issued it; marked here, to tell the two apart.
+    monkeypatch.setitem(aws_backend._PREVIEW_OUTPUTS, VALIDATION, lambda c: (
+        "validated", {"certificateArn": f"{c.inputs['certificateArn']}#issued"}))
     recording = _fleet(run)
     certificate = _one(recording, CERTIFICATE_TYPE)
     assert certificate.inputs["domainName"] == API_DOMAIN and certificate.inputs["validationMethod"] == "DNS"
     validation = _one(recording, VALIDATION)
     assert validation.inputs["certificateArn"] == certificate.outputs["arn"]
     # The listener takes the validation's ARN, which resolves only once ACM has issued the certificate.
-    assert _listener(recording, 443)["certificateArn"] == validation.outputs["certificateArn"]
+    assert _listener(recording, 443)["certificateArn"] == f"{certificate.outputs['arn']}#issued"
     record = certificate.outputs["domainValidationOptions"][0]
     assert f"once DNS answers CNAME {record['resourceRecordName']} -> {record['resourceRecordValue']}" in caplog.text
     address = recording.value["load_balancer_address"]
