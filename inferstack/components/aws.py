@@ -102,9 +102,8 @@ CACHE_POLICY_NAME = "Managed-CachingOptimized"
 CUSTOM_DOMAIN_TLS_POLICY = "TLSv1.2_2021"
 
 # A fleet's network: the private subnets take the upper half of the VPC's /20s, so that adding zones never moves a
-# subnet. An Application Load Balancer needs subnets in two Availability Zones at least (ELB User Guide, "Application
-# Load Balancers": "You must select at least two Availability Zone subnets"), so a fleet's network has two or more
-# zones even when its plan asks for one.
+# subnet. An Application Load Balancer needs subnets in two Availability Zones at least (ELB User Guide,
+# "Application Load Balancers", subnets), so a fleet's network has two or more zones even when its plan asks for one.
 PRIVATE_SUBNET_OFFSET = len(SUBNET_RANGES) // 2
 LOAD_BALANCER_MIN_ZONES = 2
 
@@ -112,6 +111,7 @@ LOAD_BALANCER_MIN_ZONES = 2
 # gives new HTTPS listeners (ELB User Guide, "Security policies for your Application Load Balancer"); the API's own
 # default (ELBSecurityPolicy-2016-08) still accepts TLS 1.0.
 LOAD_BALANCER_TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
+LISTENER_PORTS: Mapping[str, int] = {"https": 443, "http": 80}
 # ELB limits (ELB User Guide, "Connection idle timeout": 1-4000 s; target group "deregistration_delay": 0-3600 s,
 # pulumi_aws lb/target_group.py).
 LOAD_BALANCER_MAX_IDLE_TIMEOUT_S = 4000
@@ -124,17 +124,16 @@ HEALTH_CHECK_TIMEOUT_S = 10
 HEALTHY_THRESHOLD = 2
 UNHEALTHY_THRESHOLD = 4
 
-# Scaling. ALBRequestCountPerTarget is requests per target per minute (EC2 Auto Scaling User Guide, "Predefined
-# metrics for target tracking": "Average Application Load Balancer request count per target"; CloudWatch publishes
-# RequestCountPerTarget per 60 s period, statistic Sum, "the average not the sum"), so the plan's per-second rate is
-# multiplied by 60. Target tracking on an Auto Scaling group has no scale-in cooldown (Application Auto Scaling's
+# Scaling. ALBRequestCountPerTarget is the load balancer's requests per target per minute (EC2 Auto Scaling User
+# Guide, predefined metrics for target tracking; CloudWatch's RequestCountPerTarget comes in 60 s periods, statistic
+# Sum, which "represents the average not the sum": ELB User Guide, CloudWatch metrics), so the plan's per-second rate
+# is multiplied by 60. Target tracking on an Auto Scaling group has no scale-in cooldown (Application Auto Scaling's
 # scaleInCooldown "is not used if the scalable resource is an Auto Scaling group"), so its scale-in is disabled and
 # servers are removed by a simple-scaling policy instead: one server per `scale_in_cooldown_s` (a simple policy's
 # cooldown), while the load per server has stayed below half the target for SCALE_IN_EVALUATION_MINUTES. Removing one
 # of n >= 2 servers at most doubles each remaining server's share, so they stay within the target and the two
 # policies never undo each other.
 SECONDS_PER_MINUTE = 60
-LISTENER_PORTS: Mapping[str, int] = {"https": 443, "http": 80}
 SCALE_IN_LOAD_FRACTION = 0.5
 SCALE_IN_EVALUATION_MINUTES = 15
 
