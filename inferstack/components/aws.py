@@ -1,4 +1,5 @@
-"""AWS provisioning (pulumi_aws 7.x): VPC, security group, S3 + CloudFront, SSM Parameter Store, IAM, EC2.
+"""AWS provisioning (pulumi_aws 7.x): VPC, security group, S3 + CloudFront, SSM Parameter Store, IAM, EC2; a fleet as
+an EC2 Auto Scaling group behind an Application Load Balancer (HTTPS with an ACM certificate).
 
 Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +21,6 @@ import pulumi_aws as aws
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
-    INTERIM_FLEET,
     NETWORK_CIDR,
     NONCURRENT_VERSION_DAYS,
     NONCURRENT_VERSIONS_KEPT,
@@ -31,6 +32,8 @@ from inferstack.components.core import (
     CloudBackend,
     FirewallRequest,
     FirewallResult,
+    FleetRequest,
+    FleetResult,
     IdentityRequest,
     IdentityResult,
     ModelStoreRequest,
@@ -53,6 +56,7 @@ from inferstack.components.core import (
     child_options,
     compressed_user_data,
     first_zones,
+    fleet_options,
     invoke_options,
     nth,
     register_backend,
@@ -60,9 +64,9 @@ from inferstack.components.core import (
     slug,
     supported,
     unique_name,
-    unsupported,
 )
-from inferstack.plan import DeploymentPlan
+from inferstack.errors import Problem, input_error
+from inferstack.plan import DeploymentPlan, Fleet
 
 #### Constants ####
 
@@ -98,6 +102,42 @@ CACHE_POLICY_NAME = "Managed-CachingOptimized"
 # With your own domain: SNI (no dedicated-IP fee) and the oldest TLS version CloudFront's current policies allow.
 CUSTOM_DOMAIN_TLS_POLICY = "TLSv1.2_2021"
 
+# A fleet's network: the private subnets take the upper half of the VPC's /20s, so that adding zones never moves a
+# subnet. An Application Load Balancer needs subnets in two Availability Zones at least (ELB User Guide,
+# "Application Load Balancers", subnets), so a fleet's network has two or more zones even when its plan asks for one.
+PRIVATE_SUBNET_OFFSET = len(SUBNET_RANGES) // 2
+LOAD_BALANCER_MIN_ZONES = 2
+
+# The HTTPS listener's policy: TLS 1.3 and TLS 1.2 with forward-secret AEAD ciphers only, the policy the ELB console
+# gives new HTTPS listeners (ELB User Guide, "Security policies for your Application Load Balancer"); the API's own
+# default (ELBSecurityPolicy-2016-08) still accepts TLS 1.0.
+LOAD_BALANCER_TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
+LISTENER_PORTS: Mapping[str, int] = {"https": 443, "http": 80}
+# ELB limits (ELB User Guide, "Connection idle timeout": 1-4000 s; target group "deregistration_delay": 0-3600 s,
+# pulumi_aws lb/target_group.py).
+LOAD_BALANCER_MAX_IDLE_TIMEOUT_S = 4000
+MAX_DEREGISTRATION_DELAY_S = 3600
+# Health checks on the serving health path (ranges in pulumi_aws lb TargetGroupHealthCheckArgs): a server leaves
+# the load balancer after a minute of failed checks (4 x 15 s) and joins after 30 s of good ones. The 10 s timeout
+# leaves room for a busy GPU server's health endpoint.
+HEALTH_CHECK_INTERVAL_S = 15
+HEALTH_CHECK_TIMEOUT_S = 10
+HEALTHY_THRESHOLD = 2
+UNHEALTHY_THRESHOLD = 4
+
+# Scaling. ALBRequestCountPerTarget is the load balancer's requests per target per minute (EC2 Auto Scaling User
+# Guide, predefined metrics for target tracking; CloudWatch's RequestCountPerTarget comes in 60 s periods, statistic
+# Sum, which "represents the average not the sum": ELB User Guide, CloudWatch metrics), so the plan's per-second rate
+# is multiplied by 60. Target tracking on an Auto Scaling group has no scale-in cooldown (Application Auto Scaling's
+# scaleInCooldown "is not used if the scalable resource is an Auto Scaling group"), so its scale-in is disabled and
+# servers are removed by a simple-scaling policy instead: one server per `scale_in_cooldown_s` (a simple policy's
+# cooldown), while the load per server has stayed below half the target for SCALE_IN_EVALUATION_MINUTES. Removing one
+# of n >= 2 servers at most doubles each remaining server's share, so they stay within the target and the two
+# policies never undo each other.
+SECONDS_PER_MINUTE = 60
+SCALE_IN_LOAD_FRACTION = 0.5
+SCALE_IN_EVALUATION_MINUTES = 15
+
 
 @register_backend
 class AwsBackend(CloudBackend):
@@ -122,20 +162,36 @@ class AwsBackend(CloudBackend):
         Capability.SECRET_SCOPED_GRANTS: supported("IAM: ssm:GetParameter on the ARNs of the server's own "
                                                    "parameters"),
         Capability.TERMINATION_PROTECTION: supported("EC2 disable_api_termination (not on spot instances, which "
-                                                     "EC2 refuses it)"),
+                                                     "EC2 refuses it); a fleet: the load balancer's deletion "
+                                                     "protection, with Pulumi's protect on the group, its template and "
+                                                     "the load balancer"),
         Capability.DRIVER_READY_IMAGE: supported("Deep Learning Base OSS Nvidia Driver GPU AMI via SSM parameter"),
         Capability.LOCAL_NVME_CACHE: supported("instance-store NVMe is exposed by Nitro types; the DLAMI mounts "
                                                "it at /opt/dlami/nvme"),
-        Capability.SPOT_CAPACITY: supported("one-time spot request, terminated on interruption"),
-        # Interim, until this cloud's fleet lands: a fleet's servers are created one by one (with a warning).
-        Capability.MANAGED_FLEET: unsupported(INTERIM_FLEET),
-        Capability.LOAD_BALANCER_TLS: unsupported(INTERIM_FLEET),
-        Capability.REQUEST_AUTOSCALING: unsupported(INTERIM_FLEET),
+        Capability.SPOT_CAPACITY: supported("one-time spot request, terminated on interruption; a fleet's group "
+                                            "launches spot only (price-capacity-optimized)"),
+        Capability.MANAGED_FLEET: supported("EC2 Auto Scaling group from a launch template (IMDSv2, hop limit 1, "
+                                            "encrypted gp3, no public address) over private subnets with NAT egress; "
+                                            "ELB health checks replace a server after the plan's grace; a changed "
+                                            "template rolls out by instance refresh, never below the group's size"),
+        Capability.LOAD_BALANCER_TLS: supported("Application Load Balancer: HTTPS on 443 with "
+                                                f"{LOAD_BALANCER_TLS_POLICY} and an ACM certificate (DNS-validated for "
+                                                "apiDomain, or apiCertificate), HTTP 80 redirects; idle timeout of the "
+                                                "plan's request timeout (ALB limit 4000 s)"),
+        Capability.REQUEST_AUTOSCALING: supported("target tracking on ALBRequestCountPerTarget (requests per server "
+                                                  "per minute: the plan's rate x 60) with the plan's warm-up; scale-in "
+                                                  "one server per scale-in cooldown, by a CloudWatch alarm at half the "
+                                                  "target"),
     }
     assets_certificate = CertificateRule(
         kind="the ARN of an ACM certificate in us-east-1 that covers the domain (CloudFront takes certificates from "
              "that region only)",
         pattern=r"arn:aws:acm:us-east-1:\d{12}:certificate/[0-9a-f-]{36}",
+        example="arn:aws:acm:us-east-1:123456789012:certificate/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0")
+    api_certificate = CertificateRule(
+        kind="the ARN of an ACM certificate in the stack's region that covers the domain (a load balancer takes "
+             "certificates from its own region only); leave it out to have one issued for apiDomain",
+        pattern=r"arn:aws:acm:[a-z]{2}(-[a-z]+)+-\d:\d{12}:certificate/[0-9a-f-]{36}",
         example="arn:aws:acm:us-east-1:123456789012:certificate/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0")
 
     #### Region ####
@@ -156,22 +212,32 @@ class AwsBackend(CloudBackend):
         routes = aws.ec2.RouteTable(f"{name}-public", vpc_id=vpc.id,
                                     routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}],
                                     tags=_named(request.tags, f"{name}-public"), opts=opts)
-        zones = _zones_offering(parent, request.instance_type, request.zones)
-        subnet_ids = []
-        for index in range(request.zones):
+        zone_count = _network_zones(request)
+        zones = _zones_offering(parent, request.instance_type, zone_count)
+        subnet_ids, private_subnet_ids, route_table_ids = [], [], [routes.id]
+        for index in range(zone_count):
+            zone = zones.apply(nth(index))
+            # A fleet's public subnets hold only the load balancer and the NAT gateways: nothing there needs an
+            # address of its own.
             subnet = aws.ec2.Subnet(
                 f"{name}-subnet-{index}", vpc_id=vpc.id, cidr_block=SUBNET_RANGES[index],
-                availability_zone=zones.apply(nth(index)), map_public_ip_on_launch=True,
+                availability_zone=zone, map_public_ip_on_launch=not request.private_servers,
                 tags=_named(request.tags, f"{name}-subnet-{index}"), opts=opts)
             aws.ec2.RouteTableAssociation(f"{name}-subnet-{index}-routes", subnet_id=subnet.id,
                                           route_table_id=routes.id, opts=opts)
             subnet_ids.append(subnet.id)
-        # Model downloads stay on the AWS network and cost no data-transfer fee (gateway endpoints are free).
+            if request.private_servers:
+                private = _private_subnet(parent, name, index, vpc.id, zone, subnet.id, gateway, request.tags)
+                private_subnet_ids.append(private.subnet_id)
+                route_table_ids.append(private.route_table_id)
+        # Model downloads stay on the AWS network and cost no data-transfer fee (gateway endpoints are free); from
+        # private subnets they also bypass the NAT gateway's per-GB charge.
         region = aws.get_region_output(opts=invoke_options(parent)).region
         aws.ec2.VpcEndpoint(f"{name}-s3", vpc_id=vpc.id, vpc_endpoint_type="Gateway",
-                            service_name=region.apply(lambda r: f"com.amazonaws.{r}.s3"), route_table_ids=[routes.id],
-                            tags=_named(request.tags, f"{name}-s3"), opts=opts)
-        return NetworkResult(network_id=vpc.id, subnet_ids=subnet_ids, cidr_block=vpc.cidr_block)
+                            service_name=region.apply(lambda r: f"com.amazonaws.{r}.s3"),
+                            route_table_ids=route_table_ids, tags=_named(request.tags, f"{name}-s3"), opts=opts)
+        return NetworkResult(network_id=vpc.id, subnet_ids=subnet_ids, cidr_block=vpc.cidr_block,
+                             private_subnet_ids=private_subnet_ids)
 
     def network_cidr(self, parent: pulumi.Resource, network_id: pulumi.Input[str]) -> StrOutput:
         return aws.ec2.get_vpc_output(id=network_id, opts=invoke_options(parent)).cidr_block
@@ -184,8 +250,22 @@ class AwsBackend(CloudBackend):
             f"{name}-sg", vpc_id=request.network_id,
             description="inferstack inference server: API to allowed networks, metrics inside the VPC",
             tags=_named(request.tags, f"{name}-sg"), opts=opts)
-        for label, cidr in request.api_sources():
-            _ingress(f"{name}-api-{label}", group, request.serving_port, cidr, "inference API", request.tags, opts)
+        load_balancer_group = None
+        if request.load_balanced:
+            # The API port admits the load balancer's security group only: its nodes (requests and health checks
+            # alike) carry that group; allowed_cidrs reach the load balancer, never the servers.
+            load_balancer_group = _load_balancer_group(
+                parent, name, request.network_id, request.api_sources(), [group.id], request.serving_port,
+                request.tags)
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-api-from-load-balancer", security_group_id=group.id, ip_protocol="tcp",
+                from_port=request.serving_port, to_port=request.serving_port,
+                referenced_security_group_id=load_balancer_group.id, description="inference API, load balancer only",
+                tags=request.tags, opts=opts)
+        else:
+            for label, cidr in request.api_sources():
+                _ingress(f"{name}-api-{label}", group, request.serving_port, cidr, "inference API", request.tags,
+                         opts)
         if request.metrics_port is not None:
             _ingress(f"{name}-metrics", group, request.metrics_port, request.network_cidr, "metrics, VPC only",
                      request.tags, opts)
@@ -194,7 +274,8 @@ class AwsBackend(CloudBackend):
                 f"{name}-egress-{label}", security_group_id=group.id, ip_protocol="tcp", from_port=port,
                 to_port=port, cidr_ipv4="0.0.0.0/0", description=f"{label} for drivers, packages, models",
                 tags=request.tags, opts=opts)
-        return FirewallResult(firewall_id=group.id)
+        return FirewallResult(firewall_id=group.id,
+                              load_balancer_firewall_id=load_balancer_group.id if load_balancer_group else None)
 
     #### Storage ####
 
@@ -325,10 +406,7 @@ class AwsBackend(CloudBackend):
     def create_servers(self, parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult:
         plan = request.plan
         image = _server_image(parent, plan)
-        user_data = checked_user_data(
-            plan, request.user_data, aws.get_region_output(opts=invoke_options(parent)).region,
-            provider=self.display_name, encode=functools.partial(
-                compressed_user_data, limit_bytes=USER_DATA_LIMIT_BYTES, service="EC2"))
+        user_data = _user_data(parent, plan, request.user_data)
         spot: aws.ec2.InstanceInstanceMarketOptionsArgsDict = {"market_type": "spot", "spot_options": {
             "spot_instance_type": "one-time", "instance_interruption_behavior": "terminate"}}
         result = ServersResult(instance_ids=[], public_ips=[], private_ips=[])
@@ -341,7 +419,7 @@ class AwsBackend(CloudBackend):
                                   "http_put_response_hop_limit": METADATA_HOP_LIMIT,
                                   "instance_metadata_tags": "disabled"},
                 root_block_device={"volume_type": "gp3", "encrypted": True, "delete_on_termination": True,
-                                   "volume_size": image.root_volume_gib.apply(lambda gib: max(gib, plan.disk_gib)),
+                                   "volume_size": image.root_volume_size(plan),
                                    "tags": _named(request.tags, f"{name}-server-{index}")},
                 user_data_base64=user_data, user_data_replace_on_change=True,  # cloud-init runs once per instance
                 # Changed in place (ModifyInstanceAttribute): "You can set the value of this attribute when you
@@ -359,11 +437,49 @@ class AwsBackend(CloudBackend):
             result.private_ips.append(server.private_ip)
         return result
 
+    def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
+        plan, fleet = request.plan, _fleet(request.plan)
+        _check_fleet_request(request)
+        protected = fleet_options(parent, request.protected)
+        template = _launch_template(parent, name, request, _server_image(parent, plan),
+                                    _user_data(parent, plan, request.user_data))
+        targets = _target_group(parent, name, request)
+        balancer = _load_balancer(parent, name, request)
+        certificate = request.api_certificate or _issued_certificate(parent, name, request.api_domain, request.tags)
+        aws.lb.Listener(
+            f"{name}-https", load_balancer_arn=balancer.arn, port=LISTENER_PORTS["https"], protocol="HTTPS",
+            ssl_policy=LOAD_BALANCER_TLS_POLICY, certificate_arn=certificate,
+            default_actions=[{"type": "forward", "target_group_arn": targets.arn}], tags=request.tags, opts=protected)
+        aws.lb.Listener(
+            f"{name}-http", load_balancer_arn=balancer.arn, port=LISTENER_PORTS["http"], protocol="HTTP",
+            default_actions=[{"type": "redirect", "redirect": {
+                "protocol": "HTTPS", "port": str(LISTENER_PORTS["https"]), "status_code": "HTTP_301"}}],
+            tags=request.tags, opts=protected)
+        group = _group(parent, name, request, template, targets)
+        _scaling_policies(parent, name, fleet, group, balancer, targets, request.tags)
+        # DNS stays yours: say where the domain must point.
+        balancer.dns_name.apply(lambda address: pulumi.log.info(
+            f"{name}: point {request.api_domain} at {address} (a CNAME, or a Route 53 alias record)",
+            resource=parent))
+        return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
+                           load_balancer_address=balancer.dns_name, group_id=group.id)
+
     #### Offline preview ####
 
     def preview_answers(self) -> PreviewAnswers:
         return PreviewAnswers(resources=_PREVIEW_OUTPUTS, lookups=_PREVIEW_INVOKES,
                               region=self.configured_region() or PREVIEW_REGION, account=PREVIEW_ACCOUNT)
+
+    #### Shared behaviour ####
+
+    def plan_problems(self, plan: DeploymentPlan, *, field: str) -> list[Problem]:
+        """A fleet whose streamed answers outlast the longest idle timeout an Application Load Balancer takes."""
+        if plan.fleet is None or plan.request_timeout_s <= LOAD_BALANCER_MAX_IDLE_TIMEOUT_S:
+            return []
+        return [Problem(field, f"needs a request timeout of {plan.request_timeout_s} s (four times its p95 latency), "
+                        f"longer than an Application Load Balancer's idle timeout allows "
+                        f"({LOAD_BALANCER_MAX_IDLE_TIMEOUT_S} s)", value=plan.request_timeout_s,
+                        fix="plan for shorter answers (output_tokens) or a faster machine (tpot_p95_ms)")]
 
 
 #### Helpers: network and firewall ####
@@ -372,6 +488,49 @@ class AwsBackend(CloudBackend):
 def _named(tags: Mapping[str, str], name: str) -> dict[str, str]:
     """Tags plus the Name tag the EC2 console lists resources by."""
     return {**tags, "Name": name}
+
+
+def _network_zones(request: NetworkRequest) -> int:
+    """Zones to create subnets in: the plan's; a fleet's at least the load balancer's two, and no more than the
+    private half of the VPC's ranges holds."""
+    if not request.private_servers:
+        return request.zones
+    if request.zones > PRIVATE_SUBNET_OFFSET:
+        raise input_error("plan.zones", f"a fleet's network holds {PRIVATE_SUBNET_OFFSET} zones (a public and a "
+                          "private /20 in each)", value=request.zones,
+                          fix=f"plan for {PRIVATE_SUBNET_OFFSET} zones or fewer, or bring your own subnets")
+    return max(request.zones, LOAD_BALANCER_MIN_ZONES)
+
+
+@dataclass(frozen=True)
+class _PrivateSubnet:
+    subnet_id: StrOutput
+    route_table_id: StrOutput
+
+
+def _private_subnet(parent: pulumi.Resource, name: str, index: int, vpc_id: StrOutput, zone: StrOutput,
+                    public_subnet_id: StrOutput, gateway: aws.ec2.InternetGateway,
+                    tags: Mapping[str, str]) -> _PrivateSubnet:
+    """A subnet whose servers have no public address and reach the internet through a NAT gateway in their own zone
+    (one per zone: a zone's outage never cuts the others' egress; each costs an hourly fee and a per-GB charge)."""
+    opts = child_options(parent)
+    address = aws.ec2.Eip(f"{name}-nat-{index}-ip", domain="vpc", tags=_named(tags, f"{name}-nat-{index}"),
+                          opts=opts)
+    # A public NAT gateway routes through the VPC's internet gateway, so it waits for it (as the "Public NAT" example
+    # of pulumi_aws ec2/nat_gateway.py does); an Elastic IP's id is its allocation id.
+    nat = aws.ec2.NatGateway(f"{name}-nat-{index}", allocation_id=address.id, subnet_id=public_subnet_id,
+                             connectivity_type="public", tags=_named(tags, f"{name}-nat-{index}"),
+                             opts=child_options(parent, depends_on=[gateway]))
+    routes = aws.ec2.RouteTable(f"{name}-private-{index}", vpc_id=vpc_id,
+                                routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}],
+                                tags=_named(tags, f"{name}-private-{index}"), opts=opts)
+    subnet = aws.ec2.Subnet(
+        f"{name}-private-subnet-{index}", vpc_id=vpc_id, cidr_block=SUBNET_RANGES[PRIVATE_SUBNET_OFFSET + index],
+        availability_zone=zone, map_public_ip_on_launch=False, tags=_named(tags, f"{name}-private-subnet-{index}"),
+        opts=opts)
+    aws.ec2.RouteTableAssociation(f"{name}-private-subnet-{index}-routes", subnet_id=subnet.id,
+                                  route_table_id=routes.id, opts=opts)
+    return _PrivateSubnet(subnet_id=subnet.id, route_table_id=routes.id)
 
 
 def _zones_offering(parent: pulumi.Resource, instance_type: str, count: int) -> pulumi.Output[list[str]]:
@@ -400,6 +559,28 @@ def _ingress(resource_name: str, group: aws.ec2.SecurityGroup, port: int, cidr: 
         resource_name, security_group_id=group.id, ip_protocol="tcp", from_port=port, to_port=port,
         cidr_ipv4=None if ipv6 else cidr, cidr_ipv6=cidr if ipv6 else None, description=purpose, tags=tags,
         opts=opts)
+
+
+def _load_balancer_group(parent: pulumi.Resource, name: str, network_id: pulumi.Input[str],
+                         sources: Sequence[tuple[str, pulumi.Input[str]]], server_groups: Sequence[pulumi.Input[str]],
+                         serving_port: int, tags: Mapping[str, str]) -> aws.ec2.SecurityGroup:
+    """The load balancer's security group: HTTPS, and HTTP (which only redirects), from `sources`; out to the
+    servers' API port only (a Pulumi-created group has no egress rule of its own)."""
+    opts = child_options(parent)
+    group = aws.ec2.SecurityGroup(
+        f"{name}-lb-sg", vpc_id=network_id,
+        description="inferstack load balancer: HTTPS (and HTTP, redirected) from allowed networks",
+        tags=_named(tags, f"{name}-lb-sg"), opts=opts)
+    for label, cidr in sources:
+        for listener, port in LISTENER_PORTS.items():
+            _ingress(f"{name}-lb-{listener}-{label}", group, port, cidr, f"{listener} to the load balancer", tags,
+                     opts)
+    for index, server_group in enumerate(server_groups):
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-lb-to-servers-{index}", security_group_id=group.id, ip_protocol="tcp", from_port=serving_port,
+            to_port=serving_port, referenced_security_group_id=server_group,
+            description="requests and health checks to the servers' API port", tags=tags, opts=opts)
+    return group
 
 
 #### Helpers: buckets ####
@@ -468,11 +649,23 @@ def _bucket_name(parent: pulumi.Resource, name: str, purpose: str) -> StrOutput:
 #### Helpers: compute ####
 
 
+def _user_data(parent: pulumi.Resource, plan: DeploymentPlan, user_data: StrOutput) -> StrOutput:
+    """Base64 of the gzip'd cloud-config, as EC2 takes it (an instance's user_data_base64, a launch template's
+    user_data), once the provider's region is known to be the plan's."""
+    return checked_user_data(plan, user_data, aws.get_region_output(opts=invoke_options(parent)).region,
+                             provider="AWS", encode=functools.partial(
+                                 compressed_user_data, limit_bytes=USER_DATA_LIMIT_BYTES, service="EC2"))
+
+
 @dataclass(frozen=True)
 class _ServerImage:
     image_id: StrOutput
+    root_device_name: StrOutput
     root_volume_gib: pulumi.Output[int]
     """Size of the image's root snapshot: the root volume may not be smaller."""
+
+    def root_volume_size(self, plan: DeploymentPlan) -> pulumi.Output[int]:
+        return self.root_volume_gib.apply(lambda gib: max(gib, plan.disk_gib))
 
 
 def _server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> _ServerImage:
@@ -486,7 +679,7 @@ def _server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> _ServerImage
     image = aws.ec2.get_ami_output(filters=image_id.apply(_image_id_filter), opts=invoke)
     root_gib = pulumi.Output.all(image.root_device_name, image.block_device_mappings).apply(
         lambda facts: _root_snapshot_gib(*facts))
-    return _ServerImage(image_id=image_id, root_volume_gib=root_gib)
+    return _ServerImage(image_id=image_id, root_device_name=image.root_device_name, root_volume_gib=root_gib)
 
 
 def _image_id_filter(image_id: str) -> list[aws.ec2.GetAmiFilterArgsDict]:
@@ -500,6 +693,188 @@ def _root_snapshot_gib(root_device: str, mappings: Sequence[Any]) -> int:
         if device == root_device and ebs and ebs.get("volume_size"):
             return int(ebs["volume_size"])
     return 0
+
+
+#### Helpers: fleet ####
+
+
+def _fleet(plan: DeploymentPlan) -> Fleet:
+    if plan.fleet is None:
+        raise input_error("plan.fleet", "is missing: only a plan with a fleet runs as an Auto Scaling group",
+                          fix="deploy the plan's servers with create_servers")
+    return plan.fleet
+
+
+def _check_fleet_request(request: FleetRequest) -> None:
+    """What would fail only when AWS creates the load balancer or its listener."""
+    if len(request.load_balancer_subnet_ids) < LOAD_BALANCER_MIN_ZONES:
+        raise input_error("load_balancer_subnet_ids", "an Application Load Balancer needs subnets in at least "
+                          f"{LOAD_BALANCER_MIN_ZONES} Availability Zones", value=len(request.load_balancer_subnet_ids),
+                          fix="give subnets in two or more zones (load_balancer_subnet_ids, or subnet_ids)")
+    certificate = request.api_certificate
+    if certificate is not None and certificate.split(":")[3] != request.plan.region:
+        raise input_error("api_certificate", f"is in {certificate.split(':')[3]}, but the load balancer is in "
+                          f"{request.plan.region}: it takes certificates from its own region only", value=certificate,
+                          fix=f"request or import the certificate in {request.plan.region} (aws acm "
+                          f"request-certificate --region {request.plan.region}), or leave it out to have one issued")
+
+
+def _launch_template(parent: pulumi.Resource, name: str, request: FleetRequest, image: _ServerImage,
+                     user_data: StrOutput) -> aws.ec2.LaunchTemplate:
+    """The servers' template: the hardening of create_servers' instances. It carries no termination protection
+    (EC2 User Guide: it "does not prevent Amazon EC2 Auto Scaling from terminating an instance", and lifting it would
+    change the template, which replaces every server); spot capacity is the group's (mixed instances policy)."""
+    plan = request.plan
+    server_tags = _named(request.tags, f"{name}-server")
+    return aws.ec2.LaunchTemplate(
+        f"{name}-template", image_id=image.image_id, instance_type=plan.instance_type,
+        iam_instance_profile={"name": request.attachment},
+        metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
+                          "http_put_response_hop_limit": METADATA_HOP_LIMIT, "instance_metadata_tags": "disabled"},
+        # LaunchTemplateBlockDeviceMappingEbsArgs types `encrypted` and `delete_on_termination` as strings.
+        block_device_mappings=[{"device_name": image.root_device_name, "ebs": {
+            "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true",
+            "volume_size": image.root_volume_size(plan)}}],
+        # No public address even in a subnet that would give one (LaunchTemplateNetworkInterfaceArgs: a string).
+        network_interfaces=[{"device_index": 0, "associate_public_ip_address": "false",
+                             "delete_on_termination": "true", "security_groups": list(request.firewall_ids)}],
+        user_data=user_data, update_default_version=True,
+        tag_specifications=[{"resource_type": kind, "tags": server_tags}
+                            for kind in ("instance", "volume", "network-interface")],
+        tags=_named(request.tags, f"{name}-template"),
+        # A newer image must not replace the servers on the next `pulumi up` (as for single servers); roll it out
+        # with `pulumi up --replace <template URN>` when you choose to.
+        opts=fleet_options(parent, request.protected, ignore_changes=["image_id"]))
+
+
+def _target_group(parent: pulumi.Resource, name: str, request: FleetRequest) -> aws.lb.TargetGroup:
+    plan = request.plan
+    return aws.lb.TargetGroup(
+        f"{name}-targets", name_prefix=_elb_name_prefix(name), vpc_id=request.network_id, target_type="instance",
+        protocol="HTTP", port=plan.serving.port,
+        # Generations differ in length by orders of magnitude: a new request goes to the least busy server.
+        load_balancing_algorithm_type="least_outstanding_requests",
+        # A server leaving the group finishes its streamed answers first.
+        deregistration_delay=min(plan.request_timeout_s, MAX_DEREGISTRATION_DELAY_S),
+        health_check={"enabled": True, "protocol": "HTTP", "port": "traffic-port", "path": plan.serving.health_path,
+                      "matcher": "200", "interval": HEALTH_CHECK_INTERVAL_S, "timeout": HEALTH_CHECK_TIMEOUT_S,
+                      "healthy_threshold": HEALTHY_THRESHOLD, "unhealthy_threshold": UNHEALTHY_THRESHOLD},
+        tags=_named(request.tags, f"{name}-targets"),
+        opts=fleet_options(parent, request.protected))
+
+
+def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest) -> aws.lb.LoadBalancer:
+    """Internet-facing only when an allowed CIDR is public; callers are limited by its security group."""
+    group = request.load_balancer_firewall_id
+    if group is None:  # the servers' security groups were brought: the load balancer gets one of its own here
+        sources: list[tuple[str, pulumi.Input[str]]] = [(slug(cidr), cidr) for cidr in request.allowed_cidrs]
+        sources = sources or [("network", request.network_cidr)]
+        group = _load_balancer_group(parent, name, request.network_id, sources, request.firewall_ids,
+                                     request.plan.serving.port, request.tags).id
+        pulumi.Output.from_input(group).apply(lambda group_id: pulumi.log.warn(
+            f"{name}: the brought security groups must admit port {request.plan.serving.port} from the load "
+            f"balancer's security group {group_id}, or no request reaches the servers", resource=parent))
+    return aws.lb.LoadBalancer(
+        f"{name}-lb", name_prefix=_elb_name_prefix(name), load_balancer_type="application",
+        internal=not request.internet_facing, subnets=list(request.load_balancer_subnet_ids), security_groups=[group],
+        ip_address_type="ipv4", idle_timeout=request.plan.request_timeout_s, drop_invalid_header_fields=True,
+        enable_deletion_protection=request.protected, tags=_named(request.tags, f"{name}-lb"),
+        opts=fleet_options(parent, request.protected))
+
+
+def _issued_certificate(parent: pulumi.Resource, name: str, domain: str, tags: Mapping[str, str]) -> StrOutput:
+    """An ACM certificate for the domain, validated by a DNS record you create; its ARN resolves once it is issued
+    (the listener cannot take a pending certificate). CertificateValidation waits up to 75 minutes (the provider's
+    create timeout)."""
+    opts = child_options(parent)
+    certificate = aws.acm.Certificate(f"{name}-certificate", domain_name=domain, validation_method="DNS",
+                                      tags=_named(tags, f"{name}-certificate"), opts=opts)
+    def say_where(options: Sequence[Any]) -> None:
+        for option in options:
+            kind, record, value = (_field(option, f"resource_record_{part}") for part in ("type", "name", "value"))
+            pulumi.log.info(f"{name}: ACM issues the certificate for {domain} once DNS answers {kind} {record} -> "
+                            f"{value}; `pulumi up` waits for it", resource=parent)
+
+    certificate.domain_validation_options.apply(say_where)
+    validation = aws.acm.CertificateValidation(f"{name}-certificate-validation", certificate_arn=certificate.arn,
+                                               opts=opts)
+    return validation.certificate_arn
+
+
+def _group(parent: pulumi.Resource, name: str, request: FleetRequest, template: aws.ec2.LaunchTemplate,
+           targets: aws.lb.TargetGroup) -> aws.autoscaling.Group:
+    """min..max servers over the private subnets, replaced when the load balancer's health check fails after the
+    grace; a new template version replaces them by instance refresh, launching before terminating."""
+    plan, fleet = request.plan, _fleet(request.plan)
+    # A refresh (started by a new template version; the version must be the template's number, not $Latest,
+    # pulumi_aws GroupInstanceRefreshArgs) replaces a server only once its successor is healthy.
+    launch: aws.autoscaling.GroupLaunchTemplateArgsDict = {
+        "id": template.id, "version": template.latest_version.apply(str)}
+    spot: aws.autoscaling.GroupMixedInstancesPolicyArgsDict = {
+        "launch_template": {"launch_template_specification": {
+            "launch_template_id": launch["id"], "version": launch["version"]}},
+        "instances_distribution": {"on_demand_base_capacity": 0, "on_demand_percentage_above_base_capacity": 0,
+                                   "spot_allocation_strategy": "price-capacity-optimized"}}
+    return aws.autoscaling.Group(
+        f"{name}-group", min_size=fleet.min_replicas, max_size=fleet.max_replicas,
+        vpc_zone_identifiers=list(request.server_subnet_ids),
+        launch_template=None if plan.spot else launch, mixed_instances_policy=spot if plan.spot else None,
+        capacity_rebalance=True if plan.spot else None,
+        target_group_arns=[targets.arn], health_check_type="ELB", health_check_grace_period=fleet.health_check_grace_s,
+        default_instance_warmup=fleet.cold_start_s,
+        instance_refresh={"strategy": "Rolling", "preferences": {
+            "min_healthy_percentage": 100, "max_healthy_percentage": _refresh_ceiling_percent(fleet),
+            "instance_warmup": str(fleet.cold_start_s), "skip_matching": True}},
+        tags=[{"key": key, "value": value, "propagate_at_launch": False}
+              for key, value in _named(request.tags, f"{name}-group").items()],
+        opts=fleet_options(parent, request.protected))
+
+
+def _refresh_ceiling_percent(fleet: Fleet) -> int:
+    """Room for one extra server at the group's floor during a refresh (GPU quota rarely allows doubling)."""
+    return min(200, 100 + math.ceil(100 / fleet.min_replicas))
+
+
+def _scaling_policies(parent: pulumi.Resource, name: str, fleet: Fleet, group: aws.autoscaling.Group,
+                      balancer: aws.lb.LoadBalancer, targets: aws.lb.TargetGroup, tags: Mapping[str, str]) -> None:
+    """Scale out on requests per server (target tracking), scale in one server per cooldown (see the constants)."""
+    opts = child_options(parent)
+    target_per_minute = fleet.target_requests_per_s * SECONDS_PER_MINUTE
+    aws.autoscaling.Policy(
+        f"{name}-requests", autoscaling_group_name=group.name, policy_type="TargetTrackingScaling",
+        estimated_instance_warmup=fleet.scale_out_cooldown_s,
+        target_tracking_configuration={
+            "target_value": target_per_minute, "disable_scale_in": True,
+            "predefined_metric_specification": {
+                "predefined_metric_type": "ALBRequestCountPerTarget",
+                # "app/<lb>/<id>/targetgroup/<tg>/<id>" (PolicyTargetTrackingConfigurationPredefinedMetric-
+                # SpecificationArgs.resource_label); the target group is attached to the group.
+                "resource_label": pulumi.Output.concat(balancer.arn_suffix, "/", targets.arn_suffix)}},
+        opts=opts)
+    scale_in = aws.autoscaling.Policy(
+        f"{name}-scale-in", autoscaling_group_name=group.name, policy_type="SimpleScaling",
+        adjustment_type="ChangeInCapacity", scaling_adjustment=-1, cooldown=fleet.scale_in_cooldown_s, opts=opts)
+    # The alarm invokes the policy every minute it stays in ALARM; the policy's cooldown spaces the steps. No
+    # request at all publishes no data point, which counts as low load.
+    aws.cloudwatch.MetricAlarm(
+        f"{name}-low-load", alarm_description=f"inferstack {name}: fewer than half the target requests per server "
+        f"for {SCALE_IN_EVALUATION_MINUTES} minutes; remove one server", namespace="AWS/ApplicationELB",
+        metric_name="RequestCountPerTarget", dimensions={"TargetGroup": targets.arn_suffix}, statistic="Sum",
+        period=SECONDS_PER_MINUTE, evaluation_periods=SCALE_IN_EVALUATION_MINUTES,
+        datapoints_to_alarm=SCALE_IN_EVALUATION_MINUTES, comparison_operator="LessThanThreshold",
+        threshold=target_per_minute * SCALE_IN_LOAD_FRACTION, treat_missing_data="breaching",
+        alarm_actions=[scale_in.arn], tags=tags, opts=opts)
+
+
+def _elb_name_prefix(name: str) -> str:
+    """Load balancer and target group names hold 32 characters, a prefix 6 (the provider adds a unique suffix):
+    a replacement never collides with its predecessor's name."""
+    return (slug(name)[:5].strip("-") or "inf") + "-"
+
+
+def _field(item: Any, key: str) -> Any:
+    """A field of a provider output object, which an apply sees as an object or, under mocks, as a mapping."""
+    return item.get(key) if isinstance(item, Mapping) else getattr(item, key)
 
 
 #### Helpers: offline preview ####
@@ -531,6 +906,54 @@ def _instance_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
                                     "arn": _arn(c, "ec2", f"instance/i-0{c.digest[:16]}")}
 
 
+def _uuid(c: PreviewContext) -> str:
+    d = c.digest
+    return f"{d[:8]}-{d[8:12]}-{d[12:16]}-{d[16:20]}-{d[20:32]}"
+
+
+def _prefixed_name(c: PreviewContext) -> str:
+    """A name from `name_prefix`, as the provider makes it: the prefix and a 26-digit unique id."""
+    return str(c.inputs.get("name") or c.inputs.get("namePrefix", "tf-") + f"{int(c.digest[:24], 16) % 10**26:026d}")
+
+
+def _load_balancer_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    name, suffix = _prefixed_name(c), c.digest[:16]
+    internal = "internal-" if c.inputs.get("internal") else ""
+    arn = _arn(c, "elasticloadbalancing", f"loadbalancer/app/{name}/{suffix}")
+    return arn, {"arn": arn, "arnSuffix": f"app/{name}/{suffix}", "name": name,
+                 "dnsName": f"{internal}{name}-{int(c.digest[16:24], 16) % 10**10}.{c.region}.elb.amazonaws.com"}
+
+
+def _target_group_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    name, suffix = _prefixed_name(c), c.digest[:16]
+    arn = _arn(c, "elasticloadbalancing", f"targetgroup/{name}/{suffix}")
+    return arn, {"arn": arn, "arnSuffix": f"targetgroup/{name}/{suffix}", "name": name}
+
+
+def _listener_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    arn = f"{c.inputs['loadBalancerArn'].replace(':loadbalancer/', ':listener/')}/{c.digest[:16]}"
+    return arn, {"arn": arn}
+
+
+def _certificate_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    arn, domain = _arn(c, "acm", f"certificate/{_uuid(c)}"), c.inputs["domainName"]
+    return arn, {"arn": arn, "status": "PENDING_VALIDATION", "domainValidationOptions": [{
+        "domainName": domain, "resourceRecordType": "CNAME", "resourceRecordName": f"_{c.digest[:32]}.{domain}.",
+        "resourceRecordValue": f"_{c.digest[32:64]}.{c.digest[:10]}.acm-validations.aws."}]}
+
+
+def _group_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    name = f"{c.name}-{c.digest[:7]}"
+    return name, {"name": name,
+                  "arn": _arn(c, "autoscaling", f"autoScalingGroup:{_uuid(c)}:autoScalingGroupName/{name}")}
+
+
+def _scaling_policy_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    name, group = f"{c.name}-{c.digest[:7]}", c.inputs["autoscalingGroupName"]
+    return name, {"name": name, "arn": _arn(
+        c, "autoscaling", f"scalingPolicy:{_uuid(c)}:autoScalingGroupName/{group}:policyName/{name}")}
+
+
 _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "aws:ec2/vpc:Vpc": lambda c: (f"vpc-0{c.digest[:16]}", {"arn": _arn(c, "ec2", f"vpc/vpc-0{c.digest[:16]}")}),
     "aws:ec2/subnet:Subnet": lambda c: (f"subnet-0{c.digest[:16]}", {}),
@@ -552,6 +975,22 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
         "arn": f"arn:aws:cloudfront::{c.account}:distribution/E{c.digest[:13].upper()}",
         "domainName": f"d{c.digest[:13]}.cloudfront.net"}),
     "aws:ec2/instance:Instance": _instance_outputs,
+    # A fleet: NAT egress, the servers' template and group, the load balancer and its certificate, the scaling.
+    "aws:ec2/eip:Eip": lambda c: (f"eipalloc-0{c.digest[:16]}", {
+        "allocationId": f"eipalloc-0{c.digest[:16]}", "publicIp": c.public_ip}),
+    "aws:ec2/natGateway:NatGateway": lambda c: (f"nat-0{c.digest[:16]}", {"publicIp": c.public_ip}),
+    "aws:ec2/launchTemplate:LaunchTemplate": lambda c: (f"lt-0{c.digest[:16]}", {
+        "arn": _arn(c, "ec2", f"launch-template/lt-0{c.digest[:16]}"), "latestVersion": 1, "defaultVersion": 1}),
+    "aws:autoscaling/group:Group": _group_outputs,
+    "aws:autoscaling/policy:Policy": _scaling_policy_outputs,
+    "aws:cloudwatch/metricAlarm:MetricAlarm": lambda c: (f"{c.name}-{c.digest[:7]}", {
+        "arn": _arn(c, "cloudwatch", f"alarm:{c.name}-{c.digest[:7]}")}),
+    "aws:lb/loadBalancer:LoadBalancer": _load_balancer_outputs,
+    "aws:lb/targetGroup:TargetGroup": _target_group_outputs,
+    "aws:lb/listener:Listener": _listener_outputs,
+    "aws:acm/certificate:Certificate": _certificate_outputs,
+    "aws:acm/certificateValidation:CertificateValidation": lambda c: (
+        "2026-01-21 12:00:00 +0000 UTC", {"certificateArn": c.inputs["certificateArn"]}),
 }
 
 

@@ -583,6 +583,12 @@ def server_options(parent: pulumi.Resource, protected: bool, **options: Any) -> 
     return child_options(parent, protect=True if protected else None, delete_before_replace=True, **options)
 
 
+def fleet_options(parent: pulumi.Resource, protected: bool, **options: Any) -> pulumi.ResourceOptions:
+    """Options for a fleet's group and what it cannot serve without (template, load balancer, listeners): Pulumi's
+    `protect` as `server_options` gives it, but replaced create-first, so the fleet keeps serving meanwhile."""
+    return child_options(parent, protect=True if protected else None, **options)
+
+
 def invoke_options(parent: pulumi.Resource) -> pulumi.InvokeOutputOptions:
     """Lookups run with the component's provider (a region or account chosen by the caller)."""
     return pulumi.InvokeOutputOptions(parent=parent)

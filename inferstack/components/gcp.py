@@ -52,6 +52,7 @@ from inferstack.components.core import (
     checked_user_data,
     child_options,
     first_zones,
+    fleet_options,
     invoke_options,
     nth,
     register_backend,
@@ -912,7 +913,7 @@ def _instance_group(parent: pulumi.Resource, name: str, request: FleetRequest, t
                        "instance_redistribution_type": "PROACTIVE", "max_surge_fixed": plan.zones,
                        "max_unavailable_fixed": 0, "min_ready_sec": grace_s},
         # Protected (production): Pulumi refuses to delete or replace the group, and with it every server.
-        opts=server_options(parent, request.protected))
+        opts=fleet_options(parent, request.protected))
 
 
 @dataclass(frozen=True)

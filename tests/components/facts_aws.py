@@ -32,7 +32,8 @@ def facts(recording: Recording) -> SecurityFacts:
         ingress=[_ingress(r, network_cidrs) for r in
                  recording.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")],
         buckets=[_bucket(r.id, by_bucket.get(r.id, {})) for r in recording.of_type(BUCKET)],
-        servers=[_server(r) for r in recording.of_type("aws:ec2/instance:Instance")],
+        servers=[_server(r) for r in recording.of_type("aws:ec2/instance:Instance")]
+        + [_fleet_server(r) for r in recording.of_type("aws:ec2/launchTemplate:LaunchTemplate")],
         grants=[grant for r in recording.of_type("aws:iam/rolePolicy:RolePolicy")
                 for grant in policy_grants(r.inputs["policy"], IAM)],
         cdns=[_cdn(r, recording) for r in recording.of_type("aws:cloudfront/distribution:Distribution")],
@@ -43,7 +44,11 @@ def facts(recording: Recording) -> SecurityFacts:
 
 def _ingress(rule: RegisteredResource, network_cidrs: set[Any]) -> Ingress:
     inputs = rule.inputs
-    source = inputs.get("cidrIpv4") or inputs.get("cidrIpv6") or f"group:{inputs.get('referencedSecurityGroupId')}"
+    if inputs.get("referencedSecurityGroupId"):
+        # A security group admits only network interfaces that carry it, which live in the network (a fleet's API
+        # port admits its load balancer's nodes this way).
+        return Ingress(int(inputs["fromPort"]), int(inputs["toPort"]), "network")
+    source = inputs.get("cidrIpv4") or inputs.get("cidrIpv6") or "unreadable"
     return Ingress(int(inputs["fromPort"]), int(inputs["toPort"]), ingress_source(source, network_cidrs))
 
 
@@ -76,6 +81,20 @@ def _server(instance: RegisteredResource) -> Server:
         termination_protected=inputs.get("disableApiTermination") is True,
         root_disk_encrypted=inputs.get("rootBlockDevice", {}).get("encrypted") is True,
         user_data=gzip_user_data(inputs.get("userDataBase64")) or inputs.get("userData", ""),
+    )
+
+
+def _fleet_server(template: RegisteredResource) -> Server:
+    """A fleet's servers, as their launch template makes each of them (its block-device and network-interface
+    settings are strings in pulumi_aws)."""
+    inputs = template.inputs
+    devices = inputs.get("blockDeviceMappings", [])
+    return Server(
+        name=template.name,
+        metadata_tokens_required=inputs.get("metadataOptions", {}).get("httpTokens") == "required",
+        termination_protected=inputs.get("disableApiTermination") is True,
+        root_disk_encrypted=bool(devices) and all(d.get("ebs", {}).get("encrypted") == "true" for d in devices),
+        user_data=gzip_user_data(inputs.get("userData")),
     )
 
 

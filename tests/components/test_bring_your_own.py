@@ -6,8 +6,10 @@ import json
 from typing import Any
 
 import pulumi
+import pytest
 
 from inferstack.components import InferenceServer
+from inferstack.errors import InputError
 from inferstack.preview import Recording
 from tests.sample_plans import sample_plan
 
@@ -17,10 +19,19 @@ IDENTITY_TYPES = {"Role", "RolePolicy", "InstanceProfile"}
 
 
 def _deploy(run: Any, stage: str = "production", **brought: Any) -> Recording:
-    plan = sample_plan("aws", "gpu-llm", stage)
+    """Production is a fleet (an Auto Scaling group behind a load balancer), validation one server."""
+    plan = sample_plan("aws", "gpu-llm", stage)  # type: ignore[arg-type]
+    endpoint = {"api_domain": "api.example.com"} if plan.fleet else {}
     return run(lambda: pulumi.Output.all(
-        urls=(server := InferenceServer("chat", {"plan": plan, **brought})).endpoint_urls,
+        urls=(server := InferenceServer("chat", {"plan": plan, **endpoint, **brought})).endpoint_urls,
         bucket=server.model_bucket_name, policy=server.static_assets_policy, identity=server.identity_id))
+
+
+GROUP = "aws:autoscaling/group:Group"
+LOAD_BALANCER = "aws:lb/loadBalancer:LoadBalancer"
+TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+FLEET_TYPES = {"LaunchTemplate", "Group", "TargetGroup", "LoadBalancer", "Listener", "Certificate",
+               "CertificateValidation", "Policy", "MetricAlarm"}
 
 
 def _types(recording: Recording) -> set[str]:
@@ -42,27 +53,87 @@ def test_existing_network_and_subnets_are_used_and_no_network_is_created(run: An
     recording = _deploy(run, network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"])
     assert not _types(recording) & NETWORK_TYPES
     assert not [r for r in recording.resources if r.type == "inferstack:index:Network"]
-    instances = recording.of_type("aws:ec2/instance:Instance")
-    assert sorted(i.inputs["subnetId"] for i in instances) == ["subnet-0a", "subnet-0b"]
+    (group,) = recording.of_type(GROUP)
+    assert group.inputs["vpcZoneIdentifiers"] == ["subnet-0a", "subnet-0b"]
+    (balancer,) = recording.of_type(LOAD_BALANCER)  # the API stays in the VPC: an internal load balancer there
+    assert balancer.inputs["subnets"] == ["subnet-0a", "subnet-0b"] and balancer.inputs["internal"] is True
     assert recording.named("chat-firewall-sg").inputs["vpcId"] == "vpc-0byo"
+    assert recording.named("chat-targets").inputs["vpcId"] == "vpc-0byo"
     # The metrics/network-only rules use the brought VPC's range, looked up (not created).
     assert ("aws:ec2/getVpc:getVpc", {"id": "vpc-0byo"}) in recording.invokes
 
 
+def test_single_servers_go_to_the_existing_subnets_in_turn(run: Any) -> None:
+    recording = _deploy(run, stage="validation", network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"])
+    assert not _types(recording) & NETWORK_TYPES
+    assert [i.inputs["subnetId"] for i in recording.of_type("aws:ec2/instance:Instance")] == ["subnet-0a"]
+
+
+def test_an_internet_facing_fleet_in_an_existing_network_puts_its_load_balancer_in_the_given_subnets(
+        run: Any) -> None:
+    recording = _deploy(run, network_id="vpc-0byo", subnet_ids=["subnet-0private-a", "subnet-0private-b"],
+                        load_balancer_subnet_ids=["subnet-0public-a", "subnet-0public-b"],
+                        allowed_cidrs=["198.51.100.0/24"], api_key=pulumi.Output.secret("k"))
+    (balancer,) = recording.of_type(LOAD_BALANCER)
+    assert balancer.inputs["subnets"] == ["subnet-0public-a", "subnet-0public-b"]
+    assert balancer.inputs["internal"] is False
+    (group,) = recording.of_type(GROUP)
+    assert group.inputs["vpcZoneIdentifiers"] == ["subnet-0private-a", "subnet-0private-b"]
+
+
+def test_an_internet_facing_fleet_in_an_existing_network_needs_subnets_for_its_load_balancer(run: Any) -> None:
+    with pytest.raises(InputError, match=r"chat.load_balancer_subnet_ids: is required with a brought network"):
+        _deploy(run, network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"], allowed_cidrs=["0.0.0.0/0"],
+                api_key=pulumi.Output.secret("k"))
+
+
+def test_a_load_balancer_in_one_existing_subnet_is_refused(run: Any) -> None:
+    with pytest.raises(InputError, match=r"load_balancer_subnet_ids: an Application Load Balancer needs subnets in "
+                                         r"at least 2 Availability Zones \(got 1\)"):
+        _deploy(run, network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"],
+                load_balancer_subnet_ids=["subnet-0public-a"], allowed_cidrs=["198.51.100.0/24"],
+                api_key=pulumi.Output.secret("k"))
+
+
 def test_existing_security_groups_replace_the_firewall(run: Any) -> None:
-    recording = _deploy(run, security_group_ids=["sg-0byo1", "sg-0byo2"])
+    recording = _deploy(run, stage="validation", security_group_ids=["sg-0byo1", "sg-0byo2"])
     assert not _types(recording) & FIREWALL_TYPES
     for instance in recording.of_type("aws:ec2/instance:Instance"):
         assert instance.inputs["vpcSecurityGroupIds"] == ["sg-0byo1", "sg-0byo2"]
     assert recording.value["urls"]
 
 
+def test_a_fleet_with_existing_security_groups_gives_only_its_load_balancer_a_group_of_its_own(
+        run: Any, caplog: pytest.LogCaptureFixture) -> None:
+    recording = _deploy(run, security_group_ids=["sg-0byo1", "sg-0byo2"])
+    assert not [r for r in recording.resources if r.type == "inferstack:index:Firewall"]
+    (template,) = recording.of_type(TEMPLATE)
+    assert template.inputs["networkInterfaces"][0]["securityGroups"] == ["sg-0byo1", "sg-0byo2"]
+    (group,) = recording.of_type("aws:ec2/securityGroup:SecurityGroup")
+    assert group.name == "chat-lb-sg" and recording.of_type(LOAD_BALANCER)[0].inputs["securityGroups"] == [group.id]
+    egress = [r.inputs for r in recording.of_type("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")]
+    assert sorted(e["referencedSecurityGroupId"] for e in egress) == ["sg-0byo1", "sg-0byo2"]
+    assert all(e["fromPort"] == e["toPort"] == 8000 for e in egress)
+    ingress = [r.inputs for r in recording.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")]
+    vpc = recording.named("chat-network-vpc").outputs["cidrBlock"]
+    assert sorted((i["fromPort"], i["cidrIpv4"]) for i in ingress) == [(80, vpc), (443, vpc)]
+    assert f"the brought security groups must admit port 8000 from the load balancer's security group {group.id}" \
+        in caplog.text
+
+
 def test_existing_instance_profile_replaces_the_identity(run: Any) -> None:
-    recording = _deploy(run, instance_identity="existing-profile")
+    recording = _deploy(run, stage="validation", instance_identity="existing-profile")
     assert not _types(recording) & IDENTITY_TYPES
     assert {i.inputs["iamInstanceProfile"] for i in recording.of_type("aws:ec2/instance:Instance")} == {
         "existing-profile"}
     assert recording.value["identity"] is None
+
+
+def test_a_fleets_template_takes_the_existing_instance_profile(run: Any) -> None:
+    recording = _deploy(run, instance_identity="existing-profile")
+    assert not _types(recording) & IDENTITY_TYPES
+    (template,) = recording.of_type(TEMPLATE)
+    assert template.inputs["iamInstanceProfile"] == {"name": "existing-profile"}
 
 
 def test_existing_model_bucket_is_read_and_never_modified(run: Any) -> None:
@@ -88,12 +159,18 @@ def test_existing_assets_bucket_is_served_without_touching_it(run: Any) -> None:
     assert statement["Condition"]["StringEquals"]["AWS:SourceArn"] == recording.named("chat-assets-cdn").outputs["arn"]
 
 
-def test_everything_brought_leaves_only_servers_cdn_and_secrets_to_create(run: Any) -> None:
-    recording = _deploy(run, network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"],
+@pytest.mark.parametrize(("stage", "servers"), [
+    ("validation", {"Instance"}),
+    # A fleet: the group, its load balancer and the load balancer's own security group.
+    ("production", FLEET_TYPES | {"SecurityGroup", "SecurityGroupIngressRule", "SecurityGroupEgressRule"}),
+])
+def test_everything_brought_leaves_only_servers_cdn_and_secrets_to_create(run: Any, stage: str,
+                                                                          servers: set[str]) -> None:
+    recording = _deploy(run, stage=stage, network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"],
                         security_group_ids=["sg-0byo"], instance_identity="existing-profile",
                         model_bucket="team-models", assets_bucket="team-assets",
                         api_key=pulumi.Output.secret("k"))
-    assert _types(recording) == {"Instance", "OriginAccessControl", "Distribution", "Parameter", "BucketObjectv2"}
+    assert _types(recording) == {*servers, "OriginAccessControl", "Distribution", "Parameter", "BucketObjectv2"}
 
 
 def test_without_static_assets_no_cdn_is_created(run: Any) -> None:

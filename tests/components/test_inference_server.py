@@ -17,6 +17,7 @@ from inferstack.components import InferenceServer
 from inferstack.components import aws as aws_backend
 from inferstack.components.aws import IMAGE_PARAMETERS, USER_DATA_LIMIT_BYTES
 from inferstack.errors import InputError
+from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, resource_urn
 from tests.sample_plans import sample_plan
 
@@ -28,7 +29,14 @@ ZONES_LOOKUP = "aws:index/getAvailabilityZones:getAvailabilityZones"
 
 def _server(run: Any, plan: Any, name: str = "chat", opts: pulumi.ResourceOptions | None = None,
             **args: Any) -> Recording:
-    return run(lambda: _outputs(InferenceServer(name, {"plan": plan, **args}, opts=opts)))
+    endpoint = {"api_domain": "api.example.com"} if plan.fleet else {}  # a fleet serves one HTTPS domain
+    return run(lambda: _outputs(InferenceServer(name, {"plan": plan, **endpoint, **args}, opts=opts)))
+
+
+def _single_servers(plan: DeploymentPlan) -> DeploymentPlan:
+    """The plan's replicas as servers of their own (as a plan without a fleet deploys them), for what the single
+    servers do; tests/components/test_fleet_aws.py covers the fleet."""
+    return plan.model_copy(update={"fleet": None})
 
 
 def _outputs(server: InferenceServer) -> pulumi.Output[dict[str, Any]]:
@@ -43,7 +51,7 @@ def _outputs(server: InferenceServer) -> pulumi.Output[dict[str, Any]]:
 
 
 def test_outputs_name_the_endpoint_instances_buckets_firewall_identity_and_plan(run: Any) -> None:
-    plan = sample_plan("aws", "gpu-llm", "production")
+    plan = _single_servers(sample_plan("aws", "gpu-llm", "production"))
     recording = _server(run, plan, allowed_cidrs=["198.51.100.0/24"], api_key=pulumi.Output.secret("k-1"))
     out = recording.value
     instances = recording.of_type(INSTANCE)
@@ -103,8 +111,16 @@ def test_user_data_is_the_rendered_bootstrap_gzip_compressed_under_the_ec2_limit
 
 
 def test_production_protects_servers_from_termination_and_keeps_bucket_contents(run: Any) -> None:
-    recording = _server(run, sample_plan("aws", "gpu-llm", "production"))
+    recording = _server(run, _single_servers(sample_plan("aws", "gpu-llm", "production")))
     assert all(i.inputs["disableApiTermination"] is True for i in recording.of_type(INSTANCE))
+    assert all(b.inputs["forceDestroy"] is False for b in recording.of_type("aws:s3/bucket:Bucket"))
+
+
+def test_a_production_fleet_protects_its_load_balancer_and_keeps_bucket_contents(run: Any) -> None:
+    recording = _server(run, sample_plan("aws", "gpu-llm", "production"))
+    assert not recording.of_type(INSTANCE)
+    (balancer,) = recording.of_type("aws:lb/loadBalancer:LoadBalancer")
+    assert balancer.inputs["enableDeletionProtection"] is True
     assert all(b.inputs["forceDestroy"] is False for b in recording.of_type("aws:s3/bucket:Bucket"))
 
 
@@ -116,7 +132,7 @@ def test_non_production_stages_are_easy_to_tear_down(run: Any, stage: str) -> No
 
 
 def test_production_replicas_run_in_distinct_zones(run: Any) -> None:
-    plan = sample_plan("aws", "gpu-llm", "production")
+    plan = _single_servers(sample_plan("aws", "gpu-llm", "production"))
     recording = _server(run, plan)
     subnets = {s.id: s.inputs["availabilityZone"] for s in recording.of_type("aws:ec2/subnet:Subnet")}
     zones = [subnets[i.inputs["subnetId"]] for i in recording.of_type(INSTANCE)]
@@ -129,7 +145,7 @@ def test_local_and_wavelength_zones_are_never_picked_though_their_names_sort_fir
     # Availability Zones proper, and "us-east-1-bos-1a" sorts before "us-east-1a".
     offered = ["us-east-1c", "us-east-1-wl1-bos-wlz-1", "us-east-1-bos-1a", "us-east-1b", "us-east-1a"]
     monkeypatch.setitem(aws_backend._PREVIEW_INVOKES, OFFERINGS_LOOKUP, lambda a, c: {"locations": offered})
-    recording = _server(run, sample_plan("aws", "gpu-llm", "production"))
+    recording = _server(run, _single_servers(sample_plan("aws", "gpu-llm", "production")))
 
     zones = sorted(s.inputs["availabilityZone"] for s in recording.of_type("aws:ec2/subnet:Subnet"))
     assert zones == ["us-east-1a", "us-east-1b"]
@@ -201,16 +217,28 @@ def test_a_domain_without_a_usable_acm_certificate_is_refused_before_anything_ex
 #### Component conventions ####
 
 
-def test_every_taggable_resource_carries_default_and_user_tags(run: Any) -> None:
-    recording = _server(run, sample_plan("aws", "gpu-llm", "production"), tags={"team": "ml"})
+@pytest.mark.parametrize(("plan", "servers"), [
+    (_single_servers(sample_plan("aws", "gpu-llm", "production")), {"Instance"}),
+    (sample_plan("aws", "gpu-llm", "production"), {
+        "LaunchTemplate", "Group", "LoadBalancer", "TargetGroup", "Listener", "Certificate", "MetricAlarm",
+        "NatGateway", "Eip"}),
+], ids=["servers", "fleet"])
+def test_every_taggable_resource_carries_default_and_user_tags(run: Any, plan: DeploymentPlan,
+                                                               servers: set[str]) -> None:
+    recording = _server(run, plan, tags={"team": "ml"})
     taggable = [r for r in recording.resources if r.custom and _accepts_tags(r.type)]
     assert {r.type.split(":")[-1] for r in taggable} >= {
-        "Vpc", "Subnet", "SecurityGroup", "SecurityGroupIngressRule", "Bucket", "Distribution", "Role", "Instance"}
+        "Vpc", "Subnet", "SecurityGroup", "SecurityGroupIngressRule", "Bucket", "Distribution", "Role", *servers}
     for resource in taggable:
-        tags = resource.inputs.get("tags", {})
+        tags = _tag_map(resource.inputs.get("tags", {}))
         assert tags.get("team") == "ml" and tags.get("managed-by") == "inferstack", resource.name
         assert tags.get("project") == "inferstack" and tags.get("stack") == "test", resource.name
         assert tags.get("workload") == "sample-gpu-llm", resource.name
+
+
+def _tag_map(tags: Any) -> dict[str, str]:
+    """Tags as a mapping; an Auto Scaling group lists them as {key, value, propagateAtLaunch}."""
+    return {tag["key"]: tag["value"] for tag in tags} if isinstance(tags, list) else dict(tags)
 
 
 def _accepts_tags(resource_type: str) -> bool:
@@ -260,7 +288,8 @@ def test_explicit_provider_in_opts_serves_every_cloud_resource(run: Any) -> None
 
 def test_two_servers_in_one_stack_have_unique_urns(run: Any) -> None:
     plan = sample_plan("aws", "gpu-llm", "production")
-    recording = run(lambda: [InferenceServer(name, {"plan": plan}).endpoint_url for name in ("chat", "embed")])
+    recording = run(lambda: [InferenceServer(name, {"plan": plan, "api_domain": f"{name}.example.com"}).endpoint_url
+                             for name in ("chat", "embed")])
     urns = Counter(r.urn for r in recording.resources)
     assert len(recording.resources) > 100
     assert [urn for urn, count in urns.items() if count > 1] == []

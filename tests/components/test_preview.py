@@ -33,7 +33,8 @@ def _stack_config(stack: str) -> dict[str, Any]:
 
 
 def test_preview_json_lists_every_registered_resource_with_parent_and_inputs() -> None:
-    result = preview_deployment(sample_plan("aws", "gpu-llm", "production"))
+    result = preview_deployment(sample_plan("aws", "gpu-llm", "production"),
+                                {"inferstack:apiDomain": "api.example.com"})
     document = result.to_json()
     assert set(document) == {"plan", "resources", "outputs", "notes"} and document["notes"] == []
     assert document["plan"]["instance_type"] == "g6.xlarge"
@@ -42,8 +43,8 @@ def test_preview_json_lists_every_registered_resource_with_parent_and_inputs() -
     urns = [r["urn"] for r in resources]
     assert len(set(urns)) == len(urns)
     assert all(r["parent"] is None or urns.index(r["parent"]) < urns.index(r["urn"]) for r in resources)
-    instances = [r for r in resources if r["type"] == "aws:ec2/instance:Instance"]
-    assert [i["inputs"]["instanceType"] for i in instances] == ["g6.xlarge", "g6.xlarge"]
+    (template,) = [r for r in resources if r["type"] == "aws:ec2/launchTemplate:LaunchTemplate"]  # the fleet's
+    assert template["inputs"]["instanceType"] == "g6.xlarge"
     json.dumps(document)  # serialisable as is
 
 
@@ -152,7 +153,8 @@ def test_a_failed_run_leaves_no_error_for_a_later_garbage_collection_to_log(capl
     plan = sample_plan("aws", "gpu-llm", "production").model_copy(
         update={"zones": 4, "replicas": 4, "instance_count": 4})  # more zones than offer g6.xlarge: fails in an apply
     with pytest.raises(InputError, match=r"g6\.xlarge is offered in 3 zone"):
-        record(lambda: InferenceServer("chat", {"plan": plan}).endpoint_url, config=STACK_CONFIG)
+        record(lambda: InferenceServer("chat", {"plan": plan, "api_domain": "api.example.com"}).endpoint_url,
+               config=STACK_CONFIG)
     record(lambda: None)  # the next run drops the failed run's runtime state
     with caplog.at_level(logging.ERROR, logger="asyncio"):
         gc.collect()
@@ -166,14 +168,15 @@ def test_main_program_registers_what_the_preview_shows(monkeypatch: pytest.Monke
     from inferstack.preview import record
 
     plan = sample_plan("aws", "gpu-llm", "production")
-    config = {"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:plan": plan.model_dump(mode="json")}
+    config = {"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:plan": plan.model_dump(mode="json"),
+              "inferstack:apiDomain": "api.example.com"}
     monkeypatch.chdir(REPO)
 
     def main() -> None:
         runpy.run_path(str(REPO / "__main__.py"))
 
     recording = record(main, config=config)
-    previewed = preview_deployment(plan)
+    previewed = preview_deployment(plan, {"inferstack:apiDomain": "api.example.com"})
     assert sorted(r.urn for r in recording.resources) == sorted(r.urn for r in previewed.resources)
 
 

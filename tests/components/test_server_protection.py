@@ -18,7 +18,7 @@ import pulumi
 import pytest
 
 from inferstack import preview
-from inferstack.components import Capability, InferenceServer, backend_for
+from inferstack.components import InferenceServer
 from inferstack.preview import Recording, preview_deployment
 from inferstack.spec import Stage
 from tests.components.conftest import CLOUD_ARGS, STACK_CONFIG
@@ -31,20 +31,18 @@ SERVERS: dict[str, tuple[str, str | None]] = {
     "alibaba": ("alicloud:ecs/instance:Instance", "deletionProtection"),
     "huawei": ("huaweicloud:Ecs/instance:Instance", None),
 }
-# A fleet's servers belong to its managed group: the group is what protection guards (the cloud's flag where the
-# group has one), and the group alone replaces its servers.
-FLEETS: dict[str, tuple[str, str | None]] = {
-    "aws": ("aws:autoscaling/group:Group", None),
-    "gcp": ("gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager", None),
-    "alibaba": ("alicloud:ess/scalingGroup:ScalingGroup", None),
-    "huawei": ("huaweicloud:As/group:Group", None),
+# Where a production plan runs as a managed fleet: the resources protection covers (Pulumi's `protect`), each with its
+# cloud deletion flag (None: none). They are replaced create-first (the group keeps serving), not delete-first.
+# AWS: the servers themselves belong to the group, which replaces a terminated one; EC2 termination protection "does
+# not prevent Amazon EC2 Auto Scaling from terminating an instance" (EC2 User Guide), and lifting it would change the
+# launch template, which replaces every server. The endpoint's load balancer carries AWS's deletion protection.
+FLEETS: dict[str, dict[str, str | None]] = {
+    "aws": {"aws:autoscaling/group:Group": None, "aws:ec2/launchTemplate:LaunchTemplate": None,
+            "aws:lb/loadBalancer:LoadBalancer": "enableDeletionProtection", "aws:lb/targetGroup:TargetGroup": None,
+            "aws:lb/listener:Listener": None},
+    # GCP: the group carries no flag (an instance template has no deletion protection).
+    "gcp": {"gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": None},
 }
-
-
-def _guarded(cloud: str, stage: Stage) -> tuple[str, str | None]:
-    """What protection guards for this stage's sample plan: its loose servers, or its fleet's group."""
-    fleet = stage == "production" and backend_for(cloud).support(Capability.MANAGED_FLEET).available
-    return FLEETS[cloud] if fleet else SERVERS[cloud]
 
 
 @dataclass(frozen=True)
@@ -77,11 +75,25 @@ def _deploy(run: Any, cloud: str, stage: Stage, opts: pulumi.ResourceOptions | N
     return run(lambda: InferenceServer("chat", {"plan": plan, **CLOUD_ARGS[cloud], **args}, opts=opts).instance_ids)
 
 
-def _servers(recording: Recording, cloud: str, stage: Stage) -> list[preview.RegisteredResource]:
-    guarded = _guarded(cloud, stage)[0]
-    servers = recording.of_type(guarded)
-    assert servers, f"no {guarded} registered"
+def _servers(recording: Recording, cloud: str) -> list[preview.RegisteredResource]:
+    servers = recording.of_type(SERVERS[cloud][0])
+    assert servers, f"no {SERVERS[cloud][0]} registered"
     return servers
+
+
+def _protected_kinds(cloud: str, stage: Stage) -> dict[str, str | None]:
+    """What protection covers: the servers, or where production runs as a managed fleet, the fleet's resources."""
+    if stage == "production" and cloud in FLEETS:
+        return FLEETS[cloud]
+    server_type, flag = SERVERS[cloud]
+    return {server_type: flag}
+
+
+def _guarded(recording: Recording, cloud: str, stage: Stage) -> list[tuple[preview.RegisteredResource, str | None]]:
+    kinds = _protected_kinds(cloud, stage)
+    guarded = [(r, kinds[r.type]) for r in recording.resources if r.type in kinds]
+    assert {r.type for r, _ in guarded} == set(kinds), f"not all of {sorted(kinds)} registered"
+    return guarded
 
 
 @pytest.mark.parametrize("cloud", SERVERS)
@@ -94,13 +106,13 @@ def _servers(recording: Recording, cloud: str, stage: Stage) -> list[preview.Reg
 def test_protected_servers_carry_protect_and_the_cloud_flag_and_every_server_is_replaced_delete_first(
         run: Any, options: dict[str, Options], cloud: str, stage: Stage, args: dict[str, Any],
         protected: bool) -> None:
-    servers = _servers(_deploy(run, cloud, stage, **args), cloud, stage)
-    flag = _guarded(cloud, stage)[1]
-    for server in servers:
-        assert options[server.name].protect is protected, server.name
-        assert options[server.name].delete_before_replace is True, server.name
+    fleet = stage == "production" and cloud in FLEETS
+    for resource, flag in _guarded(_deploy(run, cloud, stage, **args), cloud, stage):
+        assert options[resource.name].protect is protected, resource.name
+        # A single server is replaced delete-first (server_options); a fleet's resources create-first.
+        assert options[resource.name].delete_before_replace is not fleet, resource.name
         if flag is not None:
-            assert server.inputs[flag] is protected, server.name
+            assert resource.inputs[flag] is protected, resource.name
 
 
 @pytest.mark.parametrize("cloud", SERVERS)
@@ -110,12 +122,13 @@ def test_lifting_protection_changes_only_the_flag_and_protect_so_it_is_an_update
     protected_options = dict(options)
     lifted = {r.name: r for r in _deploy(run, cloud, "production", protect_servers=False).resources}
     assert protected.keys() == lifted.keys()
-    server_type, flag = _guarded(cloud, "production")
+    kinds = _protected_kinds(cloud, "production")
     for name, before in protected.items():
         after = lifted[name]
         changed = {key for key in before.inputs.keys() | after.inputs.keys()
                    if before.inputs.get(key) != after.inputs.get(key)}
-        if before.type == server_type:
+        if before.type in kinds:
+            flag = kinds[before.type]
             assert changed == ({flag} if flag else set()), name
             assert protected_options[name].protect and not options[name].protect
             # The flag is an attribute the cloud changes on a running server: nothing makes it replace one.
@@ -128,7 +141,7 @@ def test_lifting_protection_changes_only_the_flag_and_protect_so_it_is_an_update
 def test_protection_given_to_the_component_still_reaches_servers_whose_own_protection_is_lifted(
         run: Any, options: dict[str, Options], cloud: str) -> None:
     recording = _deploy(run, cloud, "production", opts=pulumi.ResourceOptions(protect=True), protect_servers=False)
-    assert all(options[server.name].protect for server in _servers(recording, cloud, "production"))
+    assert all(options[resource.name].protect for resource, _ in _guarded(recording, cloud, "production"))
 
 
 @pytest.mark.parametrize(("cloud", "flag"), [("aws", "disableApiTermination"), ("alibaba", "deletionProtection")])
@@ -136,7 +149,7 @@ def test_spot_servers_go_without_the_cloud_flag_which_the_cloud_refuses_on_spot_
         run: Any, options: dict[str, Options], cloud: str, flag: str) -> None:
     plan = sample_plan(cloud, "gpu-llm", "validation").model_copy(update={"spot": True})  # type: ignore[arg-type]
     recording = run(lambda: InferenceServer("chat", {"plan": plan, "protect_servers": True, **CLOUD_ARGS[cloud]}))
-    for server in _servers(recording, cloud, "validation"):
+    for server in _servers(recording, cloud):
         assert server.inputs[flag] is False and options[server.name].protect
 
 
@@ -153,8 +166,18 @@ def test_lifting_protection_in_production_warns_to_restore_it(run: Any, caplog: 
                                                    ({"inferstack:protectServers": "true"}, True)])
 def test_the_stack_option_protect_servers_reaches_the_servers(
         options: dict[str, Options], config: dict[str, Any], protected: bool) -> None:
-    result = preview_deployment(sample_plan("aws", "gpu-llm", "validation"),
-                                {**STACK_CONFIG, "inferstack:protectServers": "true", **config})
-    servers = [r for r in result.resources if r.type == SERVERS["aws"][0]]
-    assert servers and all(options[r.name].protect is protected for r in servers)
-    assert all(r.inputs["disableApiTermination"] is protected for r in servers)
+    result = preview_deployment(sample_plan("aws", "gpu-llm", "production"), {**STACK_CONFIG, **config})
+    guarded = [r for r in result.resources if r.type in FLEETS["aws"]]
+    assert {r.type for r in guarded} == set(FLEETS["aws"])
+    assert all(options[r.name].protect is protected for r in guarded)
+    (balancer,) = [r for r in guarded if r.type == "aws:lb/loadBalancer:LoadBalancer"]
+    assert balancer.inputs["enableDeletionProtection"] is protected
+
+
+def test_a_fleets_scaling_and_network_stay_unprotected_so_that_they_can_change(
+        run: Any, options: dict[str, Options]) -> None:
+    recording = _deploy(run, "aws", "production")
+    unguarded = [r for r in recording.resources if r.custom and r.type not in FLEETS["aws"]]
+    assert {r.type for r in unguarded} >= {"aws:autoscaling/policy:Policy", "aws:ec2/natGateway:NatGateway",
+                                            "aws:acm/certificate:Certificate"}
+    assert not any(options[r.name].protect for r in unguarded)
