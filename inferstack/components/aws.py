@@ -98,6 +98,8 @@ SESSION_MANAGER_ACTIONS = [
     "ssmmessages:OpenDataChannel",
 ]
 
+ARN_CERTIFICATE = r"arn:aws:acm:[a-z]{2}(-[a-z]+)+-\d:\d{12}:certificate/[0-9a-f-]{36}"
+"""An ACM certificate's ARN (any region: the load balancer's must be the stack's; fleet_problems checks that)."""
 CACHE_POLICY_NAME = "Managed-CachingOptimized"
 # With your own domain: SNI (no dedicated-IP fee) and the oldest TLS version CloudFront's current policies allow.
 CUSTOM_DOMAIN_TLS_POLICY = "TLSv1.2_2021"
@@ -191,7 +193,7 @@ class AwsBackend(CloudBackend):
     api_certificate = CertificateRule(
         kind="the ARN of an ACM certificate in the stack's region that covers the domain (a load balancer takes "
              "certificates from its own region only); leave it out to have one issued for apiDomain",
-        pattern=r"arn:aws:acm:[a-z]{2}(-[a-z]+)+-\d:\d{12}:certificate/[0-9a-f-]{36}",
+        pattern=ARN_CERTIFICATE,
         example="arn:aws:acm:us-east-1:123456789012:certificate/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0")
 
     #### Region ####
@@ -439,7 +441,6 @@ class AwsBackend(CloudBackend):
 
     def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
         plan, fleet = request.plan, _fleet(request.plan)
-        _check_fleet_request(request)
         protected = fleet_options(parent, request.protected)
         template = _launch_template(parent, name, request, _server_image(parent, plan),
                                     _user_data(parent, plan, request.user_data))
@@ -471,6 +472,25 @@ class AwsBackend(CloudBackend):
                               region=self.configured_region() or PREVIEW_REGION, account=PREVIEW_ACCOUNT)
 
     #### Shared behaviour ####
+
+    def fleet_problems(self, plan: DeploymentPlan, *, api_certificate: str | None,
+                       load_balancer_subnets: int | None, prefix: str) -> list[Problem]:
+        """What the Application Load Balancer or its listener would refuse, before anything is created."""
+        problems = []
+        if load_balancer_subnets is not None and load_balancer_subnets < LOAD_BALANCER_MIN_ZONES:
+            problems.append(Problem(f"{prefix}.load_balancer_subnet_ids", "an Application Load Balancer needs subnets "
+                                    f"in at least {LOAD_BALANCER_MIN_ZONES} Availability Zones",
+                                    value=load_balancer_subnets, fix="give subnets in two or more zones "
+                                    "(load_balancer_subnet_ids, or subnet_ids)"))
+        well_formed = api_certificate is not None and re.fullmatch(ARN_CERTIFICATE, api_certificate)
+        region = api_certificate.split(":")[3] if api_certificate and well_formed else plan.region
+        if region != plan.region:
+            problems.append(Problem(f"{prefix}.api_certificate", f"is in {region}, but the load balancer is in "
+                                    f"{plan.region}: it takes certificates from its own region only",
+                                    value=api_certificate, fix=f"request or import the certificate in {plan.region} "
+                                    f"(aws acm request-certificate --region {plan.region}), or leave it out to have "
+                                    "one issued"))
+        return problems
 
     def plan_problems(self, plan: DeploymentPlan, *, field: str) -> list[Problem]:
         """A fleet whose streamed answers outlast the longest idle timeout an Application Load Balancer takes."""
@@ -703,20 +723,6 @@ def _fleet(plan: DeploymentPlan) -> Fleet:
         raise input_error("plan.fleet", "is missing: only a plan with a fleet runs as an Auto Scaling group",
                           fix="deploy the plan's servers with create_servers")
     return plan.fleet
-
-
-def _check_fleet_request(request: FleetRequest) -> None:
-    """What would fail only when AWS creates the load balancer or its listener."""
-    if len(request.load_balancer_subnet_ids) < LOAD_BALANCER_MIN_ZONES:
-        raise input_error("load_balancer_subnet_ids", "an Application Load Balancer needs subnets in at least "
-                          f"{LOAD_BALANCER_MIN_ZONES} Availability Zones", value=len(request.load_balancer_subnet_ids),
-                          fix="give subnets in two or more zones (load_balancer_subnet_ids, or subnet_ids)")
-    certificate = request.api_certificate
-    if certificate is not None and certificate.split(":")[3] != request.plan.region:
-        raise input_error("api_certificate", f"is in {certificate.split(':')[3]}, but the load balancer is in "
-                          f"{request.plan.region}: it takes certificates from its own region only", value=certificate,
-                          fix=f"request or import the certificate in {request.plan.region} (aws acm "
-                          f"request-certificate --region {request.plan.region}), or leave it out to have one issued")
 
 
 def _launch_template(parent: pulumi.Resource, name: str, request: FleetRequest, image: _ServerImage,

@@ -487,6 +487,13 @@ class CloudBackend(ABC):
         need none."""
         return None
 
+    def fleet_problems(self, plan: DeploymentPlan, *, api_certificate: str | None,
+                       load_balancer_subnets: int | None, prefix: str) -> list[Problem]:
+        """What this cloud's load balancer would refuse in a fleet's endpoint (its certificate; the number of subnets
+        brought for it, None when the network is created), found before anything is created (`prefix` names the
+        component's arguments). Most clouds find nothing."""
+        return []
+
     def plan_problems(self, plan: DeploymentPlan, *, field: str) -> list[Problem]:
         """What in the plan (`field`) this cloud cannot deploy, found without a cloud call; checked before anything
         is created. Most clouds find nothing."""

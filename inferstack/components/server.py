@@ -747,6 +747,9 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
         problems += api_endpoint_problems(backend, checked.get("api_domain"), checked.get("api_certificate"),
                                           domain_field=f"{name}.api_domain",
                                           certificate_field=f"{name}.api_certificate")
+        brought = checked.get("load_balancer_subnet_ids", checked.get("subnet_ids"))
+        problems += backend.fleet_problems(plan, api_certificate=checked.get("api_certificate"), prefix=name,
+                                           load_balancer_subnets=len(brought) if brought is not None else None)
         if public and "network_id" in checked and "load_balancer_subnet_ids" not in checked:
             problems.append(Problem(f"{name}.load_balancer_subnet_ids", "is required with a brought network and an "
                                     f"endpoint open beyond private networks ({', '.join(public)})",
