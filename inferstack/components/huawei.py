@@ -837,11 +837,11 @@ def _server_template(parent: pulumi.Resource, name: str, request: FleetRequest,
         # (as_configuration buildInstanceConfig) and documents postPaid and spot.
         "charging_mode": "spot" if plan.spot else "postPaid",
     }
-    # Every argument replaces the configuration (ForceNew): a new one per boot script, named after its content so
-    # that it is created before the old one, still bound to the group, goes.
-    config_name = pulumi.Output.all(image.image_id, user_data).apply(lambda content: unique_name(
-        [pulumi.get_project(), pulumi.get_stack(), name, "template"], unique_by=[str(part) for part in content],
-        max_length=AS_NAME_MAX_LENGTH))
+    # Every argument, the name included, replaces the configuration (ForceNew): a new one per boot script, named
+    # after it, is created before the old one (still bound to the group until the group moves) goes. Not after the
+    # image, whose changes are ignored below.
+    config_name = user_data.apply(lambda text: unique_name(
+        [pulumi.get_project(), pulumi.get_stack(), name, "template"], unique_by=[text], max_length=AS_NAME_MAX_LENGTH))
     # A newer image must not replace the template on the next `pulumi up` (as `create_servers` ignores image_id).
     return hw.as_.Configuration(f"{name}-template", scaling_configuration_name=config_name,
                                 instance_config=instance_config,

@@ -187,11 +187,21 @@ def test_spot_plans_run_their_fleet_on_spot_capacity(run: Any) -> None:
     assert config["chargingMode"] == "spot"
 
 
-def test_a_newer_image_does_not_replace_the_template_but_a_new_boot_script_does(run: Any) -> None:
+def test_a_newer_image_does_not_replace_the_template_but_a_new_boot_script_does(
+        run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     template = _one(_fleet(run), "Configuration")
     assert template.ignore_changes == ("instanceConfig.image",)
-    assert _one(_fleet(run), "Configuration").inputs["scalingConfigurationName"] == template.inputs[
-        "scalingConfigurationName"]
+    answer = huawei._preview_images
+
+    def newer_images(args: dict[str, Any], context: Any) -> dict[str, Any]:
+        found = answer(args, context)
+        return {**found, "images": [{**image, "id": f"new-{image['id']}"} for image in found["images"]]}
+
+    monkeypatch.setitem(huawei._PREVIEW_INVOKES, huawei.IMAGES_LOOKUP, newer_images)
+    newer = _one(_fleet(run), "Configuration").inputs
+    # Every argument of a configuration replaces it, its name included: a newer image must not change the name.
+    assert newer["instanceConfig"]["image"] != template.inputs["instanceConfig"]["image"]
+    assert newer["scalingConfigurationName"] == template.inputs["scalingConfigurationName"]
     plan = _plan()
     other_port = plan.model_copy(update={"serving": plan.serving.model_copy(update={"port": 8080})})
     renamed = _one(_fleet(run, other_port), "Configuration").inputs["scalingConfigurationName"]
