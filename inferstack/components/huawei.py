@@ -772,7 +772,7 @@ def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
         description=f"inferstack {name}: HTTPS endpoint of the fleet", tags=request.tags,
         opts=server_options(parent, request.protected))
     acl = _caller_acl(parent, name, request)
-    allowed = {"ip_group": acl.id, "access_policy": "white"} if acl is not None else {}
+    acl_id, acl_policy = (acl.id, "white") if acl is not None else (None, None)  # white: only the group's members
     timeout_s = plan.request_timeout_s  # a streamed answer holds its request open this long
     https = hw.dedicatedelb.Listener(
         f"{name}-https", loadbalancer_id=balancer.id, protocol="HTTPS", protocol_port=HTTPS_PORT,
@@ -780,11 +780,11 @@ def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
         idle_timeout=timeout_s, request_timeout=timeout_s, response_timeout=timeout_s,
         # No retry on another server after a timeout or error: a generation is not replayed (the SDK's docstring
         # says "health check retries"; the ELB API's enable_member_retry is the retry of a request).
-        enable_member_retry=False, description=f"inferstack {name}: the API over HTTPS", tags=request.tags,
-        opts=opts, **allowed)
+        enable_member_retry=False, ip_group=acl_id, access_policy=acl_policy,
+        description=f"inferstack {name}: the API over HTTPS", tags=request.tags, opts=opts)
     http = hw.dedicatedelb.Listener(
-        f"{name}-http", loadbalancer_id=balancer.id, protocol="HTTP", protocol_port=HTTP_PORT,
-        description=f"inferstack {name}: redirects to HTTPS", tags=request.tags, opts=opts, **allowed)
+        f"{name}-http", loadbalancer_id=balancer.id, protocol="HTTP", protocol_port=HTTP_PORT, ip_group=acl_id,
+        access_policy=acl_policy, description=f"inferstack {name}: redirects to HTTPS", tags=request.tags, opts=opts)
     hw.dedicatedelb.L7policy(f"{name}-http-redirect", listener_id=http.id, action="REDIRECT_TO_LISTENER",
                              redirect_listener_id=https.id, description="HTTP to HTTPS", opts=opts)
     # Least connections: a streamed answer holds its connection for its whole generation.
