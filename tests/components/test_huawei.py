@@ -10,6 +10,7 @@ import base64
 import gzip
 import json
 import re
+import runpy
 import shutil
 import subprocess
 from pathlib import Path
@@ -450,6 +451,24 @@ def test_the_dev_stack_sizes_its_workload_and_deploys_a_private_server_without_c
     types = [r.type for r in result.resources]
     assert types.count("huaweicloud:Ecs/instance:Instance") == result.plan.instance_count
     assert "huaweicloud:Cdn/domain:Domain" not in types and "huaweicloud:Ecs/eipAssociate:EipAssociate" not in types
+
+
+def test_the_example_runs_as_a_fleet_on_its_api_domain_once_its_workload_is_production(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "huawei-gpu-chat"
+    shutil.copytree(REPO / "examples" / "huawei-gpu-chat", folder)
+    workload = yaml.safe_load((folder / "workload.yaml").read_text())
+    (folder / "workload.yaml").write_text(yaml.safe_dump({**workload, "stage": "production"}))
+    config = yaml.safe_load((folder / "Pulumi.dev.yaml").read_text())["config"]
+    monkeypatch.chdir(folder)
+    recording = record(lambda: runpy.run_path(str(folder / "__main__.py")), project="huawei-gpu-chat", stack="dev",
+                       config={**config, "huawei-gpu-chat:apiDomain": "chat.example.com",
+                               "huawei-gpu-chat:apiCertificate": API["api_certificate"]})
+    assert len(recording.of_type("huaweicloud:As/group:Group")) == 1
+    assert not recording.of_type("huaweicloud:Ecs/instance:Instance")
+    (https,) = [r for r in recording.of_type("huaweicloud:DedicatedElb/listener:Listener")
+                if r.inputs["protocol"] == "HTTPS"]
+    assert https.inputs["serverCertificate"] == API["api_certificate"]
 
 
 #### URNs and preview ####
