@@ -1,4 +1,5 @@
-"""Huawei Cloud provisioning (pulumi_huaweicloud 0.0.12): VPC + NAT, security group, OBS + CDN, CSMS, agency, ECS.
+"""Huawei Cloud provisioning (pulumi_huaweicloud 0.0.12): VPC + NAT, security group, OBS + CDN, CSMS, agency, ECS;
+a fleet as an AS group behind a dedicated ELB.
 
 Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
 
@@ -26,7 +27,6 @@ import pulumi_huaweicloud as hw
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
-    INTERIM_FLEET,
     NETWORK_CIDR,
     NONCURRENT_VERSION_DAYS,
     SUBNET_RANGES,
@@ -36,6 +36,8 @@ from inferstack.components.core import (
     CloudBackend,
     FirewallRequest,
     FirewallResult,
+    FleetRequest,
+    FleetResult,
     IdentityRequest,
     IdentityResult,
     ModelStoreRequest,
@@ -66,8 +68,8 @@ from inferstack.components.core import (
     unique_name,
     unsupported,
 )
-from inferstack.errors import input_error
-from inferstack.plan import DeploymentPlan
+from inferstack.errors import Problem, input_error
+from inferstack.plan import DeploymentPlan, Fleet
 
 #### Constants ####
 
@@ -137,6 +139,41 @@ SCM_CERTIFICATE_SOURCE = 2
 CDN_TLS_VERSIONS = "TLSv1.2,TLSv1.3"
 CDN_CERTIFICATE_NAME_MAX_LENGTH = 32
 
+# A fleet (`create_fleet`): an AS group behind a dedicated ELB.
+SUBNET_LOOKUP = "huaweicloud:Vpc/getSubnet:getSubnet"
+ELB_FLAVORS_LOOKUP = "huaweicloud:DedicatedElb/getFlavors:getFlavors"
+# Its private subnets take the upper half of the network's range (10.64.128.0/20, ...): one more zone moves no subnet.
+PRIVATE_SUBNET_OFFSET = len(SUBNET_RANGES) // 2
+# Dedicated ELB listeners (dedicatedelb/listener.py): request_timeout and response_timeout take 1..300 s,
+# idle_timeout 0..4000 s.
+ELB_MAX_RESPONSE_TIMEOUT_S = 300
+# TLS 1.2 and 1.3 with forward-secret cipher suites only: a tls_ciphers_policy value of the listener
+# (dedicatedelb/listener.py; ELB user guide, "Configuring TLS Security Policies").
+TLS_POLICY = "tls-1-2-fs-with-1-3"
+HTTPS_PORT, HTTP_PORT = 443, 80
+ANYWHERE = ("0.0.0.0/0", "::/0")
+# Health check every 10 s with 5 s to answer; 2 passes take a server in, 3 failures out (dedicatedelb/monitor.py:
+# interval and timeout 1..50, max_retries and max_retries_down 1..10).
+HEALTH_INTERVAL_S, HEALTH_TIMEOUT_S, HEALTH_RISE, HEALTH_FALL = 10, 5, 2, 3
+# Auto Scaling (as_/group.py, as_/policy.py): at most 300 instances; grace periods and cooldowns 0..86400 s; the
+# group audits the ELB's health results every minute (health_periodic_audit_time: 0, 1, 5, 15, 60 or 180 minutes).
+AS_MAX_INSTANCES = 300
+AS_MAX_SECONDS = 86_400
+AS_HEALTH_AUDIT_MINUTES = 1
+AS_NAME_MAX_LENGTH = 64
+# A Cloud Eye alarm that triggers scaling must watch the AS group's own metrics, namespace SYS.AS, which are averages
+# per server reported every 5 minutes (terraform-provider-huaweicloud 1.73.3, docs/resources/ces_alarmrule.md,
+# alarm_actions: "If type is set to autoscaling, ... the value of namespace must be SYS.AS"; AS API reference, "AS
+# Metrics"). Of those, only CPU usage follows a server's request load, and only where the runtime runs on the CPU.
+AS_METRICS_NAMESPACE = "SYS.AS"
+AS_GROUP_DIMENSION = "AutoScalingGroup"
+CPU_METRIC = "cpu_util"
+AS_METRIC_PERIOD_S = 300
+# Scale out after one period above the target, scale in after three below (15 minutes); an alarm that persists
+# triggers again every period (suppress_duration), the policies' cooldowns pace the steps.
+SCALE_OUT_PERIODS, SCALE_IN_PERIODS = 1, 3
+CPU_TARGET_BOUNDS_PERCENT = (10, 95)
+
 
 @register_backend
 class HuaweiBackend(CloudBackend):
@@ -173,8 +210,9 @@ class HuaweiBackend(CloudBackend):
             "permissions, so the server's read grant covers every CSMS secret of the region's project: keep other "
             "secrets out of that project"),
         Capability.TERMINATION_PROTECTION: unsupported(
-            "pulumi_huaweicloud 0.0.12 ecs.Instance has no deletion-protection argument: protected servers carry "
-            "Pulumi's protect only, which stops `pulumi up` and `pulumi destroy` but not the console or the API"),
+            "pulumi_huaweicloud 0.0.12 ecs.Instance has no deletion-protection argument, nor has the AS group: "
+            "protected servers and fleets carry Pulumi's protect only, which stops `pulumi up` and `pulumi destroy` "
+            "but not the console or the API (a fleet's load balancer also carries ELB deletion protection)"),
         Capability.DRIVER_READY_IMAGE: supported(
             "the public 'Ubuntu 22.04 server 64bit with Tesla Driver' image where the region offers one for the "
             "flavor (IMS lookup); otherwise plain Ubuntu 22.04 and the bootstrap installs the driver"),
@@ -182,15 +220,35 @@ class HuaweiBackend(CloudBackend):
             "no Huawei flavor in inferstack's catalog has instance-local NVMe; the model cache lives on the "
             "encrypted system disk"),
         Capability.SPOT_CAPACITY: supported("ECS charging_mode=spot, at most the pay-per-use price"),
-        # Interim, until this cloud's fleet lands: a fleet's servers are created one by one (with a warning).
-        Capability.MANAGED_FLEET: unsupported(INTERIM_FLEET),
-        Capability.LOAD_BALANCER_TLS: unsupported(INTERIM_FLEET),
-        Capability.REQUEST_AUTOSCALING: unsupported(INTERIM_FLEET),
+        Capability.MANAGED_FLEET: supported(
+            "an AS group over the plan's zones, from an AS configuration with the servers' flavor, image, encrypted "
+            "system disk, security group and user data and no public address; the agency is the group's "
+            "(agency_name), which AS gives every server it adds; ELB health checks (ELB_AUDIT) replace a server that "
+            "fails them once the plan's grace period is over"),
+        Capability.LOAD_BALANCER_TLS: supported(
+            "a dedicated ELB, internet-facing with an elastic IP or internal: HTTPS on 443 with TLS 1.2 and 1.3 only "
+            "(tls-1-2-fs-with-1-3) and the ELB certificate you upload (api_certificate), HTTP on 80 redirected to it, "
+            "health checks on the plan's health path, listener timeouts of the plan's request timeout (at most 300 s "
+            "on Huawei), callers limited by an ELB IP address group"),
+        Capability.REQUEST_AUTOSCALING: unsupported(
+            "Auto Scaling acts only on Cloud Eye alarms over the group's own metrics (SYS.AS: CPU, memory, network, "
+            "disk, averaged per server); ELB's request rates are per load balancer, listener or backend group, never "
+            "per server, cannot trigger a scaling policy, and pulumi_huaweicloud 0.0.12 has no target-tracking "
+            "policy. CPU fleets scale on CPU usage at the level the plan's per-server target implies; GPU fleets hold "
+            "the plan's floor, sized for its peak: raise the AS group's expected instances by hand (console or API) "
+            "up to the plan's ceiling"),
     }
     assets_certificate = CertificateRule(
         kind="the id of the domain's certificate in SCM (Cloud Certificate Manager)",
         pattern=r"scs\d{13}",  # the SCM API's certificate ids: "scs" and 13 digits, 16 characters
         example="scs1554192131150")
+    # Huawei issues no certificate for a domain: upload yours to ELB (or deploy an SCM certificate to ELB) and give
+    # its id. A DedicatedElb/certificate resource would need the PEM private key in the stack's state, and its
+    # scm_certificate_id still requires the PEM body (dedicatedelb/certificate.py: `certificate` is required).
+    api_certificate = CertificateRule(
+        kind="the id of the domain's server certificate in Dedicated ELB (32 hexadecimal characters)",
+        pattern=r"[0-9a-f]{32}",  # ELB API v3 certificate ids, such as the API reference's example below
+        example="233a325e5e3e4ce8beeb320aa714cc12")
 
     #### Region ####
 
@@ -201,19 +259,25 @@ class HuaweiBackend(CloudBackend):
     #### Network ####
 
     def create_network(self, parent: pulumi.Resource, name: str, request: NetworkRequest) -> NetworkResult:
-        opts = child_options(parent)
         vpc = hw.vpc.Vpc(f"{name}-vpc", cidr=NETWORK_CIDR, description=f"inferstack {name}", tags=request.tags,
-                         opts=opts)
+                         opts=child_options(parent))
         zones = _zones_offering(parent, request.instance_type, request.zones)
-        subnets = [hw.vpc.Subnet(
-            f"{name}-subnet-{index}", vpc_id=vpc.id, cidr=SUBNET_RANGES[index],
-            # Huawei subnets route through their first address.
-            gateway_ip=str(ipaddress.IPv4Network(SUBNET_RANGES[index]).network_address + 1),
-            availability_zone=zones.apply(nth(index)),
-            description=f"inferstack {name}, zone {index}", tags=request.tags, opts=opts)
-            for index in range(request.zones)]
-        _nat_egress(parent, name, vpc, subnets, request.tags)
-        return NetworkResult(network_id=vpc.id, subnet_ids=[subnet.id for subnet in subnets], cidr_block=vpc.cidr)
+        subnets = [_subnet(parent, f"{name}-subnet-{index}", vpc, index, zones.apply(nth(index)),
+                           f"inferstack {name}, zone {index}", request.tags) for index in range(request.zones)]
+        if not request.private_servers:
+            _nat_egress(parent, name, vpc, subnets[0], subnets, request.tags)
+            return NetworkResult(network_id=vpc.id, subnet_ids=[subnet.id for subnet in subnets], cidr_block=vpc.cidr)
+        # A fleet: the subnets above hold only the load balancer (with its elastic IP when internet-facing); the
+        # servers take addresses in private subnets that reach the internet through the NAT gateway only.
+        if request.zones > len(SUBNET_RANGES) - PRIVATE_SUBNET_OFFSET:
+            raise input_error("plan.zones", f"a fleet's network has room for {PRIVATE_SUBNET_OFFSET} zones",
+                              value=request.zones, fix="plan for fewer zones, or bring your own network")
+        private = [_subnet(parent, f"{name}-private-subnet-{index}", vpc, PRIVATE_SUBNET_OFFSET + index,
+                           zones.apply(nth(index)), f"inferstack {name}, zone {index}, servers (NAT egress)",
+                           request.tags) for index in range(request.zones)]
+        _nat_egress(parent, name, vpc, subnets[0], private, request.tags)
+        return NetworkResult(network_id=vpc.id, subnet_ids=[subnet.id for subnet in subnets], cidr_block=vpc.cidr,
+                             private_subnet_ids=[subnet.id for subnet in private])
 
     def network_cidr(self, parent: pulumi.Resource, network_id: pulumi.Input[str]) -> StrOutput:
         return _lookup(parent, VPC_LOOKUP, {"id": network_id}).apply(lambda vpc: str(vpc["cidr"]))
@@ -223,12 +287,21 @@ class HuaweiBackend(CloudBackend):
     def create_firewall(self, parent: pulumi.Resource, name: str, request: FirewallRequest) -> FirewallResult:
         opts = child_options(parent)
         # Without delete_default_rules the group keeps Huawei's defaults: all egress, and all ingress from members.
+        callers = "the load balancer" if request.load_balanced else "allowed networks"
         group = hw.vpc.Secgroup(
             f"{name}-sg", delete_default_rules=True,
-            description="inferstack inference server: API to allowed networks, metrics inside the VPC",
+            description=f"inferstack inference server: API to {callers}, metrics inside the VPC",
             tags=request.tags, opts=opts)
-        for label, cidr in request.api_sources():
-            _rule(f"{name}-api-{label}", group, "ingress", "tcp", request.serving_port, cidr, "inference API", opts)
+        if request.load_balanced:
+            # A dedicated ELB takes no security group: it reaches its backends, health checks included, from
+            # addresses of its backend subnet in the VPC (ELB user guide, "Configuring Security Group Rules for
+            # Backend Servers"). The allowed CIDRs are checked at the load balancer (its IP address group).
+            _rule(f"{name}-api-load-balancer", group, "ingress", "tcp", request.serving_port, request.network_cidr,
+                  "inference API, from the load balancer's subnets in the VPC", opts)
+        else:
+            for label, cidr in request.api_sources():
+                _rule(f"{name}-api-{label}", group, "ingress", "tcp", request.serving_port, cidr, "inference API",
+                      opts)
         if request.metrics_port is not None:
             _rule(f"{name}-metrics", group, "ingress", "tcp", request.metrics_port, request.network_cidr,
                   "metrics, VPC only", opts)
@@ -330,10 +403,8 @@ class HuaweiBackend(CloudBackend):
         plan = request.plan
         image = _server_image(parent, plan)
         zones = _zones_offering(parent, plan.instance_type, plan.zones)
-        disk_key = _lookup(parent, KEY_LOOKUP, {"keyAlias": EVS_DEFAULT_KEY_ALIAS}).apply(lambda key: str(key["keyId"]))
-        user_data = checked_user_data(plan, request.user_data, _provider_region(parent), provider=self.display_name,
-                                      encode=functools.partial(compressed_user_data,
-                                                               limit_bytes=USER_DATA_LIMIT_BYTES, service="ECS"))
+        disk_key = _disk_key(parent)
+        user_data = self._user_data(parent, plan, request.user_data)
         result = ServersResult(instance_ids=[], public_ips=[], private_ips=[])
         for index in range(plan.instance_count):
             resource = f"{name}-server-{index}"
@@ -357,12 +428,95 @@ class HuaweiBackend(CloudBackend):
                                      if request.public_endpoint else pulumi.Output.from_input(""))
         return result
 
+    def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
+        plan, fleet = request.plan, request.plan.fleet
+        assert fleet is not None, "create_fleet is called for plans with a fleet only"
+        if request.api_certificate is None:  # normally refused before anything is created (api_endpoint_problems)
+            assert self.api_certificate is not None
+            raise input_error("api_certificate", f"is required on {self.display_name}: {self.api_certificate.kind}",
+                              fix=f"upload the certificate of {request.api_domain} to ELB and give its id, such as "
+                              f"{self.api_certificate.example} (stack config inferstack:apiCertificate)")
+        zones = _zones_offering(parent, plan.instance_type, plan.zones)
+        balancer = _load_balancer(parent, name, request, zones)
+        template = _server_template(parent, name, request, self._user_data(parent, plan, request.user_data))
+        group = hw.as_.Group(
+            f"{name}-group", scaling_group_name=_as_name(name, "fleet"), scaling_configuration_id=template.id,
+            vpc_id=request.network_id,
+            # The networks are each server's NICs, the first one primary (AS API, CreateScalingGroup: "networks: up
+            # to 5 subnets; the first subnet is the primary NIC"): one subnet, which serves every zone of the region
+            # (a Huawei subnet's zone is a label; servers in any zone of the VPC take addresses in it).
+            networks=[{"id": request.server_subnet_ids[0]}],
+            availability_zones=zones, multi_az_scaling_policy="EQUILIBRIUM_DISTRIBUTE",
+            min_instance_number=fleet.min_replicas, desire_instance_number=fleet.min_replicas,
+            max_instance_number=fleet.max_replicas,
+            lbaas_listeners=[{"pool_id": balancer.pool_id, "protocol_port": plan.serving.port}],
+            # A server is judged by the ELB's health check (checked every minute), once its grace period is over;
+            # an unhealthy one is removed and replaced.
+            health_periodic_audit_method="ELB_AUDIT", health_periodic_audit_time=AS_HEALTH_AUDIT_MINUTES,
+            health_periodic_audit_grace_period=fleet.health_check_grace_s,
+            # After a scaling action the group ignores alarms this long: a new server's warm-up.
+            cool_down_time=fleet.scale_out_cooldown_s,
+            # Scale-in removes servers of an old AS configuration first (a new boot script reaches the fleet as
+            # servers are replaced: there is no instance refresh in 0.0.12).
+            instance_terminate_policy="OLD_CONFIG_OLD_INSTANCE",
+            # The agency goes on the group: AS binds it to every server it adds (IamAgencyName in the provider's
+            # as_group; the AS configuration has no agency argument).
+            agency_name=request.attachment,
+            delete_instances="yes", force_delete=True, tags=request.tags,
+            # Scaling policies (and operators) move the expected count; `pulumi up` must not reset it to the floor.
+            opts=server_options(parent, request.protected, ignore_changes=["desireInstanceNumber"],
+                                depends_on=[balancer.health_check]))
+        if plan.device == "cpu":
+            _cpu_scaling(parent, name, group, plan, fleet)
+        else:
+            pulumi.log.warn(f"{name}: no {Capability.REQUEST_AUTOSCALING.value} on {self.display_name} for a GPU "
+                            f"fleet: it holds the plan's floor of {fleet.min_replicas} servers; raise the AS group's "
+                            f"expected instances by hand, up to {fleet.max_replicas} (docs/deploy-huawei.md)",
+                            resource=parent)
+        balancer.address.apply(lambda address: pulumi.log.info(
+            f"{name}: point {request.api_domain} at {address} (a DNS A record); the HTTPS listener serves ELB "
+            f"certificate {request.api_certificate}, which must cover {request.api_domain}", resource=parent))
+        return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
+                           load_balancer_address=balancer.address, group_id=group.id)
+
+    def _user_data(self, parent: pulumi.Resource, plan: DeploymentPlan, user_data: StrOutput) -> StrOutput:
+        """The user data as ECS and AS take it: Base64 of gzip, at most 32 KB of gzip (the provider passes Base64
+        through unchanged: golangsdk cloudservers and autoscaling configurations ToCreateMap)."""
+        return checked_user_data(plan, user_data, _provider_region(parent), provider=self.display_name,
+                                 encode=functools.partial(compressed_user_data, limit_bytes=USER_DATA_LIMIT_BYTES,
+                                                          service="ECS"))
+
     #### Offline preview ####
 
     def preview_answers(self) -> PreviewAnswers:
         return PreviewAnswers(resources=_PREVIEW_OUTPUTS, lookups=_PREVIEW_INVOKES,
                               region=self.configured_region() or PREVIEW_REGION, account=PREVIEW_PROJECT_ID,
                               unlisted_id=lambda c: _uuid(c.digest))
+
+    #### Shared behaviour ####
+
+    def plan_problems(self, plan: DeploymentPlan, *, field: str) -> list[Problem]:
+        """A fleet's numbers past what ELB and AS accept: refused before anything is created."""
+        fleet = plan.fleet
+        if fleet is None:
+            return []
+        problems = []
+        if plan.request_timeout_s > ELB_MAX_RESPONSE_TIMEOUT_S:
+            problems.append(Problem(f"{field}.request_timeout_s", f"exceeds the {ELB_MAX_RESPONSE_TIMEOUT_S} s that a "
+                                    "dedicated ELB listener waits for a backend's response",
+                                    value=plan.request_timeout_s,
+                                    fix="plan for lower latency (a faster machine, shorter answers), or deploy "
+                                    "elsewhere: a longer answer would be cut off at the load balancer"))
+        if fleet.max_replicas > AS_MAX_INSTANCES:
+            problems.append(Problem(f"{field}.fleet.max_replicas", f"exceeds the {AS_MAX_INSTANCES} instances of an AS "
+                                    "group", value=fleet.max_replicas, fix=f"lower scaling.max_replicas to at most "
+                                    f"{AS_MAX_INSTANCES}"))
+        for key in ("health_check_grace_s", "scale_out_cooldown_s", "scale_in_cooldown_s"):
+            if getattr(fleet, key) > AS_MAX_SECONDS:
+                problems.append(Problem(f"{field}.fleet.{key}", f"exceeds the {AS_MAX_SECONDS} s Auto Scaling "
+                                        "accepts", value=getattr(fleet, key),
+                                        fix="plan for a smaller model or a faster machine"))
+        return problems
 
 
 #### Helpers: network and firewall ####
@@ -406,11 +560,20 @@ def _zones_offering(parent: pulumi.Resource, flavor: str, count: int) -> pulumi.
     return zones.apply(lambda answer: offering(answer.get("names") or []))
 
 
-def _nat_egress(parent: pulumi.Resource, name: str, vpc: hw.vpc.Vpc, subnets: Sequence[hw.vpc.Subnet],
-                tags: Mapping[str, str]) -> None:
+def _subnet(parent: pulumi.Resource, resource: str, vpc: hw.vpc.Vpc, range_index: int, zone: pulumi.Input[str],
+            description: str, tags: Mapping[str, str]) -> hw.vpc.Subnet:
+    cidr = SUBNET_RANGES[range_index]
+    # Huawei subnets route through their first address.
+    return hw.vpc.Subnet(resource, vpc_id=vpc.id, cidr=cidr,
+                         gateway_ip=str(ipaddress.IPv4Network(cidr).network_address + 1), availability_zone=zone,
+                         description=description, tags=tags, opts=child_options(parent))
+
+
+def _nat_egress(parent: pulumi.Resource, name: str, vpc: hw.vpc.Vpc, gateway_subnet: hw.vpc.Subnet,
+                subnets: Sequence[hw.vpc.Subnet], tags: Mapping[str, str]) -> None:
     """Outbound internet for servers that have no public address: one NAT gateway, one SNAT rule per subnet."""
     opts = child_options(parent)
-    gateway = hw.nat.Gateway(f"{name}-nat", vpc_id=vpc.id, subnet_id=subnets[0].id, spec=NAT_GATEWAY_SPEC,
+    gateway = hw.nat.Gateway(f"{name}-nat", vpc_id=vpc.id, subnet_id=gateway_subnet.id, spec=NAT_GATEWAY_SPEC,
                              description=f"inferstack {name}: egress for drivers, packages, models", tags=tags,
                              opts=opts)
     address = _eip(parent, f"{name}-nat-eip", tags)
@@ -419,11 +582,11 @@ def _nat_egress(parent: pulumi.Resource, name: str, vpc: hw.vpc.Vpc, subnets: Se
                         subnet_id=subnet.id, description=f"inferstack {name}, zone {index}", opts=opts)
 
 
-def _eip(parent: pulumi.Resource, resource: str, tags: Mapping[str, str]) -> hw.vpc.Eip:
+def _eip(parent: pulumi.Resource, resource: str, tags: Mapping[str, str], **options: Any) -> hw.vpc.Eip:
     return hw.vpc.Eip(resource, publicip={"type": EIP_TYPE},
                       bandwidth={"share_type": "PER", "name": resource, "size": EIP_BANDWIDTH_MBIT_S,
                                  "charge_mode": "traffic"},
-                      tags=tags, opts=child_options(parent))
+                      tags=tags, opts=child_options(parent, **options))
 
 
 def _rule(resource: str, group: hw.vpc.Secgroup, direction: str, protocol: str, port: int,
@@ -573,6 +736,159 @@ def _public_address(parent: pulumi.Resource, resource: str, server: hw.ecs.Insta
     return pulumi.Output.all(address.address, association.id).apply(lambda values: str(values[0]))
 
 
+def _disk_key(parent: pulumi.Resource) -> StrOutput:
+    """The EVS default KMS key, which encrypts the servers' system disks."""
+    return _lookup(parent, KEY_LOOKUP, {"keyAlias": EVS_DEFAULT_KEY_ALIAS}).apply(lambda key: str(key["keyId"]))
+
+
+#### Helpers: fleet ####
+
+
+@dataclass(frozen=True)
+class _LoadBalancer:
+    address: StrOutput
+    """Where the API domain points: the elastic IP, or the private address of an internal load balancer."""
+    pool_id: StrOutput
+    """The backend server group the AS group adds its servers to."""
+    health_check: hw.dedicatedelb.Monitor
+
+
+def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
+                   zones: pulumi.Output[list[str]]) -> _LoadBalancer:
+    """A dedicated ELB: HTTPS on 443 to the servers' port, HTTP on 80 redirected to HTTPS, a health check."""
+    plan, opts = request.plan, child_options(parent)
+    assert plan.fleet is not None
+    protect = {"protect": True} if request.protected else {}
+    # The load balancer takes the IPv4 (Neutron) subnet id, not the VPC subnet id that ECS and AS take.
+    subnet = _lookup(parent, SUBNET_LOOKUP, {"id": request.load_balancer_subnet_ids[0]})
+    peak_rps = plan.fleet.max_replicas * plan.performance.capacity_requests_per_s / plan.replicas
+    flavors = _lookup(parent, ELB_FLAVORS_LOOKUP, {"type": "L7"})
+    eip = _eip(parent, f"{name}-lb-eip", request.tags, **protect) if request.internet_facing else None
+    balancer = hw.dedicatedelb.Loadbalancer(
+        f"{name}-lb", availability_zones=zones, vpc_id=request.network_id,
+        ipv4_subnet_id=subnet.apply(lambda found: str(found["ipv4SubnetId"])),
+        l7_flavor_id=flavors.apply(lambda found: choose_l7_flavor(found.get("flavors") or [], peak_rps)),
+        ipv4_eip_id=eip.id if eip is not None else None, deletion_protection_enable=request.protected,
+        description=f"inferstack {name}: HTTPS endpoint of the fleet", tags=request.tags,
+        opts=server_options(parent, request.protected))
+    acl = _caller_acl(parent, name, request)
+    acl_id, acl_policy = (acl.id, "white") if acl is not None else (None, None)  # white: only the group's members
+    timeout_s = plan.request_timeout_s  # a streamed answer holds its request open this long
+    https = hw.dedicatedelb.Listener(
+        f"{name}-https", loadbalancer_id=balancer.id, protocol="HTTPS", protocol_port=HTTPS_PORT,
+        server_certificate=request.api_certificate, tls_ciphers_policy=TLS_POLICY,
+        idle_timeout=timeout_s, request_timeout=timeout_s, response_timeout=timeout_s,
+        # No retry on another server after a timeout or error: a generation is not replayed (the SDK's docstring
+        # says "health check retries"; the ELB API's enable_member_retry is the retry of a request).
+        enable_member_retry=False, ip_group=acl_id, access_policy=acl_policy,
+        description=f"inferstack {name}: the API over HTTPS", tags=request.tags, opts=opts)
+    http = hw.dedicatedelb.Listener(
+        f"{name}-http", loadbalancer_id=balancer.id, protocol="HTTP", protocol_port=HTTP_PORT, ip_group=acl_id,
+        access_policy=acl_policy, description=f"inferstack {name}: redirects to HTTPS", tags=request.tags, opts=opts)
+    hw.dedicatedelb.L7policy(f"{name}-http-redirect", listener_id=http.id, action="REDIRECT_TO_LISTENER",
+                             redirect_listener_id=https.id, description="HTTP to HTTPS", opts=opts)
+    # Least connections: a streamed answer holds its connection for its whole generation.
+    pool = hw.dedicatedelb.Pool(f"{name}-pool", listener_id=https.id, protocol="HTTP", lb_method="LEAST_CONNECTIONS",
+                                description=f"inferstack {name}: the fleet's servers", opts=opts)
+    health_check = hw.dedicatedelb.Monitor(
+        f"{name}-health", pool_id=pool.id, protocol="HTTP", port=plan.serving.port, url_path=plan.serving.health_path,
+        http_method="GET", status_code="200", interval=HEALTH_INTERVAL_S, timeout=HEALTH_TIMEOUT_S,
+        max_retries=HEALTH_RISE, max_retries_down=HEALTH_FALL, opts=opts)
+    address = eip.address if eip is not None else balancer.ipv4_address
+    return _LoadBalancer(address=address, pool_id=pool.id, health_check=health_check)
+
+
+def _caller_acl(parent: pulumi.Resource, name: str, request: FleetRequest) -> hw.dedicatedelb.Ipgroup | None:
+    """The networks that may call the endpoint, as an ELB IP address group both listeners admit alone; None when
+    the whole internet may (an ACL would admit everyone)."""
+    if any(cidr in ANYWHERE for cidr in request.allowed_cidrs):
+        return None
+    sources: list[tuple[str, pulumi.Input[str]]] = [(cidr, cidr) for cidr in request.allowed_cidrs] or [
+        ("the VPC", request.network_cidr)]
+    return hw.dedicatedelb.Ipgroup(
+        f"{name}-callers", ip_lists=[{"ip": cidr, "description": f"allowed: {label}"} for label, cidr in sources],
+        description=f"inferstack {name}: networks that may call the API", opts=child_options(parent))
+
+
+def choose_l7_flavor(flavors: Sequence[Mapping[str, Any]], peak_rps: float) -> str:
+    """The smallest Layer-7 flavor on sale that carries the fleet's peak (its ceiling at saturation)."""
+    fitting = [flavor for flavor in flavors
+               if not flavor.get("flavorSoldOut") and float(flavor.get("qps") or 0) >= peak_rps]
+    if not fitting:
+        raise input_error("plan.fleet", f"no dedicated ELB Layer-7 flavor on sale carries {peak_rps:.3g} requests/s",
+                          value=sorted(str(flavor.get("name")) for flavor in flavors),
+                          fix="lower scaling.max_replicas, or plan for another region")
+    return str(min(fitting, key=lambda flavor: (float(flavor["qps"]), str(flavor["id"])))["id"])
+
+
+def _server_template(parent: pulumi.Resource, name: str, request: FleetRequest,
+                     user_data: StrOutput) -> hw.as_.Configuration:
+    """The AS configuration: the servers `create_servers` makes, as a template (no public address)."""
+    plan = request.plan
+    image = _server_image(parent, plan)
+    instance_config = {
+        "flavor": plan.instance_type, "image": image.image_id,
+        # kms_id on the system disk: the provider sends it as the disk's __system__encrypted/__system__cmkid
+        # metadata, whatever the disk type (as_configuration buildDiskOpts); the SDK's docstring names DATA disks.
+        "disks": [{"disk_type": "SYS", "volume_type": SYSTEM_DISK_TYPE, "kms_id": _disk_key(parent),
+                   "size": image.min_disk_gib.apply(lambda gib: max(gib, plan.disk_gib))}],
+        "security_group_ids": list(request.firewall_ids), "user_data": user_data,
+        # The SDK's docstring calls charging_mode a bandwidth setting; the provider reads "spot" as the market type
+        # (as_configuration buildInstanceConfig) and documents postPaid and spot.
+        "charging_mode": "spot" if plan.spot else "postPaid",
+    }
+    # Every argument, the name included, replaces the configuration (ForceNew): a new one per boot script, named
+    # after it, is created before the old one (still bound to the group until the group moves) goes. Not after the
+    # image, whose changes are ignored below.
+    config_name = user_data.apply(lambda text: unique_name(
+        [pulumi.get_project(), pulumi.get_stack(), name, "template"], unique_by=[text], max_length=AS_NAME_MAX_LENGTH))
+    # A newer image must not replace the template on the next `pulumi up` (as `create_servers` ignores image_id).
+    return hw.as_.Configuration(f"{name}-template", scaling_configuration_name=config_name,
+                                instance_config=instance_config,
+                                opts=child_options(parent, ignore_changes=["instanceConfig.image"]))
+
+
+def _cpu_scaling(parent: pulumi.Resource, name: str, group: hw.as_.Group, plan: DeploymentPlan, fleet: Fleet) -> None:
+    """Step scaling on the group's average CPU usage, which follows the request rate of a server that computes on
+    its CPU: one server more above the plan's target, one fewer (slowly) well below it."""
+    opts = child_options(parent)
+    target = cpu_target_percent(plan, fleet)
+    steps = (("out", ">", target, SCALE_OUT_PERIODS, "ADD", fleet.scale_out_cooldown_s),
+             ("in", "<", scale_in_percent(target, fleet), SCALE_IN_PERIODS, "REMOVE", fleet.scale_in_cooldown_s))
+    for direction, operator, threshold, periods, operation, cooldown_s in steps:
+        alarm = hw.cse.Alarmrule(  # Cloud Eye, filed under Cse in 0.0.12
+            f"{name}-scale-{direction}-alarm", alarm_name=_as_name(name, f"scale-{direction}"),
+            alarm_description=f"inferstack {name}: average CPU {operator} {threshold} % (scale {direction})",
+            metric={"namespace": AS_METRICS_NAMESPACE},
+            resources=[{"dimensions": [{"name": AS_GROUP_DIMENSION, "value": group.id}]}],
+            conditions=[{"metric_name": CPU_METRIC, "period": AS_METRIC_PERIOD_S, "filter": "average",
+                         "comparison_operator": operator, "value": threshold, "unit": "%", "count": periods,
+                         "suppress_duration": AS_METRIC_PERIOD_S}],
+            alarm_actions=[{"type": "autoscaling", "notification_lists": []}], alarm_action_enabled=True, opts=opts)
+        hw.as_.Policy(
+            f"{name}-scale-{direction}", scaling_group_id=group.id, scaling_policy_name=_as_name(name, direction),
+            scaling_policy_type="ALARM", alarm_id=alarm.id, cool_down_time=cooldown_s,
+            scaling_policy_action={"operation": operation, "instance_number": 1}, opts=opts)
+
+
+def cpu_target_percent(plan: DeploymentPlan, fleet: Fleet) -> int:
+    """The CPU usage of a server carrying the plan's target rate: the target's share of a server's saturation."""
+    saturation_rps = plan.performance.capacity_requests_per_s / plan.replicas
+    low, high = CPU_TARGET_BOUNDS_PERCENT
+    return min(high, max(low, round(100 * fleet.target_requests_per_s / saturation_rps)))
+
+
+def scale_in_percent(target: int, fleet: Fleet) -> int:
+    """Below this average, one server fewer still leaves the rest under the target, even in the smallest group
+    that can shrink (floor + 1 servers)."""
+    return target * fleet.min_replicas // (fleet.min_replicas + 1)
+
+
+def _as_name(name: str, role: str) -> str:
+    """AS group, policy and Cloud Eye alarm names: letters, digits, "-"; at most 64 characters; per stack."""
+    return unique_name([pulumi.get_project(), pulumi.get_stack(), name, role], max_length=AS_NAME_MAX_LENGTH)
+
+
 #### Helpers: offline preview ####
 
 PREVIEW_REGION = "ap-southeast-3"
@@ -594,6 +910,11 @@ def _instance_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
     return _uuid(c.digest), {"accessIpV4": c.private_ip, "publicIp": ""}
 
 
+def _ipv4_subnet_id(subnet_id: str) -> str:
+    """A subnet's IPv4 (Neutron) subnet id, the one load balancers take, stable per VPC subnet id."""
+    return _uuid(hashlib.sha256(f"{subnet_id}/ipv4".encode()).hexdigest())
+
+
 def _named(c: PreviewContext) -> tuple[str, dict[str, Any]]:
     """Resources whose name the program sets (agencies, custom policies, secrets): the name is part of the state."""
     return _uuid(c.digest), {"name": c.inputs.get("name") or f"{c.name}-{c.digest[:7]}"}
@@ -609,6 +930,20 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "huaweicloud:Cdn/domain:Domain": lambda c: (_uuid(c.digest), {
         "cname": f"{c.inputs['name']}.c.cdnhwc1.com", "domainStatus": "online"}),
     "huaweicloud:Ecs/instance:Instance": _instance_outputs,
+    "huaweicloud:Vpc/subnet:Subnet": lambda c: (_uuid(c.digest), {
+        "ipv4SubnetId": _ipv4_subnet_id(_uuid(c.digest)), "status": "ACTIVE"}),
+    # Internal load balancers answer on their private address; an internet-facing one on its elastic IP (a resource
+    # of its own).
+    "huaweicloud:DedicatedElb/loadbalancer:Loadbalancer": lambda c: (_uuid(c.digest), {
+        "ipv4Address": c.private_ip, "ipv4PortId": _uuid(hashlib.sha256(f"{c.digest}/port".encode()).hexdigest()),
+        "operatingStatus": "ONLINE"}),
+    "huaweicloud:As/group:Group": lambda c: (_uuid(c.digest), {
+        "status": "INSERVICE", "currentInstanceNumber": c.inputs.get("desireInstanceNumber", 0)}),
+    "huaweicloud:As/configuration:Configuration": lambda c: (_uuid(c.digest), {"status": "Bound"}),
+    "huaweicloud:As/policy:Policy": lambda c: (_uuid(c.digest), {"status": "INSERVICE"}),
+    # Cloud Eye alarm ids: "al", 13 digits (a creation time in ms) and 9 letters or digits.
+    "huaweicloud:Cse/alarmrule:Alarmrule": lambda c: (f"al{int(c.digest[:12], 16) % 10**13:013d}{c.digest[12:21]}",
+                                                      {"alarmState": "ok"}),
 }
 
 
@@ -631,6 +966,18 @@ def _preview_images(a: dict[str, Any], c: PreviewContext) -> dict[str, Any]:
     return {"id": c.region, "images": images, "flavorId": flavor, "nameRegex": a.get("nameRegex")}
 
 
+# Dedicated ELB Layer-7 flavors (ELB user guide, "Specifications of Dedicated Load Balancers"): name, HTTP queries/s.
+_PREVIEW_L7_FLAVORS = (("small", 2_000), ("medium", 4_000), ("large", 10_000), ("extra-large", 20_000))
+
+
+def _preview_elb_flavors(kind: str, c: PreviewContext) -> dict[str, Any]:
+    flavors = [{"id": _uuid(hashlib.sha256(f"{c.region}/{kind}/{size}".encode()).hexdigest()),
+                "name": f"{kind}_flavor.elb.s1.{size}", "type": kind, "qps": qps, "httpsCps": qps // 10,
+                "maxConnections": qps * 100, "flavorSoldOut": False, "shared": True}
+               for size, qps in _PREVIEW_L7_FLAVORS]
+    return {"id": c.region, "type": kind, "ids": [flavor["id"] for flavor in flavors], "flavors": flavors}
+
+
 _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
     "huaweicloud:index/getAvailabilityZones:getAvailabilityZones": lambda a, c: {
         "id": c.region, "region": c.region, "names": [f"{c.region}{zone}" for zone in "abc"], "state": "available"},
@@ -644,7 +991,10 @@ _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
     "huaweicloud:Dew/getKey:getKey": lambda a, c: {
         "id": "evs-default-key", "keyId": _uuid(hashlib.sha256(f"{c.region}/evs/default".encode()).hexdigest()),
         "keyAlias": a["keyAlias"], "defaultKeyFlag": "1", "domainId": c.account, "region": c.region},
+    "huaweicloud:DedicatedElb/getFlavors:getFlavors": lambda a, c: _preview_elb_flavors(a.get("type", "L7"), c),
     # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
+    "huaweicloud:Vpc/getSubnet:getSubnet": lambda a, c: {
+        "id": a["id"], "ipv4SubnetId": _ipv4_subnet_id(a["id"]), "status": "ACTIVE", "region": c.region},
     "huaweicloud:Vpc/getVpc:getVpc": lambda a, c: {"id": a["id"], "cidr": "192.168.0.0/16", "region": c.region},
     "huaweicloud:Obs/getBuckets:getBuckets": lambda a, c: {
         "id": c.region, "buckets": [{"bucket": a["bucket"], "region": c.region, "storageClass": "STANDARD",

@@ -36,6 +36,7 @@ HUAWEI_IAM = PolicyLanguage(
     else resource,
     secret_reads=frozenset({"csms:secretversion:get", "kms:dek:decrypt"}), secret_ref=lambda resource: resource)
 SECRET = "huaweicloud:Dew/secret:Secret"
+AS_CONFIGURATION = "huaweicloud:As/configuration:Configuration"
 
 
 def facts(recording: Recording) -> SecurityFacts:
@@ -45,7 +46,8 @@ def facts(recording: Recording) -> SecurityFacts:
         ingress=[_ingress(r, network_cidrs) for r in recording.of_type("huaweicloud:Vpc/secgroupRule:SecgroupRule")
                  if r.inputs["direction"] == "ingress"],
         buckets=[_bucket(r) for r in buckets],
-        servers=[_server(r) for r in recording.of_type("huaweicloud:Ecs/instance:Instance")],
+        servers=[_server(r) for r in recording.of_type("huaweicloud:Ecs/instance:Instance")]
+        + [_fleet_template(r) for r in recording.of_type(AS_CONFIGURATION)],
         grants=[grant for role in _server_roles(recording)
                 for grant in policy_grants(role.inputs["policy"], HUAWEI_IAM)],
         cdns=[_cdn(r, buckets) for r in recording.of_type("huaweicloud:Cdn/domain:Domain")],
@@ -100,6 +102,19 @@ def _server(instance: RegisteredResource) -> Server:
         termination_protected=False,  # ecs.Instance has no deletion-protection argument in 0.0.12
         root_disk_encrypted=bool(inputs.get("systemDiskKmsKeyId")),
         user_data=gzip_user_data(inputs.get("userData")),
+    )
+
+
+def _fleet_template(configuration: RegisteredResource) -> Server:
+    """A fleet's servers, as the AS configuration every one of them is created from."""
+    config = configuration.inputs["instanceConfig"]
+    system_disks = [disk for disk in config.get("disks", []) if disk.get("diskType") == "SYS"]
+    return Server(
+        name=configuration.name,
+        metadata_tokens_required=False,
+        termination_protected=False,  # neither the AS group nor its servers have a deletion flag in 0.0.12
+        root_disk_encrypted=len(system_disks) == 1 and bool(system_disks[0].get("kmsId")),
+        user_data=gzip_user_data(config.get("userData")),
     )
 
 

@@ -10,6 +10,7 @@ import base64
 import gzip
 import json
 import re
+import runpy
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,17 +30,21 @@ REPO = Path(__file__).resolve().parents[2]
 REGION = "ap-southeast-3"
 DOMAIN, CERTIFICATE = "assets.example.com", "scs1700000000001"
 CDN = {"assets_domain": DOMAIN, "assets_certificate": CERTIFICATE}
+API = {"api_domain": "api.example.com", "api_certificate": "0123456789abcdef0123456789abcdef"}  # a fleet's endpoint
 CONFIG = {"huaweicloud:region": REGION}
 API_KEY = "sk-huawei-0a1b2c3d4e5f"
 MODEL_PREFIX = "models/llama-3.1-8b/bf16/"
 
 
-def _deploy(run: Any, variant: str = "gpu-llm", stage: str = "internal", *, config: dict[str, Any] | None = None,
-            stack: str = "test", **args: Any) -> Recording:
+def _deploy(run: Any, variant: str = "gpu-llm", stage: str = "internal", *, loose: bool = False,
+            config: dict[str, Any] | None = None, stack: str = "test", **args: Any) -> Recording:
+    """`loose`: a production plan's servers one by one (the plan without its fleet): several zones, no group."""
     plan = sample_plan("huawei", variant, stage)
+    if loose:
+        plan = plan.model_copy(update={"fleet": None})
 
     def program() -> pulumi.Output[dict[str, Any]]:
-        server = InferenceServer("chat", {"plan": plan, **CDN, **args})
+        server = InferenceServer("chat", {"plan": plan, **CDN, **(API if plan.fleet else {}), **args})
         return pulumi.Output.all(urls=server.endpoint_urls, public=server.public_ips, private=server.private_ips,
                                  bucket=server.model_bucket_name, assets=server.static_assets_url,
                                  identity=server.identity_id, api_key_ref=server.api_key_ref)
@@ -64,10 +69,14 @@ def test_the_capability_table_states_what_the_provider_cannot_do_with_reasons() 
     missing = {c for c, support in backend.capabilities.items() if not support.available}
     assert missing == {Capability.METADATA_HARDENING, Capability.BUCKET_PUBLIC_ACCESS_BLOCK,
                        Capability.CDN_DEFAULT_HOSTNAME, Capability.MANAGED_SHELL, Capability.SECRET_SCOPED_GRANTS,
-                       Capability.TERMINATION_PROTECTION, Capability.LOCAL_NVME_CACHE}
+                       Capability.TERMINATION_PROTECTION, Capability.LOCAL_NVME_CACHE, Capability.REQUEST_AUTOSCALING}
     assert "0.0.12" in backend.support(Capability.METADATA_HARDENING).note
     assert "public-access-block" in backend.support(Capability.BUCKET_PUBLIC_ACCESS_BLOCK).note
     assert "resource-level CSMS" in backend.support(Capability.SECRET_SCOPED_GRANTS).note
+    scaling = backend.support(Capability.REQUEST_AUTOSCALING).note
+    assert "SYS.AS" in scaling and "never per server" in scaling and "by hand" in scaling
+    assert "agency_name" in backend.support(Capability.MANAGED_FLEET).note
+    assert "tls-1-2-fs-with-1-3" in backend.support(Capability.LOAD_BALANCER_TLS).note
 
 
 @pytest.mark.parametrize(("args", "expected"), [
@@ -103,7 +112,7 @@ def test_without_static_assets_no_cdn_settings_are_needed(run: Any) -> None:
 
 
 def test_network_is_a_vpc_with_one_subnet_per_zone_and_nat_egress(run: Any) -> None:
-    recording = _deploy(run, stage="production")
+    recording = _deploy(run, stage="production", loose=True)
     (vpc,) = _of(recording, "Vpc")
     subnets = sorted(_of(recording, "Subnet"), key=lambda s: s.name)
     assert vpc.inputs["cidr"] == "10.64.0.0/16"
@@ -132,7 +141,7 @@ def test_security_group_drops_the_default_rules_and_opens_only_what_the_server_n
 
 
 def test_replicas_are_spread_over_the_zones_of_their_subnets(run: Any) -> None:
-    recording = _deploy(run, stage="production")
+    recording = _deploy(run, stage="production", loose=True)
     zone_of_subnet = {s.id: s.inputs["availabilityZone"] for s in _of(recording, "Subnet")}
     servers = _of(recording, "Instance")
     zones = [s.inputs["availabilityZone"] for s in servers]
@@ -155,7 +164,7 @@ def test_a_flavor_sold_in_too_few_zones_fails_at_lookup_with_the_zones(run: Any,
 
 
 def test_a_private_endpoint_gets_no_public_address(run: Any) -> None:
-    recording = _deploy(run, stage="production")
+    recording = _deploy(run, stage="production", loose=True)
     assert not _of(recording, "EipAssociate")
     assert recording.value["public"] == ["", ""]
     assert all(url.startswith("http://10.64.") for url in recording.value["urls"])
@@ -167,7 +176,7 @@ def test_private_allowed_networks_do_not_get_a_public_address(run: Any) -> None:
 
 
 def test_a_public_endpoint_gives_each_server_its_own_elastic_ip(run: Any) -> None:
-    recording = _deploy(run, stage="production", allowed_cidrs=["203.0.113.0/24"], api_key=API_KEY)
+    recording = _deploy(run, stage="production", loose=True, allowed_cidrs=["203.0.113.0/24"], api_key=API_KEY)
     associations = _of(recording, "EipAssociate")
     servers = {s.id for s in _of(recording, "Instance")}
     addresses = {e.outputs["address"] for e in _of(recording, "Eip") if e.name.startswith("chat-server-")}
@@ -350,7 +359,8 @@ def test_spot_plans_run_on_spot_capacity(run: Any) -> None:
 
 
 def test_a_newer_image_does_not_replace_a_running_server(run: Any) -> None:
-    assert {s.ignore_changes for s in _of(_deploy(run, stage="production"), "Instance")} == {("imageId",)}
+    recording = _deploy(run, stage="production", loose=True)
+    assert {s.ignore_changes for s in _of(recording, "Instance")} == {("imageId",)}
 
 
 #### CDN ####
@@ -381,7 +391,7 @@ def test_mainland_china_regions_are_served_in_mainland_china() -> None:
 
 
 def test_everything_brought_leaves_only_servers_cdn_and_secrets_to_create(run: Any) -> None:
-    recording = _deploy(run, stage="production", network_id="vpc-byo", subnet_ids=["subnet-a", "subnet-b"],
+    recording = _deploy(run, stage="production", loose=True, network_id="vpc-byo", subnet_ids=["subnet-a", "subnet-b"],
                         security_group_ids=["sg-byo"], instance_identity="team-agency",
                         model_bucket="team-models", assets_bucket="team-assets", api_key=API_KEY)
     assert {r.type.split(":")[-1] for r in recording.resources if r.custom} == {"Instance", "Domain", "Secret",
@@ -421,8 +431,10 @@ def test_a_brought_model_bucket_is_granted_by_prefix_and_never_modified(run: Any
 def test_a_plan_without_a_price_deploys_and_says_the_price_is_unknown() -> None:
     plan = sample_plan("huawei", "gpu-llm", "production")
     assert plan.price.monthly is None
-    result = preview_deployment(plan, {"inferstack:assetsDomain": DOMAIN, "inferstack:assetsCertificate": CERTIFICATE})
-    assert len([r for r in result.resources if r.type == "huaweicloud:Ecs/instance:Instance"]) == 2
+    result = preview_deployment(plan, {"inferstack:assetsDomain": DOMAIN, "inferstack:assetsCertificate": CERTIFICATE,
+                                       "inferstack:apiCertificate": API["api_certificate"]})
+    (group,) = [r for r in result.resources if r.type == "huaweicloud:As/group:Group"]
+    assert group.inputs["minInstanceNumber"] == 2
     assert result.outputs["plan"]["monthly_cost"] is None
     assert result.outputs["plan"]["summary"].endswith("price unknown")
     assert "Monthly cost estimate: price unknown" in result.render_tree()
@@ -441,17 +453,39 @@ def test_the_dev_stack_sizes_its_workload_and_deploys_a_private_server_without_c
     assert "huaweicloud:Cdn/domain:Domain" not in types and "huaweicloud:Ecs/eipAssociate:EipAssociate" not in types
 
 
+def test_the_example_runs_as_a_fleet_on_its_api_domain_once_its_workload_is_production(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "huawei-gpu-chat"
+    shutil.copytree(REPO / "examples" / "huawei-gpu-chat", folder)
+    workload = yaml.safe_load((folder / "workload.yaml").read_text())
+    (folder / "workload.yaml").write_text(yaml.safe_dump({**workload, "stage": "production"}))
+    config = yaml.safe_load((folder / "Pulumi.dev.yaml").read_text())["config"]
+    monkeypatch.chdir(folder)
+    recording = record(lambda: runpy.run_path(str(folder / "__main__.py")), project="huawei-gpu-chat", stack="dev",
+                       config={**config, "huawei-gpu-chat:apiDomain": "chat.example.com",
+                               "huawei-gpu-chat:apiCertificate": API["api_certificate"]})
+    assert len(recording.of_type("huaweicloud:As/group:Group")) == 1
+    assert not recording.of_type("huaweicloud:Ecs/instance:Instance")
+    (https,) = [r for r in recording.of_type("huaweicloud:DedicatedElb/listener:Listener")
+                if r.inputs["protocol"] == "HTTPS"]
+    assert https.inputs["serverCertificate"] == API["api_certificate"]
+
+
 #### URNs and preview ####
 
 
 def test_two_servers_in_one_stack_have_unique_urns_and_names(run: Any) -> None:
     plan = sample_plan("huawei", "cpu-llm", "production")
-    recording = run(lambda: [InferenceServer(name, {"plan": plan, "api_key": API_KEY, **CDN,
-                                                    "assets_domain": f"{name}.example.com"}).endpoint_url
+    recording = run(lambda: [InferenceServer(name, {"plan": plan, "api_key": API_KEY, **CDN, **API,
+                                                    "assets_domain": f"{name}.example.com",
+                                                    "api_domain": f"{name}-api.example.com"}).endpoint_url
                              for name in ("chat", "embed")], config=CONFIG)
     urns = [r.urn for r in recording.resources]
     assert len(urns) == len(set(urns))
-    for short_type, key in (("Bucket", "bucket"), ("Role", "name"), ("Agency", "name"), ("Secret", "name")):
+    assert len(_of(recording, "Group")) == 2 and len(_of(recording, "Alarmrule")) == 4  # CPU fleets scale on CPU
+    for short_type, key in (("Bucket", "bucket"), ("Role", "name"), ("Agency", "name"), ("Secret", "name"),
+                            ("Group", "scalingGroupName"), ("Configuration", "scalingConfigurationName"),
+                            ("Policy", "scalingPolicyName"), ("Alarmrule", "alarmName")):
         names = [r.inputs[key] for r in _of(recording, short_type)]
         assert len(names) == len(set(names)), short_type
 
