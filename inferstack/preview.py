@@ -251,6 +251,12 @@ def preview_deployment(plan: DeploymentPlan, config: Mapping[str, Any] | None = 
         stack_config["inferstack:apiDomain"] = PREVIEW_API_DOMAIN
         notes.append(f"the plan is a fleet behind one HTTPS endpoint, which needs a domain: previewed with "
                      f"{PREVIEW_API_DOMAIN} (give yours with --api-domain; a deployment without one refuses)")
+    rule = backend.api_certificate
+    if plan.fleet is not None and backend.support(Capability.MANAGED_FLEET).available and rule is not None and \
+            not rule.issued_without and "inferstack:apiCertificate" not in stack_config:
+        stack_config["inferstack:apiCertificate"] = rule.example
+        notes.append(f"the endpoint's certificate: previewed with {rule.example} ({rule.kind}; give yours with "
+                     "--api-certificate; a deployment without one refuses)")
     result = preview_stack(stack_config, stack=stack)
     return PreviewResult(plan=result.plan, resources=result.resources, outputs=result.outputs, notes=notes)
 

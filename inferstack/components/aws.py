@@ -193,7 +193,7 @@ class AwsBackend(CloudBackend):
     api_certificate = CertificateRule(
         kind="the ARN of an ACM certificate in the stack's region that covers the domain (a load balancer takes "
              "certificates from its own region only); leave it out to have one issued for apiDomain",
-        pattern=ARN_CERTIFICATE,
+        pattern=ARN_CERTIFICATE, issued_without=True,
         example="arn:aws:acm:us-east-1:123456789012:certificate/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0")
 
     #### Region ####

@@ -109,6 +109,8 @@ class CertificateRule:
     pattern: str
     """A regular expression the whole value matches."""
     example: str
+    issued_without: bool = False
+    """The cloud issues a certificate for the domain when none is given (so this one is optional)."""
 
 
 #### Requests and results: the contract between components and clouds ####

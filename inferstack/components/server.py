@@ -810,7 +810,10 @@ def api_endpoint_problems(backend: CloudBackend, domain: str | None, certificate
                                 "inferstack:apiDomain), and point its DNS at the output loadBalancerAddress"))
     else:
         problems.append(domain_problem(domain_field, domain))
-    if certificate is not None and rule is None:
+    if certificate is None and rule is not None and not rule.issued_without:
+        problems.append(Problem(certificate_field, f"is required on {cloud}: {rule.kind}",
+                                fix=f"give one such as {rule.example} (stack config inferstack:apiCertificate)"))
+    elif certificate is not None and rule is None:
         problems.append(Problem(certificate_field, f"is not used on {cloud}: it issues the endpoint's certificate "
                                 "for the domain itself", value=certificate, fix="leave the certificate out"))
     elif certificate is not None and rule is not None:

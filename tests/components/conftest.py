@@ -39,7 +39,7 @@ CLOUD_ARGS: dict[str, dict[str, Any]] = {
     "gcp": {"assets_domain": "assets.example.com", "api_domain": "api.example.com"},
     "alibaba": {"assets_domain": "assets.example.com", "api_domain": "api.example.com"},
     "huawei": {"assets_domain": "assets.example.com", "assets_certificate": "scs1554192131150",
-               "api_domain": "api.example.com"},
+               "api_domain": "api.example.com", "api_certificate": "233a325e5e3e4ce8beeb320aa714cc12"},
 }
 """InferenceServer arguments each cloud needs to create static assets too (a domain where its CDN has no hostname
 of its own, and the certificate where the cloud does not issue one) and a fleet's endpoint (its domain)."""

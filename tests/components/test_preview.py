@@ -115,6 +115,10 @@ def test_cli_preview_works_on_every_cloud_without_a_domain_and_says_what_it_left
         endpoint = notes.pop("the plan is a fleet behind one HTTPS endpoint, which needs a domain")
         assert "--api-domain" in endpoint and result.outputs["endpointUrl"] == "https://api.example.com"
         assert f"Note: {endpoint}" in result.render_tree()
+        rule = backend_for(cloud).api_certificate
+        if rule is not None and not rule.issued_without:  # the cloud issues none: previewed with its example
+            certificate = notes.pop("the endpoint's certificate")
+            assert rule.example in certificate and "--api-certificate" in certificate
     assets = [r for r in result.resources if r.type == "inferstack:index:StaticAssets"]
     if backend_for(cloud).support(Capability.CDN_DEFAULT_HOSTNAME).available:
         assert assets and notes == {} and result.outputs["staticAssetsUrl"].startswith("https://")
@@ -129,14 +133,16 @@ def test_cli_preview_takes_the_domain_certificate_and_any_stack_config(capsys: p
     from inferstack.cli import main
 
     assert main(["preview", str(DEMO_WORKLOAD), "--cloud", "huawei", "--assets-domain", "assets.example.com",
-                 "--assets-certificate", "scs1554192131150", "--config", 'inferstack:allowedCidrs=["10.20.0.0/16"]',
+                 "--assets-certificate", "scs1554192131150", "--api-domain", "chat.example.com", "--api-certificate",
+                 "233a325e5e3e4ce8beeb320aa714cc12", "--config", 'inferstack:allowedCidrs=["10.20.0.0/16"]',
                  "--config", "inferstack:tags={\"team\": \"ml\"}", "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["notes"] == [] and document["outputs"]["staticAssetsUrl"] == "https://assets.example.com"
-    rules = [r["inputs"] for r in document["resources"] if r["type"] == "huaweicloud:Vpc/secgroupRule:SecgroupRule"]
-    assert {"10.20.0.0/16"} <= {rule["remoteIpPrefix"] for rule in rules}
-    servers = [r["inputs"] for r in document["resources"] if r["type"] == "huaweicloud:Ecs/instance:Instance"]
-    assert servers and all(server["tags"]["team"] == "ml" for server in servers)
+    assert document["outputs"]["endpointUrl"] == "https://chat.example.com"
+    (callers,) = [r["inputs"] for r in document["resources"] if r["type"].startswith("huaweicloud:DedicatedElb/ipgroup")]
+    assert [entry["ip"] for entry in callers["ipLists"]] == ["10.20.0.0/16"]  # the load balancer admits them
+    groups = [r["inputs"] for r in document["resources"] if r["type"] == "huaweicloud:As/group:Group"]
+    assert groups and all(group["tags"]["team"] == "ml" for group in groups)
 
 
 def test_cli_preview_refuses_a_config_entry_without_a_namespace(capsys: pytest.CaptureFixture[str]) -> None:

@@ -42,7 +42,12 @@ FLEETS: dict[str, dict[str, str | None]] = {
             "aws:lb/listener:Listener": None},
     # GCP: the group carries no flag (an instance template has no deletion protection).
     "gcp": {"gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": None},
+    # Huawei: the load balancer has its own flag; group and load balancer are replaced delete-first (a successor
+    # cannot take the group's name nor the load balancer's elastic IP while the old one exists).
+    "huawei": {"huaweicloud:As/group:Group": None,
+               "huaweicloud:DedicatedElb/loadbalancer:Loadbalancer": "deletionProtectionEnable"},
 }
+FLEETS_REPLACED_DELETE_FIRST = {"huawei"}
 
 
 @dataclass(frozen=True)
@@ -106,11 +111,11 @@ def _guarded(recording: Recording, cloud: str, stage: Stage) -> list[tuple[previ
 def test_protected_servers_carry_protect_and_the_cloud_flag_and_every_server_is_replaced_delete_first(
         run: Any, options: dict[str, Options], cloud: str, stage: Stage, args: dict[str, Any],
         protected: bool) -> None:
-    fleet = stage == "production" and cloud in FLEETS
+    create_first = stage == "production" and cloud in FLEETS and cloud not in FLEETS_REPLACED_DELETE_FIRST
     for resource, flag in _guarded(_deploy(run, cloud, stage, **args), cloud, stage):
         assert options[resource.name].protect is protected, resource.name
         # A single server is replaced delete-first (server_options); a fleet's resources create-first.
-        assert options[resource.name].delete_before_replace is not fleet, resource.name
+        assert options[resource.name].delete_before_replace is not create_first, resource.name
         if flag is not None:
             assert resource.inputs[flag] is protected, resource.name
 

@@ -35,7 +35,8 @@ CLOUD_SETTINGS: Mapping[str, Mapping[str, Any]] = {
                 # The CDN domain's second phase (its CNAME points at it): online, certificate, https_force.
                 "inferstack-alibaba:assetsDnsReady": "true"},
     "huawei": {"inferstack:assetsDomain": "assets.example.com", "inferstack:assetsCertificate": "scs1700000000001",
-               "inferstack:apiDomain": "api.example.com"},
+               "inferstack:apiDomain": "api.example.com",
+               "inferstack:apiCertificate": "233a325e5e3e4ce8beeb320aa714cc12"},
 }
 PUBLIC = {"inferstack:allowedCidrs": ["0.0.0.0/0"], "inferstack:apiKey": API_KEY, "inferstack:hubToken": HUB_TOKEN}
 
