@@ -139,7 +139,8 @@ def test_cli_preview_takes_the_domain_certificate_and_any_stack_config(capsys: p
     document = json.loads(capsys.readouterr().out)
     assert document["notes"] == [] and document["outputs"]["staticAssetsUrl"] == "https://assets.example.com"
     assert document["outputs"]["endpointUrl"] == "https://chat.example.com"
-    (callers,) = [r["inputs"] for r in document["resources"] if r["type"].startswith("huaweicloud:DedicatedElb/ipgroup")]
+    (callers,) = [r["inputs"] for r in document["resources"]
+                  if r["type"].startswith("huaweicloud:DedicatedElb/ipgroup")]
     assert [entry["ip"] for entry in callers["ipLists"]] == ["10.20.0.0/16"]  # the load balancer admits them
     groups = [r["inputs"] for r in document["resources"] if r["type"] == "huaweicloud:As/group:Group"]
     assert groups and all(group["tags"]["team"] == "ml" for group in groups)
