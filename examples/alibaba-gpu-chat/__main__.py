@@ -2,8 +2,9 @@
 
 Config (namespace `alibaba-gpu-chat:`): `allowedCidrs` (list, optional; default: reachable inside the VPC only),
 `apiKey` (secret; required once allowedCidrs opens the API beyond private networks), `assetsDomain` (the static-assets
-domain; its CNAME points at the CDN). The KMS instance that holds the key is `inferstack-alibaba:kmsInstanceId` and
-`kmsKeyId` (Pulumi.dev.yaml).
+domain; its CNAME points at the CDN), and for a plan that is a fleet (stage production in workload.yaml) `apiDomain`
+and `apiCertificate` (its HTTPS endpoint and that domain's CAS certificate, docs/deploy-alibaba.md "Production
+fleet"). The KMS instance that holds the key is `inferstack-alibaba:kmsInstanceId` and `kmsKeyId` (Pulumi.dev.yaml).
 """
 
 from pathlib import Path
@@ -28,10 +29,15 @@ if assets_domain is not None:
 api_key = config.get_secret("apiKey")
 if api_key is not None:
     args["api_key"] = api_key
+for key, arg in (("apiDomain", "api_domain"), ("apiCertificate", "api_certificate")):
+    value = config.get(key)
+    if value is not None:
+        args[arg] = value
 
 chat = InferenceServer("chat", args)
 
 pulumi.export("endpoint", chat.endpoint_url)
+pulumi.export("loadBalancerAddress", chat.load_balancer_address)  # a fleet's: point apiDomain at it
 pulumi.export("instanceIds", chat.instance_ids)
 pulumi.export("modelBucket", chat.model_bucket_name)
 pulumi.export("staticAssetsUrl", chat.static_assets_url)

@@ -1,5 +1,5 @@
-"""Alibaba Cloud provisioning (pulumi_alicloud 4.0.x): VPC + vSwitches, security group, OSS + CDN, KMS Secrets
-Manager, RAM, ECS.
+"""Alibaba Cloud provisioning (pulumi_alicloud 4.0.x): VPC + vSwitches (+ NAT gateway for a fleet), security groups,
+OSS + CDN, KMS Secrets Manager, RAM, ECS; a fleet is an ESS scaling group behind an ALB.
 
 Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
 
@@ -8,12 +8,19 @@ Three settings have no cloud-neutral meaning, so this backend reads them from it
 `assetsDnsReady`, because Alibaba issues the CDN's free certificate only once the domain's CNAME points at the CDN.
 They are checked with the component arguments, before anything is created (`settings_problem`). See
 docs/deploy-alibaba.md.
+
+A fleet's HTTPS endpoint needs a certificate you hold in Certificate Management Service (`api_certificate`): ALB
+takes no certificate it issues itself, and CAS issues one only after an order, contacts and DNS validation records
+outside the stack.
 """
 
 from __future__ import annotations
 
 import functools
+import ipaddress
+import itertools
 import json
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -26,15 +33,17 @@ import pulumi_alicloud as alicloud
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
-    INTERIM_FLEET,
     NETWORK_CIDR,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
     BundleRequest,
     Capability,
+    CertificateRule,
     CloudBackend,
     FirewallRequest,
     FirewallResult,
+    FleetRequest,
+    FleetResult,
     IdentityRequest,
     IdentityResult,
     ModelStoreRequest,
@@ -77,7 +86,8 @@ from inferstack.plan import DeploymentPlan
 USER_DATA_LIMIT_BYTES = 32 * 1024 * 3 // 4
 
 # Public address for egress (drivers, packages, containers), billed per GB (PayByTraffic): the bandwidth is a
-# ceiling, not a reservation. 100 Mbit/s is the provider's documented maximum for internet_max_bandwidth_out.
+# ceiling, not a reservation. 100 Mbit/s is the provider's documented maximum for internet_max_bandwidth_out; a
+# fleet's NAT gateway gets an EIP with the same ceiling (ecs.EipAddress: 1-200 Mbit/s for PayByTraffic).
 PUBLIC_BANDWIDTH_MBPS = 100
 SYSTEM_DISK_CATEGORY = "cloud_essd"
 
@@ -119,6 +129,51 @@ KMS_ID_PATTERNS = {KMS_INSTANCE_KEY: r"kst-[a-z0-9]+", KMS_KEY_KEY: r"key-[a-z0-
 # Mainland China regions need an ICP filing for a `domestic` CDN domain; elsewhere the CDN serves `overseas`.
 _MAINLAND_REGION = re.compile(r"^cn-(?!hongkong)")
 
+#### Constants: fleet ####
+
+# A fleet's private vSwitches start at the ninth /20 of NETWORK_CIDR (10.64.128.0/20): the public ones keep theirs
+# whatever the zone count, so adding a zone never renumbers a vSwitch.
+PRIVATE_SUBNET_OFFSET = 8
+# "You must specify at least two zones" (pulumi_alicloud alb.LoadBalancer zone_mappings): a fleet's network has two
+# zones even when the plan asks one, and its load balancer needs vSwitches in two zones.
+ALB_MIN_ZONES = 2
+# ALB listener idle_timeout and request_timeout: "0~600 Seconds" (alb.Listener docstrings).
+ALB_MAX_TIMEOUT_S = 600
+# tls_cipher_policy_1_2_strict_with_1_3: TLS 1.2 and 1.3 only, ECDHE suites only (ALB's system TLS policies:
+# tls_cipher_policy_1_0, _1_1, _1_2, _1_2_strict, _1_2_strict_with_1_3; Alibaba's "TLS security policies" page).
+ALB_TLS_POLICY = "tls_cipher_policy_1_2_strict_with_1_3"
+LISTENER_PORTS: Mapping[str, int] = {"https": 443, "http": 80}
+ALB_HTTPS_REDIRECT_CODE = "301"  # alb.Rule redirect_config http_code: 301, 302, 303, 307 or 308
+# ALB health checks (alb.ServerGroup health_check_config ranges: interval 1-50 s, timeout 1-300 s, thresholds
+# 2-10): a server that stops answering leaves the load balancer after 3 failed checks, about 30 s.
+HEALTH_CHECK_INTERVAL_S = 10
+HEALTH_CHECK_TIMEOUT_S = 5
+HEALTHY_THRESHOLD = 2
+UNHEALTHY_THRESHOLD = 3
+# A removed server finishes its streamed answers: connection draining for the request timeout, at most 900 s
+# (alb.ServerGroup connection_drain_timeout: 0-900).
+MAX_CONNECTION_DRAIN_S = 900
+# The instance metadata hop limit: 1, so that containers on the server cannot reach its credentials
+# (ecs.EcsLaunchTemplate http_put_response_hop_limit: 1-64).
+METADATA_HOP_LIMIT = 1
+# ESS target tracking on an ALB server group: the metric is the server group's requests per second divided by its
+# backend servers, "(ALB) QPS per Backend Server" (Auto Scaling docs); the dimension rulePool names the server
+# group (the provider's acceptance test TestAccAliCloudEssScalingRule_target_tracking_rule_alarm_dimension).
+ALB_QPS_PER_SERVER_METRIC = "LoadBalancerRealServerAverageQps"
+ALB_SERVER_GROUP_DIMENSION = "rulePool"
+QPS_DECIMALS = 3  # CreateScalingRule TargetValue is kept to three decimal places (Auto Scaling API; verify)
+# The event-triggered task behind a target tracking rule checks the metric once a minute (verify): scale-in waits
+# for scale_in_cooldown_s of consecutive checks below target (ess.ScalingRule scale_in_evaluation_count).
+METRIC_PERIOD_S = 60
+# ess.LifecycleHook heartbeat_timeout: 30-21600 s (Auto Scaling CreateLifecycleHook; verify).
+MAX_LIFECYCLE_HOOK_S = 21600
+# A CAS certificate as ALB's listener takes it: the certificate id, a dash and the CAS region, as the provider's
+# acceptance tests build it (join("", [alicloud_ssl_certificates_service_certificate.default.id, "-<region>"])).
+CAS_CERTIFICATE = CertificateRule(
+    kind="a Certificate Management Service (CAS) certificate as ALB takes it: the certificate id, a dash and the "
+         "CAS region (ap-southeast-1 on the international site, cn-hangzhou in mainland China)",
+    pattern=r"[0-9]{1,20}-[a-z]{2,}(-[a-z0-9]+){1,3}", example="12345678-ap-southeast-1")
+
 
 @register_backend
 class AlibabaBackend(CloudBackend):
@@ -129,9 +184,9 @@ class AlibabaBackend(CloudBackend):
     region_config_key = "alicloud:region"
     capabilities: ClassVar[Mapping[Capability, Support]] = {
         Capability.METADATA_HARDENING: supported(
-            "ECS http_tokens=required: the metadata server answers only token (hardened-mode) requests. The hop "
-            "limit stays at the service default (1, per the provider docs; its argument is 'not available for use "
-            "yet')"),
+            "ECS http_tokens=required: the metadata server answers only token (hardened-mode) requests. A single "
+            "server's hop limit stays at the service default (1, per the provider docs; ecs.Instance's argument is "
+            "'not available for use yet'); a fleet's launch template sets it to 1"),
         Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported(
             "OSS BucketPublicAccessBlock (block_public_access), which makes public ACLs and policies ineffective, "
             "and a private bucket ACL (OSS ACLs are canned: they grant no other account anything)"),
@@ -152,8 +207,9 @@ class AlibabaBackend(CloudBackend):
             "kmsKeyId), read by name at boot"),
         Capability.SECRET_SCOPED_GRANTS: supported("RAM: kms:GetSecretValue on the ARNs of the server's own "
                                                    "secrets"),
-        Capability.TERMINATION_PROTECTION: supported("ECS deletion_protection (Alibaba ignores it on spot "
-                                                     "instances)"),
+        Capability.TERMINATION_PROTECTION: supported(
+            "ECS deletion_protection (Alibaba ignores it on spot instances); a fleet's ESS group_deletion_protection "
+            "and ALB deletion_protection_enabled"),
         Capability.DRIVER_READY_IMAGE: unsupported(
             "no driver-ready GPU image has a stable name to look up (the console's 'auto-install GPU driver' "
             "only writes a user-data script); GPU servers boot the Ubuntu 22.04 system image and the bootstrap "
@@ -161,12 +217,22 @@ class AlibabaBackend(CloudBackend):
         Capability.LOCAL_NVME_CACHE: supported("instance families with local NVMe disks: the bootstrap formats "
                                                "and mounts the first unformatted local disk as the model cache"),
         Capability.SPOT_CAPACITY: supported("pay-as-you-go spot (SpotAsPriceGo), released on interruption"),
-        # Interim, until this cloud's fleet lands: a fleet's servers are created one by one (with a warning).
-        Capability.MANAGED_FLEET: unsupported(INTERIM_FLEET),
-        Capability.LOAD_BALANCER_TLS: unsupported(INTERIM_FLEET),
-        Capability.REQUEST_AUTOSCALING: unsupported(INTERIM_FLEET),
+        Capability.MANAGED_FLEET: supported(
+            "ESS scaling group from an ECS launch template (metadata tokens required, hop limit 1, encrypted ESSD, "
+            "the RAM role, no public address), balanced over one private vSwitch per zone with NAT egress; ECS and "
+            "ALB health checks replace failed servers; a SCALE_OUT lifecycle hook keeps each new server out of the "
+            "load balancer, and unjudged, for the plan's grace"),
+        Capability.LOAD_BALANCER_TLS: supported(
+            "ALB: HTTPS on 443 with your CAS certificate (api_certificate) and tls_cipher_policy_1_2_strict_with_1_3 "
+            "(TLS 1.2 and 1.3), HTTP on 80 only redirects (301); idle and request timeouts of the plan (ALB allows "
+            "600 s); callers limited by an ALB ACL and a security group of its own"),
+        Capability.REQUEST_AUTOSCALING: supported(
+            "ESS target tracking on the ALB server group's requests per second per backend server "
+            "(LoadBalancerRealServerAverageQps), the plan's target as is (both count per second); scale-in only "
+            "after the plan's scale-in cooldown of consecutive minutes below target"),
     }
     assets_certificate = None  # Alibaba's free DV certificate is issued for the domain
+    api_certificate = CAS_CERTIFICATE  # ALB serves a certificate you hold in CAS (module docstring)
 
     #### Region ####
 
@@ -180,16 +246,25 @@ class AlibabaBackend(CloudBackend):
         opts = child_options(parent)
         vpc = alicloud.vpc.Network(f"{name}-vpc", vpc_name=f"{name}-vpc", cidr_block=NETWORK_CIDR,
                                    description="inferstack inference servers", tags=request.tags, opts=opts)
-        zones = _zones_offering(parent, request.instance_type, request.zones)
-        subnet_ids = []
-        for index in range(request.zones):
-            switch = alicloud.vpc.Switch(
-                f"{name}-vswitch-{index}", vswitch_name=f"{name}-vswitch-{index}", vpc_id=vpc.id,
-                cidr_block=SUBNET_RANGES[index], zone_id=zones.apply(nth(index)), tags=request.tags, opts=opts)
-            subnet_ids.append(switch.id)
-        # No gateway or endpoint to add: servers reach the internet through their own public address, and OSS
-        # through its internal endpoint (oss-<region>-internal), which every VPC reaches without a charge.
-        return NetworkResult(network_id=vpc.id, subnet_ids=subnet_ids, cidr_block=vpc.cidr_block)
+        # A fleet's load balancer needs two zones (ALB_MIN_ZONES), in zones where ALB runs.
+        count = max(request.zones, ALB_MIN_ZONES) if request.private_servers else request.zones
+        zones = _zones_offering(parent, request.instance_type, count, load_balancer=request.private_servers)
+
+        def switch(label: str, index: int, cidr_block: str) -> alicloud.vpc.Switch:
+            return alicloud.vpc.Switch(
+                f"{name}-{label}-{index}", vswitch_name=f"{name}-{label}-{index}", vpc_id=vpc.id,
+                cidr_block=cidr_block, zone_id=zones.apply(nth(index)), tags=request.tags, opts=opts)
+
+        public = [switch("vswitch", index, SUBNET_RANGES[index]).id for index in range(count)]
+        # No gateway or endpoint to add for these: a single server reaches the internet through its own public
+        # address, and OSS through its internal endpoint (oss-<region>-internal), which every VPC reaches free.
+        if not request.private_servers:
+            return NetworkResult(network_id=vpc.id, subnet_ids=public, cidr_block=vpc.cidr_block)
+        private = [switch("private-vswitch", index, SUBNET_RANGES[PRIVATE_SUBNET_OFFSET + index]).id
+                   for index in range(count)]
+        _nat_egress(parent, name, vpc.id, public[0], private, request.tags)
+        return NetworkResult(network_id=vpc.id, subnet_ids=public, cidr_block=vpc.cidr_block,
+                             private_subnet_ids=private)
 
     def network_cidr(self, parent: pulumi.Resource, network_id: pulumi.Input[str]) -> StrOutput:
         ids = pulumi.Output.from_input(network_id).apply(lambda vpc_id: [vpc_id])
@@ -205,10 +280,19 @@ class AlibabaBackend(CloudBackend):
             f"{name}-sg", security_group_name=f"{name}-sg", vpc_id=request.network_id, security_group_type="normal",
             # Replicas never talk to each other: no implicit traffic between members of the group.
             inner_access_policy="Drop",
-            description="inferstack inference server: API to allowed networks, metrics inside the VPC",
+            description="inferstack inference server: API to the "
+            f"{'load balancer in the VPC' if request.load_balanced else 'allowed networks'}, metrics inside the VPC",
             tags=request.tags, opts=opts)
-        for label, cidr in request.api_sources():
-            _rule(f"{name}-api-{label}", group, "ingress", "tcp", request.serving_port, cidr, "inference API", opts)
+        if request.load_balanced:
+            # ALB reaches its servers, and health-checks them, from local addresses in its own vSwitches ("An
+            # upgraded ALB instance uses local IP addresses from its vSwitch CIDR block to communicate with backend
+            # servers", ALB health checks): inside the VPC. The allowed networks reach the load balancer, not this.
+            _rule(f"{name}-api-load-balancer", group, "ingress", "tcp", request.serving_port, request.network_cidr,
+                  "inference API, from the load balancer in the VPC", opts)
+        else:
+            for label, cidr in request.api_sources():
+                _rule(f"{name}-api-{label}", group, "ingress", "tcp", request.serving_port, cidr, "inference API",
+                      opts)
         if request.metrics_port is not None:
             _rule(f"{name}-metrics", group, "ingress", "tcp", request.metrics_port, request.network_cidr,
                   "metrics, VPC only", opts)
@@ -222,7 +306,8 @@ class AlibabaBackend(CloudBackend):
             f"{name}-egress-drop-rest", security_group_id=group.id, type="egress", ip_protocol="all",
             port_range="-1/-1", cidr_ip="0.0.0.0/0", policy="drop", priority=DROP_PRIORITY, nic_type="intranet",
             description="everything else leaving the server", opts=opts)
-        return FirewallResult(firewall_id=group.id)
+        load_balancer = _load_balancer_firewall(parent, name, request) if request.load_balanced else None
+        return FirewallResult(firewall_id=group.id, load_balancer_firewall_id=load_balancer)
 
     #### Storage ####
 
@@ -279,7 +364,7 @@ class AlibabaBackend(CloudBackend):
     def create_identity(self, parent: pulumi.Resource, name: str, request: IdentityRequest) -> IdentityResult:
         opts = child_options(parent)
         role = alicloud.ram.Role(
-            f"{name}-role", role_name=_ram_name(parent, name, "role"),
+            f"{name}-role", role_name=_account_name(parent, name, "role"),
             description="inferstack inference server: read its model prefix and its secrets",
             assume_role_policy_document=json.dumps({"Version": "1", "Statement": [{
                 "Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": ["ecs.aliyuncs.com"]}}]}),
@@ -298,7 +383,7 @@ class AlibabaBackend(CloudBackend):
         attachments = []
         for label, statements in policies.items():
             policy = alicloud.ram.Policy(
-                f"{name}-{label}", policy_name=_ram_name(parent, name, label),
+                f"{name}-{label}", policy_name=_account_name(parent, name, label),
                 policy_document=pulumi.Output.json_dumps({"Version": "1", "Statement": statements}),
                 description=f"inferstack {label} for {name}", tags=request.tags, opts=opts)
             attachments.append(alicloud.ram.RolePolicyAttachment(
@@ -314,9 +399,7 @@ class AlibabaBackend(CloudBackend):
     def create_servers(self, parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult:
         plan = request.plan
         image = _server_image(parent, plan)
-        user_data = checked_user_data(plan, request.user_data, _current_region(parent), provider=self.display_name,
-                                      encode=functools.partial(compressed_user_data,
-                                                               limit_bytes=USER_DATA_LIMIT_BYTES, service="ECS"))
+        user_data = _user_data(parent, plan, request.user_data, provider=self.display_name)
         result = ServersResult(instance_ids=[], public_ips=[], private_ips=[])
         for index in range(plan.instance_count):
             server = alicloud.ecs.Instance(
@@ -329,7 +412,7 @@ class AlibabaBackend(CloudBackend):
                 role_name=request.attachment,
                 http_endpoint="enabled", http_tokens="required",
                 system_disk_category=SYSTEM_DISK_CATEGORY, system_disk_encrypted=True,
-                system_disk_size=image.size_gib.apply(lambda gib: max(gib, plan.disk_gib)),
+                system_disk_size=_system_disk_gib(image, plan),
                 instance_charge_type="PostPaid", internet_charge_type="PayByTraffic",
                 internet_max_bandwidth_out=PUBLIC_BANDWIDTH_MBPS, user_data=user_data,
                 # "It does not work when the instance is spot" (pulumi_alicloud ecs.Instance deletion_protection).
@@ -347,6 +430,52 @@ class AlibabaBackend(CloudBackend):
             result.private_ips.append(server.private_ip)
         return result
 
+    def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
+        plan, fleet = request.plan, request.plan.fleet
+        assert fleet is not None, "create_fleet is called for a plan with a fleet"
+        certificate = _api_certificate(name, request.api_certificate)
+        servers = _server_group(parent, name, request)
+        load_balancer = _load_balancer(parent, name, request)
+        _listeners(parent, name, request, load_balancer, servers, certificate)
+        template = _launch_template(parent, name, request, provider=self.display_name)
+        group = alicloud.ess.ScalingGroup(
+            f"{name}-group", scaling_group_name=_account_name(parent, name, "servers"),
+            min_size=fleet.min_replicas, max_size=fleet.max_replicas, vswitch_ids=list(request.server_subnet_ids),
+            multi_az_policy="BALANCE", launch_template_id=template.id, launch_template_version="Latest",
+            # ECS: a stopped or released server; LOAD_BALANCER: one that fails ALB's health check. Either is
+            # removed and released (scaling_policy), and a new one created to keep min_size.
+            health_check_types=["ECS", "LOAD_BALANCER"], scaling_policy="release",
+            default_cooldown=fleet.scale_out_cooldown_s,
+            removal_policies=["OldestScalingConfiguration", "OldestInstance"],
+            spot_instance_remedy=True if plan.spot else None,
+            group_deletion_protection=request.protected, tags=request.tags,
+            opts=server_options(parent, request.protected))
+        # The plan's grace: a new server stays in Pending:Wait, out of the load balancer and so never judged by its
+        # health check, until the hook times out and CONTINUEs; then ESS adds it to the ALB server group.
+        grace = alicloud.ess.LifecycleHook(
+            f"{name}-grace", scaling_group_id=group.id, name=f"{name}-grace", lifecycle_transition="SCALE_OUT",
+            heartbeat_timeout=fleet.health_check_grace_s, default_result="CONTINUE", opts=child_options(parent))
+        attachment = alicloud.ess.AlbServerGroupAttachment(
+            f"{name}-group-alb", scaling_group_id=group.id, alb_server_group_id=servers.id,
+            port=plan.serving.port, weight=100, force_attach=True,
+            opts=child_options(parent, depends_on=[grace]))
+        alicloud.ess.ScalingRule(
+            f"{name}-requests-per-server", scaling_group_id=group.id, scaling_rule_name=f"{name}-requests-per-server",
+            scaling_rule_type="TargetTrackingScalingRule", metric_name=ALB_QPS_PER_SERVER_METRIC,
+            alarm_dimension={"dimension_key": ALB_SERVER_GROUP_DIMENSION, "dimension_value": servers.id},
+            # Both count requests per second: the plan's target as is, to ESS's precision.
+            target_value=_qps_target(fleet.target_requests_per_s),
+            # A new server adds capacity once the lifecycle hook lets it into the load balancer: at the grace.
+            estimated_instance_warmup=fleet.health_check_grace_s,
+            scale_in_evaluation_count=math.ceil(fleet.scale_in_cooldown_s / METRIC_PERIOD_S),
+            disable_scale_in=False, opts=child_options(parent, depends_on=[attachment]))
+        domain = request.api_domain
+        load_balancer.dns_name.apply(lambda dns_name: pulumi.log.info(
+            f"{name}: point {domain} at the load balancer with a CNAME record to {dns_name}; the endpoint serves "
+            f"CAS certificate {certificate}, which must cover {domain}", resource=parent))
+        return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{domain}"),
+                           load_balancer_address=load_balancer.dns_name, group_id=group.id)
+
     #### Offline preview ####
 
     def preview_answers(self) -> PreviewAnswers:
@@ -363,6 +492,23 @@ class AlibabaBackend(CloudBackend):
         if capability is Capability.PRIVATE_CDN_ORIGIN:
             return _dns_ready_problem()
         return None
+
+    def plan_problems(self, plan: DeploymentPlan, *, field: str) -> list[Problem]:
+        """A fleet's numbers beyond what ALB and ESS accept."""
+        if plan.fleet is None:
+            return []
+        problems = []
+        if plan.request_timeout_s > ALB_MAX_TIMEOUT_S:
+            problems.append(Problem(
+                f"{field}.request_timeout_s", f"is longer than ALB's longest timeout ({ALB_MAX_TIMEOUT_S} s): "
+                "streamed answers would be cut", value=plan.request_timeout_s,
+                fix="plan for a lower p95 latency (it is four times that), e.g. shorter answers or a faster machine"))
+        if plan.fleet.health_check_grace_s > MAX_LIFECYCLE_HOOK_S:
+            problems.append(Problem(
+                f"{field}.fleet.health_check_grace_s", f"is longer than an ESS lifecycle hook waits "
+                f"({MAX_LIFECYCLE_HOOK_S} s)", value=plan.fleet.health_check_grace_s,
+                fix="plan for a smaller model or a faster start (the grace is 1.5 times the cold start)"))
+        return problems
 
 
 #### Helpers: settings ####
@@ -418,12 +564,44 @@ def _kms_instance(field: str) -> tuple[str, str]:
 #### Helpers: network and firewall ####
 
 
-def _zones_offering(parent: pulumi.Resource, instance_type: str, count: int) -> pulumi.Output[list[str]]:
-    """The first `count` zones (by id) where the instance type is on sale and vSwitches can be created."""
+def _zones_offering(parent: pulumi.Resource, instance_type: str, count: int, *,
+                    load_balancer: bool = False) -> pulumi.Output[list[str]]:
+    """The first `count` zones (by id) where the instance type is on sale and vSwitches can be created; with
+    `load_balancer`, also where ALB runs."""
     found = alicloud.get_zones_output(available_instance_type=instance_type, available_resource_creation="VSwitch",
                                       opts=invoke_options(parent))
+    offering = found.zones.apply(lambda zones: sorted(zone.id for zone in zones))
+    if not load_balancer:
+        return offering.apply(lambda zones: first_zones(zones, count, instance_type))
+    alb_zones = alicloud.alb.get_zones_output(opts=invoke_options(parent)).zones.apply(
+        lambda zones: {zone.zone_id for zone in zones})
+    return pulumi.Output.all(offering, alb_zones).apply(lambda found: first_zones(
+        [zone for zone in found[0] if zone in found[1]], count, f"{instance_type} (in a zone with ALB)"))
 
-    return found.zones.apply(lambda zones: first_zones(sorted(zone.id for zone in zones), count, instance_type))
+
+def _nat_egress(parent: pulumi.Resource, name: str, vpc_id: StrOutput, nat_vswitch_id: StrOutput,
+                private_vswitch_ids: Sequence[StrOutput], tags: Mapping[str, str]) -> None:
+    """Internet egress for the private vSwitches: an enhanced NAT gateway with one EIP, and a SNAT entry each.
+
+    An enhanced NAT gateway adds the VPC's default route (0.0.0.0/0) to itself in the system route table; SNAT
+    entries decide which vSwitches it translates, so the public vSwitches (the load balancer's) are not among them.
+    """
+    opts = child_options(parent)
+    nat = alicloud.vpc.NatGateway(
+        f"{name}-nat", nat_gateway_name=f"{name}-nat", vpc_id=vpc_id, vswitch_id=nat_vswitch_id,
+        nat_type="Enhanced", network_type="internet", payment_type="PayAsYouGo", internet_charge_type="PayByLcu",
+        description="inferstack: egress of the private vSwitches", tags=tags, opts=opts)
+    address = alicloud.ecs.EipAddress(
+        f"{name}-nat-eip", address_name=f"{name}-nat-eip", payment_type="PayAsYouGo",
+        internet_charge_type="PayByTraffic", bandwidth=str(PUBLIC_BANDWIDTH_MBPS),
+        description="inferstack: the NAT gateway's egress address", tags=tags, opts=opts)
+    bound = alicloud.ecs.EipAssociation(f"{name}-nat-eip-association", allocation_id=address.id,
+                                        instance_id=nat.id, instance_type="Nat", opts=opts)
+    for index, vswitch_id in enumerate(private_vswitch_ids):
+        # A SNAT entry needs the EIP bound to the gateway first.
+        alicloud.vpc.SnatEntry(f"{name}-snat-{index}", snat_entry_name=f"{name}-snat-{index}",
+                               snat_table_id=nat.snat_table_ids, snat_ip=address.ip_address,
+                               source_vswitch_id=vswitch_id, opts=child_options(parent, depends_on=[bound]))
 
 
 def _only_network_cidr(network_id: str, cidrs: Sequence[str]) -> str:
@@ -431,6 +609,29 @@ def _only_network_cidr(network_id: str, cidrs: Sequence[str]) -> str:
         raise input_error("network_id", "is not a VPC in this region", value=network_id,
                           fix="give the id of an existing VPC (vpc-...) in the provider's region")
     return cidrs[0]
+
+
+def _load_balancer_firewall(parent: pulumi.Resource, name: str, request: FirewallRequest) -> StrOutput:
+    """The load balancer's security group: 443 and 80 from the API's sources, dropped from everyone else.
+
+    "By default, whether or not the ALB instance is associated with a security group, its listener ports accept all
+    inbound requests. Adding a security group with only Allow rules does not change this behavior. To restrict
+    access to specific IP addresses, add at least one Deny rule" (ALB: use security groups as whitelists).
+    """
+    opts = child_options(parent)
+    group = alicloud.ecs.SecurityGroup(
+        f"{name}-lb-sg", security_group_name=f"{name}-lb-sg", vpc_id=request.network_id,
+        security_group_type="normal", inner_access_policy="Drop",
+        description="inferstack load balancer: HTTPS and HTTP from the allowed networks", tags=request.tags,
+        opts=opts)
+    for listener, port in LISTENER_PORTS.items():
+        for label, cidr in request.api_sources():
+            _rule(f"{name}-lb-{listener}-{label}", group, "ingress", "tcp", port, cidr, f"{listener} callers", opts)
+        alicloud.ecs.SecurityGroupRule(
+            f"{name}-lb-{listener}-drop-rest", security_group_id=group.id, type="ingress", ip_protocol="tcp",
+            port_range=f"{port}/{port}", cidr_ip="0.0.0.0/0", policy="drop", priority=DROP_PRIORITY,
+            nic_type="intranet", description=f"{listener} from anyone else", opts=opts)
+    return group.id
 
 
 def _rule(resource_name: str, group: alicloud.ecs.SecurityGroup, direction: str, protocol: str, port: int,
@@ -541,10 +742,11 @@ def _cdn_origin_role(parent: pulumi.Resource, name: str) -> StrOutput:
 #### Helpers: identity ####
 
 
-def _ram_name(parent: pulumi.Resource, name: str, purpose: str) -> StrOutput:
-    """RAM names are unique in the account: readable, with a hash of stack and region (64 characters at most)."""
+def _account_name(parent: pulumi.Resource, name: str, purpose: str, *, max_length: int = 64) -> StrOutput:
+    """A name unique in the account (RAM roles and policies) or the region (ESS scaling groups, launch templates):
+    readable, with a hash of project, stack and region."""
     return _current_region(parent).apply(lambda region: unique_name(
-        [pulumi.get_project(), pulumi.get_stack(), name, purpose], unique_by=[region], max_length=64))
+        [pulumi.get_project(), pulumi.get_stack(), name, purpose], unique_by=[region], max_length=max_length))
 
 
 #### Helpers: compute ####
@@ -573,9 +775,180 @@ def _server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> _ServerImage
     return _ServerImage(image_id=image.apply(lambda i: str(i.id)), size_gib=image.apply(lambda i: int(i.size or 0)))
 
 
+def _system_disk_gib(image: _ServerImage, plan: DeploymentPlan) -> pulumi.Output[int]:
+    """The plan's disk, or the image's size where that is larger (a system disk may not be smaller)."""
+    return image.size_gib.apply(lambda gib: max(gib, plan.disk_gib))
+
+
+def _user_data(parent: pulumi.Resource, plan: DeploymentPlan, user_data: StrOutput, *, provider: str) -> StrOutput:
+    """The cloud-config as ECS takes it, a single server's or a launch template's: Base64 of gzip, checked against
+    the limit, once the provider's region is known to be the plan's."""
+    return checked_user_data(plan, user_data, _current_region(parent), provider=provider,
+                             encode=functools.partial(compressed_user_data, limit_bytes=USER_DATA_LIMIT_BYTES,
+                                                      service="ECS"))
+
+
 def _current_region(parent: pulumi.Resource) -> StrOutput:
     found = alicloud.get_regions_output(current=True, opts=invoke_options(parent))
     return found.regions.apply(lambda regions: str(regions[0].id))
+
+
+#### Helpers: fleet ####
+
+
+def _api_certificate(name: str, certificate: str | None) -> str:
+    """The endpoint's CAS certificate (its form was checked with the component's arguments)."""
+    if certificate is None:
+        raise input_error(f"{name}.api_certificate", f"is required on Alibaba Cloud: {CAS_CERTIFICATE.kind}",
+                          fix=f"upload or buy the api domain's certificate in Certificate Management Service and give "
+                          f"its id, e.g. {CAS_CERTIFICATE.example} (stack config inferstack:apiCertificate)")
+    return certificate
+
+
+def _server_group(parent: pulumi.Resource, name: str, request: FleetRequest) -> alicloud.alb.ServerGroup:
+    """The fleet's backends (ESS adds and removes them), health-checked on the plan's readiness path and port."""
+    plan = request.plan
+    return alicloud.alb.ServerGroup(
+        f"{name}-servers", server_group_name=f"{name}-servers", vpc_id=request.network_id,
+        server_group_type="Instance", protocol="HTTP",
+        # Least connections: a streamed answer holds its connection for the whole generation.
+        scheduler="Wlc",
+        health_check_config={
+            "health_check_enabled": True, "health_check_protocol": "HTTP", "health_check_method": "GET",
+            "health_check_path": plan.serving.health_path, "health_check_connect_port": plan.serving.port,
+            "health_check_codes": ["http_2xx"], "health_check_http_version": "HTTP1.1",
+            "health_check_interval": HEALTH_CHECK_INTERVAL_S, "health_check_timeout": HEALTH_CHECK_TIMEOUT_S,
+            "healthy_threshold": HEALTHY_THRESHOLD, "unhealthy_threshold": UNHEALTHY_THRESHOLD},
+        connection_drain_config={"connection_drain_enabled": True,
+                                 "connection_drain_timeout": min(plan.request_timeout_s, MAX_CONNECTION_DRAIN_S)},
+        tags=request.tags, opts=child_options(parent))
+
+
+def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest) -> alicloud.alb.LoadBalancer:
+    """Internet-facing when an allowed network is public, else internal; one vSwitch per zone, two zones at least."""
+    ids = pulumi.Output.all(*request.load_balancer_subnet_ids)
+    found = alicloud.vpc.get_switches_output(ids=ids, opts=invoke_options(parent))
+    zones = found.vswitches.apply(lambda vswitches: {str(v.id): str(v.zone_id) for v in vswitches})
+    zone_mappings = pulumi.Output.all(ids, zones).apply(lambda facts: _zone_mappings(name, *facts))
+    load_balancer = alicloud.alb.LoadBalancer(
+        f"{name}-alb", load_balancer_name=f"{name}-alb", vpc_id=request.network_id,
+        address_type="Internet" if request.internet_facing else "Intranet", address_ip_version="IPv4",
+        address_allocated_mode="Dynamic", load_balancer_edition="Standard",
+        load_balancer_billing_config={"pay_type": "PayAsYouGo"}, zone_mappings=zone_mappings,
+        deletion_protection_enabled=request.protected, tags=request.tags,
+        opts=server_options(parent, request.protected))
+    if request.load_balancer_firewall_id is not None:
+        alicloud.alb.LoadBalancerSecurityGroupAttachment(
+            f"{name}-alb-sg", load_balancer_id=load_balancer.id, security_group_id=request.load_balancer_firewall_id,
+            opts=child_options(parent))
+    return load_balancer
+
+
+def _zone_mappings(name: str, ids: Sequence[str],
+                   zones: Mapping[str, str]) -> list[alicloud.alb.LoadBalancerZoneMappingArgsDict]:
+    """ALB's zone mappings, in the given order: each vSwitch with its zone (`zones`, by vSwitch id), one vSwitch per
+    zone."""
+    unknown = [vswitch_id for vswitch_id in ids if vswitch_id not in zones]
+    if unknown:
+        raise input_error(f"{name}.load_balancer_subnet_ids", "names vSwitches this region does not have",
+                          value=unknown, fix="give vSwitch ids (vsw-...) of the network, in the provider's region")
+    if len({zones[vswitch_id] for vswitch_id in ids}) != len(ids) or len(ids) < ALB_MIN_ZONES:
+        raise input_error(f"{name}.load_balancer_subnet_ids", f"ALB takes one vSwitch in each of "
+                          f"{ALB_MIN_ZONES} zones or more", value={vswitch_id: zones[vswitch_id] for vswitch_id in ids},
+                          fix="give one vSwitch per zone, in two zones at least (load_balancer_subnet_ids, or "
+                          "subnet_ids for an internal load balancer)")
+    return [{"vswitch_id": vswitch_id, "zone_id": zones[vswitch_id]} for vswitch_id in ids]
+
+
+def _listeners(parent: pulumi.Resource, name: str, request: FleetRequest, load_balancer: alicloud.alb.LoadBalancer,
+               servers: alicloud.alb.ServerGroup, certificate: str) -> None:
+    """HTTPS on 443 to the servers; HTTP on 80 only redirects; both limited to the allowed networks by an ACL."""
+    opts = child_options(parent)
+    timeout_s = request.plan.request_timeout_s
+    https = alicloud.alb.Listener(
+        f"{name}-https", load_balancer_id=load_balancer.id, listener_protocol="HTTPS",
+        listener_port=LISTENER_PORTS["https"], listener_description=f"{name}: the inference API",
+        certificates={"certificate_id": certificate}, security_policy_id=ALB_TLS_POLICY,
+        # Streamed answers last a whole generation: the plan's request timeout for both.
+        idle_timeout=timeout_s, request_timeout=timeout_s,
+        # Compression buffers a response, and each streamed token must reach the caller as it comes.
+        gzip_enabled=False,
+        default_actions=[{"type": "ForwardGroup",
+                          "forward_group_config": {"server_group_tuples": [{"server_group_id": servers.id}]}}],
+        tags=request.tags, opts=opts)
+    # A listener forwards to a server group by default (its only default action in the provider); the HTTP
+    # listener's has no servers, so a request its redirect rule did not catch gets no answer from the servers.
+    nowhere = alicloud.alb.ServerGroup(
+        f"{name}-http-nowhere", server_group_name=f"{name}-http-nowhere", vpc_id=request.network_id,
+        server_group_type="Instance", protocol="HTTP", health_check_config={"health_check_enabled": False},
+        tags=request.tags, opts=opts)
+    http = alicloud.alb.Listener(
+        f"{name}-http", load_balancer_id=load_balancer.id, listener_protocol="HTTP",
+        listener_port=LISTENER_PORTS["http"], listener_description=f"{name}: redirects to HTTPS",
+        default_actions=[{"type": "ForwardGroup",
+                          "forward_group_config": {"server_group_tuples": [{"server_group_id": nowhere.id}]}}],
+        tags=request.tags, opts=opts)
+    alicloud.alb.Rule(
+        f"{name}-http-to-https", listener_id=http.id, rule_name=f"{name}-http-to-https", priority=1,
+        rule_conditions=[{"type": "Path", "path_config": {"values": ["/*"]}}],
+        rule_actions=[{"order": 1, "type": "Redirect", "redirect_config": {
+            "protocol": "HTTPS", "port": str(LISTENER_PORTS["https"]), "http_code": ALB_HTTPS_REDIRECT_CODE}}],
+        opts=opts)
+    _callers_acl(parent, name, request, {"https": https, "http": http})
+
+
+def _callers_acl(parent: pulumi.Resource, name: str, request: FleetRequest,
+                 listeners: Mapping[str, alicloud.alb.Listener]) -> None:
+    """A whitelist of the allowed networks (or the VPC's range) on each listener, unless the whole internet may call.
+
+    "If whitelist access is enabled but no IP addresses are added to the access policy group, the listener forwards
+    all requests" (alb.ListenerAclAttachment): the entries exist before a listener takes the list.
+    """
+    if any(ipaddress.ip_network(cidr).prefixlen == 0 for cidr in request.allowed_cidrs):
+        return
+    opts = child_options(parent)
+    sources: list[pulumi.Input[str]] = list(request.allowed_cidrs) or [request.network_cidr]
+    acl = alicloud.alb.Acl(f"{name}-callers", acl_name=f"{name}-callers", tags=request.tags, opts=opts)
+    entries = alicloud.alb.AclEntryAttachment(
+        f"{name}-callers-entries", acl_id=acl.id,
+        entries=[{"entry": cidr, "description": "allowed callers"} for cidr in sources], opts=opts)
+    for label, listener in listeners.items():
+        alicloud.alb.ListenerAclAttachment(f"{name}-{label}-callers", listener_id=listener.id, acl_id=acl.id,
+                                           acl_type="White", opts=child_options(parent, depends_on=[entries]))
+
+
+def _launch_template(parent: pulumi.Resource, name: str, request: FleetRequest, *,
+                     provider: str) -> alicloud.ecs.EcsLaunchTemplate:
+    """The fleet's servers, hardened as a single server is: metadata tokens (and hop limit 1), an encrypted ESSD,
+    the RAM role at creation, no key pair, no public address, the same user data; spot where the plan says.
+
+    A launch template, not an ess.ScalingConfiguration: the provider's ScalingConfiguration has http_endpoint but
+    no http_tokens (pulumi_alicloud 4.0.0 ess/scaling_configuration.py), so it cannot demand metadata tokens.
+    """
+    plan = request.plan
+    image = _server_image(parent, plan)
+    return alicloud.ecs.EcsLaunchTemplate(
+        f"{name}-template", launch_template_name=_account_name(parent, name, "servers", max_length=128),
+        description="inferstack inference server of an ESS scaling group", image_id=image.image_id,
+        instance_type=plan.instance_type, instance_name=f"{name}-server", instance_charge_type="PostPaid",
+        security_group_ids=list(request.firewall_ids), ram_role_name=request.attachment,
+        http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=METADATA_HOP_LIMIT,
+        system_disk={"category": SYSTEM_DISK_CATEGORY, "size": _system_disk_gib(image, plan), "encrypted": True,
+                     "delete_with_instance": True},
+        # No internet_max_bandwidth_out: the servers get no public address; they reach out through the NAT gateway.
+        spot_strategy="SpotAsPriceGo" if plan.spot else None,
+        user_data=_user_data(parent, plan, request.user_data, provider=provider),
+        tags=request.tags, template_tags=request.tags,
+        # A new image or user data is a new template version, used by the servers the group creates from then on;
+        # running servers stay as they are (rolling them is ESS instance refresh). A newer image alone changes
+        # nothing, as on a single server.
+        opts=server_options(parent, request.protected, ignore_changes=["imageId"]))
+
+
+def _qps_target(requests_per_s: float) -> float:
+    """The plan's requests per second per server as ESS keeps it (three decimals), never rounded to nothing."""
+    smallest: float = 10.0**-QPS_DECIMALS
+    return max(round(requests_per_s, QPS_DECIMALS), smallest)
 
 
 #### Helpers: offline preview ####
@@ -607,6 +980,33 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
         "cname": f"{c.inputs['domainName']}.w.kunlunsl.com", "status": "online"}),
     "alicloud:ecs/instance:Instance": lambda c: (_resource_id(c, "i"), {"publicIp": c.public_ip,
                                                                        "privateIp": c.private_ip}),
+    # A fleet: NAT egress, the load balancer, the scaling group and its launch template (ids in each API's form).
+    "alicloud:vpc/natGateway:NatGateway": lambda c: (_resource_id(c, "ngw"), {
+        "snatTableIds": _resource_id(c, "stb"), "forwardTableIds": _resource_id(c, "ftb")}),
+    "alicloud:ecs/eipAddress:EipAddress": lambda c: (_resource_id(c, "eip"), {"ipAddress": c.public_ip}),
+    "alicloud:ecs/eipAssociation:EipAssociation": lambda c: (
+        f"{c.inputs['allocationId']}:{c.inputs['instanceId']}", {}),
+    "alicloud:vpc/snatEntry:SnatEntry": lambda c: (f"{c.inputs['snatTableId']}:{_resource_id(c, 'snat')}", {}),
+    "alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate": lambda c: (_resource_id(c, "lt"), {
+        "latestVersionNumber": 1, "defaultVersionNumber": 1}),
+    "alicloud:ess/scalingGroup:ScalingGroup": lambda c: (_resource_id(c, "asg"), {}),
+    "alicloud:ess/lifecycleHook:LifecycleHook": lambda c: (_resource_id(c, "ash"), {}),
+    "alicloud:ess/albServerGroupAttachment:AlbServerGroupAttachment": lambda c: (
+        f"{c.inputs['scalingGroupId']}:{c.inputs['albServerGroupId']}:{c.inputs['port']}", {}),
+    "alicloud:ess/scalingRule:ScalingRule": lambda c: (_resource_id(c, "asr"), {
+        "ari": f"ari:acs:ess:{c.region}:{c.account}:scalingrule/{_resource_id(c, 'asr')}"}),
+    # The DNS name ALB gives an instance: <id>.<region>.alb.aliyuncs.com.
+    "alicloud:alb/loadBalancer:LoadBalancer": lambda c: (_resource_id(c, "alb"), {
+        "dnsName": f"{_resource_id(c, 'alb')}.{c.region}.alb.aliyuncs.com", "status": "Active"}),
+    "alicloud:alb/serverGroup:ServerGroup": lambda c: (_resource_id(c, "sgp"), {}),
+    "alicloud:alb/listener:Listener": lambda c: (_resource_id(c, "lsn"), {}),
+    "alicloud:alb/rule:Rule": lambda c: (_resource_id(c, "rule"), {}),
+    "alicloud:alb/acl:Acl": lambda c: (_resource_id(c, "acl"), {}),
+    "alicloud:alb/aclEntryAttachment:AclEntryAttachment": lambda c: (f"{c.inputs['aclId']}:entries", {}),
+    "alicloud:alb/listenerAclAttachment:ListenerAclAttachment": lambda c: (
+        f"{c.inputs['listenerId']}:{c.inputs['aclId']}", {}),
+    "alicloud:alb/loadBalancerSecurityGroupAttachment:LoadBalancerSecurityGroupAttachment": lambda c: (
+        f"{c.inputs['loadBalancerId']}:{c.inputs['securityGroupId']}", {}),
 }
 
 
@@ -632,8 +1032,16 @@ _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
         "roles": [{"id": "300000000000000001", "name": CDN_ORIGIN_ROLE,
                    "arn": f"acs:ram::{c.account}:role/{CDN_ORIGIN_ROLE.lower()}"}],
         "names": [CDN_ORIGIN_ROLE], "ids": ["300000000000000001"], "id": CDN_ORIGIN_ROLE},
+    "alicloud:alb/getZones:getZones": lambda a, c: {
+        "zones": [{"id": zone, "zoneId": zone, "localName": zone} for zone in _preview_zones(c.region)],
+        "ids": _preview_zones(c.region), "id": c.region},
     # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
     "alicloud:vpc/getNetworks:getNetworks": lambda a, c: {
         "vpcs": [{"id": vpc_id, "cidrBlock": "10.0.0.0/16", "vpcId": vpc_id} for vpc_id in a.get("ids", [])],
+        "ids": a.get("ids", []), "id": c.region},
+    # vSwitches in the order asked, in the region's zones in turn (a created network's zone order).
+    "alicloud:vpc/getSwitches:getSwitches": lambda a, c: {
+        "vswitches": [{"id": vswitch_id, "vswitchId": vswitch_id, "zoneId": zone}
+                      for vswitch_id, zone in zip(a.get("ids", []), itertools.cycle(_preview_zones(c.region)))],
         "ids": a.get("ids", []), "id": c.region},
 }

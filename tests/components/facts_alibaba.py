@@ -1,4 +1,9 @@
-"""Alibaba Cloud: what a recorded program registered, as the cloud-neutral security facts of neutral_view.py."""
+"""Alibaba Cloud: what a recorded program registered, as the cloud-neutral security facts of neutral_view.py.
+
+A fleet's servers are its launch template (`ecs.EcsLaunchTemplate`): every server the scaling group creates is
+made from it. Its ingress is that of the servers' security groups: the load balancer's own group (attached with
+`alb.LoadBalancerSecurityGroupAttachment`) admits callers to the load balancer's 443 and 80, not to a server.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from tests.components.neutral_view import (
 
 BUCKET = "alicloud:oss/bucket:Bucket"
 SECRET = "alicloud:kms/secret:Secret"
+LAUNCH_TEMPLATE = "alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate"
+LOAD_BALANCER_GROUPS = "alicloud:alb/loadBalancerSecurityGroupAttachment:LoadBalancerSecurityGroupAttachment"
 
 
 def facts(recording: Recording) -> SecurityFacts:
@@ -32,12 +39,15 @@ def facts(recording: Recording) -> SecurityFacts:
     buckets = [_bucket(r.id, by_bucket.get(r.id, {})) for r in recording.of_type(BUCKET)]
     attached = {r.inputs["policyName"] for r in
                 recording.of_type("alicloud:ram/rolePolicyAttachment:RolePolicyAttachment")}
+    load_balancer_groups = {r.inputs["securityGroupId"] for r in recording.of_type(LOAD_BALANCER_GROUPS)}
     return SecurityFacts(
         ingress=[_ingress(r, network_cidrs) for r in
                  recording.of_type("alicloud:ecs/securityGroupRule:SecurityGroupRule")
-                 if r.inputs["type"] == "ingress" and r.inputs.get("policy", "accept") == "accept"],
+                 if r.inputs["type"] == "ingress" and r.inputs.get("policy", "accept") == "accept"
+                 and r.inputs["securityGroupId"] not in load_balancer_groups],
         buckets=buckets,
-        servers=[_server(r) for r in recording.of_type("alicloud:ecs/instance:Instance")],
+        servers=[_server(r) for r in recording.of_type("alicloud:ecs/instance:Instance")] +
+                [_template(r, recording) for r in recording.of_type(LAUNCH_TEMPLATE)],
         grants=[grant for r in recording.of_type("alicloud:ram/policy:Policy") if r.inputs["policyName"] in attached
                 for grant in policy_grants(r.inputs["policyDocument"], RAM)],
         cdns=[_cdn(r, recording, {b.name: b for b in buckets})
@@ -83,6 +93,20 @@ def _server(instance: RegisteredResource) -> Server:
         metadata_tokens_required=inputs.get("httpTokens") == "required",
         termination_protected=inputs.get("deletionProtection") is True,
         root_disk_encrypted=inputs.get("systemDiskEncrypted") is True,
+        user_data=gzip_user_data(inputs["userData"]),
+    )
+
+
+def _template(template: RegisteredResource, recording: Recording) -> Server:
+    """A fleet's servers: what its launch template gives each; protected when their group refuses deletion."""
+    inputs = template.inputs
+    groups = [g for g in recording.of_type("alicloud:ess/scalingGroup:ScalingGroup")
+              if g.inputs.get("launchTemplateId") == template.id]
+    return Server(
+        name=template.name,
+        metadata_tokens_required=inputs.get("httpTokens") == "required",
+        termination_protected=bool(groups) and all(g.inputs.get("groupDeletionProtection") is True for g in groups),
+        root_disk_encrypted=inputs.get("systemDisk", {}).get("encrypted") is True,
         user_data=gzip_user_data(inputs["userData"]),
     )
 

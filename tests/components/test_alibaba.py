@@ -1,8 +1,9 @@
 """Alibaba Cloud: capabilities, images, GPU servers, names, CDN and KMS settings, bring-your-own, prices, preview.
 
 The cloud-neutral security properties run in test_security_invariants.py (facts_alibaba.py maps them); these
-tests cover what is specific to Alibaba. Every program runs under Pulumi mocks (`run`, conftest.py), whose stack
-config carries the KMS instance and key (`inferstack-alibaba:`).
+tests cover what is specific to Alibaba, for servers that stand alone (a fleet's are in test_fleet_alibaba.py).
+Every program runs under Pulumi mocks (`run`, conftest.py), whose stack config carries the KMS instance and key
+(`inferstack-alibaba:`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from inferstack.components import Capability, InferenceServer, InferenceServerAr
 from inferstack.components import alibaba as ali
 from inferstack.components.core import compressed_user_data
 from inferstack.errors import InputError
-from inferstack.plan import Price
+from inferstack.plan import DeploymentPlan, Price
 from inferstack.preview import Recording, preview_deployment, preview_stack, preview_workload, record
 from tests.components.conftest import STACK_CONFIG
 from tests.sample_plans import Variant, sample_plan
@@ -38,12 +39,16 @@ BUCKET = "alicloud:oss/bucket:Bucket"
 API_KEY = "sk-alibaba-3c2b1a0f9e8d"
 DOMAIN = "static.example.com"
 ECS_USER_DATA_LIMIT = 32 * 1024  # ECS: 32 KB of user data, read as the Base64 text
+API_ENDPOINT = {"api_domain": "api.example.com", "api_certificate": "12345678-ap-southeast-1"}
 
 
 def _deploy(run: Any, plan: Any, name: str = "chat", config: dict[str, Any] | None = None,
             **args: Any) -> Recording:
+    endpoint = API_ENDPOINT if plan.fleet else {}
+
     def program() -> pulumi.Output[dict[str, Any]]:
-        server = InferenceServer(name, cast(InferenceServerArgs, {"plan": plan, "assets_domain": DOMAIN, **args}))
+        server = InferenceServer(name, cast(InferenceServerArgs, {"plan": plan, "assets_domain": DOMAIN, **endpoint,
+                                                                  **args}))
         return pulumi.Output.all(
             urls=server.endpoint_urls, ids=server.instance_ids, bucket=server.model_bucket_name,
             assets=server.static_assets_url, policy=server.static_assets_policy, identity=server.identity_id,
@@ -62,6 +67,11 @@ def _rejected(run: Any, program: Callable[[], Any], config: dict[str, Any] | Non
 
     recording = run(guarded, config={**REGION, **(config or {})})
     return recording.value, recording
+
+
+def _standalone(plan: DeploymentPlan) -> DeploymentPlan:
+    """A production plan without a fleet (as plans written before fleets read): its servers stand alone."""
+    return plan.model_copy(update={"fleet": None})
 
 
 def _user_data(instance: Any) -> str:
@@ -148,7 +158,7 @@ def test_servers_demand_metadata_tokens_take_the_role_and_encrypt_their_system_d
 
 
 def test_production_spreads_replicas_over_two_vswitches_in_two_zones_with_deletion_protection(run: Any) -> None:
-    recording = _deploy(run, sample_plan("alibaba", "gpu-llm", "production"))
+    recording = _deploy(run, _standalone(sample_plan("alibaba", "gpu-llm", "production")))
     instances = sorted(recording.of_type(INSTANCE), key=lambda i: i.name)
     switches = {s.id: s for s in recording.of_type("alicloud:vpc/switch:Switch")}
     assert [i.inputs["vswitchId"] in switches for i in instances] == [True, True]
@@ -165,11 +175,11 @@ def test_more_zones_than_sell_the_instance_type_fails_with_the_zones(run: Any,
                         lambda a, region: {"zones": [{"id": "ap-southeast-1c"}]})
     with pytest.raises(InputError, match=r"ecs.gn7i-c8g1.2xlarge is offered in 1 zone\(s\) of this region "
                                          r"\(ap-southeast-1c\)"):
-        _deploy(run, sample_plan("alibaba", "gpu-llm", "production"))
+        _deploy(run, _standalone(sample_plan("alibaba", "gpu-llm", "production")))
 
 
 def test_spot_servers_are_released_on_interruption_and_skip_deletion_protection(run: Any) -> None:
-    plan = sample_plan("alibaba", "cpu-llm", "production").model_copy(update={"spot": True})
+    plan = _standalone(sample_plan("alibaba", "cpu-llm", "production")).model_copy(update={"spot": True})
     instances = _deploy(run, plan).of_type(INSTANCE)
     assert {i.inputs["spotStrategy"] for i in instances} == {"SpotAsPriceGo"}
     assert {i.inputs["spotInterruptionBehavior"] for i in instances} == {"Terminate"}
@@ -428,7 +438,7 @@ def test_role_trusts_ecs_only_and_reads_the_model_prefix_of_one_bucket(run: Any)
 
 
 def test_brought_pieces_are_used_as_given_and_nothing_is_created_for_them(run: Any) -> None:
-    plan = sample_plan("alibaba", "gpu-llm", "production")
+    plan = _standalone(sample_plan("alibaba", "gpu-llm", "production"))
     recording = _deploy(run, plan, network_id="vpc-byo", subnet_ids=["vsw-byo-a", "vsw-byo-b"],
                         security_group_ids=["sg-byo"], instance_identity="byo-role", model_bucket="byo-models",
                         assets_bucket="byo-assets")
