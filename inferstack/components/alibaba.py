@@ -433,7 +433,7 @@ class AlibabaBackend(CloudBackend):
     def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
         plan, fleet = request.plan, request.plan.fleet
         assert fleet is not None, "create_fleet is called for a plan with a fleet"
-        certificate = _api_certificate(name, request.api_certificate)
+        certificate = _api_certificate(request.api_certificate)
         servers = _server_group(parent, name, request)
         load_balancer = _load_balancer(parent, name, request)
         _listeners(parent, name, request, load_balancer, servers, certificate)
@@ -796,12 +796,10 @@ def _current_region(parent: pulumi.Resource) -> StrOutput:
 #### Helpers: fleet ####
 
 
-def _api_certificate(name: str, certificate: str | None) -> str:
-    """The endpoint's CAS certificate (its form was checked with the component's arguments)."""
-    if certificate is None:
-        raise input_error(f"{name}.api_certificate", f"is required on Alibaba Cloud: {CAS_CERTIFICATE.kind}",
-                          fix=f"upload or buy the api domain's certificate in Certificate Management Service and give "
-                          f"its id, e.g. {CAS_CERTIFICATE.example} (stack config inferstack:apiCertificate)")
+def _api_certificate(certificate: str | None) -> str:
+    """The endpoint's CAS certificate: required and checked with the component's arguments, before anything is
+    created (api_endpoint_problems)."""
+    assert certificate is not None, "Alibaba issues no ALB certificate: api_certificate is required"
     return certificate
 
 

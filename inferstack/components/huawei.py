@@ -431,11 +431,8 @@ class HuaweiBackend(CloudBackend):
     def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
         plan, fleet = request.plan, request.plan.fleet
         assert fleet is not None, "create_fleet is called for plans with a fleet only"
-        if request.api_certificate is None:  # normally refused before anything is created (api_endpoint_problems)
-            assert self.api_certificate is not None
-            raise input_error("api_certificate", f"is required on {self.display_name}: {self.api_certificate.kind}",
-                              fix=f"upload the certificate of {request.api_domain} to ELB and give its id, such as "
-                              f"{self.api_certificate.example} (stack config inferstack:apiCertificate)")
+        # Required and checked with the component's arguments, before anything is created (api_endpoint_problems).
+        assert request.api_certificate is not None, "Huawei issues no certificate: api_certificate is required"
         zones = _zones_offering(parent, plan.instance_type, plan.zones)
         balancer = _load_balancer(parent, name, request, zones)
         template = _server_template(parent, name, request, self._user_data(parent, plan, request.user_data))

@@ -37,7 +37,8 @@ STACK_CONFIG = {
 CLOUD_ARGS: dict[str, dict[str, Any]] = {
     "aws": {"api_domain": "api.example.com"},  # CloudFront serves on its own hostname
     "gcp": {"assets_domain": "assets.example.com", "api_domain": "api.example.com"},
-    "alibaba": {"assets_domain": "assets.example.com", "api_domain": "api.example.com"},
+    "alibaba": {"assets_domain": "assets.example.com", "api_domain": "api.example.com",
+                "api_certificate": "12345678-ap-southeast-1"},
     "huawei": {"assets_domain": "assets.example.com", "assets_certificate": "scs1554192131150",
                "api_domain": "api.example.com", "api_certificate": "233a325e5e3e4ce8beeb320aa714cc12"},
 }

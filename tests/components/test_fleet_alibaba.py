@@ -454,8 +454,8 @@ def test_the_endpoint_is_the_api_domain_and_the_deploy_says_where_it_must_point(
 def test_a_fleet_without_a_certificate_is_refused_naming_what_alibaba_needs(run: Any) -> None:
     message, recording = _rejected(run, _fleet_plan(), api_domain=DOMAIN)
     assert "chat.api_certificate: is required on Alibaba Cloud: a Certificate Management Service (CAS)" in message
-    assert "e.g. 12345678-ap-southeast-1 (stack config inferstack:apiCertificate)" in message
-    assert not recording.of_type(LOAD_BALANCER) and not recording.of_type(SCALING_GROUP)
+    assert "give one such as 12345678-ap-southeast-1 (stack config inferstack:apiCertificate)" in message
+    assert recording.resources == []  # refused with the arguments, before anything is registered
 
 
 def test_a_malformed_certificate_is_refused_before_anything_is_created(run: Any) -> None:

@@ -46,8 +46,13 @@ FLEETS: dict[str, dict[str, str | None]] = {
     # cannot take the group's name nor the load balancer's elastic IP while the old one exists).
     "huawei": {"huaweicloud:As/group:Group": None,
                "huaweicloud:DedicatedElb/loadbalancer:Loadbalancer": "deletionProtectionEnable"},
+    # Alibaba: group and load balancer carry their own flags; all three have names of their own, so a successor
+    # can only be created once the old one is gone (delete-first).
+    "alibaba": {"alicloud:ess/scalingGroup:ScalingGroup": "groupDeletionProtection",
+                "alicloud:alb/loadBalancer:LoadBalancer": "deletionProtectionEnabled",
+                "alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate": None},
 }
-FLEETS_REPLACED_DELETE_FIRST = {"huawei"}
+FLEETS_REPLACED_DELETE_FIRST = {"huawei", "alibaba"}
 
 
 @dataclass(frozen=True)

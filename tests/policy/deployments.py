@@ -30,6 +30,7 @@ CLOUD_SETTINGS: Mapping[str, Mapping[str, Any]] = {
     "aws": {"inferstack:apiDomain": "api.example.com"},
     "gcp": {"inferstack:assetsDomain": "assets.example.com", "inferstack:apiDomain": "api.example.com"},
     "alibaba": {"inferstack:assetsDomain": "static.example.com", "inferstack:apiDomain": "api.example.com",
+                "inferstack:apiCertificate": "12345678-ap-southeast-1",
                 "inferstack-alibaba:kmsInstanceId": "kst-sgp00000000000000000",
                 "inferstack-alibaba:kmsKeyId": "key-sgp00000000000000000",
                 # The CDN domain's second phase (its CNAME points at it): online, certificate, https_force.
