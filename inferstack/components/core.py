@@ -89,9 +89,6 @@ class Support:
     note: str
 
 
-INTERIM_FLEET = "not built yet for this cloud: a fleet's servers are created one by one, without a load balancer"
-
-
 def supported(how: str) -> Support:
     return Support(True, how)
 
