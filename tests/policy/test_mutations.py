@@ -20,8 +20,8 @@ from tests.policy.harness import Registered, check_recording, rules
 ADMIN_FIX = ("inferstack opens no admin port; reach servers through the cloud's managed shell, or admit a private "
              "network only")
 API_RULE = "server-firewall-api-0-0-0-0-0"
-WORLD_FIX = ("only a serving port (8000) may be open beyond private networks; admit private networks only, or reach "
-             "other ports through the cloud's managed shell")
+WORLD_FIX = ("only a serving port (8000), or a load balancer's HTTPS or redirect port (443, 80), may be open beyond "
+             "private networks; admit private networks only, or reach other ports through the cloud's managed shell")
 NEVER = ("which inferstack never grants: the servers only read their model prefix and their own secrets{shell} "
          "(docs/policy.md lists the actions); remove it")
 NOT_ONE_PREFIX = ("which is not one model prefix of one bucket: grant bucket/prefix* only (no wildcard in the bucket "
