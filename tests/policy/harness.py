@@ -170,10 +170,22 @@ class Registered:
     def named(self, name: str) -> RegisteredResource:
         return self.recording.named(name)
 
-    def with_inputs(self, name: str, inputs: Mapping[str, Any], resource_type: str | None = None) -> Registered:
-        """A copy in which one resource was registered with other inputs, or as another type (a mutation)."""
+    def with_inputs(self, name: str, inputs: Mapping[str, Any], resource_type: str | None = None,
+                    dependencies: Mapping[str, Sequence[str]] | None = None) -> Registered:
+        """A copy in which one resource was registered with other inputs, or as another type, or with other
+        property dependencies (property → names of the resources it came from) (a mutation)."""
         changed = [_replaced(r, inputs, resource_type) if r.name == name else r for r in self.recording.resources]
-        return Registered(Recording(changed, self.recording.invokes, self.recording.value), self.dependencies)
+        kept = dict(self.dependencies)
+        if dependencies is not None:
+            urns = {r.name: r.urn for r in self.recording.resources}
+            kept[self.named(name).urn] = {prop: [urns[n] for n in names] for prop, names in dependencies.items()}
+        return Registered(Recording(changed, self.recording.invokes, self.recording.value), kept)
+
+    def dependency_names(self, name: str) -> dict[str, list[str]]:
+        """One resource's property dependencies, by the names of the resources they came from."""
+        names = {r.urn: r.name for r in self.recording.resources}
+        return {prop: [names[u] for u in urns if u in names]
+                for prop, urns in self.dependencies.get(self.named(name).urn, {}).items()}
 
     def without(self, name: str) -> Registered:
         kept = [r for r in self.recording.resources if r.name != name]
