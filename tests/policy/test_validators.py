@@ -96,6 +96,11 @@ NETWORK_CASES = [
     # world-ingress-serving-port-only
     Case("aws serving port to the world", pack.world_ingress_serving_port_only, rules.AWS_INGRESS_RULE,
          _aws_rule(8000.0, 8000.0, "0.0.0.0/0"), []),
+    Case("aws a load balancer's HTTPS port to the world", pack.world_ingress_serving_port_only, rules.AWS_INGRESS_RULE,
+         _aws_rule(443.0, 443.0, "0.0.0.0/0"), []),
+    Case("aws a load balancer's ports 80-443 to the world", pack.world_ingress_serving_port_only,
+         rules.AWS_INGRESS_RULE, _aws_rule(80.0, 443.0, "0.0.0.0/0"),
+         [f"ports 80-443 are open to the whole internet (0.0.0.0/0): {WORLD_FIX}"]),
     Case("aws other port to the world", pack.world_ingress_serving_port_only, rules.AWS_INGRESS_RULE,
          _aws_rule(8080.0, 8080.0, "0.0.0.0/0"),
          [f"port 8080 is open to the whole internet (0.0.0.0/0): {WORLD_FIX}"]),
@@ -516,6 +521,13 @@ LISTENER_CASES = [
           "the HTTPS listener's TLS policy is ELBSecurityPolicy-TLS13-1-0-2021-06, which the pack does not know to "
           "refuse TLS before 1.2: set sslPolicy to ELBSecurityPolicy-TLS13-1-2-2021-06 (or another "
           "ELBSecurityPolicy-TLS13-1-2-*, -TLS13-1-3-*, -TLS-1-2-* or -FS-1-2-* policy)"]),
+    Case("aws HTTPS listener naming the API's default policy", pack.load_balancer_https_only, rules.AWS_LISTENERS[0],
+         _with(fleets.AWS_HTTPS_LISTENER, sslPolicy="ELBSecurityPolicy-2016-08"),
+         ["the HTTPS listener's TLS policy is ELBSecurityPolicy-2016-08, which the pack does not know to refuse TLS "
+          "before 1.2: set sslPolicy to ELBSecurityPolicy-TLS13-1-2-2021-06 (or another ELBSecurityPolicy-TLS13-1-2-*, "
+          "-TLS13-1-3-*, -TLS-1-2-* or -FS-1-2-* policy)"]),
+    Case("aws HTTPS listener on a FIPS TLS 1.2 policy", pack.load_balancer_https_only, rules.AWS_LISTENERS[0],
+         _with(fleets.AWS_HTTPS_LISTENER, sslPolicy="ELBSecurityPolicy-TLS13-1-2-FIPS-2023-04"), []),
     Case("aws HTTP listener that forwards", pack.load_balancer_https_only, rules.AWS_LISTENERS[0],
          _with(fleets.AWS_HTTP_LISTENER, defaultActions=fleets.AWS_HTTPS_LISTENER["defaultActions"]),
          ["the HTTP listener's default actions (forward) do not only redirect to HTTPS, so plain HTTP reaches the "
@@ -583,6 +595,8 @@ LISTENER_CASES = [
          _with(fleets.HW_HTTP_LISTENER, defaultPoolId="pool-1"),
          ["the HTTP listener forwards plain HTTP to a backend server group (defaultPoolId): remove it and redirect to "
           "the HTTPS listener (an l7policy REDIRECT_TO_LISTENER)"]),
+    Case("huawei HTTPS listener on 8443", pack.load_balancer_https_only, rules.HW_LISTENER,
+         _with(fleets.HW_HTTPS_LISTENER, protocolPort=8443.0), [f"the HTTPS listener is on port 8443: {LISTENER_FIX}"]),
     Case("huawei TCP listener on the API port", pack.load_balancer_https_only, rules.HW_LISTENER,
          {"loadbalancerId": "elb-1", "protocol": "TCP", "protocolPort": 8000.0},
          [f"the listener's protocol is TCP: {LISTENER_FIX}"]),
