@@ -3020,7 +3020,7 @@ def check_fleet_zones(stack: Stack, report_violation: ReportViolation) -> None:
     wanted = _integer(stack.config.get("minZones", DEFAULT_MIN_ZONES)) or DEFAULT_MIN_ZONES
     for group in groups:
         name = group.resource.name
-        for unread in group.unread_zones:
+        for unread in group.unread_zones if wanted > 1 else []:  # any placement spans one zone
             report_violation(f"managed group {name}: the pack cannot read {unread}, so it cannot tell how many zones "
                              "the group spans: place it in subnets (or zones) of this stack", group.resource.urn)
         if not group.unread_zones and len(group.zones) < wanted:

@@ -300,6 +300,13 @@ def test_a_stack_of_another_stage_may_run_its_fleet_in_one_zone() -> None:
     assert _mandatory(one_zone, {"fleet-spans-zones": {"minZones": 1}}) == []
 
 
+def test_subnets_the_stack_does_not_create_need_a_stack_that_vouches_for_their_zones() -> None:
+    brought = fleets.changed(fleets.fleet("aws"), "group", _set(vpcZoneIdentifiers=["subnet-0ffee", "subnet-0fade"]),
+                             depends={"launchTemplate": ["template"], "targetGroupArns": ["target-group"]})
+    assert [policy for policy, _, _ in _mandatory(brought)] == ["fleet-spans-zones"]
+    assert _mandatory(brought, {"fleet-spans-zones": {"minZones": 1}}) == []
+
+
 def test_google_front_ends_count_as_the_load_balancer_not_as_the_world() -> None:
     """The servers' rule admits 130.211.0.0/22 and 35.191.0.0/16 to the serving port: neither the public-ingress
     rule nor the fleet rule flags it, and the same ranges to another port are flagged."""
