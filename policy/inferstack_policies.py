@@ -59,12 +59,15 @@ def resource_policy(rule: ResourceRule) -> ResourceValidationPolicy:
 def stack_policy(rule: StackRule) -> StackValidationPolicy:
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         try:
-            rule.check(Stack(args.resources, unknown_errors=(UnknownValueError,)), report_violation)
+            rule.check(Stack(args.resources, unknown_errors=(UnknownValueError,), config=args.get_config()),
+                       report_violation)
         except NotApplicable as verdict:
             args.not_applicable(verdict.reason)
 
+    schema = PolicyConfigSchema(properties=dict(rule.config_schema)) if rule.config_schema else None
     return StackValidationPolicy(name=rule.name, description=rule.description, validate=validate,
-                                 enforcement_level=LEVELS[rule.level], severity=SEVERITIES[rule.severity])
+                                 enforcement_level=LEVELS[rule.level], severity=SEVERITIES[rule.severity],
+                                 config_schema=schema)
 
 
 RESOURCE_POLICIES = [resource_policy(rule) for rule in RESOURCE_RULES]
@@ -84,3 +87,9 @@ buckets_have_default_encryption = _BY_NAME["buckets-have-default-encryption"]
 server_identity_least_privilege = _BY_NAME["server-identity-least-privilege"]
 cdn_https_front_ends = _BY_NAME["cdn-https-front-ends"]
 public_api_has_api_key = _BY_NAME["public-api-has-api-key"]
+servers_no_public_address = _BY_NAME["servers-no-public-address"]
+load_balancer_https_only = _BY_NAME["load-balancer-https-only"]
+load_balancer_backends_on_serving_port = _BY_NAME["load-balancer-backends-on-serving-port"]
+load_balancer_https_front_ends = _BY_NAME["load-balancer-https-front-ends"]
+load_balancer_only_public_listener = _BY_NAME["load-balancer-only-public-listener"]
+fleet_spans_zones = _BY_NAME["fleet-spans-zones"]

@@ -66,6 +66,16 @@ AWS_ROLE_ATTACHMENTS_EXCLUSIVE = "aws:iam/rolePolicyAttachmentsExclusive:RolePol
 AWS_INSTANCE_PROFILE = "aws:iam/instanceProfile:InstanceProfile"
 AWS_DISTRIBUTION = "aws:cloudfront/distribution:Distribution"
 AWS_PARAMETER = "aws:ssm/parameter:Parameter"
+AWS_SUBNET = "aws:ec2/subnet:Subnet"
+AWS_AUTOSCALING_GROUP = "aws:autoscaling/group:Group"
+AWS_GROUP_ATTACHMENTS = ("aws:autoscaling/attachment:Attachment",
+                         "aws:autoscaling/trafficSourceAttachment:TrafficSourceAttachment")
+# Elastic Load Balancing v2 is registered under two modules (`alb` is an alias of `lb`).
+AWS_LOAD_BALANCERS = ("aws:lb/loadBalancer:LoadBalancer", "aws:alb/loadBalancer:LoadBalancer")
+AWS_LISTENERS = ("aws:lb/listener:Listener", "aws:alb/listener:Listener")
+AWS_LISTENER_RULES = ("aws:lb/listenerRule:ListenerRule", "aws:alb/listenerRule:ListenerRule")
+AWS_TARGET_GROUPS = ("aws:lb/targetGroup:TargetGroup", "aws:alb/targetGroup:TargetGroup")
+AWS_CLASSIC_LOAD_BALANCER = "aws:elb/loadBalancer:LoadBalancer"
 
 # Google Cloud, pulumi-gcp 10.
 GCP_INSTANCE = "gcp:compute/instance:Instance"
@@ -93,6 +103,23 @@ GCP_BACKEND_BUCKET = "gcp:compute/backendBucket:BackendBucket"
 GCP_URL_MAP = "gcp:compute/uRLMap:URLMap"
 GCP_HTTP_PROXY = "gcp:compute/targetHttpProxy:TargetHttpProxy"
 GCP_SECRET = "gcp:secretmanager/secret:Secret"
+GCP_REGION_INSTANCE_TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
+GCP_INSTANCE_TEMPLATES = (GCP_INSTANCE_TEMPLATE, GCP_REGION_INSTANCE_TEMPLATE)
+GCP_REGION_GROUP_MANAGER = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
+GCP_ZONE_GROUP_MANAGER = "gcp:compute/instanceGroupManager:InstanceGroupManager"
+GCP_AUTOSCALERS = ("gcp:compute/regionAutoscaler:RegionAutoscaler", "gcp:compute/autoscaler:Autoscaler")
+GCP_FORWARDING_RULES = ("gcp:compute/globalForwardingRule:GlobalForwardingRule",
+                        "gcp:compute/forwardingRule:ForwardingRule")
+GCP_HTTPS_PROXIES = ("gcp:compute/targetHttpsProxy:TargetHttpsProxy",
+                     "gcp:compute/regionTargetHttpsProxy:RegionTargetHttpsProxy")
+GCP_HTTP_PROXIES = (GCP_HTTP_PROXY, "gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy")
+GCP_URL_MAPS = (GCP_URL_MAP, "gcp:compute/regionUrlMap:RegionUrlMap")
+GCP_SSL_POLICIES = ("gcp:compute/sSLPolicy:SSLPolicy", "gcp:compute/regionSslPolicy:RegionSslPolicy")
+GCP_BACKEND_SERVICES = ("gcp:compute/backendService:BackendService",
+                        "gcp:compute/regionBackendService:RegionBackendService")
+GCP_HEALTH_CHECKS = ("gcp:compute/healthCheck:HealthCheck", "gcp:compute/regionHealthCheck:RegionHealthCheck")
+GCP_LEGACY_HEALTH_CHECKS = ("gcp:compute/httpHealthCheck:HttpHealthCheck",
+                            "gcp:compute/httpsHealthCheck:HttpsHealthCheck")
 
 # Alibaba Cloud, pulumi-alicloud 4.
 ALI_INSTANCE = "alicloud:ecs/instance:Instance"
@@ -109,6 +136,19 @@ ALI_ROLE_POLICY_ATTACHMENT = "alicloud:ram/rolePolicyAttachment:RolePolicyAttach
 ALI_CDN_DOMAIN = "alicloud:cdn/domainNew:DomainNew"
 ALI_CDN_CONFIG = "alicloud:cdn/domainConfig:DomainConfig"
 ALI_SECRET = "alicloud:kms/secret:Secret"
+ALI_SECURITY_GROUP = "alicloud:ecs/securityGroup:SecurityGroup"
+ALI_VSWITCH = "alicloud:vpc/switch:Switch"
+ALI_SCALING_CONFIGURATION = "alicloud:ess/scalingConfiguration:ScalingConfiguration"
+ALI_LAUNCH_TEMPLATES = ("alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate",
+                        "alicloud:ecs/launchTemplate:LaunchTemplate")
+ALI_SCALING_GROUP = "alicloud:ess/scalingGroup:ScalingGroup"
+ALI_GROUP_ATTACHMENT = "alicloud:ess/albServerGroupAttachment:AlbServerGroupAttachment"
+ALI_LOAD_BALANCER = "alicloud:alb/loadBalancer:LoadBalancer"
+ALI_LB_SECURITY_GROUP = "alicloud:alb/loadBalancerSecurityGroupAttachment:LoadBalancerSecurityGroupAttachment"
+ALI_LISTENER = "alicloud:alb/listener:Listener"
+ALI_LISTENER_RULE = "alicloud:alb/rule:Rule"
+ALI_SERVER_GROUP = "alicloud:alb/serverGroup:ServerGroup"
+ALI_TLS_POLICY = "alicloud:alb/securityPolicy:SecurityPolicy"
 
 # Huawei Cloud, pulumi-huaweicloud 0.0.12 (its modules are capitalised; it has no Networking module).
 HW_INSTANCE = "huaweicloud:Ecs/instance:Instance"
@@ -120,6 +160,21 @@ HW_ROLE = "huaweicloud:Iam/role:Role"
 HW_AGENCY = "huaweicloud:Iam/agency:Agency"
 HW_CDN_DOMAIN = "huaweicloud:Cdn/domain:Domain"
 HW_SECRET = "huaweicloud:Dew/secret:Secret"
+HW_SECURITY_GROUP = "huaweicloud:Vpc/secgroup:Secgroup"
+HW_AS_CONFIGURATION = "huaweicloud:As/configuration:Configuration"
+HW_AS_GROUP = "huaweicloud:As/group:Group"
+HW_LOAD_BALANCER = "huaweicloud:DedicatedElb/loadbalancer:Loadbalancer"
+HW_EIP_ASSOCIATE = "huaweicloud:Vpc/eipAssociate:EipAssociate"
+HW_LISTENER = "huaweicloud:DedicatedElb/listener:Listener"
+HW_L7_POLICY = "huaweicloud:DedicatedElb/l7policy:L7policy"
+HW_POOL = "huaweicloud:DedicatedElb/pool:Pool"
+HW_MONITOR = "huaweicloud:DedicatedElb/monitor:Monitor"
+HW_TLS_POLICY = "huaweicloud:DedicatedElb/securityPolicy:SecurityPolicy"
+
+# Listeners of load balancers that a fleet does not use and the pack does not read (classic and network load
+# balancers, Huawei's shared ELB): each counts as a public listener the pack cannot check.
+UNREAD_LISTENER_TYPES = (AWS_CLASSIC_LOAD_BALANCER, "alicloud:slb/listener:Listener",
+                         "alicloud:nlb/listener:Listener", "huaweicloud:Elb/listener:Listener")
 
 #### What a cloud cannot express (the reasons match the capabilities in inferstack/components/<cloud>.py) ####
 
@@ -205,6 +260,8 @@ class Stack:
 
     resources: Sequence[StackResource]
     unknown_errors: tuple[type[Exception], ...] = ()
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """The rule's configuration (`--policy-pack-config`)."""
 
     def of_type(self, *resource_types: str) -> list[StackResource]:
         return [r for r in self.resources if r.resource_type in resource_types]
@@ -261,6 +318,7 @@ class StackRule:
     check: Callable[[Stack, ReportViolation], None]
     severity: str = "high"
     level: str = "mandatory"
+    config_schema: Mapping[str, Any] | None = None
 
 
 #### Values as the engine sends them ####
@@ -288,6 +346,14 @@ def _integer(value: Any) -> int | None:
             return None
         return int(number) if number.is_integer() else None
     return None
+
+
+def _flag(value: Any) -> bool | None:
+    """True, "true" → True; False, "false" → False (pulumi_aws types some flags as strings); None otherwise."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, str) else ""
+    return {"true": True, "false": False}.get(text)
 
 
 def _shown(value: Any) -> str:
@@ -719,6 +785,12 @@ SERVING_PORTS_SCHEMA: Mapping[str, Any] = {"servingPorts": {
     "description": "Ports that may be open to public networks (the inference API)."}}
 
 
+HTTPS_PORT, REDIRECT_PORT = 443, 80
+LISTENER_PORTS = (HTTPS_PORT, REDIRECT_PORT)
+"""A load balancer's public ports: HTTPS, and plain HTTP that only redirects to it (load-balancer-https-only). A
+public rule may open them on the load balancer's own firewall only (load-balancer-only-public-listener)."""
+
+
 def serving_ports(config: Mapping[str, Any]) -> tuple[int, ...]:
     ports = [_integer(port) for port in _items(config.get("servingPorts", DEFAULT_SERVING_PORTS))]
     return tuple(port for port in ports if port is not None)
@@ -733,8 +805,10 @@ def _public_where(source: Source) -> str:
 
 
 def check_public_ingress(resource: ResourceInput, report_violation: ReportViolation) -> None:
-    allowed = serving_ports(resource.config)
-    only = f"only a serving port ({', '.join(map(str, allowed))}) may be open beyond private networks"
+    serving = serving_ports(resource.config)
+    allowed = (*serving, *LISTENER_PORTS)
+    only = (f"only a serving port ({', '.join(map(str, serving))}), or a load balancer's HTTPS or redirect port "
+            f"({HTTPS_PORT}, {REDIRECT_PORT}), may be open beyond private networks")
     if unknown_ingress_type(resource.resource_type):
         report_violation(f"{resource.resource_type} is a firewall type the pack cannot read, so it counts as opening "
                          f"every port to the internet: {UNKNOWN_TYPE_FIX}")
@@ -927,9 +1001,7 @@ def _alibaba_bucket(props: Mapping[str, Any], report_violation: ReportViolation)
 def _alibaba_instance_disks(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
     if props.get("systemDiskEncrypted") is not True:
         report_violation("the system disk is not encrypted: set systemDiskEncrypted to true")
-    for index, disk in enumerate(_items(props.get("dataDisks"))):
-        if disk.get("encrypted") is not True:
-            report_violation(f"data disk {index} is not encrypted: set encrypted to true")
+    _alibaba_data_disks(props, report_violation)
 
 
 def _huawei_bucket(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
@@ -946,20 +1018,63 @@ def _huawei_instance_disks(props: Mapping[str, Any], report_violation: ReportVio
             report_violation(f"data disk {index} is not encrypted: set kmsKeyId")
 
 
+def _aws_template_disks(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """A launch template's volumes: `ebs.encrypted` is a string ("true") in pulumi_aws's LaunchTemplate."""
+    volumes = [m for m in _items(props.get("blockDeviceMappings")) if isinstance(m, Mapping) and m.get("ebs")]
+    if not volumes:
+        report_violation("the launch template maps no EBS volume, so its servers' root volume is the image's, "
+                         "encrypted only if the account encrypts EBS by default: map the root device with "
+                         "ebs.encrypted true")
+    for mapping in volumes:
+        if _flag(mapping["ebs"].get("encrypted")) is not True:
+            report_violation(f"EBS volume {mapping.get('deviceName')} of the launch template is not encrypted: set "
+                             "ebs.encrypted to true")
+
+
+def _alibaba_template_disks(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """An ECS launch template: `systemDisk.encrypted` and `dataDisks[].encrypted`."""
+    if (props.get("systemDisk") or {}).get("encrypted") is not True:
+        report_violation("the system disk is not encrypted: set systemDisk.encrypted to true")
+    _alibaba_data_disks(props, report_violation)
+
+
+def _alibaba_data_disks(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    for index, disk in enumerate(_items(props.get("dataDisks"))):
+        if disk.get("encrypted") is not True:
+            report_violation(f"data disk {index} is not encrypted: set encrypted to true")
+
+
+def _huawei_configuration_disks(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """An AS configuration's `instanceConfig.disks`, the system disk (SYS) included: each names a KMS key."""
+    disks = _items((props.get("instanceConfig") or {}).get("disks"))
+    if not any(str(disk.get("diskType")).upper() == "SYS" for disk in disks):
+        report_violation("the AS configuration lists no system disk (diskType SYS), so the pack cannot tell "
+                         "whether it is encrypted: list it with kmsId")
+    for index, disk in enumerate(disks):
+        if not disk.get("kmsId"):
+            report_violation(f"disk {index} ({disk.get('diskType')}) of the AS configuration is not encrypted: "
+                             "set kmsId (inferstack uses the region's evs/default key)")
+
+
 _ENCRYPTION: Mapping[str, Callable[[Mapping[str, Any], ReportViolation], None]] = {
     AWS_BUCKET_ENCRYPTION: _aws_encryption_rules,
     AWS_INSTANCE: _aws_instance_disks,
+    AWS_LAUNCH_TEMPLATE: _aws_template_disks,
+    AWS_LAUNCH_CONFIGURATION: _aws_instance_disks,  # rootBlockDevice and ebsBlockDevices, as on an instance
     AWS_VOLUME: _aws_volume,
     ALI_BUCKET: _alibaba_bucket,
     ALI_BUCKET_ENCRYPTION: lambda props, report: _alibaba_algorithm(props.get("sseAlgorithm"), report),
     ALI_INSTANCE: _alibaba_instance_disks,
+    ALI_SCALING_CONFIGURATION: _alibaba_instance_disks,  # systemDiskEncrypted and dataDisks, as on an instance
+    **dict.fromkeys(ALI_LAUNCH_TEMPLATES, _alibaba_template_disks),
     ALI_DISK: _aws_volume,  # `encrypted`, as on EBS
     HW_BUCKET: _huawei_bucket,
     HW_INSTANCE: _huawei_instance_disks,
+    HW_AS_CONFIGURATION: _huawei_configuration_disks,
     HW_VOLUME: lambda props, report: None if props.get("kmsId") else report(
         "the volume is not encrypted: set kmsId"),
 }
-_ALWAYS_ENCRYPTED = (GCP_BUCKET, GCP_INSTANCE, GCP_INSTANCE_TEMPLATE, GCP_DISK)
+_ALWAYS_ENCRYPTED = (GCP_BUCKET, GCP_INSTANCE, *GCP_INSTANCE_TEMPLATES, GCP_DISK)
 
 
 def check_encryption(resource: ResourceInput, report_violation: ReportViolation) -> None:
@@ -997,15 +1112,26 @@ def _metadata_hardened(options: Mapping[str, Any], prefix: str, report_violation
                          f"its credentials: set it to {METADATA_HOP_LIMIT}")
 
 
+ALI_SCALING_CONFIGURATION_TOKENS = (
+    "an ESS scaling configuration cannot require metadata tokens (pulumi_alicloud 4.0.0 has no httpTokens on "
+    "ess.ScalingConfiguration): build the scaling group from an ECS launch template (alicloud:ecs/ecsLaunchTemplate "
+    "with httpTokens required and httpPutResponseHopLimit 1, the group's launchTemplateId) instead")
+METADATA_TYPES = (*AWS_METADATA_TYPES, ALI_INSTANCE, *ALI_LAUNCH_TEMPLATES, ALI_SCALING_CONFIGURATION, GCP_INSTANCE,
+                  *GCP_INSTANCE_TEMPLATES, HW_INSTANCE, HW_AS_CONFIGURATION)
+
+
 def check_metadata(resource: ResourceInput, report_violation: ReportViolation) -> None:
     if resource.resource_type in AWS_METADATA_TYPES:
         _metadata_hardened(resource.props.get("metadataOptions") or {}, "metadataOptions.", report_violation,
                            hop_default_is_one=False)
-    elif resource.resource_type == ALI_INSTANCE:  # the hop limit defaults to 1 on ECS
+    elif resource.resource_type in (ALI_INSTANCE, *ALI_LAUNCH_TEMPLATES):  # the hop limit defaults to 1 on ECS
         _metadata_hardened(resource.props, "", report_violation, hop_default_is_one=True)
-    elif resource.resource_type in (GCP_INSTANCE, GCP_INSTANCE_TEMPLATE):
+    elif resource.resource_type == ALI_SCALING_CONFIGURATION:
+        if resource.props.get("httpEndpoint") != "disabled":
+            report_violation(ALI_SCALING_CONFIGURATION_TOKENS)
+    elif resource.resource_type in (GCP_INSTANCE, *GCP_INSTANCE_TEMPLATES):
         raise NotApplicable(GCP_NO_METADATA_TOKENS)
-    elif resource.resource_type == HW_INSTANCE:
+    elif resource.resource_type in (HW_INSTANCE, HW_AS_CONFIGURATION):
         raise NotApplicable(HUAWEI_NO_METADATA_TOKENS)
 
 
@@ -1652,7 +1778,7 @@ def _gcp_server_accounts(stack: Stack) -> list[ServerIdentity]:
     found = []
     for account in stack.of_type(GCP_SERVICE_ACCOUNT):
         email = stack.known(account.props, "email")
-        for instance in stack.of_type(GCP_INSTANCE, GCP_INSTANCE_TEMPLATE):
+        for instance in stack.of_type(GCP_INSTANCE, *GCP_INSTANCE_TEMPLATES):
             attached = stack.known(instance.props, "serviceAccount") or {}
             via_dependency = account.urn in {d.urn for d in instance.property_dependencies.get("serviceAccount", [])}
             if via_dependency or (email and stack.known(attached, "email") == email):
@@ -1746,8 +1872,9 @@ def _gcp_target(grant: StackResource) -> str:
 # counts as an unknown grant (fail closed).
 IDENTITY_USERS = {
     AWS_INSTANCE_PROFILE, AWS_INSTANCE, AWS_LAUNCH_TEMPLATE, AWS_LAUNCH_CONFIGURATION, AWS_SPOT_INSTANCE_REQUEST,
-    GCP_INSTANCE, GCP_INSTANCE_TEMPLATE, ALI_INSTANCE, "alicloud:ecs/ramRoleAttachment:RamRoleAttachment",
-    "alicloud:ram/roleAttachment:RoleAttachment", HW_INSTANCE,
+    GCP_INSTANCE, *GCP_INSTANCE_TEMPLATES, ALI_INSTANCE, "alicloud:ecs/ramRoleAttachment:RamRoleAttachment",
+    "alicloud:ram/roleAttachment:RoleAttachment", ALI_SCALING_CONFIGURATION, *ALI_LAUNCH_TEMPLATES, HW_INSTANCE,
+    HW_AS_GROUP, HW_AS_CONFIGURATION,
 }
 
 
@@ -1929,14 +2056,988 @@ def check_public_api_key(stack: Stack, report_violation: ReportViolation) -> Non
                 resource.urn)
 
 
+#### Fleets: no server with a public address ####
+
+# Templates of managed groups. Loose servers keep the rules above: they may have a public address (single-server
+# plans serve on their own), which the firewall rules guard.
+SERVER_TEMPLATE_TYPES = (AWS_LAUNCH_TEMPLATE, AWS_LAUNCH_CONFIGURATION, *GCP_INSTANCE_TEMPLATES,
+                         ALI_SCALING_CONFIGURATION, *ALI_LAUNCH_TEMPLATES, HW_AS_CONFIGURATION)
+NO_PUBLIC_ADDRESS_FIX = "a fleet's servers have no public address: the load balancer is their only public endpoint"
+
+
+def _aws_template_address(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    interfaces = [nic for nic in _items(props.get("networkInterfaces")) if isinstance(nic, Mapping)]
+    if not interfaces:
+        report_violation("the launch template does not say whether its servers get a public address (no "
+                         "networkInterfaces), so the subnet's default decides: add a network interface with "
+                         f"associatePublicIpAddress false (and the security groups there); {NO_PUBLIC_ADDRESS_FIX}")
+    for index, nic in enumerate(interfaces):
+        public = _flag(nic.get("associatePublicIpAddress"))
+        if public is not False:
+            what = "gets a public address" if public else "leaves the public address to the subnet's default"
+            report_violation(f"network interface {index} of the launch template {what} (associatePublicIpAddress "
+                             f"is {nic.get('associatePublicIpAddress', 'unset')}): set it to false; "
+                             f"{NO_PUBLIC_ADDRESS_FIX}")
+        _no_ipv6(nic, f"network interface {index} of the launch template", report_violation)
+
+
+def _no_ipv6(nic: Mapping[str, Any], what: str, report_violation: ReportViolation) -> None:
+    """IPv6 addresses are globally routable: an interface that gets one has a public address."""
+    count = nic.get("ipv6AddressCount")
+    if (count is not None and _integer(count) != 0) or _items(nic.get("ipv6Addresses")) or (
+            nic.get("ipv6PrefixCount") is not None and _integer(nic.get("ipv6PrefixCount")) != 0):
+        report_violation(f"{what} gets IPv6 addresses, which are public: remove them; {NO_PUBLIC_ADDRESS_FIX}")
+
+
+def _aws_launch_configuration_address(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if props.get("associatePublicIpAddress") is not False:
+        report_violation("the launch configuration does not refuse a public address (associatePublicIpAddress is "
+                         f"{props.get('associatePublicIpAddress', 'unset')}, so the subnet's default decides): set it "
+                         f"to false; {NO_PUBLIC_ADDRESS_FIX}")
+
+
+def _gcp_template_address(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    for index, nic in enumerate(_items(props.get("networkInterfaces"))):
+        if _items(nic.get("accessConfigs")):
+            report_violation(f"network interface {index} of the template has an access config, which gives each "
+                             f"server an external IPv4 address: remove accessConfigs; {NO_PUBLIC_ADDRESS_FIX}")
+        if _items(nic.get("ipv6AccessConfigs")):
+            report_violation(f"network interface {index} of the template has an IPv6 access config, which gives "
+                             f"each server an external IPv6 address: remove ipv6AccessConfigs; {NO_PUBLIC_ADDRESS_FIX}")
+
+
+def _alibaba_template_address(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """ECS gives a server in a VPC a public address when its outbound internet bandwidth is above 0."""
+    bandwidth = props.get("internetMaxBandwidthOut")
+    if bandwidth is not None and _integer(bandwidth) != 0:
+        report_violation(f"internetMaxBandwidthOut is {_shown(bandwidth)}, which gives each server a public address: "
+                         f"set it to 0 (servers reach the internet through the NAT gateway); {NO_PUBLIC_ADDRESS_FIX}")
+
+
+def _huawei_configuration_address(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if (props.get("instanceConfig") or {}).get("publicIp"):
+        report_violation("instanceConfig.publicIp gives each server an elastic IP: remove it (servers reach the "
+                         f"internet through the NAT gateway); {NO_PUBLIC_ADDRESS_FIX}")
+
+
+def _huawei_group_address(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    for index, network in enumerate(_items(props.get("networks"))):
+        if network.get("ipv6BandwidthId"):
+            report_violation(f"network {index} of the AS group gives each server IPv6 bandwidth, a public IPv6 "
+                             f"address: remove ipv6BandwidthId; {NO_PUBLIC_ADDRESS_FIX}")
+
+
+_PUBLIC_ADDRESS: Mapping[str, Callable[[Mapping[str, Any], ReportViolation], None]] = {
+    AWS_LAUNCH_TEMPLATE: _aws_template_address,
+    AWS_LAUNCH_CONFIGURATION: _aws_launch_configuration_address,
+    **dict.fromkeys(GCP_INSTANCE_TEMPLATES, _gcp_template_address),
+    ALI_SCALING_CONFIGURATION: _alibaba_template_address,
+    **dict.fromkeys(ALI_LAUNCH_TEMPLATES, _alibaba_template_address),
+    HW_AS_CONFIGURATION: _huawei_configuration_address,
+    HW_AS_GROUP: _huawei_group_address,
+}
+
+
+def check_no_public_address(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    check = _PUBLIC_ADDRESS.get(resource.resource_type)
+    if check is not None:
+        check(resource.props, report_violation)
+
+
+#### Fleets: the load balancer listens with HTTPS (TLS 1.2 or newer) and redirects plain HTTP ####
+
+# ELB security policies admitting TLS 1.2 or newer only, by AWS's naming (docs.aws.amazon.com, "Security policies
+# for your Application Load Balancer"): ELBSecurityPolicy-TLS13-1-2-2021-06 (and its -Res, -Ext1, -Ext2, -FIPS,
+# -PQ variants), -TLS13-1-3-*, -TLS-1-2-2017-01, -TLS-1-2-Ext-2018-06, -FS-1-2-*. ELBSecurityPolicy-2016-08 (the
+# API's default), -TLS13-1-0-*, -TLS13-1-1-*, -TLS-1-1-*, -FS-2018-06 and -FS-1-1-* admit older TLS.
+AWS_TLS12_POLICY = re.compile(r"ELBSecurityPolicy-(TLS13|TLS|FS)-1-[23](-[A-Za-z0-9]+)*")
+AWS_DEFAULT_TLS_POLICY = "ELBSecurityPolicy-2016-08"
+# Alibaba ALB's system TLS policies (alibabacloud.com, "TLS security policies"); the default is tls_cipher_policy_1_0.
+ALI_TLS12_POLICIES = {"tls_cipher_policy_1_2", "tls_cipher_policy_1_2_strict", "tls_cipher_policy_1_2_strict_with_1_3"}
+ALI_SYSTEM_POLICY_PREFIX = "tls_cipher_policy_"
+# Huawei dedicated ELB's TLS policies (pulumi_huaweicloud DedicatedElb.Listener.tls_ciphers_policy, and
+# support.huaweicloud.com "TLS Security Policy"); the default is tls-1-0.
+HW_TLS12_POLICIES = {"tls-1-2", "tls-1-2-strict", "tls-1-2-fs", "tls-1-2-fs-with-1-3", "tls-1-2-strict-no-cbc"}
+GCP_TLS12_VERSIONS = {"TLS_1_2", "TLS_1_3"}
+TLS12_PROTOCOLS = {"TLSv1.2", "TLSv1.3"}
+LISTENER_FIX = (f"a load balancer listens with HTTPS on {HTTPS_PORT} (TLS 1.2 or newer) and with HTTP on "
+                f"{REDIRECT_PORT} only to redirect to HTTPS")
+
+
+def _listener_port(protocol: str, port: Any, report_violation: ReportViolation) -> None:
+    wanted = HTTPS_PORT if protocol == "HTTPS" else REDIRECT_PORT
+    if _integer(port) != wanted:
+        report_violation(f"the {protocol} listener is on port {_shown(port) if port is not None else 'unset'}: "
+                         f"{LISTENER_FIX}")
+
+
+def _other_protocol(protocol: str, report_violation: ReportViolation) -> None:
+    report_violation(f"the listener's protocol is {protocol or 'unset'}: {LISTENER_FIX}")
+
+
+def _aws_redirects_to_https(action: Any) -> bool:
+    return (isinstance(action, Mapping) and str(action.get("type")).lower() == "redirect"
+            and str((action.get("redirect") or {}).get("protocol")).upper() == "HTTPS")
+
+
+def _aws_listener(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    protocol = str(props.get("protocol") or "HTTP").upper()  # an ALB listener's default protocol is HTTP
+    if protocol not in ("HTTPS", "HTTP"):
+        _other_protocol(protocol, report_violation)
+        return
+    _listener_port(protocol, props.get("port"), report_violation)
+    if protocol == "HTTPS":
+        policy = props.get("sslPolicy")
+        if not AWS_TLS12_POLICY.fullmatch(str(policy or "")):
+            shown = policy or f"unset (the API's default, {AWS_DEFAULT_TLS_POLICY})"
+            report_violation(f"the HTTPS listener's TLS policy is {shown}, which the pack does not know to refuse "
+                             "TLS before 1.2: set sslPolicy to ELBSecurityPolicy-TLS13-1-2-2021-06 (or another "
+                             "ELBSecurityPolicy-TLS13-1-2-*, -TLS13-1-3-*, -TLS-1-2-* or -FS-1-2-* policy)")
+        return
+    actions = _items(props.get("defaultActions"))
+    if not actions or not all(_aws_redirects_to_https(action) for action in actions):
+        kinds = ", ".join(sorted({str((a or {}).get("type")) for a in actions})) or "none"
+        report_violation(f"the HTTP listener's default actions ({kinds}) do not only redirect to HTTPS, so plain "
+                         "HTTP reaches the servers: give it one redirect action with protocol HTTPS")
+
+
+def _alibaba_listener(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    protocol = str(props.get("listenerProtocol") or "").upper()
+    if protocol not in ("HTTPS", "HTTP"):
+        _other_protocol(protocol, report_violation)
+        return
+    _listener_port(protocol, props.get("listenerPort"), report_violation)
+    policy = str(props.get("securityPolicyId") or "")
+    if protocol == "HTTPS" and (not policy or policy.startswith(ALI_SYSTEM_POLICY_PREFIX)) and (
+            policy not in ALI_TLS12_POLICIES):
+        shown = policy or "unset (ALB's default, tls_cipher_policy_1_0)"
+        report_violation(f"the HTTPS listener's TLS policy is {shown}, which admits TLS before 1.2: set "
+                         "securityPolicyId to tls_cipher_policy_1_2 (or _1_2_strict, _1_2_strict_with_1_3, or a "
+                         "custom alb.SecurityPolicy of TLSv1.2 and TLSv1.3)")
+    # A custom policy (an id) is read where it is defined: load-balancer-https-front-ends.
+
+
+def _huawei_listener(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    protocol = str(props.get("protocol") or "").upper()
+    if protocol not in ("HTTPS", "HTTP"):
+        _other_protocol(protocol, report_violation)
+        return
+    _listener_port(protocol, props.get("protocolPort"), report_violation)
+    if protocol == "HTTPS" and not props.get("securityPolicyId") and (
+            props.get("tlsCiphersPolicy") not in HW_TLS12_POLICIES):
+        shown = props.get("tlsCiphersPolicy") or "unset (ELB's default, tls-1-0)"
+        report_violation(f"the HTTPS listener's TLS policy is {shown}, which admits TLS before 1.2: set "
+                         "tlsCiphersPolicy to tls-1-2 (or tls-1-2-strict, tls-1-2-fs, tls-1-2-fs-with-1-3, "
+                         "tls-1-2-strict-no-cbc, or a custom DedicatedElb.SecurityPolicy of TLSv1.2 and TLSv1.3)")
+    if protocol == "HTTP" and props.get("defaultPoolId"):
+        report_violation("the HTTP listener forwards plain HTTP to a backend server group (defaultPoolId): remove "
+                         "it and redirect to the HTTPS listener (an l7policy REDIRECT_TO_LISTENER)")
+
+
+def _gcp_forwarding_ports(props: Mapping[str, Any]) -> list[_Span]:
+    if props.get("allPorts") is True:
+        return [_Span(*ALL_PORTS)]
+    texts = _items(props.get("ports")) or ([props["portRange"]] if props.get("portRange") is not None else [])
+    return _port_texts(texts) if texts else [_Span(*ALL_PORTS, unread="no portRange")]
+
+
+def _gcp_forwarding_rule(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if not props.get("target"):
+        report_violation("the forwarding rule has no target proxy, so it passes traffic to its backends as it comes "
+                         "(no HTTPS at the load balancer): forward to a target HTTPS proxy")
+    for span in _gcp_forwarding_ports(props):
+        if span.unread or span.low != span.high or span.low not in LISTENER_PORTS:
+            shown = span.unread or (f"port {span.low}" if span.low == span.high else f"ports {span.low}-{span.high}")
+            report_violation(f"the forwarding rule listens on {shown}: {LISTENER_FIX}")
+
+
+def _gcp_ssl_policy(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    version = props.get("minTlsVersion")
+    if version not in GCP_TLS12_VERSIONS:
+        shown = version or "unset (Google's default, TLS_1_0)"
+        report_violation(f"the SSL policy's minTlsVersion is {shown}: set it to TLS_1_2")
+
+
+def _tls_versions(key: str) -> Callable[[Mapping[str, Any], ReportViolation], None]:
+    def check(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+        versions = {str(v) for v in _items(props.get(key))}
+        if not versions or not versions <= TLS12_PROTOCOLS:
+            report_violation(f"the TLS policy admits {', '.join(sorted(versions)) or 'unset versions'} ({key}): "
+                             "admit TLSv1.2 and TLSv1.3 only")
+    return check
+
+
+def _unread_listener(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    report_violation("this load balancer's listeners are not read by the pack (it reads AWS ALB listeners, Google "
+                     "Cloud forwarding rules and target proxies, Alibaba ALB listeners and Huawei dedicated ELB "
+                     f"listeners), so they count as public listeners it cannot check: {LISTENER_FIX}, on one of those")
+
+
+_LISTENERS: Mapping[str, Callable[[Mapping[str, Any], ReportViolation], None]] = {
+    **dict.fromkeys(AWS_LISTENERS, _aws_listener),
+    **dict.fromkeys(GCP_FORWARDING_RULES, _gcp_forwarding_rule),
+    **dict.fromkeys(GCP_SSL_POLICIES, _gcp_ssl_policy),
+    ALI_LISTENER: _alibaba_listener,
+    ALI_TLS_POLICY: _tls_versions("tlsVersions"),
+    HW_LISTENER: _huawei_listener,
+    HW_TLS_POLICY: _tls_versions("protocols"),
+    **dict.fromkeys(UNREAD_LISTENER_TYPES, _unread_listener),
+}
+
+
+def check_listeners(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    check = _LISTENERS.get(resource.resource_type)
+    if check is not None:
+        check(resource.props, report_violation)
+
+
+#### Fleets: the load balancer forwards to a serving port and checks its health there ####
+
+HEALTH_FIX = "check the serving health path (the plan's serving.health_path) over HTTP on the serving port"
+
+
+def _serving(port: Any, ports: tuple[int, ...]) -> bool:
+    return _integer(port) in ports
+
+
+def _http(protocol: Any, default: str = "HTTP") -> bool:
+    return str(protocol or default).upper() in ("HTTP", "HTTPS", "HTTP2")
+
+
+def _health_path(path: Any, setting: str, report_violation: ReportViolation) -> None:
+    if not path or path == "/":
+        report_violation(f"the health check asks for {path or 'the default path, /'} ({setting}), which answers "
+                         f"before the model is loaded: {HEALTH_FIX}")
+
+
+def _aws_target_group(props: Mapping[str, Any], ports: tuple[int, ...], report_violation: ReportViolation) -> None:
+    if not _serving(props.get("port"), ports):
+        report_violation(f"the target group forwards to port {_shown(props.get('port'))}, not a serving port "
+                         f"({', '.join(map(str, ports))})")
+    check = props.get("healthCheck") or {}
+    if check.get("enabled") is False or not _http(check.get("protocol")):
+        state = "off" if check.get("enabled") is False else "not HTTP"
+        report_violation(f"the target group's health check is {state}: {HEALTH_FIX}")
+        return
+    _health_path(check.get("path"), "healthCheck.path", report_violation)
+    port = check.get("port")
+    if port not in (None, "traffic-port") and not _serving(port, ports):
+        report_violation(f"the health check probes port {_shown(port)} (healthCheck.port): use traffic-port")
+
+
+def _gcp_health_check(props: Mapping[str, Any], ports: tuple[int, ...], report_violation: ReportViolation) -> None:
+    blocks = [(key, props[key]) for key in ("httpHealthCheck", "httpsHealthCheck", "http2HealthCheck")
+              if props.get(key)]
+    if not blocks:
+        report_violation(f"the health check is not HTTP (no httpHealthCheck, httpsHealthCheck or http2HealthCheck): "
+                         f"{HEALTH_FIX}")
+        return
+    for key, block in blocks:
+        _health_path(block.get("requestPath"), f"{key}.requestPath", report_violation)
+        specification = block.get("portSpecification")
+        if specification in ("USE_SERVING_PORT", "USE_NAMED_PORT"):
+            continue  # the backend's named port, which load-balancer-backends-on-serving-port reads on the group
+        if not _serving(block.get("port", 80), ports):
+            report_violation(f"the health check probes port {_shown(block.get('port', '80 (the default)'))} "
+                             f"({key}.port): use the serving port, or portSpecification USE_SERVING_PORT")
+
+
+def _gcp_legacy_health_check(props: Mapping[str, Any], ports: tuple[int, ...],
+                             report_violation: ReportViolation) -> None:
+    _health_path(props.get("requestPath"), "requestPath", report_violation)
+    if not _serving(props.get("port", 80), ports):
+        report_violation(f"the health check probes port {_shown(props.get('port', '80 (the default)'))}: use the "
+                         "serving port")
+
+
+def _gcp_backend_service(props: Mapping[str, Any], ports: tuple[int, ...], report_violation: ReportViolation) -> None:
+    if not _items(props.get("healthChecks")):
+        report_violation(f"the backend service has no health check (healthChecks): {HEALTH_FIX}")
+
+
+def _gcp_group_ports(props: Mapping[str, Any], ports: tuple[int, ...], report_violation: ReportViolation) -> None:
+    for named in _items(props.get("namedPorts")):
+        if not _serving(named.get("port"), ports):
+            report_violation(f"named port {named.get('name')} is {_shown(named.get('port'))}, not a serving port "
+                             f"({', '.join(map(str, ports))}): the load balancer would send requests there")
+
+
+def _alibaba_server_group(props: Mapping[str, Any], ports: tuple[int, ...], report_violation: ReportViolation) -> None:
+    check = props.get("healthCheckConfig") or {}
+    if check.get("healthCheckEnabled") is not True or not _http(check.get("healthCheckProtocol")):
+        state = "not HTTP" if check.get("healthCheckEnabled") is True else "off"
+        report_violation(f"the server group's health check is {state} (healthCheckConfig): {HEALTH_FIX}")
+        return
+    _health_path(check.get("healthCheckPath"), "healthCheckConfig.healthCheckPath", report_violation)
+    port = check.get("healthCheckConnectPort")
+    if port is not None and _integer(port) != 0 and not _serving(port, ports):
+        report_violation(f"the health check probes port {_shown(port)} (healthCheckConfig.healthCheckConnectPort): "
+                         "use 0 (the backend's port)")
+
+
+def _backend_port(port: Any, setting: str, ports: tuple[int, ...], report_violation: ReportViolation) -> None:
+    if not _serving(port, ports):
+        report_violation(f"the load balancer sends requests to port {_shown(port)} ({setting}), not a serving port "
+                         f"({', '.join(map(str, ports))})")
+
+
+def _backend_ports(key: str, port_key: str) -> Callable[[Mapping[str, Any], tuple[int, ...], ReportViolation], None]:
+    """A group's registrations with a load balancer, each with the port its servers receive requests on."""
+    def check(props: Mapping[str, Any], ports: tuple[int, ...], report_violation: ReportViolation) -> None:
+        for entry in _items(props.get(key)):
+            _backend_port(entry.get(port_key), f"{key}.{port_key}", ports, report_violation)
+    return check
+
+
+def _huawei_monitor(props: Mapping[str, Any], ports: tuple[int, ...], report_violation: ReportViolation) -> None:
+    if props.get("enabled") is False or not _http(props.get("protocol"), default=""):
+        state = "off" if props.get("enabled") is False else "not HTTP"
+        report_violation(f"the health check is {state}: {HEALTH_FIX}")
+        return
+    _health_path(props.get("urlPath"), "urlPath", report_violation)
+    if props.get("port") is not None and not _serving(props.get("port"), ports):
+        report_violation(f"the health check probes port {_shown(props.get('port'))}: leave port unset (the "
+                         "backend's port)")
+
+
+_BACKENDS: Mapping[str, Callable[[Mapping[str, Any], tuple[int, ...], ReportViolation], None]] = {
+    **dict.fromkeys(AWS_TARGET_GROUPS, _aws_target_group),
+    **dict.fromkeys(GCP_HEALTH_CHECKS, _gcp_health_check),
+    **dict.fromkeys(GCP_LEGACY_HEALTH_CHECKS, _gcp_legacy_health_check),
+    **dict.fromkeys(GCP_BACKEND_SERVICES, _gcp_backend_service),
+    GCP_REGION_GROUP_MANAGER: _gcp_group_ports,
+    GCP_ZONE_GROUP_MANAGER: _gcp_group_ports,
+    ALI_SERVER_GROUP: _alibaba_server_group,
+    ALI_SCALING_GROUP: _backend_ports("albServerGroups", "port"),
+    ALI_GROUP_ATTACHMENT: lambda props, ports, report: _backend_port(props.get("port"), "port", ports, report),
+    HW_MONITOR: _huawei_monitor,
+    HW_AS_GROUP: _backend_ports("lbaasListeners", "protocolPort"),
+}
+
+
+def check_backends(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    check = _BACKENDS.get(resource.resource_type)
+    if check is not None:
+        check(resource.props, serving_ports(resource.config), report_violation)
+
+
+#### Fleets, as a stack: managed groups and the load balancers in front of them ####
+
+_IDENTIFIERS = ("id", "arn", "selfLink", "selfLinkUnique", "instanceGroup", "name")
+
+
+def _identifiers(stack: Stack, resource: StackResource) -> set[str]:
+    """What other resources may call this one by: its ARN, self link, name (ids are no property of a resource;
+    inputs taken from another resource are related by property dependency first, see `_linked`)."""
+    found = set()
+    for key in _IDENTIFIERS:
+        value = stack.known(resource.props, key)
+        if isinstance(value, str) and value:
+            found.add(value)
+    return found
+
+
+def _names_in(stack: Stack, value: Any, identifiers: set[str]) -> bool:
+    """Whether a (nested) value names one of the identifiers: equal, or one a path that ends in the other
+    ("sg-1" and arn:...:security-group/sg-1; a Google self link and its id)."""
+    if isinstance(value, str):
+        return bool(value) and any(value == i or value.endswith(f"/{i}") or i.endswith(f"/{value}")
+                                   for i in identifiers)
+    if isinstance(value, Mapping):
+        return any(_names_in(stack, stack.known(value, key), identifiers) for key in value)
+    if isinstance(value, Sequence):
+        return any(_names_in(stack, item, identifiers) for item in stack.items(value))
+    return False
+
+
+def _linked(stack: Stack, source: StackResource, props: Sequence[str], target: StackResource) -> bool:
+    """Whether one of `source`'s properties comes from, or names, `target`."""
+    for prop in props:
+        if target.urn in {d.urn for d in source.property_dependencies.get(prop, [])}:
+            return True
+    identifiers = _identifiers(stack, target)
+    return bool(identifiers) and any(_names_in(stack, stack.known(source.props, p), identifiers) for p in props)
+
+
+def _linked_of(stack: Stack, source: StackResource, props: Sequence[str], *types: str) -> list[StackResource]:
+    return [target for target in stack.of_type(*types) if _linked(stack, source, props, target)]
+
+
+def _referring(stack: Stack, target: StackResource, props: Sequence[str], *types: str) -> list[StackResource]:
+    return [source for source in stack.of_type(*types) if _linked(stack, source, props, target)]
+
+
+def _listed(stack: Stack, props: Mapping[str, Any], *keys: str) -> list[Any]:
+    """The known items of the first of `keys` that is set."""
+    for key in keys:
+        value = stack.known(props, key)
+        if value:
+            return stack.items(value)
+    return []
+
+
+@dataclass
+class ManagedGroup:
+    """A managed group of servers: its templates, the zones it spreads over, its size."""
+
+    cloud: str
+    resource: StackResource
+    templates: list[StackResource]
+    zones: set[str]
+    unread_zones: list[str]
+    """What about its placement the pack cannot read (a subnet the stack does not create ...)."""
+    min_size: int | None
+    max_size: int | None
+
+
+def _subnet_zones(stack: Stack, group: StackResource, keys: Sequence[str], subnet_type: str,
+                  zone_key: str) -> tuple[set[str], list[str]]:
+    """Zones of the subnets a group names; a subnet the stack does not create has a zone the pack cannot read."""
+    subnets = _linked_of(stack, group, keys, subnet_type)
+    zones, unread = set(), []
+    for subnet in subnets:
+        zone = stack.known(subnet.props, zone_key)
+        if zone:
+            zones.add(str(zone))
+        else:
+            unread.append(f"the zone of subnet {subnet.name} ({zone_key} unset)")
+    listed = _listed(stack, group.props, *keys)
+    if len(listed) > len(subnets):
+        unread.append(f"{len(listed) - len(subnets)} subnet(s) that this stack does not create ({keys[0]})")
+    return zones, unread
+
+
+def _aws_groups(stack: Stack) -> Iterator[ManagedGroup]:
+    for group in stack.of_type(AWS_AUTOSCALING_GROUP):
+        templates = _linked_of(stack, group, ("launchTemplate", "mixedInstancesPolicy"), AWS_LAUNCH_TEMPLATE)
+        templates += _linked_of(stack, group, ("launchConfiguration",), AWS_LAUNCH_CONFIGURATION)
+        if _listed(stack, group.props, "vpcZoneIdentifiers"):
+            zones, unread = _subnet_zones(stack, group, ("vpcZoneIdentifiers",), AWS_SUBNET, "availabilityZone")
+        else:
+            zones, unread = {str(z) for z in _listed(stack, group.props, "availabilityZones")}, []
+        yield ManagedGroup("aws", group, templates, zones, unread, _integer(stack.known(group.props, "minSize")),
+                           _integer(stack.known(group.props, "maxSize")))
+
+
+def _gcp_groups(stack: Stack) -> Iterator[ManagedGroup]:
+    for group in stack.of_type(GCP_REGION_GROUP_MANAGER, GCP_ZONE_GROUP_MANAGER):
+        templates = _linked_of(stack, group, ("versions", "instanceTemplate"), *GCP_INSTANCE_TEMPLATES)
+        unread = []
+        if group.resource_type == GCP_ZONE_GROUP_MANAGER:
+            zones = {_last_segment(stack.known(group.props, "zone"))}
+        else:
+            zones = {_last_segment(z) for z in _listed(stack, group.props, "distributionPolicyZones")}
+            if not zones:
+                unread.append("distributionPolicyZones is unset, so Google picks the zones: list them")
+        size = _integer(stack.known(group.props, "targetSize"))
+        low, high = size, size
+        for autoscaler in _referring(stack, group, ("target",), *GCP_AUTOSCALERS):
+            policy = stack.known(autoscaler.props, "autoscalingPolicy") or {}
+            low, high = _integer(policy.get("minReplicas")), _integer(policy.get("maxReplicas"))
+        yield ManagedGroup("gcp", group, templates, zones, unread, low, high)
+
+
+def _alibaba_groups(stack: Stack) -> Iterator[ManagedGroup]:
+    for group in stack.of_type(ALI_SCALING_GROUP):
+        templates = _referring(stack, group, ("scalingGroupId",), ALI_SCALING_CONFIGURATION)
+        templates += _linked_of(stack, group, ("launchTemplateId",), *ALI_LAUNCH_TEMPLATES)
+        zones, unread = _subnet_zones(stack, group, ("vswitchIds", "vswitchId"), ALI_VSWITCH, "zoneId")
+        yield ManagedGroup("alibaba", group, templates, zones, unread, _integer(stack.known(group.props, "minSize")),
+                           _integer(stack.known(group.props, "maxSize")))
+
+
+def _huawei_groups(stack: Stack) -> Iterator[ManagedGroup]:
+    for group in stack.of_type(HW_AS_GROUP):
+        templates = _linked_of(stack, group, ("scalingConfigurationId",), HW_AS_CONFIGURATION)
+        zones = {str(z) for z in _listed(stack, group.props, "availabilityZones", "availableZones")}
+        unread = [] if zones else ["availabilityZones is unset, so Auto Scaling puts every server in one zone it "
+                                   "picks: list the zones"]
+        yield ManagedGroup("huawei", group, templates, zones, unread,
+                           _integer(stack.known(group.props, "minInstanceNumber")),
+                           _integer(stack.known(group.props, "maxInstanceNumber")))
+
+
+def managed_groups(stack: Stack) -> list[ManagedGroup]:
+    """Every managed group in the stack, on every cloud."""
+    return [*_aws_groups(stack), *_gcp_groups(stack), *_alibaba_groups(stack), *_huawei_groups(stack)]
+
+
+@dataclass
+class HealthCheck:
+    resource: StackResource
+    path: str | None
+    port: int | str | None
+    """A port number; "traffic-port" or "serving-port" for the port requests go to; None: the backend's port."""
+
+
+@dataclass
+class Backend:
+    """Where a load balancer sends requests: a target group, backend service, server group or pool."""
+
+    resource: StackResource
+    health_checks: list[HealthCheck]
+    groups: list[StackResource]
+    """The managed groups whose servers it holds."""
+
+
+@dataclass
+class Listener:
+    resource: StackResource
+    port: int | None
+    protocol: str
+    redirects_to_https: bool
+    """Plain HTTP that only redirects to HTTPS."""
+    backends: list[Backend]
+
+
+@dataclass
+class LoadBalancer:
+    cloud: str
+    resource: StackResource
+    """The load balancer (on Google Cloud, which has none as a resource, its first forwarding rule)."""
+    internet_facing: bool
+    listeners: list[Listener]
+
+    @property
+    def backends(self) -> list[Backend]:
+        seen: dict[str, Backend] = {}
+        for listener in self.listeners:
+            for backend in listener.backends:
+                seen.setdefault(backend.resource.urn, backend)
+        return list(seen.values())
+
+
+def _aws_backends(stack: Stack) -> list[Backend]:
+    backends = []
+    for group in stack.of_type(*AWS_TARGET_GROUPS):
+        check = stack.known(group.props, "healthCheck") or {}
+        health = [] if check.get("enabled") is False else [
+            HealthCheck(group, check.get("path"), _integer(check.get("port")) or check.get("port") or "traffic-port")]
+        members = _referring(stack, group, ("targetGroupArns", "trafficSources"), AWS_AUTOSCALING_GROUP)
+        for attachment in _referring(stack, group, ("lbTargetGroupArn", "trafficSource"), *AWS_GROUP_ATTACHMENTS):
+            members += _linked_of(stack, attachment, ("autoscalingGroupName",), AWS_AUTOSCALING_GROUP)
+        backends.append(Backend(group, health, members))
+    return backends
+
+
+def _aws_load_balancers(stack: Stack, report_violation: ReportViolation) -> Iterator[LoadBalancer]:
+    backends = _aws_backends(stack)
+    for balancer in stack.of_type(*AWS_LOAD_BALANCERS):
+        listeners = []
+        for listener in _referring(stack, balancer, ("loadBalancerArn",), *AWS_LISTENERS):
+            protocol = str(stack.known(listener.props, "protocol") or "HTTP").upper()
+            rules = _referring(stack, listener, ("listenerArn",), *AWS_LISTENER_RULES)
+            actions = stack.items(stack.known(listener.props, "defaultActions"))
+            for rule in rules:
+                rule_actions = stack.items(stack.known(rule.props, "actions"))
+                actions += rule_actions
+                if protocol == "HTTP" and not all(_aws_redirects_to_https(a) for a in rule_actions):
+                    report_violation(f"listener rule {rule.name} of the HTTP listener {listener.name} does not only "
+                                     "redirect to HTTPS, so plain HTTP reaches the servers: redirect, or move the rule "
+                                     "to the HTTPS listener", rule.urn)
+            forwards = [b for b in backends if any(_linked(stack, holder, ("defaultActions", "actions"), b.resource)
+                                                   for holder in (listener, *rules))]
+            listeners.append(Listener(listener, _integer(stack.known(listener.props, "port")), protocol,
+                                      protocol == "HTTP" and bool(actions) and all(map(_aws_redirects_to_https,
+                                                                                       actions)), forwards))
+        yield LoadBalancer("aws", balancer, stack.known(balancer.props, "internal") is not True, listeners)
+
+
+def _gcp_health(stack: Stack, check: StackResource) -> HealthCheck:
+    if check.resource_type in GCP_LEGACY_HEALTH_CHECKS:
+        return HealthCheck(check, stack.known(check.props, "requestPath"), _integer(stack.known(check.props, "port")))
+    for key in ("httpHealthCheck", "httpsHealthCheck", "http2HealthCheck"):
+        block = stack.known(check.props, key)
+        if block:
+            served = block.get("portSpecification") in ("USE_SERVING_PORT", "USE_NAMED_PORT")
+            return HealthCheck(check, block.get("requestPath"),
+                               "serving-port" if served else _integer(block.get("port", 80)))
+    return HealthCheck(check, None, None)
+
+
+def _gcp_backends(stack: Stack, report_violation: ReportViolation) -> list[Backend]:
+    backends = []
+    for service in stack.of_type(*GCP_BACKEND_SERVICES):
+        checks = _linked_of(stack, service, ("healthChecks",), *GCP_HEALTH_CHECKS, *GCP_LEGACY_HEALTH_CHECKS)
+        if _listed(stack, service.props, "healthChecks") and not checks:
+            report_violation(f"backend service {service.name} names a health check that this stack does not create, "
+                             f"so the pack cannot read it: {HEALTH_FIX}, with a health check of this stack",
+                             service.urn)
+        groups = _linked_of(stack, service, ("backends",), GCP_REGION_GROUP_MANAGER, GCP_ZONE_GROUP_MANAGER)
+        backends.append(Backend(service, [_gcp_health(stack, c) for c in checks], groups))
+    return backends
+
+
+def _gcp_redirect_only(stack: Stack, url_map: StackResource) -> bool:
+    redirect = stack.known(url_map.props, "defaultUrlRedirect") or {}
+    routes = [key for key in ("defaultService", "pathMatchers", "hostRules", "defaultRouteAction")
+              if stack.known(url_map.props, key)]
+    return redirect.get("httpsRedirect") is True and not routes
+
+
+def _gcp_listener(stack: Stack, rule: StackResource, backends: list[Backend],
+                  report_violation: ReportViolation) -> Listener:
+    text = stack.known(rule.props, "portRange") or next(iter(stack.items(stack.known(rule.props, "ports"))), None)
+    span = _port_texts([text])[0] if text is not None else None
+    port = span.low if span is not None and span.low == span.high and not span.unread else None
+    https = _linked_of(stack, rule, ("target",), *GCP_HTTPS_PROXIES)
+    http = _linked_of(stack, rule, ("target",), *GCP_HTTP_PROXIES)
+    forwards: list[Backend] = []
+    redirects = False
+    for proxy in https:
+        policies = _linked_of(stack, proxy, ("sslPolicy",), *GCP_SSL_POLICIES)
+        if not stack.known(proxy.props, "sslPolicy"):
+            report_violation(f"target HTTPS proxy {proxy.name} has no SSL policy, so Google's default applies, which "
+                             "admits TLS 1.0: give it an SSL policy with minTlsVersion TLS_1_2", proxy.urn)
+        elif not policies:
+            report_violation(f"target HTTPS proxy {proxy.name} names an SSL policy that this stack does not create, "
+                             "so the pack cannot read its TLS versions: use an SSL policy of this stack with "
+                             "minTlsVersion TLS_1_2", proxy.urn)
+        for url_map in _linked_of(stack, proxy, ("urlMap",), *GCP_URL_MAPS):
+            forwards += [b for b in backends if _linked(
+                stack, url_map, ("defaultService", "pathMatchers", "hostRules", "defaultRouteAction"), b.resource)]
+    for proxy in http:
+        maps = _linked_of(stack, proxy, ("urlMap",), *GCP_URL_MAPS)
+        redirects = bool(maps) and all(_gcp_redirect_only(stack, m) for m in maps)
+        if not redirects:
+            report_violation(f"target HTTP proxy {proxy.name} serves a URL map that does not only redirect to HTTPS, "
+                             "so plain HTTP reaches the backends: give it a URL map whose defaultUrlRedirect has "
+                             "httpsRedirect true (and nothing else)", proxy.urn)
+    if port == HTTPS_PORT and not https:
+        report_violation(f"forwarding rule {rule.name} listens on {HTTPS_PORT} without a target HTTPS proxy of this "
+                         "stack, so the pack cannot see HTTPS there: forward to a target HTTPS proxy", rule.urn)
+    if port == REDIRECT_PORT and not http:
+        report_violation(f"forwarding rule {rule.name} listens on {REDIRECT_PORT} without a target HTTP proxy of "
+                         "this stack that only redirects: forward to one whose URL map redirects to HTTPS", rule.urn)
+    return Listener(rule, port, "HTTPS" if https else "HTTP" if http else "?", redirects and not https, forwards)
+
+
+_GCP_EXTERNAL = {"EXTERNAL", "EXTERNAL_MANAGED"}
+
+
+def _gcp_load_balancers(stack: Stack, report_violation: ReportViolation) -> Iterator[LoadBalancer]:
+    """Google Cloud's load balancer is no resource: its forwarding rules, grouped by the address they share."""
+    backends = _gcp_backends(stack, report_violation)
+    by_address: dict[str, list[StackResource]] = {}
+    for rule in stack.of_type(*GCP_FORWARDING_RULES):
+        addresses = [d.urn for d in rule.property_dependencies.get("ipAddress", [])]
+        key = addresses[0] if addresses else str(stack.known(rule.props, "ipAddress") or rule.urn)
+        by_address.setdefault(key, []).append(rule)
+    for rules in by_address.values():
+        listeners = [_gcp_listener(stack, rule, backends, report_violation) for rule in rules]
+        scheme = str(stack.known(rules[0].props, "loadBalancingScheme") or "EXTERNAL")
+        yield LoadBalancer("gcp", rules[0], scheme in _GCP_EXTERNAL, listeners)
+
+
+def _alibaba_backends(stack: Stack) -> list[Backend]:
+    backends = []
+    for server_group in stack.of_type(ALI_SERVER_GROUP):
+        check = stack.known(server_group.props, "healthCheckConfig") or {}
+        health = [HealthCheck(server_group, check.get("healthCheckPath"),
+                              _integer(check.get("healthCheckConnectPort")) or None)
+                  ] if check.get("healthCheckEnabled") is True else []
+        groups = _referring(stack, server_group, ("albServerGroups",), ALI_SCALING_GROUP)
+        for attachment in _referring(stack, server_group, ("albServerGroupId",), ALI_GROUP_ATTACHMENT):
+            groups += _linked_of(stack, attachment, ("scalingGroupId",), ALI_SCALING_GROUP)
+        backends.append(Backend(server_group, health, groups))
+    return backends
+
+
+def _alibaba_redirects_everything(stack: Stack, rule: StackResource) -> bool:
+    """A rule that sends every request (path /*) to HTTPS."""
+    actions = stack.items(stack.known(rule.props, "ruleActions"))
+    conditions = stack.items(stack.known(rule.props, "ruleConditions"))
+    redirects = any(str(a.get("type")).lower() == "redirect"
+                    and str((a.get("redirectConfig") or {}).get("protocol")).upper() == "HTTPS" for a in actions)
+    every_path = [c for c in conditions if str(c.get("type")).lower() == "path"
+                  and "/*" in _items((c.get("pathConfig") or {}).get("values"))]
+    return redirects and len(conditions) == len(every_path) == 1 and str(
+        stack.known(rule.props, "direction") or "Request") == "Request"
+
+
+def _alibaba_load_balancers(stack: Stack, report_violation: ReportViolation) -> Iterator[LoadBalancer]:
+    backends = _alibaba_backends(stack)
+    for balancer in stack.of_type(ALI_LOAD_BALANCER):
+        listeners = []
+        for listener in _referring(stack, balancer, ("loadBalancerId",), ALI_LISTENER):
+            protocol = str(stack.known(listener.props, "listenerProtocol") or "").upper()
+            rules = _referring(stack, listener, ("listenerId",), ALI_LISTENER_RULE)
+            policy = str(stack.known(listener.props, "securityPolicyId") or "")
+            if protocol == "HTTPS" and policy and not policy.startswith(ALI_SYSTEM_POLICY_PREFIX) and not (
+                    _linked_of(stack, listener, ("securityPolicyId",), ALI_TLS_POLICY)):
+                report_violation(f"HTTPS listener {listener.name} uses TLS policy {policy}, which this stack does not "
+                                 "create, so the pack cannot read its TLS versions: use tls_cipher_policy_1_2 or an "
+                                 "alb.SecurityPolicy of this stack", listener.urn)
+            redirects = protocol == "HTTP" and any(_alibaba_redirects_everything(stack, r) for r in rules)
+            if protocol == "HTTP":
+                for rule in rules:
+                    if any(str(a.get("type")).lower() == "forwardgroup"
+                           for a in stack.items(stack.known(rule.props, "ruleActions"))):
+                        report_violation(f"forwarding rule {rule.name} of the HTTP listener {listener.name} forwards "
+                                         "plain HTTP to servers: forward on the HTTPS listener only", rule.urn)
+                if not redirects:
+                    report_violation(f"HTTP listener {listener.name} has no rule that redirects every request (path "
+                                     "/*) to HTTPS, so its default action forwards plain HTTP to the servers: add an "
+                                     "alb.Rule with a Redirect action (protocol HTTPS) for path /*", listener.urn)
+            forwards = [b for b in backends if any(_linked(stack, holder, ("defaultActions", "ruleActions"),
+                                                           b.resource) for holder in (listener, *rules))]
+            listeners.append(Listener(listener, _integer(stack.known(listener.props, "listenerPort")), protocol,
+                                      redirects, [] if redirects else forwards))
+        internet = str(stack.known(balancer.props, "addressType") or "").lower() == "internet"
+        yield LoadBalancer("alibaba", balancer, internet, listeners)
+
+
+def _huawei_backends(stack: Stack, report_violation: ReportViolation) -> list[Backend]:
+    backends = []
+    for pool in stack.of_type(HW_POOL):
+        monitors = _referring(stack, pool, ("poolId",), HW_MONITOR)
+        if not monitors:
+            report_violation(f"backend server group {pool.name} has no health check (a DedicatedElb.Monitor for it): "
+                             f"{HEALTH_FIX}", pool.urn)
+        health = [HealthCheck(m, stack.known(m.props, "urlPath"), _integer(stack.known(m.props, "port")))
+                  for m in monitors if stack.known(m.props, "enabled") is not False]
+        backends.append(Backend(pool, health, _referring(stack, pool, ("lbaasListeners",), HW_AS_GROUP)))
+    return backends
+
+
+def _huawei_redirects(stack: Stack, policy: StackResource, https: list[StackResource]) -> bool:
+    action = str(stack.known(policy.props, "action") or "REDIRECT_TO_POOL").upper()
+    if action == "REDIRECT_TO_LISTENER":
+        return any(_linked(stack, policy, ("redirectListenerId",), target) for target in https)
+    config = stack.known(policy.props, "redirectUrlConfig") or {}
+    return action == "REDIRECT_TO_URL" and str(config.get("protocol")).upper() == "HTTPS"
+
+
+def _huawei_load_balancers(stack: Stack, report_violation: ReportViolation) -> Iterator[LoadBalancer]:
+    backends = _huawei_backends(stack, report_violation)
+    for balancer in stack.of_type(HW_LOAD_BALANCER):
+        listeners = _referring(stack, balancer, ("loadbalancerId",), HW_LISTENER)
+        https = [item for item in listeners if str(stack.known(item.props, "protocol")).upper() == "HTTPS"]
+        views = []
+        for listener in listeners:
+            protocol = str(stack.known(listener.props, "protocol") or "").upper()
+            policies = _referring(stack, listener, ("listenerId",), HW_L7_POLICY)
+            if protocol == "HTTPS" and stack.known(listener.props, "securityPolicyId") and not (
+                    _linked_of(stack, listener, ("securityPolicyId",), HW_TLS_POLICY)):
+                report_violation(f"HTTPS listener {listener.name} uses a TLS policy that this stack does not create, "
+                                 "so the pack cannot read its TLS versions: use tlsCiphersPolicy tls-1-2 or a "
+                                 "DedicatedElb.SecurityPolicy of this stack", listener.urn)
+            redirects = protocol == "HTTP" and any(_huawei_redirects(stack, p, https) for p in policies)
+            if protocol == "HTTP":
+                for policy in policies:
+                    if not _huawei_redirects(stack, policy, https):
+                        report_violation(f"forwarding policy {policy.name} of the HTTP listener {listener.name} does "
+                                         "not redirect to HTTPS, so plain HTTP reaches the servers: use "
+                                         "REDIRECT_TO_LISTENER to the HTTPS listener", policy.urn)
+                if not redirects:
+                    report_violation(f"HTTP listener {listener.name} redirects nothing to HTTPS: add an l7policy "
+                                     "REDIRECT_TO_LISTENER to the HTTPS listener", listener.urn)
+            forwards = [b for b in backends if _linked(stack, listener, ("defaultPoolId",), b.resource)
+                        or _linked(stack, b.resource, ("listenerId",), listener)
+                        or any(_linked(stack, p, ("redirectPoolId", "redirectPoolsConfigs"), b.resource)
+                               for p in policies)]
+            views.append(Listener(listener, _integer(stack.known(listener.props, "protocolPort")), protocol,
+                                  redirects, forwards))
+        internet = any(stack.known(balancer.props, key) for key in ("ipv4EipId", "iptype", "ipv6BandwidthId")) or bool(
+            _referring(stack, balancer, ("portId",), HW_EIP_ASSOCIATE))
+        yield LoadBalancer("huawei", balancer, internet, views)
+
+
+def load_balancers(stack: Stack, report_violation: ReportViolation) -> list[LoadBalancer]:
+    """Every load balancer in the stack with its listeners and backends; what does not hold up across resources
+    (a proxy without an SSL policy, HTTP that does not only redirect, a pool without a health check) is reported."""
+    return [*_aws_load_balancers(stack, report_violation), *_gcp_load_balancers(stack, report_violation),
+            *_alibaba_load_balancers(stack, report_violation), *_huawei_load_balancers(stack, report_violation)]
+
+
+def check_https_front_ends(stack: Stack, report_violation: ReportViolation) -> None:
+    if not load_balancers(stack, report_violation) and not stack.of_type(HW_POOL, *GCP_BACKEND_SERVICES):
+        raise NotApplicable("the stack has no load balancer")
+
+
+#### Fleets, as a stack: only the load balancer listens publicly; the serving port admits it only ####
+
+GCP_LOAD_BALANCER_RANGES = tuple(ipaddress.IPv4Network(n) for n in ("130.211.0.0/22", "35.191.0.0/16"))
+"""Google's front ends and health checkers: an Application Load Balancer's requests to its backends, and its health
+checks, come from these ranges (cloud.google.com/load-balancing/docs/health-checks, "Firewall rules")."""
+SECURITY_GROUP_TYPES = (AWS_SECURITY_GROUP, AWS_DEFAULT_SECURITY_GROUP, ALI_SECURITY_GROUP, HW_SECURITY_GROUP)
+# Where servers and templates name their security groups (the property holding them, as the engine relates them).
+SERVER_FIREWALL_PROPS: Mapping[str, tuple[str, ...]] = {
+    AWS_INSTANCE: ("vpcSecurityGroupIds", "securityGroups"),
+    AWS_SPOT_INSTANCE_REQUEST: ("vpcSecurityGroupIds", "securityGroups"),
+    AWS_LAUNCH_TEMPLATE: ("vpcSecurityGroupIds", "securityGroupNames", "networkInterfaces"),
+    AWS_LAUNCH_CONFIGURATION: ("securityGroups",),
+    ALI_INSTANCE: ("securityGroups",),
+    ALI_SCALING_CONFIGURATION: ("securityGroupId", "securityGroupIds"),
+    **dict.fromkeys(ALI_LAUNCH_TEMPLATES, ("securityGroupId", "securityGroupIds", "networkInterfaces")),
+    HW_INSTANCE: ("securityGroupIds", "securityGroups"),
+    HW_AS_CONFIGURATION: ("instanceConfig",),
+    HW_AS_GROUP: ("securityGroups",),
+}
+NO_LOAD_BALANCER_FIREWALL = {
+    "gcp": "Google Cloud's load balancers take no firewall rule (Google's front ends terminate HTTPS; Cloud Armor "
+           "limits callers), so this rule opens the port on servers",
+    "huawei": "a Huawei dedicated load balancer takes no security group (its listeners' IP groups limit callers), "
+              "so this rule opens the port on servers",
+}
+
+
+def _firewalls_of(stack: Stack, users: Iterable[StackResource]) -> set[str]:
+    """URNs of the security groups that servers, templates or groups name."""
+    return {group.urn for user in users for group in _linked_of(
+        stack, user, SERVER_FIREWALL_PROPS.get(user.resource_type, ()), *SECURITY_GROUP_TYPES)}
+
+
+def _owners(stack: Stack, rule: StackResource) -> list[StackResource]:
+    """The security groups an ingress rule belongs to (an AWS group's inline rules: the group itself)."""
+    if rule.resource_type in SECURITY_GROUP_TYPES:
+        return [rule]
+    return _linked_of(stack, rule, ("securityGroupId",), *SECURITY_GROUP_TYPES)
+
+
+def _opened(stack: Stack, resource: StackResource) -> list[Opening]:
+    try:
+        return openings(resource.resource_type, resource.props)
+    except stack.unknown_errors:  # a source computed from another resource (a network's range): checked at `up`
+        return []
+
+
+def _cloud_of(resource_type: str) -> str:
+    return {"aws": "aws", "gcp": "gcp", "alicloud": "alibaba", "huaweicloud": "huawei"}.get(
+        resource_type.split(":", 1)[0], "")
+
+
+def _listener_ports_on_load_balancers(stack: Stack, serving: tuple[int, ...],
+                                      report_violation: ReportViolation) -> bool:
+    """A rule that opens 443 or 80 to a public source is on a load balancer's own firewall, which no server uses."""
+    balancers = {g.urn for lb in stack.of_type(*AWS_LOAD_BALANCERS)
+                 for g in _linked_of(stack, lb, ("securityGroups",), *SECURITY_GROUP_TYPES)}
+    balancers |= {g.urn for a in stack.of_type(ALI_LB_SECURITY_GROUP)
+                  for g in _linked_of(stack, a, ("securityGroupId",), *SECURITY_GROUP_TYPES)}
+    servers = _firewalls_of(stack, (r for r in stack.resources if r.resource_type in SERVER_FIREWALL_PROPS))
+    found = False
+    for resource in (r for r in stack.resources if r.resource_type in INGRESS_READERS):
+        for opening in _opened(stack, resource):
+            if (opening.low != opening.high or opening.low not in LISTENER_PORTS or opening.low in serving
+                    or exposure(opening, resource.resource_type) not in ("public", "unreadable")):
+                continue
+            found = True
+            owners = _owners(stack, resource)
+            cloud = _cloud_of(resource.resource_type)
+            if cloud in NO_LOAD_BALANCER_FIREWALL:
+                why = NO_LOAD_BALANCER_FIREWALL[cloud]
+            elif not owners:
+                why = "the pack cannot tell whose firewall it belongs to (its security group is not in this stack)"
+            elif any(o.urn in servers for o in owners):
+                why = "servers use this firewall"
+            elif not all(o.urn in balancers for o in owners):
+                why = "no load balancer of this stack uses this firewall"
+            else:
+                continue
+            report_violation(f"{opening.ports_are()} open to {_public_where(opening.source)}, and {why}: only a load "
+                             f"balancer's own firewall opens {HTTPS_PORT} and {REDIRECT_PORT} to callers; servers "
+                             "admit the load balancer only", resource.urn)
+    return found
+
+
+def _gcp_rules_for(stack: Stack, template: StackResource) -> list[StackResource]:
+    """Google Cloud firewall rules that apply to a template's servers: by network tag or service account, or to
+    every instance of the network when a rule names neither (firewall policy rules always count: fail closed)."""
+    tags = {str(t) for t in stack.items(stack.known(template.props, "tags"))}
+    email = (stack.known(template.props, "serviceAccount") or {}).get("email")
+    found = []
+    for rule in (r for r in stack.resources if r.resource_type in INGRESS_READERS):
+        if not rule.resource_type.startswith("gcp:"):
+            continue
+        if rule.resource_type != GCP_FIREWALL:
+            found.append(rule)
+            continue
+        targets = {str(t) for t in stack.items(stack.known(rule.props, "targetTags"))}
+        accounts = {str(a) for a in stack.items(stack.known(rule.props, "targetServiceAccounts"))}
+        if (not targets and not accounts) or targets & tags or (email and email in accounts):
+            found.append(rule)
+    return found
+
+
+def _server_rules(stack: Stack, group: ManagedGroup) -> list[StackResource]:
+    """Every ingress rule that applies to a managed group's servers."""
+    if group.cloud == "gcp":
+        return list({r.urn: r for t in group.templates for r in _gcp_rules_for(stack, t)}.values())
+    firewalls = _firewalls_of(stack, [*group.templates, group.resource])
+    return [r for r in stack.resources if r.resource_type in INGRESS_READERS
+            and any(o.urn in firewalls for o in _owners(stack, r))]
+
+
+def from_load_balancer(opening: Opening, resource_type: str) -> bool:
+    """A source the load balancer's requests come from that is not private: Google's front ends."""
+    network = opening.source.network
+    return (resource_type.startswith("gcp:") and isinstance(network, ipaddress.IPv4Network)
+            and any(network.subnet_of(r) for r in GCP_LOAD_BALANCER_RANGES))
+
+
+def fleet_api_openings(stack: Stack, group: ManagedGroup,
+                       serving: tuple[int, ...]) -> list[tuple[StackResource, Opening]]:
+    """Each opening of a serving port on a managed group's servers (what the matrix compares with the plan)."""
+    return [(rule, opening) for rule in _server_rules(stack, group) for opening in _opened(stack, rule)
+            if any(opening.covers(port) for port in serving)]
+
+
+def _fleet_api_from_load_balancer(stack: Stack, serving: tuple[int, ...], report_violation: ReportViolation) -> bool:
+    groups = managed_groups(stack)
+    for group in groups:
+        for rule, opening in fleet_api_openings(stack, group, serving):
+            if exposure(opening, rule.resource_type) in ("private", "iap") or from_load_balancer(
+                    opening, rule.resource_type):
+                continue
+            report_violation(f"{opening.ports_are()} open to {_public_where(opening.source)} on the servers of managed "
+                             f"group {group.resource.name}: a fleet's serving port admits its load balancer only (the "
+                             "load balancer's security group, the network, or Google's front ends "
+                             f"{', '.join(map(str, GCP_LOAD_BALANCER_RANGES))}); callers reach the load balancer",
+                             rule.urn)
+    return bool(groups)
+
+
+def check_only_public_listener(stack: Stack, report_violation: ReportViolation) -> None:
+    serving = serving_ports(stack.config)
+    listened = _listener_ports_on_load_balancers(stack, serving, report_violation)
+    fleets = _fleet_api_from_load_balancer(stack, serving, report_violation)
+    if not listened and not fleets:
+        raise NotApplicable("the stack has no managed group and opens no load balancer port to a public network")
+
+
+#### Fleets, as a stack: managed groups span zones ####
+
+DEFAULT_MIN_ZONES = 2
+MIN_ZONES_SCHEMA: Mapping[str, Any] = {"minZones": {
+    "type": "integer", "minimum": 1, "default": DEFAULT_MIN_ZONES,
+    "description": "Zones every managed group spans (production's; set 1 for a stack of a non-production stage)."}}
+
+
+def check_fleet_zones(stack: Stack, report_violation: ReportViolation) -> None:
+    groups = managed_groups(stack)
+    if not groups:
+        raise NotApplicable("the stack has no managed group")
+    wanted = _integer(stack.config.get("minZones", DEFAULT_MIN_ZONES)) or DEFAULT_MIN_ZONES
+    for group in groups:
+        name = group.resource.name
+        for unread in group.unread_zones if wanted > 1 else []:  # any placement spans one zone
+            report_violation(f"managed group {name}: the pack cannot read {unread}, so it cannot tell how many zones "
+                             "the group spans: place it in subnets (or zones) of this stack", group.resource.urn)
+        if not group.unread_zones and len(group.zones) < wanted:
+            report_violation(f"managed group {name} spans {len(group.zones)} zone(s) "
+                             f"({', '.join(sorted(group.zones)) or 'none'}): spread it over at least {wanted} "
+                             "(production plans span two; set minZones 1 in the policy config of a stack of another "
+                             "stage)", group.resource.urn)
+
+
 #### The rule set ####
 
 RESOURCE_RULES = [
     ResourceRule("admin-ports-not-public", "No firewall rule opens SSH (22) or RDP (3389) to a public network.",
                  check_admin_ports, _reads_ingress, severity="critical"),
     ResourceRule("world-ingress-serving-port-only",
-                 "Only a serving port (the inference API) may be open to a public network.",
-                 check_public_ingress, _reads_ingress, config_schema=SERVING_PORTS_SCHEMA),
+                 "Only a serving port (the inference API), or a load balancer's HTTPS or redirect port, may be open to "
+                 "a public network.", check_public_ingress, _reads_ingress, config_schema=SERVING_PORTS_SCHEMA),
     ResourceRule("buckets-not-public",
                  "No bucket ACL, bucket policy or IAM grant admits the public; public access blocks are fully on.",
                  check_buckets_not_public, lambda t: t in _NOT_PUBLIC, severity="critical"),
@@ -1944,14 +3045,23 @@ RESOURCE_RULES = [
                  check_encryption, lambda t: t in _ENCRYPTION or t in _ALWAYS_ENCRYPTED),
     ResourceRule("metadata-tokens-required",
                  "The instance metadata service answers only requests with a session token (IMDSv2), one hop away.",
-                 check_metadata, lambda t: t in (*AWS_METADATA_TYPES, ALI_INSTANCE, GCP_INSTANCE,
-                                                 GCP_INSTANCE_TEMPLATE, HW_INSTANCE)),
+                 check_metadata, lambda t: t in METADATA_TYPES),
     ResourceRule("storage-grants-no-wildcards",
                  "Identity policies grant no wildcard storage action, no storage on every bucket, no project-wide "
                  "storage role and no broad managed storage policy.",
                  check_storage_grants, lambda t: t in _STORAGE_GRANT_TYPES),
     ResourceRule("cdn-https-only", "CDNs serve viewers over HTTPS only and read private origins with their own "
                  "identity.", check_cdn, lambda t: t in _CDN),
+    ResourceRule("servers-no-public-address",
+                 "A managed group's template gives its servers no public address (IPv4 or IPv6).",
+                 check_no_public_address, lambda t: t in _PUBLIC_ADDRESS, severity="critical"),
+    ResourceRule("load-balancer-https-only",
+                 "Load balancers listen with HTTPS on 443 under a TLS 1.2+ policy, and with HTTP on 80 only to "
+                 "redirect; no other listener.", check_listeners, lambda t: t in _LISTENERS),
+    ResourceRule("load-balancer-backends-on-serving-port",
+                 "Load balancers forward to a serving port and health-check the serving health path there (target "
+                 "groups, backend services, server groups, pools).", check_backends, lambda t: t in _BACKENDS,
+                 config_schema=SERVING_PORTS_SCHEMA),
 ]
 STACK_RULES = [
     StackRule("buckets-have-public-access-block",
@@ -1968,6 +3078,16 @@ STACK_RULES = [
               "HTTPS and read a private origin.", check_cdn_front_ends),
     StackRule("public-api-has-api-key", "A port open to the whole internet comes with an API key in the stack's "
               "secret store.", check_public_api_key, severity="medium", level="advisory"),
+    StackRule("load-balancer-https-front-ends",
+              "Load balancers made of several resources hold up together: HTTPS proxies and listeners have a TLS 1.2+ "
+              "policy of the stack, plain HTTP only redirects, every backend has a health check of the stack.",
+              check_https_front_ends),
+    StackRule("load-balancer-only-public-listener",
+              "Only a load balancer's own firewall opens 443 and 80 to callers; a managed group's serving port "
+              "admits its load balancer only.", check_only_public_listener, severity="critical",
+              config_schema=SERVING_PORTS_SCHEMA),
+    StackRule("fleet-spans-zones", "Every managed group spans at least minZones zones (default 2, production's).",
+              check_fleet_zones, config_schema=MIN_ZONES_SCHEMA),
 ]
 
 
@@ -2002,8 +3122,8 @@ def evaluate(resources: Sequence[PlainResource], config: Mapping[str, Mapping[st
                 result.examined.setdefault(rule.name, set()).add(resource.resource_type)
             checked = ResourceInput(resource.resource_type, inputs, (config or {}).get(rule.name, {}))
             _collect(rule.name, rule.level, resource.urn, result, functools.partial(rule.check, checked))
-    stack = Stack(resources)
     for stack_rule in STACK_RULES:
+        stack = Stack(resources, config=(config or {}).get(stack_rule.name, {}))
         _collect(stack_rule.name, stack_rule.level, "", result, functools.partial(stack_rule.check, stack))
     return result
 

@@ -4,7 +4,9 @@ Each cloud contributes one mapper, `facts(recording) -> SecurityFacts`, in its o
 `tests/components/facts_<cloud>.py`; `FACT_MAPPERS` collects those that exist. The invariant tests
 (test_security_invariants.py) run for every cloud that has both a backend and a mapper: a new cloud adds its
 module and gets the whole matrix for free. `guarded_resources` hands the same recording to the policy pack's own
-rules (policy/inferstack_rules.py), as the engine would hand it to the pack.
+rules (policy/inferstack_rules.py), as the engine would hand it to the pack: with each resource's property
+dependencies (`dependencies_recorded`), which is how the engine relates a rule to its security group or a listener
+to its load balancer (a resource's id is none of its properties).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import gzip
 import importlib
 import importlib.util
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import inferstack_rules as guardrails  # policy/, on the path from conftest.py
 
+from inferstack import preview
 from inferstack.preview import PROVIDER_TYPE_PREFIX, Recording, RegisteredResource
 from inferstack.spec import CLOUDS
 
@@ -184,12 +188,40 @@ def secret_refs(secrets: Iterable[RegisteredResource], reference: Callable[[Regi
 #### What the guardrails see ####
 
 
-def guarded_resources(recording: Recording) -> list[guardrails.PlainResource]:
+Dependencies = Mapping[str, Mapping[str, Sequence[str]]]
+"""URN → property → the URNs of the resources that property's value came from."""
+
+
+@contextmanager
+def dependencies_recorded() -> Iterator[dict[str, dict[str, list[str]]]]:
+    """Record each registration's property dependencies, which the engine passes to stack rules and
+    `inferstack.preview` does not keep (filled in as the program under it registers)."""
+    captured: dict[str, dict[str, list[str]]] = {}
+    register = preview._RecordingMonitor.RegisterResource
+
+    def recording_register(self: Any, request: Any) -> Any:
+        response = register(self, request)
+        captured[response.urn] = {key: list(deps.urns) for key, deps in request.propertyDependencies.items()}
+        return response
+
+    preview._RecordingMonitor.RegisterResource = recording_register  # type: ignore[method-assign]
+    try:
+        yield captured
+    finally:
+        preview._RecordingMonitor.RegisterResource = register  # type: ignore[method-assign]
+
+
+def guarded_resources(recording: Recording, dependencies: Dependencies | None = None) -> list[guardrails.PlainResource]:
     """The resources as the engine hands them to the policy pack: resource rules see a cloud resource's inputs, stack
-    rules every resource (components too) with its outputs; providers are not resources to either."""
-    return [guardrails.PlainResource(r.type, r.name, r.urn, props={**r.outputs, **r.inputs}, inputs=r.inputs,
-                                     custom=r.custom)
-            for r in recording.resources if not r.type.startswith(PROVIDER_TYPE_PREFIX)]
+    rules every resource (components too) with its outputs and property dependencies; providers are not resources to
+    either."""
+    resources = {r.urn: guardrails.PlainResource(r.type, r.name, r.urn, props={**r.outputs, **r.inputs},
+                                                 inputs=r.inputs, custom=r.custom, property_dependencies={})
+                 for r in recording.resources if not r.type.startswith(PROVIDER_TYPE_PREFIX)}
+    for urn, resource in resources.items():
+        for prop, urns in (dependencies or {}).get(urn, {}).items():
+            resource.property_dependencies[prop] = [resources[u] for u in urns if u in resources]  # type: ignore[index]
+    return list(resources.values())
 
 
 #### The mappers ####

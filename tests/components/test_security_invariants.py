@@ -6,14 +6,20 @@ builds one InferenceServer under mocks and checks what was actually registered: 
 intentions.
 
 Two views of it. The guardrails (policy/inferstack_rules.py) are the policy pack's own rules, run here exactly as
-the pack runs them, so the components cannot build what the pack refuses and the two cannot drift apart: admin
-ports, public ingress, public buckets, encryption, metadata tokens, storage wildcards, the servers' identity
-allow-list, HTTPS-only CDNs. The cloud-neutral facts (neutral_view.py) check what a policy cannot know because it
-depends on what was asked for: the plan's port and model prefix, the exposure, the secrets' values.
+the pack runs them (property dependencies included), so the components cannot build what the pack refuses and the
+two cannot drift apart: admin ports, public ingress, public buckets, encryption, metadata tokens, storage wildcards,
+the servers' identity allow-list, HTTPS-only CDNs, and for fleets no server with a public address, HTTPS-only load
+balancers, health checks on the serving port, the serving port open to the load balancer only, zones. The
+cloud-neutral facts (neutral_view.py) check what a policy cannot know because it depends on what was asked for: the
+plan's port, model prefix, fleet size, zones and health path, the exposure, the secrets' values.
+
+A plan with a fleet deploys as one where the cloud states Capability.MANAGED_FLEET, and as loose servers elsewhere
+(the interim): the fleet invariants run exactly where it does, so each cloud's fleet is checked the day it lands.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import json
 from dataclasses import dataclass
@@ -25,11 +31,19 @@ import pytest
 
 from inferstack.bootstrap.render import BUNDLE_PREFIX
 from inferstack.components import Capability, InferenceServer, backend_for
+from inferstack.components.core import NETWORK_CIDR
 from inferstack.plan import DeploymentPlan
-from inferstack.preview import Recording, record
+from inferstack.preview import Recording, RegisteredResource, record
 from inferstack.spec import CLOUDS, load_workload
 from tests.components.conftest import CLOUD_ARGS, STACK_CONFIG
-from tests.components.neutral_view import FACT_MAPPERS, WORLD, SecurityFacts, guarded_resources
+from tests.components.neutral_view import (
+    FACT_MAPPERS,
+    WORLD,
+    SecurityFacts,
+    dependencies_recorded,
+    guarded_resources,
+    gzip_user_data,
+)
 from tests.sample_plans import sample_plan
 
 API_KEY = "sk-invariant-7f3c9a0b1d2e4f56"
@@ -40,6 +54,7 @@ EXPOSURES: dict[str, dict[str, Any]] = {
     "public": {"allowed_cidrs": ["0.0.0.0/0"], "api_key": API_KEY, "hub_token": HUB_TOKEN},
 }
 SECRET_ARGS = {"api_key": "api-key", "hub_token": "hub-token"}
+NETWORK = ipaddress.IPv4Network(NETWORK_CIDR)
 # What each cloud's firewall, buckets and servers are registered as: the guardrails must have looked at them.
 FIREWALL_TYPES = {"aws": guardrails.AWS_INGRESS_RULE, "gcp": guardrails.GCP_FIREWALL,
                   "alibaba": guardrails.ALI_SECURITY_GROUP_RULE, "huawei": guardrails.HW_SECURITY_GROUP_RULE}
@@ -47,6 +62,11 @@ BUCKET_TYPES = {"aws": guardrails.AWS_BUCKET, "gcp": guardrails.GCP_BUCKET, "ali
                 "huawei": guardrails.HW_BUCKET}
 SERVER_TYPES = {"aws": guardrails.AWS_INSTANCE, "gcp": guardrails.GCP_INSTANCE, "alibaba": guardrails.ALI_INSTANCE,
                 "huawei": guardrails.HW_INSTANCE}
+# A fleet's servers are made from templates; any of these may be a cloud's (GCP: regional or global template;
+# Alibaba: an ECS launch template, or an ESS scaling configuration, which the pack refuses for its metadata).
+TEMPLATE_TYPES = {"aws": {guardrails.AWS_LAUNCH_TEMPLATE}, "gcp": set(guardrails.GCP_INSTANCE_TEMPLATES),
+                  "alibaba": {*guardrails.ALI_LAUNCH_TEMPLATES, guardrails.ALI_SCALING_CONFIGURATION},
+                  "huawei": {guardrails.HW_AS_CONFIGURATION}}
 
 # Who besides the account's own identities may read a bucket, per cloud: the CDN and log delivery where a bucket
 # policy or IAM binding must name them. Every cloud with a mapper has a row (a missing one fails loudly).
@@ -88,6 +108,27 @@ class Case:
         if not support.available:
             pytest.skip(f"{self.cloud} lacks {capability.value}: {support.note}")
 
+    @property
+    def fleet(self) -> bool:
+        """The plan runs as the cloud's managed group behind its load balancer."""
+        return self.plan.fleet is not None and backend_for(self.cloud).support(Capability.MANAGED_FLEET).available
+
+    def needs_fleet(self) -> None:
+        if self.plan.fleet is None:
+            pytest.skip("the plan is one server, not a fleet")
+        self.supports(Capability.MANAGED_FLEET)
+
+    def servers(self) -> list[RegisteredResource]:
+        """What makes the servers: each loose server, or a fleet's template."""
+        types = TEMPLATE_TYPES[self.cloud] if self.fleet else {SERVER_TYPES[self.cloud]}
+        return [r for r in self.recording.resources if r.type in types]
+
+
+def guardrail_config(plan: DeploymentPlan) -> dict[str, dict[str, Any]]:
+    """The policy config a stack of this plan's stage runs the pack with: managed groups span production's two zones,
+    a fleet of another stage may run in one (docs/policy.md)."""
+    return {} if plan.stage == "production" else {"fleet-spans-zones": {"minZones": 1}}
+
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: "-".join(c))
 def case(request: pytest.FixtureRequest) -> Case:
@@ -103,10 +144,12 @@ def case(request: pytest.FixtureRequest) -> Case:
     def program() -> None:
         servers.append(InferenceServer("inv", args))
 
-    recording = record(program, config=STACK_CONFIG, stack="invariants")  # every sample deploys on every cloud
-    resources = guarded_resources(recording)
-    return Case(cloud, servers[0].plan, exposure, recording, FACT_MAPPERS[cloud](recording),
-                guardrails.Stack(resources), guardrails.evaluate(resources))
+    with dependencies_recorded() as dependencies:
+        recording = record(program, config=STACK_CONFIG, stack="invariants")  # every sample deploys on every cloud
+    resources = guarded_resources(recording, dependencies)
+    plan = servers[0].plan
+    return Case(cloud, plan, exposure, recording, FACT_MAPPERS[cloud](recording), guardrails.Stack(resources),
+                guardrails.evaluate(resources, guardrail_config(plan)))
 
 
 def _server_identity(case: Case) -> guardrails.ServerIdentity:
@@ -130,14 +173,18 @@ def test_the_guardrails_looked_at_the_firewall_buckets_servers_and_identity(case
     assert FIREWALL_TYPES[case.cloud] in examined["admin-ports-not-public"]
     assert FIREWALL_TYPES[case.cloud] in examined["world-ingress-serving-port-only"]
     assert BUCKET_TYPES[case.cloud] in examined["buckets-not-public"]
-    assert SERVER_TYPES[case.cloud] in examined["encryption-at-rest"]
-    assert SERVER_TYPES[case.cloud] in examined["metadata-tokens-required"]
+    server_types = {r.type for r in case.servers()}
+    assert server_types and server_types <= examined["encryption-at-rest"]
+    assert server_types <= examined["metadata-tokens-required"]
+    if case.fleet:
+        assert server_types <= examined["servers-no-public-address"]
+        assert examined["load-balancer-https-only"] and examined["load-balancer-backends-on-serving-port"]
     assert ("server-identity-least-privilege", "") not in case.evaluation.not_applicable
 
 
 def test_metadata_tokens_are_not_applicable_exactly_where_the_backend_lacks_metadata_hardening(case: Case) -> None:
-    servers = {r.urn for r in case.recording.of_type(SERVER_TYPES[case.cloud])}
-    assert len(servers) == case.plan.instance_count
+    servers = {r.urn for r in case.servers()}
+    assert len(servers) == (1 if case.fleet else case.plan.instance_count)  # a fleet: its one template
     not_applicable = {urn for (rule, urn) in case.evaluation.not_applicable if rule == "metadata-tokens-required"}
     hardened = backend_for(case.cloud).support(Capability.METADATA_HARDENING).available
     assert not_applicable == (set() if hardened else servers)
@@ -154,6 +201,9 @@ def test_admin_ports_are_never_open_even_to_private_networks(case: Case) -> None
 
 
 def test_only_the_inference_port_is_reachable_from_outside_the_network(case: Case) -> None:
+    if case.fleet:
+        pytest.skip("a fleet's servers admit the load balancer only: test_a_fleets_api_port_admits_only_its_load_"
+                    "balancer")
     outside = [rule for rule in case.facts.ingress if rule.source != "network"]
     port = case.plan.serving.port
     assert all((rule.port_from, rule.port_to) == (port, port) for rule in outside)
@@ -162,9 +212,19 @@ def test_only_the_inference_port_is_reachable_from_outside_the_network(case: Cas
 
 
 def test_world_is_admitted_only_when_asked_for_and_only_to_the_api(case: Case) -> None:
-    world = [rule for rule in case.facts.ingress if rule.source in WORLD]
-    assert bool(world) == (case.exposure == "public")
-    assert all(rule.port_from == rule.port_to == case.plan.serving.port for rule in world)
+    """The API, or for a fleet the load balancer's HTTPS and redirect ports, and only with a public exposure."""
+    world = [opening for resource in case.stack.resources for opening in _openings(resource)
+             if opening.source.text in WORLD]
+    ports = guardrails.LISTENER_PORTS if case.fleet else (case.plan.serving.port,)
+    assert all(opening.low == opening.high and opening.low in ports for opening in world), world
+    if not case.fleet:
+        assert bool(world) == (case.exposure == "public")
+    else:  # Google Cloud and Huawei limit callers on the load balancer itself (Cloud Armor, IP groups)
+        assert not world or case.exposure == "public"
+
+
+def _openings(resource: guardrails.PlainResource) -> list[guardrails.Opening]:
+    return guardrails.openings(resource.resource_type, resource.inputs or {})
 
 
 def test_metrics_port_is_reachable_only_from_inside_the_network(case: Case) -> None:
@@ -218,15 +278,33 @@ def test_cdn_serves_https_only_from_a_private_origin(case: Case) -> None:
     assert case.facts.cdns[0].https_only and case.facts.cdns[0].private_origin
 
 
+def server_user_data(case: Case) -> list[str]:
+    """The user data each server boots with, decoded: a loose server's, or a fleet template's."""
+    if not case.fleet:
+        return [server.user_data for server in case.facts.servers]
+    return [_template_user_data(template.inputs) for template in case.servers()]
+
+
+def _template_user_data(inputs: dict[str, Any]) -> str:
+    """AWS, Alibaba: userData; Huawei: instanceConfig.userData (Base64 of gzip, as their servers take it); Google
+    Cloud: metadata user-data (text)."""
+    text = inputs.get("userData") or (inputs.get("instanceConfig") or {}).get("userData")
+    if text:
+        return gzip_user_data(text)
+    return str((inputs.get("metadata") or {}).get("user-data", ""))
+
+
 def test_no_secret_value_reaches_user_data_or_any_plain_input(case: Case) -> None:
     given = {key: value for key, value in EXPOSURES[case.exposure].items() if key in SECRET_ARGS}
     assert sorted(case.facts.secret_values_stored) == sorted(given.values())
     assert set(case.facts.secret_refs) == {SECRET_ARGS[key] for key in given}
     visible = json.dumps([r.masked_inputs for r in case.recording.resources])
-    for server in case.facts.servers:
-        assert server.user_data.startswith("#cloud-config")
+    user_data = server_user_data(case)
+    assert user_data
+    for text in user_data:
+        assert text.startswith("#cloud-config")
         for secret in given.values():
-            assert secret not in server.user_data
+            assert secret not in text
     for secret in given.values():
         assert secret not in visible
 
@@ -243,4 +321,83 @@ def test_the_servers_boot_bundle_names_the_api_key_reference_the_gateway_reads_a
     (bundle,) = case.recording.of_type(BUNDLE_TYPES[case.cloud])
     key = bundle.inputs["key"] if "key" in bundle.inputs else bundle.inputs["name"]
     assert reference in bundle.inputs["content"] and key.startswith(BUNDLE_PREFIX)
-    assert case.facts.servers and all(f"BUNDLE_KEY={key}\n" in server.user_data for server in case.facts.servers)
+    user_data = server_user_data(case)
+    assert user_data and all(f"BUNDLE_KEY={key}\n" in text for text in user_data)
+
+
+#### Fleets: what only the plan can tell ####
+
+# The load balancer's own ports, and what the servers' serving port may admit on each cloud: AWS the load
+# balancer's security group; Google Cloud its front ends (and, for an internal load balancer, the proxy-only subnet
+# of the network); Alibaba and Huawei the network the load balancer's nodes live in.
+
+
+def _fleet(case: Case) -> guardrails.ManagedGroup:
+    case.needs_fleet()
+    groups = guardrails.managed_groups(case.stack)
+    assert len(groups) == 1, [g.resource.name for g in groups]
+    return groups[0]
+
+
+def _load_balancer(case: Case, group: guardrails.ManagedGroup) -> guardrails.LoadBalancer:
+    """The one load balancer in front of the group (Google Cloud's assets CDN is another, in front of a bucket)."""
+    def unexpected(message: str, urn: str | None = None) -> None:
+        raise AssertionError(f"{message} ({urn})")
+
+    fronting = [lb for lb in guardrails.load_balancers(case.stack, unexpected)
+                if any(group.resource.urn in {g.urn for g in b.groups} for b in lb.backends)]
+    assert len(fronting) == 1, [lb.resource.name for lb in fronting]
+    return fronting[0]
+
+
+def test_a_fleet_is_one_managed_group_over_the_plans_zones_sized_by_the_plan(case: Case) -> None:
+    group = _fleet(case)
+    fleet = case.plan.fleet
+    assert fleet is not None
+    assert (group.min_size, group.max_size) == (fleet.min_replicas, fleet.max_replicas)
+    # At least the plan's zones (two in production); more is no harm: an AWS load balancer needs two zones anyway.
+    assert group.unread_zones == [] and len(group.zones) >= case.plan.zones
+    assert len(group.zones) >= (2 if case.plan.stage == "production" else 1)
+    assert [t.urn for t in group.templates] == [r.urn for r in case.servers()]
+    assert case.recording.of_type(SERVER_TYPES[case.cloud]) == []  # no loose server beside the fleet
+
+
+def test_a_fleet_has_one_load_balancer_with_https_and_a_redirect_facing_as_asked(case: Case) -> None:
+    balancer = _load_balancer(case, _fleet(case))
+    assert balancer.internet_facing == (case.exposure == "public")
+    https = [listener for listener in balancer.listeners if listener.protocol == "HTTPS"]
+    http = [listener for listener in balancer.listeners if listener.protocol == "HTTP"]
+    assert [listener.port for listener in https] == [guardrails.HTTPS_PORT]
+    assert [(listener.port, listener.redirects_to_https) for listener in http] == [(guardrails.REDIRECT_PORT, True)]
+    assert https[0].backends and not http[0].backends
+
+
+def test_the_load_balancer_checks_the_readiness_path_on_the_serving_port(case: Case) -> None:
+    group = _fleet(case)
+    backends = [b for b in _load_balancer(case, group).backends if group.resource.urn in {g.urn for g in b.groups}]
+    checks = [check for backend in backends for check in backend.health_checks]
+    assert backends and len(checks) >= len(backends)
+    assert {check.path for check in checks} == {case.plan.serving.health_path}
+    assert {check.port for check in checks} <= {None, "traffic-port", "serving-port", case.plan.serving.port}
+
+
+def test_a_fleets_api_port_admits_only_its_load_balancer(case: Case) -> None:
+    group = _fleet(case)
+    port = case.plan.serving.port
+    openings = guardrails.fleet_api_openings(case.stack, group, (port,))
+    assert openings, "nothing admits the load balancer to the serving port"
+    for rule, opening in openings:
+        assert (opening.low, opening.high) == (port, port), (rule.name, opening)
+        assert _from_load_balancer(case, rule, opening), (rule.name, opening.source.text)
+
+
+def _from_load_balancer(case: Case, rule: guardrails.StackResource, opening: guardrails.Opening) -> bool:
+    if case.cloud == "aws":  # the load balancer's own security group, and nothing else
+        balancer = _load_balancer(case, _fleet(case))
+        groups = {d.urn for d in balancer.resource.property_dependencies.get("securityGroups", [])}
+        sources = {d.urn for d in rule.property_dependencies.get("referencedSecurityGroupId", [])}
+        return opening.source.internal and bool(sources) and sources <= groups
+    if guardrails.from_load_balancer(opening, rule.resource_type):  # Google's front ends and health checkers
+        return True
+    network = opening.source.network  # the network the load balancer's nodes (or Google's proxies) live in
+    return network is not None and network.version == 4 and network.subnet_of(NETWORK)  # type: ignore[arg-type]

@@ -1,6 +1,7 @@
 """The deployments the policy pack is checked against: every example project, every stack file, and a public
-deployment on every cloud, each run through the real program under Pulumi mocks with property dependencies kept.
-Each runs once per test session (cached): tests that change a resource work on copies (`Registered.with_inputs`).
+deployment on every cloud (production: a fleet where the cloud's is built; and one server), each run through the
+real program under Pulumi mocks with property dependencies kept. Each runs once per test session (cached): tests
+that change a resource work on copies (`Registered.with_inputs`).
 """
 
 from __future__ import annotations
@@ -74,8 +75,29 @@ def stack(name: str) -> Registered:
 
 
 @cache
-def public_deployment(cloud: str, variant: str) -> Registered:
-    """A production plan whose API is open to the whole internet, with an API key, a hub token and static assets."""
+def public_deployment(cloud: str, variant: str, stage: str = "production") -> Registered:
+    """A plan whose API is open to the whole internet, with an API key, a hub token and static assets: production
+    (a fleet, where the cloud's is built), or another stage (one server)."""
     with dependencies_recorded() as dependencies:
-        result = preview_deployment(sample_plan(cloud, variant, "production"), {**PUBLIC, **CLOUD_SETTINGS[cloud]})
+        result = preview_deployment(sample_plan(cloud, variant, stage), {**PUBLIC, **CLOUD_SETTINGS[cloud]})
     return Registered(Recording(result.resources, [], result.outputs), dependencies)
+
+
+def public_server(cloud: str, variant: str) -> Registered:
+    """One public server (an internal-stage plan), the deployment of the loose servers' mutations."""
+    return public_deployment(cloud, variant, "internal")
+
+
+def stage_config(label: str) -> dict[str, dict[str, Any]]:
+    """The policy config a deployment's stack runs the pack with: a fleet of a non-production stage may run in one
+    zone (docs/policy.md). `label` as test_pack_agrees_with_components names deployments."""
+    kind, name = label.split(" ", 1)
+    if kind == "stack":
+        stage = yaml.safe_load((REPO / "stacks" / f"Pulumi.{name}.yaml").read_text())["config"].get("inferstack:stage")
+    elif kind == "example":
+        folder = REPO / "examples" / name
+        source = folder / "workload.yaml"
+        stage = yaml.safe_load(source.read_text()).get("stage") if source.is_file() else None
+    else:
+        stage = "production"
+    return {} if stage in (None, "production") else {"fleet-spans-zones": {"minZones": 1}}

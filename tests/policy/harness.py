@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "policy"))  # the pack imports its module by plain name, as the analyzer runs it
@@ -46,6 +43,7 @@ import inferstack_rules as rules  # noqa: E402, F401  (the tests read the rules'
 
 from inferstack import preview  # noqa: E402
 from inferstack.preview import Recording, RegisteredResource  # noqa: E402
+from tests.components.neutral_view import dependencies_recorded  # noqa: E402  (shared with the matrix)
 
 
 @dataclass(frozen=True)
@@ -117,37 +115,41 @@ class Resource:
         return f"urn:pulumi:test::test::{self.type}::{self.name}"
 
 
-def check_stack(policy: StackValidationPolicy, resources: Sequence[Resource]) -> Report:
+def check_stack(policy: StackValidationPolicy, resources: Sequence[Resource], *,
+                config: Mapping[str, Any] | None = None) -> Report:
     """One stack policy on a hand-built stack."""
     built = {r.name: PolicyResource(r.type, unknown_checking_proxy(dict(r.props)), r.urn, r.name, _options(), None,
                                     None, [], {}) for r in resources}
+    assert len(built) == len(resources), "two hand-built resources share a name"
     for resource in resources:
         for prop, names in resource.depends.items():
             built[resource.name].property_dependencies[prop] = [built[n] for n in names]
             built[resource.name].dependencies.extend(built[n] for n in names)
     report = Report()
-    _run(policy, StackValidationArgs(list(built.values())), "", report)
+    _run(policy, StackValidationArgs(list(built.values()), dict(config) if config is not None else None), "", report)
+    return report
+
+
+def check_built(resources: Sequence[Resource], *, config: Mapping[str, Mapping[str, Any]] | None = None) -> Report:
+    """Every policy of the pack on a hand-built stack: resource policies on each resource, stack policies on all.
+    `config` maps a policy name to its configuration."""
+    report = Report()
+    for policy in pack.POLICIES:
+        policy_config = (config or {}).get(policy.name)
+        if isinstance(policy, StackValidationPolicy):
+            found = check_stack(policy, resources, config=policy_config)
+        else:
+            found = Report()
+            for resource in resources:
+                single = check_resource(policy, resource.type, resource.props, config=policy_config, name=resource.name)
+                found.violations += single.violations
+                found.not_applicable.update(single.not_applicable)
+        report.violations += found.violations
+        report.not_applicable.update(found.not_applicable)
     return report
 
 
 #### What a program registered ####
-
-
-@contextmanager
-def dependencies_recorded() -> Iterator[dict[str, dict[str, list[str]]]]:
-    """Record each registration's property dependencies (URN → property → URNs), which the engine passes to
-    stack policies and `inferstack.preview` does not keep."""
-    captured: dict[str, dict[str, list[str]]] = {}
-    register = preview._RecordingMonitor.RegisterResource
-
-    def recording_register(self: Any, request: Any) -> Any:
-        response = register(self, request)
-        captured[response.urn] = {key: list(deps.urns) for key, deps in request.propertyDependencies.items()}
-        return response
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(preview._RecordingMonitor, "RegisterResource", recording_register)
-        yield captured
 
 
 def _state(resource: RegisteredResource) -> dict[str, Any]:
@@ -168,10 +170,22 @@ class Registered:
     def named(self, name: str) -> RegisteredResource:
         return self.recording.named(name)
 
-    def with_inputs(self, name: str, inputs: Mapping[str, Any], resource_type: str | None = None) -> Registered:
-        """A copy in which one resource was registered with other inputs, or as another type (a mutation)."""
+    def with_inputs(self, name: str, inputs: Mapping[str, Any], resource_type: str | None = None,
+                    dependencies: Mapping[str, Sequence[str]] | None = None) -> Registered:
+        """A copy in which one resource was registered with other inputs, or as another type, or with other
+        property dependencies (property → names of the resources it came from) (a mutation)."""
         changed = [_replaced(r, inputs, resource_type) if r.name == name else r for r in self.recording.resources]
-        return Registered(Recording(changed, self.recording.invokes, self.recording.value), self.dependencies)
+        kept = dict(self.dependencies)
+        if dependencies is not None:
+            urns = {r.name: r.urn for r in self.recording.resources}
+            kept[self.named(name).urn] = {prop: [urns[n] for n in names] for prop, names in dependencies.items()}
+        return Registered(Recording(changed, self.recording.invokes, self.recording.value), kept)
+
+    def dependency_names(self, name: str) -> dict[str, list[str]]:
+        """One resource's property dependencies, by the names of the resources they came from."""
+        names = {r.urn: r.name for r in self.recording.resources}
+        return {prop: [names[u] for u in urns if u in names]
+                for prop, urns in self.dependencies.get(self.named(name).urn, {}).items()}
 
     def without(self, name: str) -> Registered:
         kept = [r for r in self.recording.resources if r.name != name]

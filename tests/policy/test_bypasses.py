@@ -20,8 +20,8 @@ PREFIX = "models/llama/"
 WORLD = "0.0.0.0/0"
 ADMIN_FIX = ("inferstack opens no admin port; reach servers through the cloud's managed shell, or admit a private "
              "network only")
-WORLD_FIX = ("only a serving port (8000) may be open beyond private networks; admit private networks only, or reach "
-             "other ports through the cloud's managed shell")
+WORLD_FIX = ("only a serving port (8000), or a load balancer's HTTPS or redirect port (443, 80), may be open beyond "
+             "private networks; admit private networks only, or reach other ports through the cloud's managed shell")
 UNREAD_FIX = "name the protocol (tcp, udp, icmp, all, or its number) and give numeric ports"
 EVERY_PORT = ("ports 0-65535 are open to {source}, including admin port 22 (SSH): " + ADMIN_FIX,
               "ports 0-65535 are open to {source}, including admin port 3389 (RDP): " + ADMIN_FIX)

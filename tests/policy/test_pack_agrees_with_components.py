@@ -1,5 +1,6 @@
 """The pack and the components agree: every deployment inferstack makes (each example project, each stack file, a
-public deployment on every cloud) passes every policy, and the pack looked at what matters in it."""
+public deployment on every cloud, production and one server) passes every policy, and the pack looked at what
+matters in it. A production plan is a fleet where the cloud's is built, loose servers elsewhere (the interim)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ from tests.policy.harness import Registered, Resource, check_recording, check_re
 CLOUD_OF_PACKAGE = {"aws": "aws", "gcp": "gcp", "alicloud": "alibaba", "huaweicloud": "huawei"}
 INSTANCE_TYPES = {"aws": rules.AWS_INSTANCE, "gcp": rules.GCP_INSTANCE, "alibaba": rules.ALI_INSTANCE,
                   "huawei": rules.HW_INSTANCE}
+# What a fleet's servers are made from, per cloud (rules.SERVER_TEMPLATE_TYPES, by cloud).
+TEMPLATE_TYPES = {"aws": {rules.AWS_LAUNCH_TEMPLATE, rules.AWS_LAUNCH_CONFIGURATION},
+                  "gcp": set(rules.GCP_INSTANCE_TEMPLATES),
+                  "alibaba": {rules.ALI_SCALING_CONFIGURATION, *rules.ALI_LAUNCH_TEMPLATES},
+                  "huawei": {rules.HW_AS_CONFIGURATION}}
 INGRESS_TYPES = {"aws": rules.AWS_INGRESS_RULE, "gcp": rules.GCP_FIREWALL, "alibaba": rules.ALI_SECURITY_GROUP_RULE,
                  "huawei": rules.HW_SECURITY_GROUP_RULE}
 BUCKET_TYPES = {"aws": rules.AWS_BUCKET, "gcp": rules.GCP_BUCKET, "alibaba": rules.ALI_BUCKET,
@@ -32,6 +38,8 @@ DEPLOYMENTS: dict[str, Callable[[], Registered]] = {
     **{f"stack {name}": (lambda name=name: deployments.stack(name)) for name in deployments.STACKS},
     **{f"public {cloud} {variant}": (lambda cloud=cloud, variant=variant: deployments.public_deployment(cloud, variant))
        for cloud in deployments.CLOUD_SETTINGS for variant in PUBLIC_VARIANTS},
+    **{f"server {cloud} gpu-llm": (lambda cloud=cloud: deployments.public_server(cloud, "gpu-llm"))
+       for cloud in deployments.CLOUD_SETTINGS},
 }
 
 
@@ -42,22 +50,36 @@ def cloud_of(registered: Registered) -> str:
     return clouds.pop()
 
 
+def servers_of(registered: Registered, cloud: str) -> set[str]:
+    """URNs of what makes the servers: loose servers, or a fleet's templates."""
+    types = {INSTANCE_TYPES[cloud], *TEMPLATE_TYPES[cloud]}
+    return {r.urn for r in registered.resources() if r.type in types}
+
+
 @pytest.fixture(scope="module", params=sorted(DEPLOYMENTS))
-def deployment(request: pytest.FixtureRequest) -> Registered:
-    return DEPLOYMENTS[request.param]()
+def labelled(request: pytest.FixtureRequest) -> tuple[str, Registered]:
+    return request.param, DEPLOYMENTS[request.param]()
 
 
-def test_every_deployment_passes_every_policy(deployment: Registered) -> None:
-    report = check_recording(deployment)
+@pytest.fixture
+def deployment(labelled: tuple[str, Registered]) -> Registered:
+    return labelled[1]
+
+
+def test_every_deployment_passes_every_policy(labelled: tuple[str, Registered]) -> None:
+    label, deployment = labelled
+    report = check_recording(deployment, config=deployments.stage_config(label))
     assert [(v.policy, v.message) for v in report.violations] == []
 
 
 def test_the_pack_checked_the_firewall_buckets_and_servers_of_every_deployment(deployment: Registered) -> None:
     cloud = cloud_of(deployment)
     report = check_recording(deployment)
-    essentials = {INGRESS_TYPES[cloud], BUCKET_TYPES[cloud], INSTANCE_TYPES[cloud]}
+    essentials = {INGRESS_TYPES[cloud], BUCKET_TYPES[cloud]}
     assert essentials <= {r.type for r in deployment.resources()}
     assert essentials <= report.checked["admin-ports-not-public"]
+    servers = {r.type for r in deployment.resources() if r.urn in servers_of(deployment, cloud)}
+    assert servers and servers <= report.checked["encryption-at-rest"]
     assert ("server-identity-least-privilege", "") not in report.not_applicable, "no server identity was found"
 
 
@@ -65,12 +87,12 @@ def test_metadata_tokens_are_not_applicable_exactly_where_the_backend_lacks_meta
         deployment: Registered) -> None:
     cloud = cloud_of(deployment)
     report = check_recording(deployment, policies=[pack.metadata_tokens_required])
-    instances = {r.urn for r in deployment.resources() if r.type == INSTANCE_TYPES[cloud]}
+    servers = servers_of(deployment, cloud)
     not_applicable = {urn for (policy, urn) in report.not_applicable}
     if backend_for(cloud).support(Capability.METADATA_HARDENING).available:
         assert not not_applicable
     else:
-        assert instances and not_applicable == instances
+        assert servers and not_applicable == servers
         assert set(report.not_applicable.values()) == {NO_TOKENS_REASON[cloud]}
 
 

@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
+from tests.policy import fleets
 from tests.policy.harness import check_resource, pack, rules
 
 BUCKET = "inferstack-dev-models-1a2b3c4d"
 SERVER = "serviceAccount:s@p.iam.gserviceaccount.com"
 ADMIN_FIX = ("inferstack opens no admin port; reach servers through the cloud's managed shell, or admit a private "
              "network only")
-WORLD_FIX = ("only a serving port (8000) may be open beyond private networks; admit private networks only, or reach "
-             "other ports through the cloud's managed shell")
+WORLD_FIX = ("only a serving port (8000), or a load balancer's HTTPS or redirect port (443, 80), may be open beyond "
+             "private networks; admit private networks only, or reach other ports through the cloud's managed shell")
 NO_TOKEN = "the metadata service answers without a session token"
 HOP_UNSET = ("the metadata hop limit is unset (metadataOptions.httpPutResponseHopLimit), so the image's default "
              "applies (2 on images that require tokens) and containers reach the server's credentials: set it to 1")
@@ -95,6 +96,11 @@ NETWORK_CASES = [
     # world-ingress-serving-port-only
     Case("aws serving port to the world", pack.world_ingress_serving_port_only, rules.AWS_INGRESS_RULE,
          _aws_rule(8000.0, 8000.0, "0.0.0.0/0"), []),
+    Case("aws a load balancer's HTTPS port to the world", pack.world_ingress_serving_port_only, rules.AWS_INGRESS_RULE,
+         _aws_rule(443.0, 443.0, "0.0.0.0/0"), []),
+    Case("aws a load balancer's ports 80-443 to the world", pack.world_ingress_serving_port_only,
+         rules.AWS_INGRESS_RULE, _aws_rule(80.0, 443.0, "0.0.0.0/0"),
+         [f"ports 80-443 are open to the whole internet (0.0.0.0/0): {WORLD_FIX}"]),
     Case("aws other port to the world", pack.world_ingress_serving_port_only, rules.AWS_INGRESS_RULE,
          _aws_rule(8080.0, 8080.0, "0.0.0.0/0"),
          [f"port 8080 is open to the whole internet (0.0.0.0/0): {WORLD_FIX}"]),
@@ -395,7 +401,275 @@ CDN_CASES = [
           "private (the CDN reads it with the account's agency)"]),
 ]
 
-CASES = NETWORK_CASES + BUCKET_CASES + ENCRYPTION_CASES + METADATA_CASES + IDENTITY_CASES + CDN_CASES
+NO_PUBLIC = "a fleet's servers have no public address: the load balancer is their only public endpoint"
+LISTENER_FIX = ("a load balancer listens with HTTPS on 443 (TLS 1.2 or newer) and with HTTP on 80 only to redirect to "
+                "HTTPS")
+HEALTH_FIX = "check the serving health path (the plan's serving.health_path) over HTTP on the serving port"
+
+
+def _with(props: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    return {**props, **changes}
+
+
+FLEET_TEMPLATE_CASES = [
+    # servers-no-public-address
+    Case("aws launch template without a public address", pack.servers_no_public_address, rules.AWS_LAUNCH_TEMPLATE,
+         fleets.AWS_TEMPLATE, []),
+    Case("aws launch template with a public address and IPv6", pack.servers_no_public_address,
+         rules.AWS_LAUNCH_TEMPLATE, _with(fleets.AWS_TEMPLATE, networkInterfaces=[
+             {"associatePublicIpAddress": "true", "ipv6AddressCount": 1.0, "securityGroups": ["sg-srv"]}]),
+         [f"network interface 0 of the launch template gets a public address (associatePublicIpAddress is true): "
+          f"set it to false; {NO_PUBLIC}",
+          "network interface 0 of the launch template gets IPv6 addresses, which are public: remove them; "
+          f"{NO_PUBLIC}"]),
+    Case("aws launch template that leaves the address to the subnet", pack.servers_no_public_address,
+         rules.AWS_LAUNCH_TEMPLATE, {k: v for k, v in fleets.AWS_TEMPLATE.items() if k != "networkInterfaces"},
+         ["the launch template does not say whether its servers get a public address (no networkInterfaces), so the "
+          "subnet's default decides: add a network interface with associatePublicIpAddress false (and the security "
+          f"groups there); {NO_PUBLIC}"]),
+    Case("aws launch configuration without a say", pack.servers_no_public_address, rules.AWS_LAUNCH_CONFIGURATION,
+         {"imageId": "ami-1"},
+         ["the launch configuration does not refuse a public address (associatePublicIpAddress is unset, so the "
+          f"subnet's default decides): set it to false; {NO_PUBLIC}"]),
+    Case("gcp template without an access config", pack.servers_no_public_address, rules.GCP_REGION_INSTANCE_TEMPLATE,
+         fleets.GCP_TEMPLATE, []),
+    Case("gcp template with external IPv4 and IPv6", pack.servers_no_public_address, rules.GCP_INSTANCE_TEMPLATE,
+         _with(fleets.GCP_TEMPLATE, networkInterfaces=[{"subnetwork": "s", "accessConfigs": [{}],
+                                                        "ipv6AccessConfigs": [{"networkTier": "PREMIUM"}]}]),
+         ["network interface 0 of the template has an access config, which gives each server an external IPv4 "
+          f"address: remove accessConfigs; {NO_PUBLIC}",
+          "network interface 0 of the template has an IPv6 access config, which gives each server an external IPv6 "
+          f"address: remove ipv6AccessConfigs; {NO_PUBLIC}"]),
+    Case("alibaba launch template without bandwidth out", pack.servers_no_public_address,
+         rules.ALI_LAUNCH_TEMPLATES[0], fleets.ALI_TEMPLATE, []),
+    Case("alibaba scaling configuration with bandwidth out", pack.servers_no_public_address,
+         rules.ALI_SCALING_CONFIGURATION, {"scalingGroupId": "asg-1", "internetMaxBandwidthOut": 10.0},
+         ["internetMaxBandwidthOut is 10, which gives each server a public address: set it to 0 (servers reach the "
+          f"internet through the NAT gateway); {NO_PUBLIC}"]),
+    Case("huawei AS configuration without an EIP", pack.servers_no_public_address, rules.HW_AS_CONFIGURATION,
+         fleets.HW_CONFIGURATION, []),
+    Case("huawei AS configuration with an EIP", pack.servers_no_public_address, rules.HW_AS_CONFIGURATION,
+         {"instanceConfig": {**fleets.HW_CONFIGURATION["instanceConfig"], "publicIp": {"eip": {
+             "ipType": "5_bgp", "bandwidth": {"size": 10.0, "shareType": "PER", "chargingMode": "traffic"}}}}},
+         ["instanceConfig.publicIp gives each server an elastic IP: remove it (servers reach the internet through the "
+          f"NAT gateway); {NO_PUBLIC}"]),
+    Case("huawei AS group with IPv6 bandwidth", pack.servers_no_public_address, rules.HW_AS_GROUP,
+         {"networks": [{"id": "subnet-1", "ipv6Enable": True, "ipv6BandwidthId": "bw-1"}]},
+         [f"network 0 of the AS group gives each server IPv6 bandwidth, a public IPv6 address: remove ipv6BandwidthId; "
+          f"{NO_PUBLIC}"]),
+    # encryption-at-rest and metadata-tokens-required on templates
+    Case("aws launch template with an encrypted root volume", pack.encryption_at_rest, rules.AWS_LAUNCH_TEMPLATE,
+         fleets.AWS_TEMPLATE, []),
+    Case("aws launch template with a plain volume", pack.encryption_at_rest, rules.AWS_LAUNCH_TEMPLATE,
+         _with(fleets.AWS_TEMPLATE, blockDeviceMappings=[{"deviceName": "/dev/sda1", "ebs": {"volumeSize": 200.0}}]),
+         ["EBS volume /dev/sda1 of the launch template is not encrypted: set ebs.encrypted to true"]),
+    Case("aws launch template that maps no volume", pack.encryption_at_rest, rules.AWS_LAUNCH_TEMPLATE,
+         {"imageId": "ami-1"},
+         ["the launch template maps no EBS volume, so its servers' root volume is the image's, encrypted only if the "
+          "account encrypts EBS by default: map the root device with ebs.encrypted true"]),
+    Case("aws launch configuration with a plain root volume", pack.encryption_at_rest, rules.AWS_LAUNCH_CONFIGURATION,
+         {"rootBlockDevice": {"volumeSize": 200.0}},
+         ["the root volume is not encrypted: set rootBlockDevice.encrypted to true"]),
+    Case("alibaba launch template with encrypted disks", pack.encryption_at_rest, rules.ALI_LAUNCH_TEMPLATES[0],
+         fleets.ALI_TEMPLATE, []),
+    Case("alibaba launch template with plain disks", pack.encryption_at_rest, rules.ALI_LAUNCH_TEMPLATES[1],
+         _with(fleets.ALI_TEMPLATE, systemDisk={"size": 200.0}, dataDisks=[{"size": 100.0, "encrypted": False}]),
+         ["the system disk is not encrypted: set systemDisk.encrypted to true",
+          "data disk 0 is not encrypted: set encrypted to true"]),
+    Case("alibaba scaling configuration with a plain system disk", pack.encryption_at_rest,
+         rules.ALI_SCALING_CONFIGURATION, {"systemDiskEncrypted": False},
+         ["the system disk is not encrypted: set systemDiskEncrypted to true"]),
+    Case("huawei AS configuration on the evs/default key", pack.encryption_at_rest, rules.HW_AS_CONFIGURATION,
+         fleets.HW_CONFIGURATION, []),
+    Case("huawei AS configuration with plain disks", pack.encryption_at_rest, rules.HW_AS_CONFIGURATION,
+         {"instanceConfig": {"disks": [{"diskType": "SYS", "size": 200.0, "volumeType": "GPSSD"},
+                                       {"diskType": "DATA", "size": 100.0, "volumeType": "GPSSD"}]}},
+         ["disk 0 (SYS) of the AS configuration is not encrypted: set kmsId (inferstack uses the region's evs/default "
+          "key)", "disk 1 (DATA) of the AS configuration is not encrypted: set kmsId (inferstack uses the region's "
+          "evs/default key)"]),
+    Case("huawei AS configuration without a system disk", pack.encryption_at_rest, rules.HW_AS_CONFIGURATION,
+         {"instanceConfig": {"flavor": "s7.2xlarge.4"}},
+         ["the AS configuration lists no system disk (diskType SYS), so the pack cannot tell whether it is "
+          "encrypted: list it with kmsId"]),
+    Case("aws launch template with tokens required", pack.metadata_tokens_required, rules.AWS_LAUNCH_TEMPLATE,
+         fleets.AWS_TEMPLATE, []),
+    Case("alibaba launch template with tokens required", pack.metadata_tokens_required,
+         rules.ALI_LAUNCH_TEMPLATES[0], fleets.ALI_TEMPLATE, []),
+    Case("alibaba launch template with optional tokens and 2 hops", pack.metadata_tokens_required,
+         rules.ALI_LAUNCH_TEMPLATES[0], _with(fleets.ALI_TEMPLATE, httpTokens="optional", httpPutResponseHopLimit=2.0),
+         [f"{NO_TOKEN} (httpTokens is optional): set it to required",
+          "the metadata hop limit is 2 (httpPutResponseHopLimit), so containers on the server reach its credentials: "
+          "set it to 1"]),
+    Case("alibaba scaling configuration, which cannot require tokens", pack.metadata_tokens_required,
+         rules.ALI_SCALING_CONFIGURATION, {"scalingGroupId": "asg-1", "httpEndpoint": "enabled"},
+         [rules.ALI_SCALING_CONFIGURATION_TOKENS]),
+]
+
+LISTENER_CASES = [
+    Case("aws HTTPS listener, TLS 1.2 policy", pack.load_balancer_https_only, rules.AWS_LISTENERS[0],
+         fleets.AWS_HTTPS_LISTENER, []),
+    Case("aws HTTP listener that redirects", pack.load_balancer_https_only, rules.AWS_LISTENERS[1],
+         fleets.AWS_HTTP_LISTENER, []),
+    Case("aws HTTPS listener on the API's default TLS policy", pack.load_balancer_https_only, rules.AWS_LISTENERS[0],
+         {k: v for k, v in fleets.AWS_HTTPS_LISTENER.items() if k != "sslPolicy"},
+         ["the HTTPS listener's TLS policy is unset (the API's default, ELBSecurityPolicy-2016-08), which the pack "
+          "does not know to refuse TLS before 1.2: set sslPolicy to ELBSecurityPolicy-TLS13-1-2-2021-06 (or another "
+          "ELBSecurityPolicy-TLS13-1-2-*, -TLS13-1-3-*, -TLS-1-2-* or -FS-1-2-* policy)"]),
+    Case("aws HTTPS listener on 8443 admitting TLS 1.0", pack.load_balancer_https_only, rules.AWS_LISTENERS[0],
+         _with(fleets.AWS_HTTPS_LISTENER, port=8443.0, sslPolicy="ELBSecurityPolicy-TLS13-1-0-2021-06"),
+         [f"the HTTPS listener is on port 8443: {LISTENER_FIX}",
+          "the HTTPS listener's TLS policy is ELBSecurityPolicy-TLS13-1-0-2021-06, which the pack does not know to "
+          "refuse TLS before 1.2: set sslPolicy to ELBSecurityPolicy-TLS13-1-2-2021-06 (or another "
+          "ELBSecurityPolicy-TLS13-1-2-*, -TLS13-1-3-*, -TLS-1-2-* or -FS-1-2-* policy)"]),
+    Case("aws HTTPS listener naming the API's default policy", pack.load_balancer_https_only, rules.AWS_LISTENERS[0],
+         _with(fleets.AWS_HTTPS_LISTENER, sslPolicy="ELBSecurityPolicy-2016-08"),
+         ["the HTTPS listener's TLS policy is ELBSecurityPolicy-2016-08, which the pack does not know to refuse TLS "
+          "before 1.2: set sslPolicy to ELBSecurityPolicy-TLS13-1-2-2021-06 (or another ELBSecurityPolicy-TLS13-1-2-*, "
+          "-TLS13-1-3-*, -TLS-1-2-* or -FS-1-2-* policy)"]),
+    Case("aws HTTPS listener on a FIPS TLS 1.2 policy", pack.load_balancer_https_only, rules.AWS_LISTENERS[0],
+         _with(fleets.AWS_HTTPS_LISTENER, sslPolicy="ELBSecurityPolicy-TLS13-1-2-FIPS-2023-04"), []),
+    Case("aws HTTP listener that forwards", pack.load_balancer_https_only, rules.AWS_LISTENERS[0],
+         _with(fleets.AWS_HTTP_LISTENER, defaultActions=fleets.AWS_HTTPS_LISTENER["defaultActions"]),
+         ["the HTTP listener's default actions (forward) do not only redirect to HTTPS, so plain HTTP reaches the "
+          "servers: give it one redirect action with protocol HTTPS"]),
+    Case("aws TCP listener", pack.load_balancer_https_only, rules.AWS_LISTENERS[0],
+         {"loadBalancerArn": fleets.AWS_LB_ARN, "port": 8000.0, "protocol": "TCP"},
+         [f"the listener's protocol is TCP: {LISTENER_FIX}"]),
+    Case("aws classic load balancer", pack.load_balancer_https_only, rules.AWS_CLASSIC_LOAD_BALANCER,
+         {"listeners": [{"lbPort": 443.0, "lbProtocol": "https", "instancePort": 8000.0, "instanceProtocol": "http"}]},
+         ["this load balancer's listeners are not read by the pack (it reads AWS ALB listeners, Google Cloud "
+          "forwarding rules and target proxies, Alibaba ALB listeners and Huawei dedicated ELB listeners), so they "
+          f"count as public listeners it cannot check: {LISTENER_FIX}, on one of those"]),
+    Case("gcp forwarding rule on 443", pack.load_balancer_https_only, rules.GCP_FORWARDING_RULES[0],
+         fleets.GCP_HTTPS_RULE, []),
+    Case("gcp forwarding rule on 80", pack.load_balancer_https_only, rules.GCP_FORWARDING_RULES[1],
+         _with(fleets.GCP_HTTP_RULE, portRange="80-80"), []),
+    Case("gcp forwarding rule on 8000, without a proxy", pack.load_balancer_https_only, rules.GCP_FORWARDING_RULES[1],
+         {"backendService": "b", "ports": ["8000"], "loadBalancingScheme": "EXTERNAL"},
+         ["the forwarding rule has no target proxy, so it passes traffic to its backends as it comes (no HTTPS at the "
+          "load balancer): forward to a target HTTPS proxy",
+          f"the forwarding rule listens on port 8000: {LISTENER_FIX}"]),
+    Case("gcp forwarding rule on every port", pack.load_balancer_https_only, rules.GCP_FORWARDING_RULES[1],
+         _with(fleets.GCP_HTTPS_RULE, allPorts=True, portRange=None),
+         [f"the forwarding rule listens on ports 0-65535: {LISTENER_FIX}"]),
+    Case("gcp SSL policy TLS 1.2", pack.load_balancer_https_only, rules.GCP_SSL_POLICIES[0], fleets.GCP_SSL_POLICY, []),
+    Case("gcp regional SSL policy on Google's default", pack.load_balancer_https_only, rules.GCP_SSL_POLICIES[1],
+         {"profile": "COMPATIBLE"},
+         ["the SSL policy's minTlsVersion is unset (Google's default, TLS_1_0): set it to TLS_1_2"]),
+    Case("alibaba HTTPS listener, TLS 1.2 policy", pack.load_balancer_https_only, rules.ALI_LISTENER,
+         fleets.ALI_HTTPS_LISTENER, []),
+    Case("alibaba HTTPS listener with a custom policy", pack.load_balancer_https_only, rules.ALI_LISTENER,
+         _with(fleets.ALI_HTTPS_LISTENER, securityPolicyId="spy-1"), []),
+    Case("alibaba HTTP listener on 80", pack.load_balancer_https_only, rules.ALI_LISTENER, fleets.ALI_HTTP_LISTENER,
+         []),
+    Case("alibaba HTTPS listener on ALB's default policy", pack.load_balancer_https_only, rules.ALI_LISTENER,
+         {k: v for k, v in fleets.ALI_HTTPS_LISTENER.items() if k != "securityPolicyId"},
+         ["the HTTPS listener's TLS policy is unset (ALB's default, tls_cipher_policy_1_0), which admits TLS before "
+          "1.2: set securityPolicyId to tls_cipher_policy_1_2 (or _1_2_strict, _1_2_strict_with_1_3, or a custom "
+          "alb.SecurityPolicy of TLSv1.2 and TLSv1.3)"]),
+    Case("alibaba QUIC listener", pack.load_balancer_https_only, rules.ALI_LISTENER,
+         _with(fleets.ALI_HTTPS_LISTENER, listenerProtocol="QUIC"),
+         [f"the listener's protocol is QUIC: {LISTENER_FIX}"]),
+    Case("alibaba TLS policy of 1.2 and 1.3", pack.load_balancer_https_only, rules.ALI_TLS_POLICY,
+         {"securityPolicyName": "inv", "tlsVersions": ["TLSv1.2", "TLSv1.3"],
+          "ciphers": ["ECDHE-RSA-AES128-GCM-SHA256"]},
+         []),
+    Case("alibaba TLS policy admitting 1.1", pack.load_balancer_https_only, rules.ALI_TLS_POLICY,
+         {"securityPolicyName": "inv", "tlsVersions": ["TLSv1.1", "TLSv1.2"]},
+         ["the TLS policy admits TLSv1.1, TLSv1.2 (tlsVersions): admit TLSv1.2 and TLSv1.3 only"]),
+    Case("alibaba classic load balancer listener", pack.load_balancer_https_only, "alicloud:slb/listener:Listener",
+         {"frontendPort": 443.0, "protocol": "https"},
+         ["this load balancer's listeners are not read by the pack (it reads AWS ALB listeners, Google Cloud "
+          "forwarding rules and target proxies, Alibaba ALB listeners and Huawei dedicated ELB listeners), so they "
+          f"count as public listeners it cannot check: {LISTENER_FIX}, on one of those"]),
+    Case("huawei HTTPS listener, TLS 1.2 policy", pack.load_balancer_https_only, rules.HW_LISTENER,
+         fleets.HW_HTTPS_LISTENER, []),
+    Case("huawei HTTP listener without a pool", pack.load_balancer_https_only, rules.HW_LISTENER,
+         fleets.HW_HTTP_LISTENER, []),
+    Case("huawei HTTPS listener on ELB's default policy", pack.load_balancer_https_only, rules.HW_LISTENER,
+         {k: v for k, v in fleets.HW_HTTPS_LISTENER.items() if k != "tlsCiphersPolicy"},
+         ["the HTTPS listener's TLS policy is unset (ELB's default, tls-1-0), which admits TLS before 1.2: set "
+          "tlsCiphersPolicy to tls-1-2 (or tls-1-2-strict, tls-1-2-fs, tls-1-2-fs-with-1-3, tls-1-2-strict-no-cbc, or "
+          "a custom DedicatedElb.SecurityPolicy of TLSv1.2 and TLSv1.3)"]),
+    Case("huawei HTTP listener forwarding to a pool", pack.load_balancer_https_only, rules.HW_LISTENER,
+         _with(fleets.HW_HTTP_LISTENER, defaultPoolId="pool-1"),
+         ["the HTTP listener forwards plain HTTP to a backend server group (defaultPoolId): remove it and redirect to "
+          "the HTTPS listener (an l7policy REDIRECT_TO_LISTENER)"]),
+    Case("huawei HTTPS listener on 8443", pack.load_balancer_https_only, rules.HW_LISTENER,
+         _with(fleets.HW_HTTPS_LISTENER, protocolPort=8443.0), [f"the HTTPS listener is on port 8443: {LISTENER_FIX}"]),
+    Case("huawei TCP listener on the API port", pack.load_balancer_https_only, rules.HW_LISTENER,
+         {"loadbalancerId": "elb-1", "protocol": "TCP", "protocolPort": 8000.0},
+         [f"the listener's protocol is TCP: {LISTENER_FIX}"]),
+    Case("huawei TLS policy admitting TLSv1", pack.load_balancer_https_only, rules.HW_TLS_POLICY,
+         {"protocols": ["TLSv1", "TLSv1.2"], "ciphers": ["ECDHE-RSA-AES128-GCM-SHA256"]},
+         ["the TLS policy admits TLSv1, TLSv1.2 (protocols): admit TLSv1.2 and TLSv1.3 only"]),
+]
+
+BACKEND_CASES = [
+    Case("aws target group on the serving port", pack.load_balancer_backends_on_serving_port,
+         rules.AWS_TARGET_GROUPS[0], fleets.AWS_TARGET_GROUP, []),
+    Case("aws target group on another port, checking /", pack.load_balancer_backends_on_serving_port,
+         rules.AWS_TARGET_GROUPS[1],
+         _with(fleets.AWS_TARGET_GROUP, port=9000.0, healthCheck={"enabled": True, "protocol": "HTTP", "port": "22"}),
+         ["the target group forwards to port 9000, not a serving port (8000)",
+          f"the health check asks for the default path, / (healthCheck.path), which answers before the model is "
+          f"loaded: {HEALTH_FIX}", "the health check probes port 22 (healthCheck.port): use traffic-port"]),
+    Case("aws target group without a health check", pack.load_balancer_backends_on_serving_port,
+         rules.AWS_TARGET_GROUPS[0], _with(fleets.AWS_TARGET_GROUP, healthCheck={"enabled": False}),
+         [f"the target group's health check is off: {HEALTH_FIX}"]),
+    Case("gcp HTTP health check on the serving port", pack.load_balancer_backends_on_serving_port,
+         rules.GCP_HEALTH_CHECKS[0], fleets.GCP_HEALTH_CHECK, []),
+    Case("gcp health check on the backend's serving port", pack.load_balancer_backends_on_serving_port,
+         rules.GCP_HEALTH_CHECKS[1], {"httpHealthCheck": {"portSpecification": "USE_SERVING_PORT",
+                                                          "requestPath": fleets.HEALTH_PATH}}, []),
+    Case("gcp health check on port 80 (the default) and /", pack.load_balancer_backends_on_serving_port,
+         rules.GCP_HEALTH_CHECKS[0], {"httpHealthCheck": {"requestPath": "/"}},
+         [f"the health check asks for / (httpHealthCheck.requestPath), which answers before the model is loaded: "
+          f"{HEALTH_FIX}", "the health check probes port 80 (the default) (httpHealthCheck.port): use the serving "
+          "port, or portSpecification USE_SERVING_PORT"]),
+    Case("gcp TCP health check", pack.load_balancer_backends_on_serving_port, rules.GCP_HEALTH_CHECKS[0],
+         {"tcpHealthCheck": {"port": 8000.0}},
+         ["the health check is not HTTP (no httpHealthCheck, httpsHealthCheck or http2HealthCheck): "
+          f"{HEALTH_FIX}"]),
+    Case("gcp backend service without a health check", pack.load_balancer_backends_on_serving_port,
+         rules.GCP_BACKEND_SERVICES[0], {"backends": [{"group": "g"}], "protocol": "HTTP"},
+         [f"the backend service has no health check (healthChecks): {HEALTH_FIX}"]),
+    Case("gcp group naming the serving port", pack.load_balancer_backends_on_serving_port,
+         rules.GCP_REGION_GROUP_MANAGER, {"namedPorts": [{"name": "http", "port": 8000.0}]}, []),
+    Case("gcp group naming another port", pack.load_balancer_backends_on_serving_port, rules.GCP_REGION_GROUP_MANAGER,
+         {"namedPorts": [{"name": "http", "port": 9000.0}]},
+         ["named port http is 9000, not a serving port (8000): the load balancer would send requests there"]),
+    Case("alibaba server group checking the health path", pack.load_balancer_backends_on_serving_port,
+         rules.ALI_SERVER_GROUP, fleets.ALI_SERVER_GROUP, []),
+    Case("alibaba server group without a health check", pack.load_balancer_backends_on_serving_port,
+         rules.ALI_SERVER_GROUP, _with(fleets.ALI_SERVER_GROUP, healthCheckConfig={"healthCheckEnabled": False}),
+         [f"the server group's health check is off (healthCheckConfig): {HEALTH_FIX}"]),
+    Case("alibaba server group checking another port", pack.load_balancer_backends_on_serving_port,
+         rules.ALI_SERVER_GROUP, _with(fleets.ALI_SERVER_GROUP, healthCheckConfig={
+             **fleets.ALI_SERVER_GROUP["healthCheckConfig"], "healthCheckConnectPort": 22.0}),
+         ["the health check probes port 22 (healthCheckConfig.healthCheckConnectPort): use 0 (the backend's port)"]),
+    Case("alibaba scaling group sending to another port", pack.load_balancer_backends_on_serving_port,
+         rules.ALI_SCALING_GROUP, {"albServerGroups": [{"albServerGroupId": "sgp-1", "port": 9000.0}]},
+         ["the load balancer sends requests to port 9000 (albServerGroups.port), not a serving port (8000)"]),
+    Case("alibaba server group attachment on the serving port", pack.load_balancer_backends_on_serving_port,
+         rules.ALI_GROUP_ATTACHMENT, {"scalingGroupId": "asg-1", "albServerGroupId": "sgp-1", "port": 8000.0}, []),
+    Case("huawei monitor on the health path", pack.load_balancer_backends_on_serving_port, rules.HW_MONITOR,
+         fleets.HW_MONITOR, []),
+    Case("huawei TCP monitor", pack.load_balancer_backends_on_serving_port, rules.HW_MONITOR,
+         _with(fleets.HW_MONITOR, protocol="TCP"), [f"the health check is not HTTP: {HEALTH_FIX}"]),
+    Case("huawei monitor without a path, on another port", pack.load_balancer_backends_on_serving_port,
+         rules.HW_MONITOR, {"poolId": "pool-1", "protocol": "HTTP", "port": 9000.0},
+         [f"the health check asks for the default path, / (urlPath), which answers before the model is loaded: "
+          f"{HEALTH_FIX}", "the health check probes port 9000: leave port unset (the backend's port)"]),
+    Case("huawei AS group registering another port", pack.load_balancer_backends_on_serving_port, rules.HW_AS_GROUP,
+         {"lbaasListeners": [{"poolId": "pool-1", "protocolPort": 9000.0}]},
+         ["the load balancer sends requests to port 9000 (lbaasListeners.protocolPort), not a serving port (8000)"]),
+    Case("huawei AS group registering the serving port", pack.load_balancer_backends_on_serving_port,
+         rules.HW_AS_GROUP, {"lbaasListeners": [{"poolId": "pool-1", "protocolPort": 8000.0}]}, []),
+]
+
+CASES = (NETWORK_CASES + BUCKET_CASES + ENCRYPTION_CASES + METADATA_CASES + IDENTITY_CASES + CDN_CASES
+         + FLEET_TEMPLATE_CASES + LISTENER_CASES + BACKEND_CASES)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.policy.name}: {c.label}")
@@ -422,6 +696,9 @@ def test_every_resource_policy_has_a_compliant_and_a_violating_case_on_every_clo
 @pytest.mark.parametrize(("policy", "resource_type", "reason"), [
     (pack.metadata_tokens_required, rules.GCP_INSTANCE, rules.GCP_NO_METADATA_TOKENS),
     (pack.metadata_tokens_required, rules.GCP_INSTANCE_TEMPLATE, rules.GCP_NO_METADATA_TOKENS),
+    (pack.metadata_tokens_required, rules.GCP_REGION_INSTANCE_TEMPLATE, rules.GCP_NO_METADATA_TOKENS),
+    (pack.metadata_tokens_required, rules.HW_AS_CONFIGURATION, rules.HUAWEI_NO_METADATA_TOKENS),
+    (pack.encryption_at_rest, rules.GCP_REGION_INSTANCE_TEMPLATE, rules.GCP_ALWAYS_ENCRYPTED),
     (pack.metadata_tokens_required, rules.HW_INSTANCE, rules.HUAWEI_NO_METADATA_TOKENS),
     (pack.encryption_at_rest, rules.GCP_BUCKET, rules.GCP_ALWAYS_ENCRYPTED),
     (pack.encryption_at_rest, rules.GCP_INSTANCE, rules.GCP_ALWAYS_ENCRYPTED),

@@ -1,0 +1,242 @@
+"""A compliant fleet on each cloud, hand-built the way the engine sends it: a template and a managed group over two
+zones, the load balancer with an HTTPS listener (TLS 1.2+) and an HTTP listener that only redirects, a backend with
+its health check on the serving port, and the servers' firewall admitting the serving port from the load balancer
+only. Property dependencies relate the resources, as a preview knows them.
+
+The validator cases take single resources from here, the fleet stack tests and their mutations whole stacks
+(`fleet(cloud)`); each mutation changes one resource of a compliant stack (`changed`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from tests.policy.harness import Resource, rules
+
+SERVING_PORT = 8000.0
+HEALTH_PATH = "/health"
+WORLD = "0.0.0.0/0"
+NETWORK = "10.64.0.0/16"
+
+#### AWS: launch template, Auto Scaling group, ALB ####
+
+AWS_TEMPLATE = {
+    "imageId": "ami-0123456789abcdef0", "instanceType": "g6.xlarge", "userData": "H4sIAAAAAAAA/0vOz0ktyQcAAAD//w==",
+    "iamInstanceProfile": {"name": "inv-identity-profile"},
+    "metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1.0},
+    "blockDeviceMappings": [{"deviceName": "/dev/sda1",
+                             "ebs": {"encrypted": "true", "volumeSize": 200.0, "volumeType": "gp3"}}],
+    "networkInterfaces": [{"associatePublicIpAddress": "false", "deviceIndex": 0.0, "securityGroups": ["sg-srv"]}]}
+AWS_TARGET_GROUP = {
+    "port": SERVING_PORT, "protocol": "HTTP", "targetType": "instance", "vpcId": "vpc-1",
+    "arn": "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/inv/0123456789abcdef",
+    "healthCheck": {"enabled": True, "path": HEALTH_PATH, "port": "traffic-port", "protocol": "HTTP",
+                    "matcher": "200"}}
+AWS_LB_ARN = "arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/app/inv/0123456789abcdef"
+AWS_HTTPS_LISTENER = {
+    "loadBalancerArn": AWS_LB_ARN, "port": 443.0, "protocol": "HTTPS",
+    "sslPolicy": "ELBSecurityPolicy-TLS13-1-2-2021-06",
+    "certificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d",
+    "defaultActions": [{"type": "forward", "targetGroupArn": AWS_TARGET_GROUP["arn"]}]}
+AWS_HTTP_LISTENER = {
+    "loadBalancerArn": AWS_LB_ARN, "port": 80.0, "protocol": "HTTP",
+    "defaultActions": [{"type": "redirect",
+                        "redirect": {"protocol": "HTTPS", "port": "443", "statusCode": "HTTP_301"}}]}
+
+
+def _aws_rule(group: str, port: float, **source: Any) -> dict[str, Any]:
+    return {"securityGroupId": group, "ipProtocol": "tcp", "fromPort": port, "toPort": port, **source}
+
+
+def aws() -> list[Resource]:
+    subnet = "arn:aws:ec2:us-east-1:123456789012:subnet/{}"
+    return [
+        Resource(rules.AWS_SUBNET, "private-0", {"availabilityZone": "us-east-1a", "arn": subnet.format("subnet-a")}),
+        Resource(rules.AWS_SUBNET, "private-1", {"availabilityZone": "us-east-1b", "arn": subnet.format("subnet-b")}),
+        Resource(rules.AWS_SECURITY_GROUP, "servers", {"name": "servers", "vpcId": "vpc-1"}),
+        Resource(rules.AWS_SECURITY_GROUP, "lb-firewall", {"name": "lb", "vpcId": "vpc-1"}),
+        Resource(rules.AWS_INGRESS_RULE, "servers-api",
+                 _aws_rule("sg-srv", SERVING_PORT, referencedSecurityGroupId="sg-lb"),
+                 {"securityGroupId": ["servers"], "referencedSecurityGroupId": ["lb-firewall"]}),
+        Resource(rules.AWS_INGRESS_RULE, "servers-metrics", _aws_rule("sg-srv", 8001.0, cidrIpv4=NETWORK),
+                 {"securityGroupId": ["servers"]}),
+        Resource(rules.AWS_INGRESS_RULE, "lb-https", _aws_rule("sg-lb", 443.0, cidrIpv4=WORLD),
+                 {"securityGroupId": ["lb-firewall"]}),
+        Resource(rules.AWS_INGRESS_RULE, "lb-http", _aws_rule("sg-lb", 80.0, cidrIpv4=WORLD),
+                 {"securityGroupId": ["lb-firewall"]}),
+        Resource(rules.AWS_LAUNCH_TEMPLATE, "template", AWS_TEMPLATE, {"networkInterfaces": ["servers"]}),
+        Resource(rules.AWS_AUTOSCALING_GROUP, "group", {
+            "minSize": 2.0, "maxSize": 4.0, "vpcZoneIdentifiers": ["subnet-a", "subnet-b"], "healthCheckType": "ELB",
+            "launchTemplate": {"id": "lt-1", "version": "$Latest"}, "targetGroupArns": [AWS_TARGET_GROUP["arn"]]},
+                 {"launchTemplate": ["template"], "vpcZoneIdentifiers": ["private-0", "private-1"],
+                  "targetGroupArns": ["target-group"]}),
+        Resource(rules.AWS_TARGET_GROUPS[0], "target-group", AWS_TARGET_GROUP),
+        Resource(rules.AWS_LOAD_BALANCERS[0], "lb", {
+            "arn": AWS_LB_ARN, "internal": False, "loadBalancerType": "application", "securityGroups": ["sg-lb"],
+            "subnets": ["subnet-c", "subnet-d"], "idleTimeout": 600.0}, {"securityGroups": ["lb-firewall"]}),
+        Resource(rules.AWS_LISTENERS[0], "https", AWS_HTTPS_LISTENER,
+                 {"loadBalancerArn": ["lb"], "defaultActions": ["target-group"]}),
+        Resource(rules.AWS_LISTENERS[0], "http", AWS_HTTP_LISTENER, {"loadBalancerArn": ["lb"]}),
+    ]
+
+
+#### Google Cloud: regional template and group, global Application Load Balancer ####
+
+GCP_PROJECT = "projects/p"
+GCP_TEMPLATE = {
+    "machineType": "g2-standard-8", "tags": ["inv-server"],
+    "networkInterfaces": [{"subnetwork": f"{GCP_PROJECT}/regions/us-central1/subnetworks/private"}],
+    "serviceAccount": {"email": "inv@p.iam.gserviceaccount.com", "scopes": ["cloud-platform"]},
+    "shieldedInstanceConfig": {"enableSecureBoot": True, "enableVtpm": True, "enableIntegrityMonitoring": True},
+    "disks": [{"boot": True, "sourceImage": "projects/ubuntu-os-accelerator-images/global/images/family/x"}],
+    "metadata": {"user-data": "#cloud-config\n"}}
+GCP_HEALTH_CHECK = {"httpHealthCheck": {"port": SERVING_PORT, "requestPath": HEALTH_PATH}, "checkIntervalSec": 10.0,
+                    "selfLink": f"{GCP_PROJECT}/global/healthChecks/inv"}
+GCP_SSL_POLICY = {"minTlsVersion": "TLS_1_2", "profile": "MODERN", "selfLink": f"{GCP_PROJECT}/global/sslPolicies/inv"}
+GCP_HTTPS_RULE = {"target": f"{GCP_PROJECT}/global/targetHttpsProxies/inv", "portRange": "443",
+                  "ipAddress": "203.0.113.7", "loadBalancingScheme": "EXTERNAL_MANAGED"}
+GCP_HTTP_RULE = {**GCP_HTTPS_RULE, "target": f"{GCP_PROJECT}/global/targetHttpProxies/inv", "portRange": "80"}
+GCP_LB_RANGES = ["130.211.0.0/22", "35.191.0.0/16"]
+
+
+def gcp() -> list[Resource]:
+    group_url = f"{GCP_PROJECT}/regions/us-central1/instanceGroups/inv"
+    return [
+        Resource(rules.GCP_REGION_INSTANCE_TEMPLATE, "template", GCP_TEMPLATE),
+        Resource(rules.GCP_REGION_GROUP_MANAGER, "group", {
+            "region": "us-central1", "distributionPolicyZones": ["us-central1-a", "us-central1-b"],
+            "versions": [{"instanceTemplate": f"{GCP_PROJECT}/regions/us-central1/instanceTemplates/inv"}],
+            "namedPorts": [{"name": "http", "port": SERVING_PORT}], "instanceGroup": group_url,
+            "autoHealingPolicies": {"healthCheck": GCP_HEALTH_CHECK["selfLink"], "initialDelaySec": 900.0}},
+                 {"versions": ["template"], "autoHealingPolicies": ["health"]}),
+        Resource(rules.GCP_AUTOSCALERS[0], "autoscaler", {
+            "target": "group", "autoscalingPolicy": {"minReplicas": 2.0, "maxReplicas": 4.0}}, {"target": ["group"]}),
+        Resource(rules.GCP_FIREWALL, "servers-api", {
+            "direction": "INGRESS", "allows": [{"protocol": "tcp", "ports": ["8000"]}], "sourceRanges": GCP_LB_RANGES,
+            "targetTags": ["inv-server"], "network": f"{GCP_PROJECT}/global/networks/inv"}),
+        Resource(rules.GCP_HEALTH_CHECKS[0], "health", GCP_HEALTH_CHECK),
+        Resource(rules.GCP_BACKEND_SERVICES[0], "backend", {
+            "healthChecks": [GCP_HEALTH_CHECK["selfLink"]], "backends": [{"group": group_url, "balancingMode": "RATE"}],
+            "protocol": "HTTP", "portName": "http", "loadBalancingScheme": "EXTERNAL_MANAGED", "timeoutSec": 600.0},
+                 {"healthChecks": ["health"], "backends": ["group"]}),
+        Resource(rules.GCP_URL_MAPS[0], "urls", {"defaultService": "backend"}, {"defaultService": ["backend"]}),
+        Resource(rules.GCP_URL_MAPS[0], "redirect", {"defaultUrlRedirect": {"httpsRedirect": True,
+                                                                             "stripQuery": False}}),
+        Resource(rules.GCP_SSL_POLICIES[0], "tls", GCP_SSL_POLICY),
+        Resource(rules.GCP_HTTPS_PROXIES[0], "https-proxy", {"urlMap": "urls", "sslPolicy": GCP_SSL_POLICY["selfLink"],
+                                                             "sslCertificates": ["certificate"]},
+                 {"urlMap": ["urls"], "sslPolicy": ["tls"]}),
+        Resource(rules.GCP_HTTP_PROXIES[0], "http-proxy", {"urlMap": "redirect"}, {"urlMap": ["redirect"]}),
+        Resource(rules.GCP_FORWARDING_RULES[0], "https", GCP_HTTPS_RULE, {"target": ["https-proxy"]}),
+        Resource(rules.GCP_FORWARDING_RULES[0], "http", GCP_HTTP_RULE, {"target": ["http-proxy"]}),
+    ]
+
+
+#### Alibaba Cloud: ECS launch template, ESS scaling group, ALB ####
+
+ALI_TEMPLATE = {
+    "imageId": "ubuntu_22_04_x64", "instanceType": "ecs.gn7i-c8g1.2xlarge", "ramRoleName": "inv-identity",
+    "httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 1.0,
+    "systemDisk": {"category": "cloud_essd", "size": 200.0, "encrypted": True}, "internetMaxBandwidthOut": 0.0,
+    "securityGroupIds": ["sg-srv"], "userData": "H4sIAAAAAAAA/0vOz0ktyQcAAAD//w=="}
+ALI_SERVER_GROUP = {"protocol": "HTTP", "serverGroupType": "Instance", "vpcId": "vpc-1", "healthCheckConfig": {
+    "healthCheckEnabled": True, "healthCheckPath": HEALTH_PATH, "healthCheckProtocol": "HTTP",
+    "healthCheckConnectPort": 0.0}}
+ALI_FORWARD = [{"type": "ForwardGroup", "forwardGroupConfig": {"serverGroupTuples": [{"serverGroupId": "sgp-1"}]}}]
+ALI_HTTPS_LISTENER = {"loadBalancerId": "alb-1", "listenerPort": 443.0, "listenerProtocol": "HTTPS",
+                      "securityPolicyId": "tls_cipher_policy_1_2_strict_with_1_3",
+                      "certificates": {"certificateId": "12345-ap-southeast-1"}, "defaultActions": ALI_FORWARD}
+ALI_HTTP_LISTENER = {"loadBalancerId": "alb-1", "listenerPort": 80.0, "listenerProtocol": "HTTP",
+                     "defaultActions": ALI_FORWARD}
+ALI_REDIRECT_RULE = {
+    "listenerId": "lsn-http", "priority": 1.0, "ruleName": "https",
+    "ruleConditions": [{"type": "Path", "pathConfig": {"values": ["/*"]}}],
+    "ruleActions": [{"type": "Redirect", "order": 1.0,
+                     "redirectConfig": {"protocol": "HTTPS", "port": "443", "httpCode": "301"}}]}
+
+
+def alibaba() -> list[Resource]:
+    return [
+        Resource(rules.ALI_VSWITCH, "private-0", {"zoneId": "ap-southeast-1a", "cidrBlock": "10.64.16.0/20"}),
+        Resource(rules.ALI_VSWITCH, "private-1", {"zoneId": "ap-southeast-1b", "cidrBlock": "10.64.32.0/20"}),
+        Resource(rules.ALI_SECURITY_GROUP, "servers", {"vpcId": "vpc-1"}),
+        Resource(rules.ALI_SECURITY_GROUP_RULE, "servers-api", {
+            "type": "ingress", "ipProtocol": "tcp", "portRange": "8000/8000", "cidrIp": NETWORK, "policy": "accept",
+            "nicType": "intranet", "securityGroupId": "sg-srv"}, {"securityGroupId": ["servers"]}),
+        Resource(rules.ALI_LAUNCH_TEMPLATES[0], "template", ALI_TEMPLATE, {"securityGroupIds": ["servers"]}),
+        Resource(rules.ALI_SCALING_GROUP, "group", {
+            "minSize": 2.0, "maxSize": 4.0, "vswitchIds": ["vsw-a", "vsw-b"], "launchTemplateId": "lt-1",
+            "healthCheckTypes": ["LOAD_BALANCER"],
+            "albServerGroups": [{"albServerGroupId": "sgp-1", "port": SERVING_PORT, "weight": 100.0}]},
+                 {"launchTemplateId": ["template"], "vswitchIds": ["private-0", "private-1"],
+                  "albServerGroups": ["server-group"]}),
+        Resource(rules.ALI_SERVER_GROUP, "server-group", ALI_SERVER_GROUP),
+        Resource(rules.ALI_LOAD_BALANCER, "lb", {"addressType": "Internet", "loadBalancerEdition": "Standard"}),
+        Resource(rules.ALI_LISTENER, "https", ALI_HTTPS_LISTENER,
+                 {"loadBalancerId": ["lb"], "defaultActions": ["server-group"]}),
+        Resource(rules.ALI_LISTENER, "http", ALI_HTTP_LISTENER,
+                 {"loadBalancerId": ["lb"], "defaultActions": ["server-group"]}),
+        Resource(rules.ALI_LISTENER_RULE, "http-redirect", ALI_REDIRECT_RULE, {"listenerId": ["http"]}),
+    ]
+
+
+#### Huawei Cloud: AS configuration and group, dedicated ELB ####
+
+HW_CONFIGURATION = {"scalingConfigurationName": "inv", "instanceConfig": {
+    "flavor": "pi2.2xlarge.4", "image": "img-1", "securityGroupIds": ["sg-srv"], "userData": "I2Nsb3VkLWNvbmZpZw==",
+    "disks": [{"diskType": "SYS", "size": 200.0, "volumeType": "GPSSD",
+               "kmsId": "cbc7f3ab-fab2-8964-3b29-643cfeb93998"}]}}
+HW_HTTPS_LISTENER = {"loadbalancerId": "elb-1", "protocol": "HTTPS", "protocolPort": 443.0,
+                     "tlsCiphersPolicy": "tls-1-2-strict", "serverCertificate": "cert-1", "defaultPoolId": "pool-1"}
+HW_HTTP_LISTENER = {"loadbalancerId": "elb-1", "protocol": "HTTP", "protocolPort": 80.0}
+HW_MONITOR = {"poolId": "pool-1", "protocol": "HTTP", "urlPath": HEALTH_PATH, "interval": 10.0, "timeout": 5.0,
+              "maxRetries": 3.0}
+
+
+def huawei() -> list[Resource]:
+    return [
+        Resource(rules.HW_SECURITY_GROUP, "servers", {"name": "servers"}),
+        Resource(rules.HW_SECURITY_GROUP_RULE, "servers-api", {
+            "direction": "ingress", "ethertype": "IPv4", "protocol": "tcp", "portRangeMin": SERVING_PORT,
+            "portRangeMax": SERVING_PORT, "remoteIpPrefix": NETWORK, "securityGroupId": "sg-srv"},
+                 {"securityGroupId": ["servers"]}),
+        Resource(rules.HW_AS_CONFIGURATION, "template", HW_CONFIGURATION, {"instanceConfig": ["servers"]}),
+        Resource(rules.HW_AS_GROUP, "group", {
+            "scalingConfigurationId": "conf-1", "minInstanceNumber": 2.0, "maxInstanceNumber": 4.0,
+            "availabilityZones": ["ap-southeast-3a", "ap-southeast-3b"], "networks": [{"id": "subnet-1"}],
+            "vpcId": "vpc-1", "healthPeriodicAuditMethod": "ELB_AUDIT",
+            "lbaasListeners": [{"poolId": "pool-1", "protocolPort": SERVING_PORT}]},
+                 {"scalingConfigurationId": ["template"], "lbaasListeners": ["pool"]}),
+        Resource(rules.HW_LOAD_BALANCER, "lb", {"ipv4EipId": "eip-1", "availabilityZones": ["ap-southeast-3a"]}),
+        Resource(rules.HW_LISTENER, "https", HW_HTTPS_LISTENER, {"loadbalancerId": ["lb"], "defaultPoolId": ["pool"]}),
+        Resource(rules.HW_LISTENER, "http", HW_HTTP_LISTENER, {"loadbalancerId": ["lb"]}),
+        Resource(rules.HW_L7_POLICY, "http-redirect", {"listenerId": "lsn-http", "action": "REDIRECT_TO_LISTENER",
+                                                       "redirectListenerId": "lsn-https"},
+                 {"listenerId": ["http"], "redirectListenerId": ["https"]}),
+        Resource(rules.HW_POOL, "pool", {"protocol": "HTTP", "lbMethod": "ROUND_ROBIN", "loadbalancerId": "elb-1"},
+                 {"loadbalancerId": ["lb"]}),
+        Resource(rules.HW_MONITOR, "health", HW_MONITOR, {"poolId": ["pool"]}),
+    ]
+
+
+FLEETS: dict[str, Callable[[], list[Resource]]] = {"aws": aws, "gcp": gcp, "alibaba": alibaba, "huawei": huawei}
+
+
+def fleet(cloud: str) -> list[Resource]:
+    return FLEETS[cloud]()
+
+
+def changed(resources: list[Resource], name: str, change: Callable[[dict[str, Any]], dict[str, Any]] | None,
+            depends: dict[str, list[str]] | None = None) -> list[Resource]:
+    """The stack with one resource's properties changed (None: the resource removed)."""
+    result = []
+    for resource in resources:
+        if resource.name != name:
+            result.append(resource)
+        elif change is not None:
+            props = change(copy.deepcopy(dict(resource.props)))
+            result.append(Resource(resource.type, name, props,
+                                   dict(resource.depends) if depends is None else depends))
+    return result
