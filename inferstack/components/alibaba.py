@@ -875,10 +875,13 @@ def _listeners(parent: pulumi.Resource, name: str, request: FleetRequest, load_b
                           "forward_group_config": {"server_group_tuples": [{"server_group_id": servers.id}]}}],
         tags=request.tags, opts=opts)
     # A listener forwards to a server group by default (its only default action in the provider); the HTTP
-    # listener's has no servers, so a request its redirect rule did not catch gets no answer from the servers.
+    # listener's has no servers, so a request its redirect rule did not catch gets no answer from the servers. Its
+    # health check is on like every server group's (the guardrails require it; with no servers it checks nothing).
     nowhere = alicloud.alb.ServerGroup(
         f"{name}-http-nowhere", server_group_name=f"{name}-http-nowhere", vpc_id=request.network_id,
-        server_group_type="Instance", protocol="HTTP", health_check_config={"health_check_enabled": False},
+        server_group_type="Instance", protocol="HTTP",
+        health_check_config={"health_check_enabled": True, "health_check_protocol": "HTTP",
+                             "health_check_path": request.plan.serving.health_path},
         tags=request.tags, opts=opts)
     http = alicloud.alb.Listener(
         f"{name}-http", load_balancer_id=load_balancer.id, listener_protocol="HTTP",
