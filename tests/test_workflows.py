@@ -29,6 +29,7 @@ PROMISED_STACKS = {
     "gcp-dev": "gcp",
     "alibaba-dev": "alibaba",
     "huawei-dev": "huawei",
+    "huawei-prod": "huawei",
 }
 # Release tags checked to exist (release notes / dependabot bumps in the search index, and actionlint's own
 # action metadata for every one but marocchino, whose action.yml inputs are listed below).
@@ -195,8 +196,10 @@ def test_deploy_runs_up_on_main_and_the_prod_stack_in_the_production_environment
     assert deploy["on"]["push"]["branches"] == ["main"]
     assert pulumi_step(job)["with"]["command"] == "up"
     assert job["environment"] == "${{ matrix.environment }}"
-    assert stacks["aws-prod"]["environment"] == "production"
-    assert {entry["environment"] for name, entry in stacks.items() if name != "aws-prod"} == {"development"}
+    for name, entry in stacks.items():  # a production stage deploys only in the reviewed environment
+        stage = yaml.safe_load((STACKS / f"Pulumi.{name}.yaml").read_text())["config"].get("inferstack:stage")
+        assert entry["environment"] == ("production" if stage == "production" else "development"), name
+    assert stacks["aws-prod"]["environment"] == stacks["huawei-prod"]["environment"] == "production"
     assert job["concurrency"]["cancel-in-progress"] is False  # never cancel a running `pulumi up`
 
 
