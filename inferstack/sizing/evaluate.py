@@ -35,12 +35,17 @@ class Candidate:
 
     offer: Offer
     engine: Engine
-    precision: Precision
+    precision: Precision  # the checkpoint's precision (what the model bucket holds)
     notes: tuple[str, ...] = ()
+    dtype: Precision | None = None  # what the server runs when it differs (bf16 served as fp16 before Ampere)
 
     @property
     def on_gpu(self) -> bool:
         return self.offer.has_gpu
+
+    @property
+    def served_dtype(self) -> Precision:
+        return self.dtype or self.precision
 
 
 @dataclass(frozen=True)

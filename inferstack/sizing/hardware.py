@@ -1,14 +1,15 @@
 """Accelerator and CPU specs: what one device can hold, read and compute.
 
-GPU specs come from data/gpus.csv (datasheet figures, dense peaks, source per row). CPU specs come from
-data/cpu_families.csv for catalog instances, or from the command line (`estimate --cpu-*`).
+GPU specs come from data/gpus.csv (datasheet figures, dense peaks, compute capability, the memory nvidia-smi
+reports, a source per figure). CPU specs come from data/cpu_families.csv for catalog instances, or from the
+command line (`estimate --cpu-*`).
 """
 
 from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -16,8 +17,10 @@ from inferstack.errors import input_error
 
 DATA_DIR = Path(__file__).parent / "data"
 
-# Memory a CUDA program sees, as a fraction of the datasheet's "GB": vLLM reports 79.18 GiB on an
-# H100 80GB (calibration row m03), i.e. 0.9897 GiB per datasheet GB.
+# Memory a CUDA program sees. vLLM reports 79.18 GiB on an H100 80GB (calibration row m03) whose nvidia-smi
+# "Total" is 81559 MiB (gpus.csv): the driver keeps the rest, 0.59 % of the total. Cards with a published
+# nvidia-smi reading get that share of it; the others fall back to 0.9897 GiB per datasheet GB (same row).
+CUDA_SHARE_OF_NVIDIA_SMI_TOTAL = 79.18 / (81559 / 1024)
 VISIBLE_GIB_PER_DATASHEET_GB = 79.18 / 80
 
 # One-direction bandwidth of the links between GPUs in one server, GB/s. PCIe: 16 lanes at the
@@ -48,9 +51,19 @@ class GpuSpec:
     fp8_tflops: float | None
     link_gbps: float
     source: str
+    compute_capability: float  # CUDA compute capability (7.5 = Turing, 8.0 = A100, 9.0 = Hopper)
+    nvidia_smi_total_mib: int | None  # nvidia-smi "Total" from a published reading; None: not found
+
+    @property
+    def visible_memory_estimated(self) -> bool:
+        """True when no nvidia-smi reading backs the memory figure (the datasheet factor stands in)."""
+        return self.nvidia_smi_total_mib is None
 
     @property
     def visible_memory_gib(self) -> float:
+        """Memory a CUDA program can allocate on one card, GiB."""
+        if self.nvidia_smi_total_mib is not None:
+            return self.nvidia_smi_total_mib / 1024 * CUDA_SHARE_OF_NVIDIA_SMI_TOTAL
         return self.memory_gb * VISIBLE_GIB_PER_DATASHEET_GB
 
     def peak_tflops(self, compute: str) -> float:
@@ -64,18 +77,11 @@ class GpuSpec:
         return self.fp16_tflops
 
     def with_memory(self, memory_gb: float) -> GpuSpec:
-        """The same chip with another memory size (V100 PCIe 16 vs 32 GB share one spec row)."""
-        return GpuSpec(
-            self.id,
-            self.name,
-            memory_gb,
-            self.memory_bandwidth_gbps,
-            self.fp16_tflops,
-            self.int8_tops,
-            self.fp8_tflops,
-            self.link_gbps,
-            self.source,
-        )
+        """The same chip with another memory size (V100 PCIe 16 vs 32 GB share one spec row); the row's
+        nvidia-smi reading belongs to its own size, so the other size falls back to the datasheet factor."""
+        if memory_gb == self.memory_gb:
+            return self
+        return replace(self, memory_gb=memory_gb, nvidia_smi_total_mib=None)
 
 
 def _number(text: str) -> float | None:
@@ -99,6 +105,8 @@ def gpu_specs() -> dict[str, GpuSpec]:
                 fp8_tflops=_number(row["fp8_dense_tflops"]) if row["fp8_support"] == "yes" else None,
                 link_gbps=link_bandwidth_gbps(row["interconnect"]),
                 source=row["source"],
+                compute_capability=float(row["compute_capability"]),
+                nvidia_smi_total_mib=int(row["visible_memory_mib"]) if row["visible_memory_mib"] else None,
             )
     return specs
 

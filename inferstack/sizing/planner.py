@@ -34,6 +34,7 @@ from inferstack.sizing.catalog import CATALOG_REGIONS, Offer, PriceBook, offers
 from inferstack.sizing.coldstart import cold_start, health_check_grace_s, scale_in_cooldown_s
 from inferstack.sizing.demand import Demand, demand_of
 from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate
+from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.models import resolve
 from inferstack.sizing.precision import FORMATS, weight_bytes
 from inferstack.spec import CLOUDS, Cloud, Engine, Precision, WorkloadSpec
@@ -259,7 +260,7 @@ def _candidate(demand: Demand, offer: Offer) -> Candidate | str:
         engine = Engine.ONNXRUNTIME if spec.engine is Engine.AUTO else spec.engine
         if engine is not Engine.ONNXRUNTIME:
             return f"engine {engine.value} does not serve {demand.model.kind} models (use onnxruntime)"
-        return Candidate(offer, engine, precision)
+        return _runnable(offer, engine, precision)
     if offer.has_gpu:
         engine = (
             spec.engine if spec.engine is not Engine.AUTO else (Engine.LLAMACPP if precision.is_gguf else Engine.VLLM)
@@ -268,7 +269,7 @@ def _candidate(demand: Demand, offer: Offer) -> Candidate | str:
             return "onnxruntime does not serve LLMs in inferstack (use vllm or llamacpp)"
         if engine is Engine.VLLM and precision.is_gguf:
             return f"vLLM does not serve GGUF ({precision.value}): use engine llamacpp"
-        return Candidate(offer, engine, precision)
+        return _runnable(offer, engine, precision)
     if spec.engine not in (Engine.AUTO, Engine.LLAMACPP):
         return f"engine {spec.engine.value} has no CPU model (CPU LLMs run on llama.cpp)"
     if precision is Precision.MXFP4:
@@ -277,6 +278,17 @@ def _candidate(demand: Demand, offer: Offer) -> Candidate | str:
     if gguf is not precision:
         notes.append(f"on CPU, llama.cpp serves {precision.value} as GGUF {gguf.value}")
     return Candidate(offer, Engine.LLAMACPP, gguf, tuple(notes))
+
+
+def _runnable(offer: Offer, engine: Engine, precision: Precision) -> Candidate | str:
+    """The candidate with the dtype its GPU runs (engine_kernels.csv), or why the GPU cannot run it."""
+    if offer.gpu is None:
+        return Candidate(offer, engine, precision)
+    served = served_precision(engine, precision, offer.gpu)
+    if isinstance(served, str):
+        return served
+    notes = (served.note,) if served.note else ()
+    return Candidate(offer, engine, precision, notes, dtype=served.precision)
 
 
 def _gpu_allowed(offer: Offer, allow: list[str], deny: list[str]) -> bool:
@@ -348,7 +360,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         max_num_seqs=sizing.slots if model.is_llm else None,
         gpu_memory_utilization=0.9 if runtime == "vllm" else None,
         tensor_parallel=tp,
-        dtype=candidate.precision.value,
+        dtype=candidate.served_dtype.value,
         quantization=fmt.engine_flag,
         kv_cache_dtype=spec.kv_cache_dtype.value,
         threads=sizing.threads,
