@@ -111,6 +111,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1] such as 0.9, got {value:g}")
+    return value
+
+
 def _enum_option(enum: type[EnumType]) -> Callable[[str], EnumType]:
     """An option that takes an enum's values and the aliases workload files accept (bfloat16, int4, Q4_K_M)."""
 
@@ -360,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--concurrency", type=_concurrency, default=1, help="sequences at once, or 'max'")
     est.add_argument("--input-tokens", type=_positive_int, default=512)
     est.add_argument("--output-tokens", type=_positive_int, default=128)
-    est.add_argument("--gpu-memory-utilization", type=_positive_float, default=0.9)
+    est.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9)
     est.add_argument("--json", action="store_true")
     est.set_defaults(handler=_cmd_estimate)
 

@@ -146,6 +146,22 @@ class LlmArchitecture:
         heads_per_rank = max(self.kv_heads // tensor_parallel, 1)
         return 2 * heads_per_rank * self.head_dim
 
+    def tensor_parallel_problem(self, tensor_parallel: int) -> str | None:
+        """Why `tensor_parallel` GPUs cannot split this model (None: they can): the attention heads must divide
+        evenly, and the KV heads must divide too or be replicated (a group size that is a multiple of them)."""
+        tp = tensor_parallel
+        if tp == 1:
+            return None
+        if self.heads % tp:
+            return f"{tp} GPUs do not divide the model's {self.heads} attention heads (tensor parallelism)"
+        if not self.is_mla and self.kv_heads % tp and tp % self.kv_heads:
+            return f"{tp} GPUs do not divide or replicate the model's {self.kv_heads} KV heads"
+        return None
+
+    def tensor_parallel_sizes(self, up_to: int) -> list[int]:
+        """The GPU counts from 1 to `up_to` that can split this model."""
+        return [tp for tp in range(1, up_to + 1) if self.tensor_parallel_problem(tp) is None]
+
     def kv_cached_tokens(self, sequence_tokens: int) -> int:
         """Layer-tokens a sequence occupies: sliding-window layers keep at most the window."""
         full_layers = self.layers - self.sliding_window_layers

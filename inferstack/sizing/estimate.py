@@ -17,6 +17,8 @@ from inferstack.sizing.llm import GIB, LlmReplica
 from inferstack.sizing.models import ResolvedModel
 from inferstack.spec import Engine, KvCacheDtype, Precision
 
+MAX_GPUS_PER_SERVER = 8  # the largest GPU count of a catalog server: the valid counts listed in errors go up to it
+
 
 class Estimate(BaseModel):
     """Predicted memory and speed of one configuration. Memory figures are per device (GPU, or the CPU host)."""
@@ -78,6 +80,9 @@ def estimate(
     """Estimate one configuration. `concurrency="max"` uses the most sequences that fit in memory."""
     if (gpu is None) == (cpu is None):
         raise input_error("hardware", "give either a GPU or a CPU", fix="pass --gpu ID [--gpus N] or --cpu-cores ...")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise input_error("--gpu-memory-utilization", "is the fraction of GPU memory the engine takes",
+                          value=gpu_memory_utilization, fix="use a number in (0, 1], e.g. 0.9 (vLLM's default)")
     if model.arch is not None and model.kind == "llm":
         return _estimate_llm(
             model,
@@ -111,6 +116,10 @@ def _estimate_llm(
     gpu_memory_utilization: float,
 ) -> Estimate:
     assert model.arch is not None
+    if gpu is not None and (problem := model.arch.tensor_parallel_problem(gpus)):
+        sizes = [str(tp) for tp in model.arch.tensor_parallel_sizes(max(MAX_GPUS_PER_SERVER, gpus))]
+        raise input_error("--gpus", f"{model.name} cannot be split that way: {problem}", value=gpus,
+                          fix=f"use {', '.join(sizes[:-1])} or {sizes[-1]}" if len(sizes) > 1 else "use 1")
     replica = LlmReplica(
         arch=model.arch,
         precision=precision,

@@ -132,20 +132,9 @@ def _llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
     )
 
 
-def _tensor_parallel_problem(replica: LlmReplica) -> str | None:
-    arch, tp = replica.arch, replica.tensor_parallel
-    if tp == 1:
-        return None
-    if arch.heads % tp:
-        return f"{tp} GPUs do not divide the model's {arch.heads} attention heads (tensor parallelism)"
-    if not arch.is_mla and arch.kv_heads % tp and tp % arch.kv_heads:
-        return f"{tp} GPUs do not divide or replicate the model's {arch.kv_heads} KV heads"
-    return None
-
-
 def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
     replica = _llm_replica(demand, candidate)
-    if candidate.on_gpu and (problem := _tensor_parallel_problem(replica)):
+    if candidate.on_gpu and (problem := replica.arch.tensor_parallel_problem(replica.tensor_parallel)):
         return _blocked(candidate, "tensor_parallel", problem)
     if not candidate.on_gpu and replica.cpu is None:
         return _blocked(

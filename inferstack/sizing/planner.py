@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from inferstack.errors import input_error, with_article
+from inferstack.errors import InputError, Problem, input_error, with_article
 from inferstack.plan import (
     HOURS_PER_MONTH,
     Accelerator,
@@ -34,6 +34,7 @@ from inferstack.sizing.catalog import CATALOG_REGIONS, Offer, PriceBook, offers
 from inferstack.sizing.coldstart import cold_start, health_check_grace_s, scale_in_cooldown_s
 from inferstack.sizing.demand import Demand, demand_of
 from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate
+from inferstack.sizing.hardware import gpu_specs
 from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.models import resolve
 from inferstack.sizing.precision import FORMATS, weight_bytes
@@ -94,6 +95,7 @@ def plan_once(
             value=spec.engine.value,
             fix="use vllm, llamacpp or onnxruntime (or auto); compare others with `inferstack estimate`",
         )
+    _check_accelerator_names(spec)
     model = resolve(spec.model)
     demand = demand_of(spec, model)
     book = PriceBook.load(prices_file)
@@ -106,7 +108,8 @@ def plan_once(
             fix=f"use one of {', '.join(sorted(book.rates.usd_per_unit))} or add the rate in a --prices file",
         )
     outcomes = [
-        _plan_cloud(demand, cloud, _regions(spec, cloud, region), book) for cloud in _chosen_clouds(spec, clouds)
+        _plan_cloud(demand, cloud, _regions(spec, cloud, region), book)
+        for cloud in _chosen_clouds(spec, clouds, region)
     ]
     ranked = sorted(
         (o.chosen for o in outcomes if o.chosen and o.chosen.price.monthly_ranking),
@@ -124,10 +127,31 @@ def plan_once(
     )
 
 
-def _chosen_clouds(spec: WorkloadSpec, clouds: Iterable[Cloud] | None) -> list[Cloud]:
+def known_accelerator_names() -> list[str]:
+    """Names gpus_allow/gpus_deny accept: gpus.csv ids and chip names, and the catalog's accelerator names."""
+    names = {name for spec in gpu_specs().values() for name in (spec.id, spec.name)}
+    names |= {offer.gpu_model for offer in offers() if offer.gpu_model}
+    return sorted(names, key=str.lower)
+
+
+def _check_accelerator_names(spec: WorkloadSpec) -> None:
+    known = known_accelerator_names()
+    known_lower = {name.lower() for name in known}
+    problems = [
+        Problem(f"placement.{field}[{index}]", "is not a known accelerator", value=name,
+                fix=f"use one of {', '.join(known)} (see `inferstack gpus`)")
+        for field in ("gpus_allow", "gpus_deny")
+        for index, name in enumerate(getattr(spec.placement, field))
+        if name.lower() not in known_lower
+    ]
+    if problems:
+        raise InputError(problems)
+
+
+def _chosen_clouds(spec: WorkloadSpec, clouds: Iterable[Cloud] | None, region: str | None = None) -> list[Cloud]:
     allowed = list(spec.placement.clouds)
     if clouds is None:
-        return allowed
+        return _clouds_of_region(spec, region) if region else allowed
     chosen = list(clouds)
     unknown = [c for c in chosen if c not in CLOUDS]
     if unknown:
@@ -145,6 +169,22 @@ REGION_PATTERNS: dict[Cloud, re.Pattern[str]] = {
     "alibaba": re.compile(r"^[a-z]{2}-[a-z]+(-\d+)?$"),
     "huawei": re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$"),
 }
+
+
+def _clouds_of_region(spec: WorkloadSpec, region: str) -> list[Cloud]:
+    """The one allowed cloud a `--region` given without `--cloud` belongs to: the cloud whose placement.regions
+    list it, else the one cloud whose region names it fits. A name several clouds use needs --cloud."""
+    allowed = list(spec.placement.clouds)
+    listed = [c for c in allowed if region in (spec.placement.regions.get(c) or [])]
+    fitting = listed or [c for c in allowed if REGION_PATTERNS[c].fullmatch(region)]
+    if len(fitting) == 1:
+        return fitting
+    if not fitting:
+        examples = ", ".join(f"{CATALOG_REGIONS[c]} ({c})" for c in allowed)
+        raise input_error("--region", f"is not a region name of the workload's clouds ({', '.join(allowed)})",
+                          value=region, fix=f"use a region such as {examples}")
+    raise input_error("--region", f"could be a region of {', '.join(fitting[:-1])} or {fitting[-1]}", value=region,
+                      fix=f"say which cloud with --cloud ({' or '.join(f'--cloud {c}' for c in fitting)})")
 
 
 def _regions(spec: WorkloadSpec, cloud: Cloud, region: str | None) -> list[str]:
