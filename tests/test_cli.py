@@ -273,3 +273,40 @@ def test_preview_without_pulumi_says_what_to_install():
     result = subprocess.run([sys.executable, "-c", hide_pulumi], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "pip install 'inferstack[pulumi]'" in result.stderr
+
+
+def test_estimate_refuses_a_gpu_count_that_does_not_divide_the_attention_heads():
+    result = inferstack("estimate", "--model", "llama-3.1-8b", "--gpu", "H100-SXM", "--gpus", "3")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--gpus: llama-3.1-8b cannot be split that way" in result.stderr
+    assert "32 attention heads" in result.stderr and "(got 3)" in result.stderr and "use 1, 2, 4 or 8" in result.stderr
+
+
+@pytest.mark.parametrize("utilization", ["1.5", "0", "lots"])
+def test_estimate_refuses_a_memory_utilization_outside_zero_to_one(utilization):
+    result = inferstack("estimate", "--model", "llama-3.1-8b", "--gpu", "L4", "--gpu-memory-utilization", utilization)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "argument --gpu-memory-utilization: must be" in result.stderr and "(0, 1]" in result.stderr
+    assert utilization in result.stderr
+
+
+def test_plan_region_without_cloud_that_several_clouds_use_asks_for_cloud():
+    result = inferstack("plan", str(WORKLOADS / "chat-8b-public.yaml"), "--region", "us-east-1")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--region: could be a region of aws, alibaba or huawei (got 'us-east-1')" in result.stderr
+    assert "--cloud aws" in result.stderr
+
+
+def test_plan_region_without_cloud_plans_on_the_cloud_the_region_belongs_to():
+    result = inferstack("plan", str(WORKLOADS / "chat-8b-public.yaml"), "--region", "us-central1", "--json")
+    assert result.returncode == 0, result.stderr
+    assert [c["cloud"] for c in json.loads(result.stdout)["clouds"]] == ["gcp"]
+
+
+def test_plan_with_an_unknown_accelerator_name_is_a_clear_error(tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text((WORKLOADS / "chat-8b-public.yaml").read_text() + "placement:\n  gpus_allow: [H1OO]\n")
+    result = inferstack("plan", str(workload))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "placement.gpus_allow[0]: is not a known accelerator (got 'H1OO')" in result.stderr
+    assert "H100-SXM" in result.stderr
