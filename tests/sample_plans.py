@@ -56,6 +56,13 @@ def _price(hourly: float | None, currency: str, count: int, region: str) -> Pric
                  per_million_output_tokens=None, source="sample", source_date="2026-01-21", priced_region=region)
 
 
+def _llm_dtype(accelerator: Accelerator | None) -> str:
+    """The dtype the planner serves the bf16 checkpoint at: fp16 on a T4 (vLLM runs bf16 from capability 8.0)."""
+    if accelerator is None:
+        return "q4_k_m"
+    return "fp16" if accelerator.id == "T4" else "bf16"
+
+
 def sample_plan(cloud: Cloud = "aws", variant: Variant = "gpu-llm", stage: Stage = "internal") -> DeploymentPlan:
     """A realistic plan for `cloud`; production plans have two replicas in two zones."""
     replicas = 2 if stage == "production" else 1
@@ -66,6 +73,7 @@ def sample_plan(cloud: Cloud = "aws", variant: Variant = "gpu-llm", stage: Stage
         itype, vcpus, mem, region, hourly, currency = _CPU_OFFERS[cloud]
         offer, nvme, acc = itype, 0, None
     llm = variant.endswith("llm")
+    precision = None
     if llm:
         model = ModelArtifact(
             name="llama-3.1-8b", kind="llm", source_uri="meta-llama/Llama-3.1-8B-Instruct", params_b=8.03,
@@ -74,8 +82,9 @@ def sample_plan(cloud: Cloud = "aws", variant: Variant = "gpu-llm", stage: Stage
         serving = Serving(
             runtime="vllm" if gpu else "llamacpp", engine="vllm" if gpu else "llamacpp",
             health_path="/health", max_model_len=4096, max_num_seqs=32 if gpu else 4,
-            gpu_memory_utilization=0.9 if gpu else None, dtype="bf16" if gpu else "q4_k_m",
+            gpu_memory_utilization=0.9 if gpu else None, dtype=_llm_dtype(acc),
             quantization=None if gpu else "gguf", threads=None if gpu else vcpus // 2)
+        precision = "bf16" if gpu else "q4_k_m"
     else:
         model = ModelArtifact(
             name="bert-base", kind="encoder", source_uri="google-bert/bert-base-uncased", params_b=0.11,
@@ -88,7 +97,7 @@ def sample_plan(cloud: Cloud = "aws", variant: Variant = "gpu-llm", stage: Stage
         workload=f"sample-{variant}", stage=stage, cloud=cloud, region=region, instance_type=itype, offer=offer,
         instance_count=replicas, replicas=replicas, zones=replicas, device="gpu" if gpu else "cpu", vcpus=vcpus,
         memory_gib=mem, local_nvme_gb=nvme, accelerator=acc, tensor_parallel=1, model=model,
-        precision=serving.dtype, serving=serving, disk_gib=100 if gpu else 50,
+        precision=precision or serving.dtype, serving=serving, disk_gib=100 if gpu else 50,
         memory=MemoryBreakdown(
             device="gpu" if gpu else "cpu", capacity_gib=acc.memory_gib if acc else mem,
             usable_gib=(acc.memory_gib * 0.9) if acc else mem - 4, weights_gib=model.size_gib, overhead_gib=2.0,
