@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from inferstack.errors import input_error
 from inferstack.sizing.hardware import CpuSpec, GpuSpec
 from inferstack.sizing.items import ItemServer
+from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.llm import GIB, LlmReplica
 from inferstack.sizing.models import ResolvedModel
 from inferstack.spec import Engine, KvCacheDtype, Precision
@@ -131,7 +132,7 @@ def _estimate_llm(
         ram_gib=ram_gib or 0.0,
         gpu_memory_utilization=gpu_memory_utilization,
     )
-    notes: list[str] = []
+    notes: list[str] = _kernel_notes(engine, precision, gpu)
     sequence = input_tokens + output_tokens
     memory_known = gpu is not None or ram_gib is not None
     max_concurrency = replica.max_concurrency(sequence) if memory_known else None
@@ -183,6 +184,16 @@ def _estimate_llm(
         requests_per_s=concurrency / batch_s,
         notes=notes,
     )
+
+
+def _kernel_notes(engine: Engine, precision: Precision, gpu: GpuSpec | None) -> list[str]:
+    """What the engine would really run on this GPU (engine_kernels.csv): bf16 as fp16 before Ampere, or nothing."""
+    if gpu is None:
+        return []
+    served = served_precision(engine, precision, gpu)
+    if isinstance(served, str):
+        return [f"a plan would not use this: {served}"]
+    return [served.note] if served.note else []
 
 
 def _non_torch(replica: LlmReplica) -> float:

@@ -239,3 +239,13 @@ def test_candidate_keeps_the_checkpoint_precision_and_reports_the_served_dtype()
     offer = next(o for o in offers() if o.gpu is not None and o.gpu.id == "T4")
     candidate = Candidate(offer, Engine.VLLM, Precision.BF16, dtype=Precision.FP16)
     assert candidate.precision is Precision.BF16 and candidate.served_dtype is Precision.FP16
+
+
+def test_estimate_says_what_the_engine_would_really_run_on_the_gpu():
+    llama = lookup("llama-3.1-8b")
+    on_t4 = estimate(llama, precision=Precision.BF16, engine=Engine.VLLM, gpu=gpu_spec("T4"), gpus=2)
+    assert any("bf16 weights as fp16" in note for note in on_t4.notes)
+    on_v100 = estimate(llama, precision=Precision.INT4_AWQ, engine=Engine.VLLM, gpu=gpu_spec("V100-SXM2-16GB"))
+    assert any("int4-awq on vllm excluded on V100-SXM2-16GB" in note for note in on_v100.notes)
+    on_h100 = estimate(llama, precision=Precision.BF16, engine=Engine.VLLM, gpu=gpu_spec("H100-SXM"))
+    assert not any("compute capability" in note for note in on_h100.notes)
