@@ -172,6 +172,8 @@ def gpus_rows() -> list[dict[str, Any]]:
             "id": g.id,
             "name": g.name,
             "memory_gb": g.memory_gb,
+            "visible_gib": round(g.visible_memory_gib, 2),  # what CUDA can allocate (estimated: no nvidia-smi reading)
+            "compute_capability": g.compute_capability,
             "bandwidth_gbps": g.memory_bandwidth_gbps,
             "fp16_tflops": g.fp16_tflops,
             "fp8_tflops": g.fp8_tflops,

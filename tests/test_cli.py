@@ -310,3 +310,9 @@ def test_plan_with_an_unknown_accelerator_name_is_a_clear_error(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "placement.gpus_allow[0]: is not a known accelerator (got 'H1OO')" in result.stderr
     assert "H100-SXM" in result.stderr
+
+
+def test_gpus_listing_shows_the_visible_memory_and_compute_capability():
+    rows = {row["id"]: row for row in json.loads(inferstack("gpus", "--json").stdout)}
+    assert rows["L40S"]["visible_gib"] == 44.72 and rows["L40S"]["compute_capability"] == 8.9
+    assert rows["T4"]["compute_capability"] == 7.5
