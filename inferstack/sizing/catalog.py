@@ -176,7 +176,10 @@ def run_date() -> datetime.date:
         return datetime.date.fromisoformat(text)
     except ValueError:
         raise input_error(
-            RUN_DATE_VARIABLE, "must be a date YYYY-MM-DD", value=text, fix=f"unset it, or set e.g. {RUN_DATE_VARIABLE}=2026-12-01"
+            RUN_DATE_VARIABLE,
+            "must be a date YYYY-MM-DD",
+            value=text,
+            fix=f"unset it (today is the system date), or set e.g. {RUN_DATE_VARIABLE}=2026-12-01",
         ) from None
 
 

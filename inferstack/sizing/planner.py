@@ -192,7 +192,6 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
     blockers: dict[str, list[tuple[float, str]]] = {}
     priced: list[Priced] = []
     checked = 0
-    budget = demand.spec.placement.monthly_budget
     for offer in offers():
         if offer.cloud != cloud:
             continue
