@@ -63,7 +63,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
         print_plan_report(report)
     if not feasible:
+        over_budget = report.over_budget_message()
         raise InfeasibleError(
+            f"{over_budget}; offers without a known price cannot be shown to meet a budget" if over_budget else
             "no feasible deployment: see the reasons per cloud and the nearest feasible changes above"
         )
     return 0

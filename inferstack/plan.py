@@ -66,17 +66,26 @@ class Money(_Frozen):
         return f"{self.amount:,.2f} {self.currency}"
 
 
+PriceFlag = Literal["stale", "undated", "borrowed"]
+"""Why a price may mislead: older than STALE_PRICE_DAYS, no source date, or another region's price."""
+
+
 class Price(_Frozen):
-    """What the plan's instances cost, and where each figure came from. Unknown prices stay None."""
+    """What the plan's instances cost, and where each figure came from. Unknown prices stay None.
+
+    Every figure a report compares or shows is in the report's currency (`monthly_ranking`,
+    `per_million_output_tokens`); `hourly_per_instance` and `monthly` keep the currency the cloud bills in,
+    as provenance of that figure."""
 
     hourly_per_instance: Money | None = Field(
-        description="List price of one instance per hour, in the catalog's (or override's) currency."
+        description="List price of one instance per hour as billed, in the catalog's (or override's) currency."
     )
     monthly: Money | None = Field(
-        description="All instances for a month (730 h), in the same currency as the hourly price."
+        description="All instances for a month (730 h) as billed, in the same currency as the hourly price."
     )
     monthly_ranking: Money | None = Field(
-        description="`monthly` converted to the ranking currency with the report's exchange rates."
+        description="`monthly` in the report's currency (placement.currency), converted with the report's exchange "
+                    "rates: the figure every table line, summary and budget check uses."
     )
     per_million_output_tokens: Money | None = Field(
         description="Ranking-currency cost per million output tokens at the planned load (LLMs)."
@@ -90,6 +99,15 @@ class Price(_Frozen):
     )
     substitute: bool = Field(
         default=False, description="True when the price was taken from another region (flagged in warnings)."
+    )
+    age_days: int | None = Field(
+        default=None, description="Days from the price's source date to the run date (None: undated or no price)."
+    )
+    flags: list[PriceFlag] = Field(
+        default_factory=list,
+        description="stale (source date more than a year before the run), undated, borrowed (priced_region's "
+                    "price used for another region). A flagged price is ranked as if 5 % dearer "
+                    "(planner.DOUBTFUL_PRICE_MARGIN): it loses near-ties against fresh, same-region prices.",
     )
 
     @property
@@ -274,7 +292,8 @@ class DeploymentPlan(_Frozen):
 
     def summary(self) -> str:
         gpus = f" ({self.accelerator.count}x {self.accelerator.name})" if self.accelerator else ""
-        cost = str(self.price.monthly) + "/month" if self.price.monthly else "price unknown"
+        price = self.price
+        cost = f"{price.monthly_ranking or price.monthly}/month" if price.monthly else "price unknown"
         return f"{self.instance_count}x {self.instance_type}{gpus} on {self.cloud} {self.region}, {cost}"
 
 
@@ -300,10 +319,27 @@ class PlanReport(_Frozen):
     exchange_rates_source: str
     clouds: list[CloudOutcome]
     best: DeploymentPlan | None = Field(
-        description="Cheapest feasible deployment with a known price across all clouds."
+        description="Cheapest feasible deployment with a known price across all clouds (doubtful prices ranked "
+                    "5 % dearer, see Price.flags)."
+    )
+    cheapest_over_budget: DeploymentPlan | None = Field(
+        default=None,
+        description="When the monthly budget rules out every deployment: the cheapest priced deployment that meets "
+                    "the targets, whatever it costs (None otherwise, or when no priced deployment meets them).",
     )
     assumptions: list[str] = Field(description="Defaults the planner filled in (SLOs, context length ...).")
     suggestions: list[str] = Field(description="Nearest feasible changes when nothing, or nothing within budget, fits.")
 
     def outcome(self, cloud: Cloud) -> CloudOutcome:
         return next(o for o in self.clouds if o.cloud == cloud)
+
+    def over_budget_message(self) -> str | None:
+        """When the budget rules everything out: the cheapest priced deployment that meets the targets, its cost."""
+        budget = self.workload.placement.monthly_budget
+        if budget is None or any(o.chosen for o in self.clouds):
+            return None
+        within = f"no deployment with a known price fits the monthly budget of {budget:,.2f} {self.currency}"
+        cheapest = self.cheapest_over_budget
+        if cheapest is None:
+            return f"{within}, and no priced deployment meets the targets at any cost"
+        return f"{within}: the cheapest priced one that meets the targets is {cheapest.summary()}"

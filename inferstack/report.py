@@ -15,13 +15,27 @@ console = Console(highlight=False)
 
 
 def _cost(plan: DeploymentPlan) -> str:
+    """The monthly cost in the report's currency (a warning under the table says when it was converted)."""
     price = plan.price
     if price.monthly is None:
         return "unknown"
-    text = str(price.monthly)
-    if price.monthly_ranking and price.monthly_ranking.currency != price.monthly.currency:
-        text += f"\n≈ {price.monthly_ranking}"
-    return text + (" *" if price.substitute else "")
+    if price.monthly_ranking is None:
+        return f"{price.monthly} (no exchange rate)"
+    return str(price.monthly_ranking) + (" *" if price.substitute else "")
+
+
+def _price_basis(plan: DeploymentPlan) -> str:
+    """The price's date and region, and its flags in capitals: what a reader checks before trusting the cost."""
+    price = plan.price
+    if price.monthly is None:
+        return "–"
+    age = f" ({price.age_days // 30} months)" if price.age_days is not None else ""
+    parts = [f"{price.source_date}{age}" + (" STALE" if "stale" in price.flags else "")]
+    if "undated" in price.flags:
+        parts = ["UNDATED"]
+    if "borrowed" in price.flags:
+        parts.append(f"BORROWED from {price.priced_region}")
+    return "\n".join(parts)
 
 
 def _ms(value: float | None) -> str:
@@ -49,6 +63,7 @@ def _plan_column(plan: DeploymentPlan | None) -> list[str]:
         f"{performance.output_tokens_per_s:,.0f}" if performance.output_tokens_per_s else "–",
         f"{performance.capacity_requests_per_s:,.2f}",
         _cost(plan),
+        _price_basis(plan),
         str(per_m) if per_m else "–",
         f"{1 - performance.utilization:.0%}",
         _fleet(plan),
@@ -77,6 +92,7 @@ PLAN_ROWS = [
     "output tokens/s at peak",
     "capacity, requests/s",
     "cost per month",
+    "price as of",
     "per M output tokens",
     "headroom at peak",
     "fleet (autoscaled, behind HTTPS)",
@@ -114,9 +130,35 @@ def _plan_details(report: PlanReport) -> list[str]:
     lines.append(
         f"\nBest overall: {report.best.summary()}" if report.best else "\nNo feasible deployment with a known price."
     )
+    lines += [f"  {line}" for line in _passed_over(report)]
+    budget_line = report.over_budget_message()
+    if budget_line:
+        lines.append(f"  {budget_line}")
     lines += [f"  → {suggestion}" for suggestion in report.suggestions]
     lines += [f"  assumed: {assumption}" for assumption in report.assumptions]
-    lines.append(f"  exchange rates: {report.exchange_rates_source}; * = price from another region")
+    lines.append(
+        f"  all costs in {report.currency}; exchange rates: {report.exchange_rates_source}; "
+        "* = price from another region; STALE = price over a year old; doubtful prices lose ties within 5 %"
+    )
+    return lines
+
+
+def _passed_over(report: PlanReport) -> list[str]:
+    """Cheaper per-cloud choices that lost "best overall" because their price is doubtful, and why."""
+    best = report.best
+    if best is None or best.price.monthly_ranking is None:
+        return []
+    lines = []
+    for outcome in report.clouds:
+        plan = outcome.chosen
+        if plan is None or plan.price.monthly_ranking is None or plan is best:
+            continue
+        cheaper = 1 - plan.price.monthly_ranking.amount / best.price.monthly_ranking.amount
+        if cheaper > 0:
+            lines.append(
+                f"not {plan.summary()}: {cheaper:.1%} cheaper, but its price is {', '.join(plan.price.flags)} "
+                f"(source {plan.price.source_date}, {plan.price.priced_region}); doubtful prices lose ties within 5 %"
+            )
     return lines
 
 

@@ -316,3 +316,38 @@ def test_gpus_listing_shows_the_visible_memory_and_compute_capability():
     rows = {row["id"]: row for row in json.loads(inferstack("gpus", "--json").stdout)}
     assert rows["L40S"]["visible_gib"] == 44.72 and rows["L40S"]["compute_capability"] == 8.9
     assert rows["T4"]["compute_capability"] == 7.5
+
+
+def test_a_budget_no_priced_offer_meets_exits_3_naming_the_cheapest_priced_option(tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text((WORKLOADS / "chat-8b-public.yaml").read_text() + "placement: {monthly_budget: 100}\n")
+    result = inferstack("plan", str(workload))
+    assert result.returncode == 3, result.stdout  # was 0, with an unpriced p5e.48xlarge chosen on AWS
+    assert result.stderr == (
+        "error: no deployment with a known price fits the monthly budget of 100.00 USD: the cheapest priced one "
+        "that meets the targets is 5x g6e.xlarge (1x L40S) on aws us-east-1, 6,792.65 USD/month; offers without a "
+        "known price cannot be shown to meet a budget\n"
+    )
+    assert "p5e.48xlarge in us-east-1: no price known, so it cannot be shown to meet the budget" in result.stdout
+
+
+def test_a_budget_in_eur_exits_3_with_the_cost_in_eur(tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text((WORKLOADS / "chat-8b-public.yaml").read_text()
+                        + "placement: {monthly_budget: 100, currency: EUR}\n")
+    result = inferstack("plan", str(workload), "--json")
+    assert result.returncode == 3
+    assert "monthly budget of 100.00 EUR" in result.stderr and "5x g6e.xlarge (1x L40S) on aws us-east-1, " \
+        "5,772.63 EUR/month" in result.stderr
+    report = json.loads(result.stdout)
+    cost = report["cheapest_over_budget"]["price"]["monthly_ranking"]
+    assert cost["currency"] == "EUR" and cost["amount"] == pytest.approx(6792.65 / 1.1767, abs=0.01)  # ECB rate
+
+
+def test_plan_in_eur_prints_every_cost_in_eur(tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text((WORKLOADS / "chat-70b.yaml").read_text() + "placement: {currency: EUR}\n")
+    result = inferstack("plan", str(workload))
+    assert result.returncode == 0, result.stderr
+    assert "Best overall: 1x a2-ultragpu-4g (4x A100) on gcp us-central1, 12,578.30 EUR/month" in result.stdout
+    assert " USD/month" not in result.stdout and " CNY/month" not in result.stdout

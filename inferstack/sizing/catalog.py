@@ -8,6 +8,8 @@ exchange rates (data/exchange_rates.csv, or the user's override file) and flags 
 from __future__ import annotations
 
 import csv
+import datetime
+import os
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -156,6 +158,37 @@ def offers() -> tuple[Offer, ...]:
 
 
 # ---- prices ---------------------------------------------------------------------------------------------
+
+# A list price older than a year has likely moved: cloud list prices are revised every few months, and the
+# packaged Alibaba rows (2024-12-30) are the ones a refresh would change first. Such a price is flagged `stale`.
+STALE_PRICE_DAYS = 365
+# "Today" for price ages comes from here alone: the system date, or this variable (YYYY-MM-DD) so that a test or a
+# reproducible CI run sees the same ages every day.
+RUN_DATE_VARIABLE = "INFERSTACK_TODAY"
+
+
+def run_date() -> datetime.date:
+    """The date prices are aged against: $INFERSTACK_TODAY when set, else the system date."""
+    text = os.environ.get(RUN_DATE_VARIABLE, "").strip()
+    if not text:
+        return datetime.date.today()
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        raise input_error(
+            RUN_DATE_VARIABLE,
+            "must be a date YYYY-MM-DD",
+            value=text,
+            fix=f"unset it (today is the system date), or set e.g. {RUN_DATE_VARIABLE}=2026-12-01",
+        ) from None
+
+
+def price_age_days(source_date: str, today: datetime.date) -> int | None:
+    """Days from a price's source date to `today`; None when the source carries no date."""
+    try:
+        return (today - datetime.date.fromisoformat(source_date)).days
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

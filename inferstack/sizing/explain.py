@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING
 
-from inferstack.plan import Fleet
+from inferstack.plan import Fleet, Price
+from inferstack.sizing.catalog import STALE_PRICE_DAYS
 from inferstack.sizing.coldstart import cold_start
 from inferstack.sizing.demand import Demand
 from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES
@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from inferstack.sizing.evaluate import Sizing
     from inferstack.sizing.planner import Priced
 
-STALE_PRICE_DAYS = 180
 _UNOFFICIAL_GPU_SPECS = {
     "A10G": "A10G compute figures are community figures, not NVIDIA's (gpus.csv)",
     "L20": "L20 compute figures are unverified (gpus.csv)",
@@ -39,20 +38,14 @@ def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]
     lines = [_model_line(demand, chosen), _load_line(demand)]
     known = [p for p in ranked if p.price.monthly_ranking]
     if chosen.price.monthly_ranking:
-        line = (
-            f"{offer.name} ({_hardware(chosen)}) is the cheapest of {len(known)} feasible priced "
-            f"{offer.cloud} options at {_cost(chosen)}"
-        )
-        runner_up = next((p for p in known if p is not chosen), None)
-        if runner_up and runner_up.price.monthly_ranking and chosen.price.monthly_ranking:
-            extra = runner_up.price.monthly_ranking.amount / chosen.price.monthly_ranking.amount - 1
-            line += f"; next: {runner_up.sizing.candidate.offer.name} at {_cost(runner_up)} (+{extra:.0%})"
-        lines.append(line + ".")
+        lines.append(_cheapest_line(chosen, known))
     else:
         what = "a price in the ranking currency" if chosen.price.monthly else "a known price"
+        unpriced = len(ranked) - len(known)
         lines.append(
-            f"No feasible {offer.cloud} option has {what}: {offer.name} ({_hardware(chosen)}) is "
-            "the smallest that fits; it is not ranked against priced options."
+            f"No feasible {offer.cloud} option has {what}: of {unpriced} that fit, {offer.name} ({_hardware(chosen)}) "
+            "has the fewest GPUs in total across its replicas (then vCPUs, then memory); its cost is unknown, so it "
+            "is neither the cheapest nor ranked against priced options."
         )
     lines.append(_device_line(chosen, ranked))
     lines.append(_replica_line(demand, sizing))
@@ -67,6 +60,47 @@ def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]
         lines.append(f"Predicted p95 latency at peak: {sizing.latency_p95_ms:.0f} ms{_target(demand.latency_p95_ms)}.")
     lines.extend(f"{note[0].upper()}{note[1:]}." for note in sizing.candidate.notes)
     return lines
+
+
+def _cheapest_line(chosen: Priced, known: list[Priced]) -> str:
+    """Why this priced option: the cheapest, or the cheapest once doubtful prices count 5 % dearer."""
+    from inferstack.sizing.planner import DOUBTFUL_PRICE_MARGIN
+
+    offer, amount = chosen.sizing.candidate.offer, _amount(chosen)
+    cheaper = [p for p in known if _amount(p) < amount]
+    if not cheaper:
+        line = f"{offer.name} ({_hardware(chosen)}) is the cheapest of {len(known)} feasible priced " \
+               f"{offer.cloud} options at {_cost(chosen)}"
+    else:
+        passed = min(cheaper, key=_amount)
+        line = (
+            f"{offer.name} ({_hardware(chosen)}) at {_cost(chosen)} is chosen over "
+            f"{passed.sizing.candidate.offer.name} at {_cost(passed)} ({_amount(passed) / amount - 1:.1%}): that "
+            f"price is {_doubt(passed.price)}, and a doubtful price loses to a sound one within "
+            f"{DOUBTFUL_PRICE_MARGIN:.0%}"
+        )
+    runner_up = next((p for p in known if p is not chosen and _amount(p) >= amount), None)
+    if runner_up:
+        line += f"; next: {runner_up.sizing.candidate.offer.name} at {_cost(runner_up)} " \
+                f"(+{_amount(runner_up) / amount - 1:.0%})"
+    return line + "."
+
+
+def _amount(priced: Priced) -> float:
+    assert priced.price.monthly_ranking is not None
+    return priced.price.monthly_ranking.amount
+
+
+def _doubt(price: Price) -> str:
+    """What makes a price doubtful, in words: 'from 2024-12-30 (23 months old) and cn-hangzhou's'."""
+    parts = []
+    if "stale" in price.flags and price.age_days is not None:
+        parts.append(f"from {price.source_date} ({price.age_days // 30} months old)")
+    if "undated" in price.flags:
+        parts.append("undated")
+    if "borrowed" in price.flags:
+        parts.append(f"borrowed from {price.priced_region}")
+    return " and ".join(parts)
 
 
 def fleet_line(fleet: Fleet, sizing: Sizing, demand: Demand, cloud: Cloud, runtime: str, device: str,
@@ -182,7 +216,8 @@ def warnings(demand: Demand, chosen: Priced) -> list[str]:
     else:
         if price.substitute:
             result.append(
-                f"price is {price.priced_region}'s list price, used for {chosen.region} (regional substitute)"
+                f"price borrowed from {price.priced_region}: its list price, used for {chosen.region} "
+                "(regional substitute)"
             )
         if price.monthly_ranking is None:
             result.append(f"no exchange rate for {price.monthly.currency}: not ranked across clouds")
@@ -191,11 +226,13 @@ def warnings(demand: Demand, chosen: Priced) -> list[str]:
                 f"{price.monthly.currency} list price converted to {price.monthly_ranking.currency} "
                 "at the report's exchange rate"
             )
-        age = _age_days(price.source_date)
-        if age is None:
+        if "undated" in price.flags:
             result.append("price source carries no date")
-        elif age > STALE_PRICE_DAYS:
-            result.append(f"price is from {price.source_date} ({age // 30} months old): refresh before quoting")
+        elif "stale" in price.flags and price.age_days is not None:
+            result.append(
+                f"price is from {price.source_date} ({price.age_days // 30} months old, more than "
+                f"{STALE_PRICE_DAYS} days): refresh before quoting"
+            )
     if demand.spec.placement.spot:
         result.append("spot prices are not in the catalog: costs are on-demand list prices")
     profile = GPU_PROFILES[candidate.engine] if candidate.on_gpu else CPU_PROFILES[candidate.engine]
@@ -212,10 +249,3 @@ def warnings(demand: Demand, chosen: Priced) -> list[str]:
         result.append(f"{offer.name} specs come from an undated or unverified source ({offer.spec_source})")
     return result
 
-
-def _age_days(date_text: str | None) -> int | None:
-    try:
-        date = datetime.date.fromisoformat(date_text or "")
-    except ValueError:
-        return None
-    return (datetime.date.today() - date).days

@@ -8,6 +8,7 @@ nearest change (a lower precision, a looser target, another accelerator or cloud
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from collections import Counter
@@ -30,7 +31,15 @@ from inferstack.plan import (
     Price,
     Serving,
 )
-from inferstack.sizing.catalog import CATALOG_REGIONS, Offer, PriceBook, offers
+from inferstack.sizing.catalog import (
+    CATALOG_REGIONS,
+    STALE_PRICE_DAYS,
+    Offer,
+    PriceBook,
+    offers,
+    price_age_days,
+    run_date,
+)
 from inferstack.sizing.coldstart import cold_start, health_check_grace_s, scale_in_cooldown_s
 from inferstack.sizing.demand import Demand, demand_of
 from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate
@@ -41,6 +50,11 @@ from inferstack.sizing.precision import FORMATS, weight_bytes
 from inferstack.spec import CLOUDS, Cloud, Engine, Precision, WorkloadSpec
 
 ALTERNATIVES_SHOWN = 4
+# A stale, undated or borrowed price is ranked as if this much dearer, so it wins only when it is clearly cheaper
+# than a fresh, same-region one. 5 % is the band within which two offers count as a tie (a choice, not a
+# measurement); such a price can be off by far more (the same Alibaba type is listed 1-90 % apart between regions
+# in prices.csv): the flag on the plan, not this margin, carries that warning.
+DOUBTFUL_PRICE_MARGIN = 0.05
 PLANNABLE_ENGINES = (Engine.AUTO, Engine.VLLM, Engine.LLAMACPP, Engine.ONNXRUNTIME)
 # llama.cpp serves GGUF files: the nearest GGUF type for each checkpoint precision.
 CPU_GGUF_FOR = {
@@ -77,7 +91,12 @@ def plan_workload(
     from inferstack.sizing.suggest import nearest_feasible_changes
 
     changes = nearest_feasible_changes(spec, [o.cloud for o in report.clouds], region, prices_file)
-    return report.model_copy(update={"suggestions": changes})
+    over_budget = None
+    if spec.placement.monthly_budget is not None:
+        unbounded = spec.model_copy(update={"placement": spec.placement.model_copy(update={"monthly_budget": None})})
+        over_budget = plan_once(unbounded, clouds=[o.cloud for o in report.clouds], region=region,
+                                prices_file=prices_file).best
+    return report.model_copy(update={"suggestions": changes, "cheapest_over_budget": over_budget})
 
 
 def plan_once(
@@ -107,14 +126,13 @@ def plan_once(
             value=currency,
             fix=f"use one of {', '.join(sorted(book.rates.usd_per_unit))} or add the rate in a --prices file",
         )
+    today = run_date()
     outcomes = [
-        _plan_cloud(demand, cloud, _regions(spec, cloud, region), book)
+        _plan_cloud(demand, cloud, _regions(spec, cloud, region), book, today)
         for cloud in _chosen_clouds(spec, clouds, region)
     ]
-    ranked = sorted(
-        (o.chosen for o in outcomes if o.chosen and o.chosen.price.monthly_ranking),
-        key=lambda p: p.price.monthly_ranking.amount if p.price.monthly_ranking else math.inf,
-    )
+    ranked = sorted((o.chosen for o in outcomes if o.chosen and o.chosen.price.monthly_ranking),
+                    key=lambda p: ranking_cost(p.price))
     return PlanReport(
         workload=spec,
         currency=currency,
@@ -208,12 +226,12 @@ def _rates_for(book: PriceBook, currency: str) -> dict[str, float]:
 # ---- one cloud -----------------------------------------------------------------------------------------
 
 
-def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBook) -> CloudOutcome:
+def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBook,
+                today: datetime.date) -> CloudOutcome:
     excluded: Counter[str] = Counter()
     blockers: dict[str, list[tuple[float, str]]] = {}
     priced: list[Priced] = []
     checked = 0
-    budget = demand.spec.placement.monthly_budget
     for offer in offers():
         if offer.cloud != cloud:
             continue
@@ -227,14 +245,10 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
             blockers.setdefault(sizing.blocked.kind, []).append((sizing.blocked.gap, f"{offer.name}: {sizing.blocked}"))
             continue
         for region in regions:
-            price = _price(demand, sizing, region, book)
-            if budget and price.monthly_ranking and price.monthly_ranking.amount > budget:
-                blockers.setdefault("budget", []).append(
-                    (
-                        price.monthly_ranking.amount / budget,
-                        (f"{offer.name}: {price.monthly_ranking} per month, budget {budget:,.2f}"),
-                    )
-                )
+            price = _price(demand, sizing, region, book, today)
+            over = _over_budget(demand, sizing, region, price)
+            if over is not None:
+                blockers.setdefault(over[0], []).append(over[1])
                 continue
             priced.append(Priced(sizing, region, price))
     ranked = sorted(priced, key=_rank_key)
@@ -249,11 +263,37 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
     )
 
 
+def _over_budget(demand: Demand, sizing: Sizing, region: str, price: Price) -> tuple[str, tuple[float, str]] | None:
+    """Why this option is outside the monthly budget (blocker kind, (gap, line)); None: within it, or no budget.
+
+    An option without a price in the report's currency cannot be shown to meet a budget, so it never bypasses one.
+    """
+    budget = demand.spec.placement.monthly_budget
+    if budget is None:
+        return None
+    currency = demand.spec.placement.currency
+    what = f"{sizing.replicas}x {sizing.candidate.offer.name} in {region}"
+    if price.monthly_ranking is None:
+        reason = "no price known" if price.monthly is None else f"no exchange rate for {price.monthly.currency}"
+        return "budget_unpriced", (math.inf, f"{what}: {reason}, so it cannot be shown to meet the budget")
+    if price.monthly_ranking.amount <= budget:
+        return None
+    line = f"{what}: {price.monthly_ranking} per month, budget {budget:,.2f} {currency}"
+    return "budget", (price.monthly_ranking.amount / budget, line)
+
+
+def ranking_cost(price: Price) -> float:
+    """The monthly cost an option is ranked by: a doubtful (flagged) price counts DOUBTFUL_PRICE_MARGIN dearer."""
+    if price.monthly_ranking is None:
+        return math.inf
+    return price.monthly_ranking.amount * (1 + DOUBTFUL_PRICE_MARGIN if price.flags else 1)
+
+
 def _rank_key(p: Priced) -> tuple[int, float, int, float]:
-    """Known prices first, cheapest first; unknown prices by the smallest hardware that fits."""
+    """Known prices first, by ranking cost; unknown prices by the fewest GPUs in total, then vCPUs, then memory."""
     offer = p.sizing.candidate.offer
     if p.price.monthly_ranking is not None:
-        return (0, p.price.monthly_ranking.amount, 0, p.sizing.latency_p95_ms)
+        return (0, ranking_cost(p.price), 0, p.sizing.latency_p95_ms)
     size = p.sizing.replicas * (offer.gpu_count * 1000 + offer.vcpus)
     return (1, 0.0, size, offer.memory_gib)
 
@@ -267,6 +307,7 @@ BLOCKER_LABELS = {
     "tensor_parallel": "GPU count does not suit tensor parallelism",
     "cpu_facts": "no CPU facts",
     "budget": "over the monthly budget",
+    "budget_unpriced": "no known price, so not within the monthly budget",
 }
 
 
@@ -342,7 +383,7 @@ def _gpu_allowed(offer: Offer, allow: list[str], deny: list[str]) -> bool:
 # ---- prices --------------------------------------------------------------------------------------------
 
 
-def _price(demand: Demand, sizing: Sizing, region: str, book: PriceBook) -> Price:
+def _price(demand: Demand, sizing: Sizing, region: str, book: PriceBook, today: datetime.date) -> Price:
     offer = sizing.candidate.offer
     found = book.lookup(offer.cloud, region, offer.name)
     if found is None:
@@ -356,6 +397,7 @@ def _price(demand: Demand, sizing: Sizing, region: str, book: PriceBook) -> Pric
             priced_region=None,
         )
     listed, substitute = found
+    age = price_age_days(listed.source_date, today)
     monthly = listed.amount_per_hour * HOURS_PER_MONTH * sizing.replicas
     currency = demand.spec.placement.currency
     converted = book.rates.convert(monthly, listed.currency, currency)
@@ -372,6 +414,9 @@ def _price(demand: Demand, sizing: Sizing, region: str, book: PriceBook) -> Pric
         source_date=listed.source_date,
         priced_region=listed.region,
         substitute=substitute,
+        age_days=age,
+        flags=[flag for flag, raised in (("stale", age is not None and age > STALE_PRICE_DAYS),
+                                         ("undated", age is None), ("borrowed", substitute)) if raised],
     )
 
 

@@ -103,3 +103,162 @@ def test_type_without_price_has_no_price():
 def test_bad_override_file_is_a_clear_error(tmp_path, bad):
     with pytest.raises(InputError):
         PriceBook.load(override(tmp_path, bad))
+
+
+# ---- doubtful prices: stale, undated, borrowed ----------------------------------------------------------
+# chat-70b: Alibaba's ecs.gn7e-c16g1.16xlarge is priced only in ap-southeast-5 (2024-12-30, CNY) and comes out
+# 1.5 % cheaper than GCP's a2-ultragpu-4g (2026-07-30, us-central1): a near-tie a doubtful price must lose.
+
+GN7E = "ecs.gn7e-c16g1.16xlarge"
+GN7E_AP5_CNY_PER_HOUR = 137.94  # prices.csv, ap-southeast-5
+
+
+def chat_70b(**placement):
+    from pathlib import Path
+
+    from inferstack.spec import parse_workload
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples/workloads/chat-70b.yaml").read_text())
+    return parse_workload({**data, "placement": placement})
+
+
+def gn7e_in_singapore(tmp_path, *, date, factor=1.0):
+    """A same-region price for the Alibaba near-tie: the ap-southeast-5 amount times `factor`, dated `date`."""
+    entry = {"cloud": "alibaba", "region": "ap-southeast-1", "instance_type": GN7E, "currency": "CNY",
+             "price_per_hour": GN7E_AP5_CNY_PER_HOUR * factor, "source": "quote", "date": date}
+    return override(tmp_path, {"prices": [entry]})
+
+
+def test_stale_borrowed_price_is_flagged_with_its_age_and_region():
+    from inferstack.sizing.planner import plan_workload
+
+    plan = plan_workload(chat_70b(), clouds=["alibaba"]).outcome("alibaba").chosen
+    assert plan is not None and plan.offer == GN7E
+    assert plan.price.flags == ["stale", "borrowed"] and plan.price.priced_region == "ap-southeast-5"
+    assert plan.price.age_days == 701  # 2024-12-30 → 2026-12-01 (tests/conftest.py)
+    assert any("23 months old" in w for w in plan.warnings)
+
+
+def test_a_price_under_a_year_old_from_its_own_region_carries_no_flag():
+    from inferstack.sizing.planner import plan_workload
+
+    plan = plan_workload(chat_70b(), clouds=["gcp"]).outcome("gcp").chosen
+    assert plan is not None and plan.price.flags == [] and plan.price.age_days == 124  # 2026-07-30
+
+
+def test_run_date_comes_from_one_variable_and_ages_prices(monkeypatch):
+    from inferstack.sizing.planner import plan_workload
+
+    monkeypatch.setenv("INFERSTACK_TODAY", "2025-06-01")
+    plan = plan_workload(chat_70b(), clouds=["alibaba"]).outcome("alibaba").chosen
+    assert plan is not None and plan.price.age_days == 153 and plan.price.flags == ["borrowed"]
+
+
+def test_a_run_date_that_is_no_date_is_a_clear_error(monkeypatch):
+    from inferstack.sizing.catalog import run_date
+
+    monkeypatch.setenv("INFERSTACK_TODAY", "yesterday")
+    with pytest.raises(InputError, match=r"INFERSTACK_TODAY: must be a date YYYY-MM-DD \(got 'yesterday'\)"):
+        run_date()
+
+
+def test_a_stale_borrowed_price_loses_a_near_tie_for_best_overall():
+    from inferstack.sizing.planner import plan_workload
+
+    report = plan_workload(chat_70b(), clouds=["gcp", "alibaba"])
+    alibaba, gcp = report.outcome("alibaba").chosen, report.outcome("gcp").chosen
+    assert alibaba and gcp and alibaba.price.monthly_ranking and gcp.price.monthly_ranking
+    assert alibaba.price.monthly_ranking.amount < gcp.price.monthly_ranking.amount < \
+        alibaba.price.monthly_ranking.amount * 1.05
+    assert report.best == gcp  # was alibaba, 1.5 % cheaper on a 23-month-old price from another region
+
+
+@pytest.mark.parametrize(("date", "factor", "best"), [
+    ("2026-11-01", 1.0, "alibaba"),  # fresh and same-region: the cheaper price wins
+    ("2024-12-30", 1.0, "gcp"),      # same region but stale: loses the 1.5 % tie
+    ("2024-12-30", 0.9, "alibaba"),  # stale but clearly (> 5 %) cheaper: still wins
+])
+def test_only_a_stale_or_borrowed_price_within_the_margin_loses(tmp_path, date, factor, best):
+    from inferstack.sizing.planner import plan_workload
+
+    report = plan_workload(chat_70b(), clouds=["gcp", "alibaba"], prices_file=gn7e_in_singapore(tmp_path, date=date,
+                                                                                                 factor=factor))
+    assert report.best is not None and report.best.cloud == best
+    assert not report.outcome("alibaba").chosen.price.substitute  # type: ignore[union-attr]
+
+
+def test_the_table_flags_doubtful_prices_and_says_why_the_cheaper_one_lost(capsys):
+    from inferstack.report import print_plan_report
+    from inferstack.sizing.planner import plan_workload
+
+    print_plan_report(plan_workload(chat_70b(), clouds=["gcp", "alibaba"]))
+    out = capsys.readouterr().out
+    assert "STALE" in out and "BORROWED from" in out and "ap-southeast-5" in out
+    assert f"not 1x {GN7E} (4x A100) on alibaba ap-southeast-1" in out
+    assert "1.5% cheaper, but its price is stale, borrowed" in out
+
+
+def test_flags_are_in_the_json_plan():
+    import json
+
+    from inferstack.sizing.planner import plan_workload
+
+    data = json.loads(plan_workload(chat_70b(), clouds=["alibaba"]).model_dump_json())
+    price = data["clouds"][0]["chosen"]["price"]
+    assert (price["flags"], price["age_days"], price["priced_region"]) == (["stale", "borrowed"], 701,
+                                                                           "ap-southeast-5")
+
+
+# ---- one currency per run ----------------------------------------------------------------------------------
+
+def money_in(data):
+    """Every Money ({amount, currency}) in a JSON document, with the key it sits under."""
+    if isinstance(data, dict):
+        if set(data) == {"amount", "currency"}:
+            return []
+        found = [(k, v) for k, v in data.items() if isinstance(v, dict) and set(v) == {"amount", "currency"}]
+        return found + [m for v in data.values() for m in money_in(v)]
+    if isinstance(data, list):
+        return [m for v in data for m in money_in(v)]
+    return []
+
+
+BILLED_FIELDS = {"hourly_per_instance", "monthly"}  # the published list price, as billed: provenance
+
+
+def test_with_eur_every_compared_figure_in_the_json_is_in_eur():
+    import json
+
+    from inferstack.sizing.planner import plan_workload
+
+    data = json.loads(plan_workload(chat_70b(currency="EUR")).model_dump_json())
+    money = money_in(data)
+    assert len(money) > 30
+    assert {m["currency"] for k, m in money if k not in BILLED_FIELDS} == {"EUR"}
+    assert data["best"]["price"]["monthly_ranking"]["currency"] == "EUR"
+    assert data["exchange_rates_source"].count("2026-02-20") == 1
+
+
+def test_with_eur_every_figure_in_the_table_is_in_eur_and_the_rate_date_is_stated_once(capsys):
+    import re
+
+    from inferstack.report import print_plan_report
+    from inferstack.sizing.planner import plan_workload
+
+    print_plan_report(plan_workload(chat_70b(currency="EUR")))
+    out = capsys.readouterr().out
+    amounts = re.findall(r"\d[\d,]*\.\d\d ([A-Z]{3})", out)
+    assert len(amounts) > 20 and set(amounts) == {"EUR"}
+    assert "Best overall: 1x a2-ultragpu-4g (4x A100) on gcp us-central1, 12,578.30 EUR/month" in out
+    assert out.count("2026-02-20") == 1
+
+
+def test_a_budget_in_eur_is_checked_and_reported_in_eur():
+    from inferstack.sizing.planner import plan_workload
+
+    report = plan_workload(chat_70b(currency="EUR", monthly_budget=1000), clouds=["gcp"])
+    assert report.over_budget_message() == (
+        "no deployment with a known price fits the monthly budget of 1,000.00 EUR: the cheapest priced one that "
+        "meets the targets is 1x a2-ultragpu-4g (4x A100) on gcp us-central1, 12,578.30 EUR/month"
+    )
+    assert any("12,578.30 EUR per month, budget 1,000.00 EUR" in b for b in report.outcome("gcp").blocked_by)
