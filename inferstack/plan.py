@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from inferstack.spec import (
     CURRENCY_PATTERN,
@@ -214,6 +214,43 @@ class ModelArtifact(_Frozen):
                                description="Prefix under which the files sit in the model bucket, ending in '/'.")
 
 
+ColdStartPhaseName = Literal["vm_boot", "metadata_firewall", "driver", "runtime", "gateway", "model_sync", "service",
+                             "model_load"]
+"""A new server's boot phases, in order: the instance's start until the boot unit runs, then the boot script's phases
+(docs/bootstrap.md), which log each one under the same name (`inferstack-phase {...}`)."""
+COLD_START_PHASES: tuple[ColdStartPhaseName, ...] = ("vm_boot", "metadata_firewall", "driver", "runtime", "gateway",
+                                                     "model_sync", "service", "model_load")
+
+
+class ColdStartPhase(_Frozen):
+    """One boot phase's estimated duration, and what the figure rests on."""
+
+    phase: ColdStartPhaseName
+    seconds: int = Field(ge=0)
+    basis: str = Field(description="How the figure was reached: sizes, rates and their sources or assumptions.")
+
+
+class ColdStart(_Frozen):
+    """Estimated seconds from a new server's start to its first healthy answer, by boot phase (sizing/coldstart.py).
+    The boot log's `inferstack-phase` lines give the real figure per phase to compare with."""
+
+    total_s: int = Field(ge=1, description="The sum of the phases.")
+    phases: list[ColdStartPhase] = Field(description="Every boot phase, in boot order.")
+
+    @model_validator(mode="after")
+    def _phases_in_order_and_summed(self) -> ColdStart:
+        names = tuple(phase.phase for phase in self.phases)
+        if names != COLD_START_PHASES:
+            raise ValueError(f"cold start phases must be {', '.join(COLD_START_PHASES)} in that order, not "
+                             f"{', '.join(names)}")
+        if self.total_s != sum(phase.seconds for phase in self.phases):
+            raise ValueError(f"cold start total_s {self.total_s} is not the sum of its phases")
+        return self
+
+    def seconds(self, phase: ColdStartPhaseName) -> int:
+        return next(p.seconds for p in self.phases if p.phase == phase)
+
+
 class Fleet(_Frozen):
     """The servers as one autoscaled, self-healing group behind an HTTPS load balancer, sized by the plan.
 
@@ -230,8 +267,8 @@ class Fleet(_Frozen):
         gt=0, description="Requests per second per server the autoscaler holds: the most one server carries within "
                           "the SLO targets at no more than 80 % of its saturation.")
     cold_start_s: int = Field(
-        ge=1, description="Estimated seconds from a new server's start to its first healthy answer: boot, GPU driver "
-                          "where the image lacks one, runtime, model download and load (sizing/coldstart.py).")
+        ge=1, description="Estimated seconds from a new server's start to its first healthy answer: the plan's "
+                          "`cold_start.total_s`, rounded up to 10 s (sizing/coldstart.py).")
     health_check_grace_s: int = Field(
         ge=1, description="A new server is not judged by its health check for this long: 1.5 x the cold start.")
     scale_out_cooldown_s: int = Field(
@@ -276,6 +313,9 @@ class DeploymentPlan(_Frozen):
     price: Price
     rationale: list[str] = Field(description="Why this deployment: one sentence per decision.")
     warnings: list[str]
+    cold_start: ColdStart | None = Field(
+        default=None, description="Boot to first healthy answer, by phase. The planner writes it on every plan; None "
+                                  "only in plans written before it existed.")
     fleet: Fleet | None = Field(
         default=None, description="The autoscaled group behind a load balancer; None: one server on its own "
                                   "(validation and internal plans of one replica).")

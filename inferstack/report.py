@@ -66,8 +66,18 @@ def _plan_column(plan: DeploymentPlan | None) -> list[str]:
         _price_basis(plan),
         str(per_m) if per_m else "–",
         f"{1 - performance.utilization:.0%}",
+        _cold_start(plan),
         _fleet(plan),
     ]
+
+
+def _cold_start(plan: DeploymentPlan) -> str:
+    """Total and the two longest phases (the whole breakdown is in the rationale and the JSON)."""
+    if plan.cold_start is None:
+        return "–"
+    longest = sorted(plan.cold_start.phases, key=lambda p: p.seconds, reverse=True)[:2]
+    return (f"{plan.cold_start.total_s / 60:.1f} min ("
+            + ", ".join(f"{p.phase} {p.seconds} s" for p in longest if p.seconds) + ")")
 
 
 def _fleet(plan: DeploymentPlan) -> str:
@@ -95,6 +105,7 @@ PLAN_ROWS = [
     "price as of",
     "per M output tokens",
     "headroom at peak",
+    "cold start (longest phases)",
     "fleet (autoscaled, behind HTTPS)",
 ]
 

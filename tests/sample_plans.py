@@ -20,6 +20,13 @@ from inferstack.plan import (
     Price,
     Serving,
 )
+from inferstack.sizing.coldstart import (
+    Server,
+    cold_start,
+    fleet_cold_start_s,
+    health_check_grace_s,
+    scale_in_cooldown_s,
+)
 from inferstack.spec import Cloud, Stage
 
 Variant = Literal["gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"]
@@ -93,11 +100,16 @@ def sample_plan(cloud: Cloud = "aws", variant: Variant = "gpu-llm", stage: Stage
             runtime="triton", engine="onnxruntime", backend="onnxruntime" if gpu else "openvino",
             metrics_port=8002, health_path="/v2/health/ready", dtype="fp16" if gpu else "fp32",
             threads=None if gpu else vcpus // 2)
+    disk_gib = 100 if gpu else 50
+    # The catalog has no network figure for most of these types: the estimate's stated default applies.
+    estimate = cold_start(Server(cloud=cloud, runtime=serving.runtime, device="gpu" if gpu else "cpu",
+                                 model_gib=model.size_gib, network_gbps=None, local_nvme_gb=nvme, disk_gib=disk_gib))
+    start = fleet_cold_start_s(estimate)
     return DeploymentPlan(
         workload=f"sample-{variant}", stage=stage, cloud=cloud, region=region, instance_type=itype, offer=offer,
         instance_count=replicas, replicas=replicas, zones=replicas, device="gpu" if gpu else "cpu", vcpus=vcpus,
         memory_gib=mem, local_nvme_gb=nvme, accelerator=acc, tensor_parallel=1, model=model,
-        precision=precision or serving.dtype, serving=serving, disk_gib=100 if gpu else 50,
+        precision=precision or serving.dtype, serving=serving, disk_gib=disk_gib,
         memory=MemoryBreakdown(
             device="gpu" if gpu else "cpu", capacity_gib=acc.memory_gib if acc else mem,
             usable_gib=(acc.memory_gib * 0.9) if acc else mem - 4, weights_gib=model.size_gib, overhead_gib=2.0,
@@ -111,6 +123,8 @@ def sample_plan(cloud: Cloud = "aws", variant: Variant = "gpu-llm", stage: Stage
         price=_price(hourly, currency, replicas, region),
         rationale=["sample plan for tests"], warnings=[] if hourly else ["no published price for this instance"],
         # Production runs as a fleet of its two replicas, up to four, as the planner makes it.
-        fleet=Fleet(min_replicas=2, max_replicas=4, target_requests_per_s=1.6, cold_start_s=600,
-                    health_check_grace_s=900, scale_out_cooldown_s=600, scale_in_cooldown_s=1200)
+        cold_start=estimate,
+        fleet=Fleet(min_replicas=2, max_replicas=4, target_requests_per_s=1.6, cold_start_s=start,
+                    health_check_grace_s=health_check_grace_s(start), scale_out_cooldown_s=start,
+                    scale_in_cooldown_s=scale_in_cooldown_s(start))
         if stage == "production" else None)

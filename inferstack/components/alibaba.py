@@ -65,6 +65,7 @@ from inferstack.components.core import (
     checked_user_data,
     child_options,
     compressed_user_data,
+    driver_ready_image,
     first_zones,
     invoke_options,
     nth,
@@ -210,7 +211,7 @@ class AlibabaBackend(CloudBackend):
         Capability.TERMINATION_PROTECTION: supported(
             "ECS deletion_protection (Alibaba ignores it on spot instances); a fleet's ESS group_deletion_protection "
             "and ALB deletion_protection_enabled"),
-        Capability.DRIVER_READY_IMAGE: unsupported(
+        Capability.DRIVER_READY_IMAGE: driver_ready_image("alibaba",
             "no driver-ready GPU image has a stable name to look up (the console's 'auto-install GPU driver' "
             "only writes a user-data script); GPU servers boot the Ubuntu 22.04 system image and the bootstrap "
             "installs nvidia-headless-580-server, which adds 5-12 min and a reboot to the first boot"),

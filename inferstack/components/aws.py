@@ -55,6 +55,7 @@ from inferstack.components.core import (
     checked_user_data,
     child_options,
     compressed_user_data,
+    driver_ready_image,
     first_zones,
     fleet_options,
     invoke_options,
@@ -167,7 +168,8 @@ class AwsBackend(CloudBackend):
                                                      "EC2 refuses it); a fleet: the load balancer's deletion "
                                                      "protection, with Pulumi's protect on the group, its template and "
                                                      "the load balancer"),
-        Capability.DRIVER_READY_IMAGE: supported("Deep Learning Base OSS Nvidia Driver GPU AMI via SSM parameter"),
+        Capability.DRIVER_READY_IMAGE: driver_ready_image("aws", "Deep Learning Base OSS Nvidia Driver GPU AMI via SSM "
+                                                                 "parameter"),
         Capability.LOCAL_NVME_CACHE: supported("instance-store NVMe is exposed by Nitro types; the DLAMI mounts "
                                                "it at /opt/dlami/nvme"),
         Capability.SPOT_CAPACITY: supported("one-time spot request, terminated on interruption; a fleet's group "

@@ -34,6 +34,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from inferstack.bootstrap.render import user_data_gzip
 from inferstack.errors import InputError, Problem, input_error, with_article
 from inferstack.plan import DeploymentPlan
+from inferstack.sizing.coldstart import DRIVER_READY_IMAGE
 from inferstack.spec import CLOUDS, Cloud, problems_from_validation
 
 #### Capabilities ####
@@ -95,6 +96,12 @@ def supported(how: str) -> Support:
 
 def unsupported(why: str) -> Support:
     return Support(False, why)
+
+
+def driver_ready_image(cloud: Cloud, note: str) -> Support:
+    """Whether the cloud's GPU servers boot with the NVIDIA driver is one fact, kept where the cold-start estimate
+    reads it (sizing/coldstart.py DRIVER_READY_IMAGE); the cloud's note says how, or why not."""
+    return Support(DRIVER_READY_IMAGE[cloud], note)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ from inferstack.components.core import (
     Support,
     checked_user_data,
     child_options,
+    driver_ready_image,
     first_zones,
     fleet_options,
     invoke_options,
@@ -284,8 +285,9 @@ class GcpBackend(CloudBackend):
         Capability.TERMINATION_PROTECTION: supported(
             "Compute Engine deletion_protection on loose servers; a fleet's group carries Pulumi's protect (its "
             "servers are the group's to replace and have no flag)"),
-        Capability.DRIVER_READY_IMAGE: supported("Canonical's Ubuntu 22.04 accelerator image (NVIDIA 580, signed for "
-                                                 "secure boot), looked up by image family"),
+        Capability.DRIVER_READY_IMAGE: driver_ready_image("gcp", "Canonical's Ubuntu 22.04 accelerator image (NVIDIA "
+                                                                 "580, signed for secure boot), looked up by image "
+                                                                 "family"),
         Capability.LOCAL_NVME_CACHE: supported("machine types with bundled Local SSD (A2 Ultra, A3, -lssd) attach "
                                                "it as NVMe; the boot script uses it as the model cache"),
         Capability.SPOT_CAPACITY: supported("provisioning_model=SPOT; a preempted server stops and its boot "

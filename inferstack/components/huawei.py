@@ -59,6 +59,7 @@ from inferstack.components.core import (
     checked_user_data,
     child_options,
     compressed_user_data,
+    driver_ready_image,
     first_zones,
     invoke_options,
     nth,
@@ -213,7 +214,7 @@ class HuaweiBackend(CloudBackend):
             "pulumi_huaweicloud 0.0.12 ecs.Instance has no deletion-protection argument, nor has the AS group: "
             "protected servers and fleets carry Pulumi's protect only, which stops `pulumi up` and `pulumi destroy` "
             "but not the console or the API (a fleet's load balancer also carries ELB deletion protection)"),
-        Capability.DRIVER_READY_IMAGE: supported(
+        Capability.DRIVER_READY_IMAGE: driver_ready_image("huawei",
             "the public 'Ubuntu 22.04 server 64bit with Tesla Driver' image where the region offers one for the "
             "flavor (IMS lookup); otherwise plain Ubuntu 22.04 and the bootstrap installs the driver"),
         Capability.LOCAL_NVME_CACHE: unsupported(

@@ -53,6 +53,7 @@ class Offer:
     gpu_count: int
     gpu_model: str  # catalog name, kept for offers whose accelerator the speed model does not cover
     local_nvme_gb: int | None
+    network_gbps: float | None  # None: instances.csv does not say
     spec_source: str
     spec_date: str
     cpu: CpuSpec | None  # host CPU, when cpu_families.csv knows the family
@@ -149,6 +150,7 @@ def offers() -> tuple[Offer, ...]:
                     gpu_count=int(row["gpu_count"] or 0),
                     gpu_model=row["gpu_model"],
                     local_nvme_gb=_int_or_none(row["local_nvme_gb"]),
+                    network_gbps=float(row["network_gbps"]) if row["network_gbps"].strip() else None,
                     spec_source=row["spec_source"],
                     spec_date=row["spec_date"],
                     cpu=host_cpu(row["cloud"], row["family"], vcpus),

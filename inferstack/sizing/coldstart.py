@@ -1,75 +1,222 @@
-"""How long a new server takes from its start to its first healthy answer, and the fleet settings that follow.
+"""How long a new server takes from its start to its first healthy answer, by boot phase, and the fleet settings that
+follow from it.
 
 A fleet that judges a server before its model has loaded replaces it forever, and one that adds servers faster
 than they warm up overshoots: the health check's grace, the scale-out warm-up and the scale-in cooldown all come
-from this estimate. It is the sum of the boot phases (docs/bootstrap.md):
+from this estimate. Every plan carries it (`DeploymentPlan.cold_start`), phase by phase, under the names the boot
+script logs (docs/bootstrap.md):
 
-    start + cloud-init  →  GPU driver (only where the cloud has no driver-ready image)  →  runtime install or
-    image pull  →  model download  →  model load (vLLM also compiles and captures CUDA graphs)
+    vm_boot → metadata_firewall → driver → runtime → gateway → model_sync → service → model_load
 
-Every figure below is an assumption of this module, stated where it comes from, not a measurement of a cloud: the
-boot log prints each phase's real duration (`journalctl -u inferstack-boot`), which is what to tune these with.
+Each figure below says where it comes from: a provider's documentation (with the date it was read), a measurement
+(where and when), or "assumption" where nothing better is at hand. The boot log prints each phase's real duration as
+a machine-readable line (`inferstack-phase {...}`, read back by `parse_phase_lines`): that is what to tune these with.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from inferstack.plan import COLD_START_PHASES, ColdStart, ColdStartPhase, ColdStartPhaseName
 from inferstack.spec import Cloud
 
-START_S = 90
-"""Instance start, OS boot and cloud-init until the boot unit runs (assumption: 1-2 min on the four clouds)."""
+GIB = 2**30
+GB = 10**9
+MB = 10**6
+MIB = 2**20
+
+#### Per-cloud facts ####
+
+DRIVER_READY_IMAGE: Mapping[Cloud, bool] = {"aws": True, "gcp": True, "alibaba": False, "huawei": True}
+"""Whether GPU servers boot an image with the NVIDIA driver preinstalled. The one source of this fact: the clouds'
+capability tables (`Capability.DRIVER_READY_IMAGE`, inferstack/components) read it from here, with their reasons.
+Huawei's is offered per region and flavor; where it is missing the bootstrap installs the driver and this estimate is
+short by the driver phase (assumption: the region offers it)."""
+
+BLOCK_VOLUME: Mapping[Cloud, str] = {"aws": "gp3", "gcp": "pd-balanced", "alibaba": "ESSD PL1", "huawei": "GPSSD"}
+"""The boot disk each cloud's servers get (components: aws gp3, gcp pd-balanced or hyperdisk-balanced, alibaba
+cloud_essd at its default PL1, huawei GPSSD); the model lives there when the server has no local NVMe."""
+
+
+def block_volume_bytes_per_s(cloud: Cloud, disk_gib: int) -> float:
+    """Sequential throughput of the boot disk, at the size the plan gives it, with no extra throughput provisioned."""
+    if cloud == "aws":
+        # gp3: 125 MiB/s baseline, provisionable to 1000 MiB/s (EC2 API EbsBlockDevice.Throughput, "Minimum value of
+        # 125. Maximum value of 1000", docs.aws.amazon.com, read 2026-12-01); the components provision none.
+        return 125 * MIB
+    if cloud == "gcp":
+        # pd-balanced: 140 MiB/s baseline per disk plus 0.28 MiB/s per GiB (cloud.google.com/compute/docs/disks/
+        # performance; assumption: figures recalled, not re-read 2026-12-01). hyperdisk-balanced's default 140 MiB/s
+        # is taken to be the same.
+        return (140 + 0.28 * disk_gib) * MIB
+    if cloud == "alibaba":
+        # ESSD PL1: min(120 + 0.5 x GiB, 350) MB/s (alibabacloud.com ESSD performance table; assumption: formula
+        # recalled, not re-read 2026-12-01).
+        return min(120 + 0.5 * disk_gib, 350) * MB
+    # Huawei GPSSD: min(250, 100 + 0.5 x GiB) MiB/s (support.huaweicloud.com/intl/en-us/usermanual-cce-autopilot/
+    # cce_11_0613.html, "EVS Disk Specifications", read 2026-12-01).
+    return min(250, 100 + 0.5 * disk_gib) * MIB
+
+
+#### Phase figures ####
+
+VM_BOOT_S = 90
+"""Instance start, OS boot and cloud-init until the boot unit runs (assumption: 1-2 min on the four clouds). The boot
+log measures the part from kernel start (`/proc/uptime`); the provider's provisioning before it is not visible."""
 DRIVER_INSTALL_S = 720
-"""Installing the NVIDIA driver and rebooting (docs/bootstrap.md: 5-12 minutes when it installs)."""
-CLOUDS_WITHOUT_DRIVER_READY_IMAGE: frozenset[Cloud] = frozenset({"alibaba"})
-"""Where GPU servers boot a plain image and install the driver (capability `driver-ready-image`; a test keeps the
-two in step)."""
-RUNTIME_INSTALL_S = {("vllm", "gpu"): 300, ("triton", "gpu"): 300, ("triton", "cpu"): 300,
-                     ("llamacpp", "gpu"): 60, ("llamacpp", "cpu"): 240}
-"""Pulling the runtime's image (vLLM's is about 10 GB, Triton's larger; docs/bootstrap.md: 1-5 min) or, for llama.cpp
-on CPU, compiling it (3-4 min on 2 cores, measured in the end-to-end test)."""
-MODEL_DOWNLOAD_BYTES_PER_S = 150e6
-"""Model sync from a same-region bucket (docs/bootstrap.md: 1-2 min for 15 GB at 10 Gbit/s)."""
-MODEL_LOAD_BYTES_PER_S = 1e9
-"""Reading the weights from local disk into GPU or CPU memory (assumption)."""
-COMPILE_S = {"vllm": 90, "llamacpp": 0, "triton": 0}
-"""vLLM's torch.compile and CUDA-graph capture (docs/bootstrap.md: an 8B model loads in 1-3 minutes)."""
+"""Installing the NVIDIA driver and rebooting (docs/bootstrap.md: 5-12 minutes when it installs; the upper end)."""
+FAST_PHASE_S: Mapping[ColdStartPhaseName, int] = {"metadata_firewall": 1, "gateway": 10, "service": 1}
+"""An iptables rule, nginx from the distribution, two unit starts (docs/bootstrap.md: < 1 s, ~10 s to install nginx,
+< 1 s; service measured at 0.3 s in the end-to-end test)."""
+CONTAINER_TOOLS_S = 60
+"""Installing Docker Engine (and, on GPUs, the NVIDIA Container Toolkit) from their apt repositories (assumption)."""
+RUNTIME_IMAGE_DOWNLOAD_GB: Mapping[str, float] = {"vllm": 10, "triton": 12, "llamacpp": 2}
+"""Compressed bytes `docker pull` downloads: vLLM's image ~10 GB (docs/bootstrap.md); Triton's and llama.cpp's CUDA
+server image: assumptions."""
+IMAGE_PULL_BYTES_PER_S = 100 * MB
+"""What `docker pull` achieves at best: it downloads 3 layers at a time (dockerd `--max-concurrent-downloads`, default
+3) and gunzips each on one core (assumption: 100 MB/s, not measured)."""
+NATIVE_INSTALL_S: Mapping[str, int] = {"llamacpp": 240}
+"""pip builds llama.cpp from source: 3-4 min on 2 cores (measured in the end-to-end test, docs/bootstrap.md)."""
+CONTAINER_RUNTIMES = frozenset({("vllm", "gpu"), ("triton", "gpu"), ("triton", "cpu"), ("llamacpp", "gpu")})
+"""What the bootstrap's `auto` install mode runs in a container (inferstack/bootstrap/runtimes.py); the rest is
+native."""
+
+DEFAULT_NETWORK_GBPS = 5.0
+"""Instance bandwidth where instances.csv has no `network_gbps` (every AWS, GCP and Huawei CPU type, most GCP GPU
+types): a conservative assumption; the catalog's figures are the providers' "up to" bandwidth."""
+SYNC_CONNECTIONS = 16
+"""Parallel byte-range downloads of the model sync (bootstrap/render.py SYNC_WORKERS; a test keeps them equal)."""
+OBJECT_STORE_CONNECTION_BYTES_PER_S = 50 * MB
+"""One GET stream from a same-region bucket (assumption: object stores serve a single connection at tens of MB/s, which
+is why they advise parallel byte-range GETs: docs.aws.amazon.com/whitepapers/latest/
+s3-optimizing-performance-best-practices/use-byte-range-fetches.html, read 2026-12-01)."""
+SHA256_BYTES_PER_S = 1 * GIB
+"""The sync hashes every file after its download; one file's hash runs on one core: hashlib.sha256 at 1.0 GiB/s
+(measured 2026-12-01 on a Xeon with SHA-NI, 256 MiB buffer). Taken once for the whole model (one large file)."""
+LOCAL_NVME_BYTES_PER_S = 1 * GB
+"""Sequential read or write of instance-store NVMe (assumption: 1 GB/s; single NVMe SSDs do 2-3 GB/s, cloud instance
+store slices less)."""
+ENGINE_WARMUP_S: Mapping[str, int] = {"vllm": 90, "llamacpp": 0, "triton": 0}
+"""vLLM's start, torch.compile and CUDA-graph capture (assumption, from docs/bootstrap.md: an 8B model loads in 1-3 min
+including its weights); llama.cpp and Triton start in seconds."""
 
 GRACE_FACTOR = 1.5
 MIN_SCALE_IN_COOLDOWN_S = 900
-GIB = 2**30
 
 
 @dataclass(frozen=True)
-class ColdStart:
-    """The estimate and its parts, in seconds."""
+class Server:
+    """What the estimate needs to know about the server and its model."""
 
-    start_s: int
-    driver_s: int
-    runtime_s: int
-    download_s: int
-    load_s: int
-
-    @property
-    def total_s(self) -> int:
-        return int(math.ceil((self.start_s + self.driver_s + self.runtime_s + self.download_s + self.load_s) / 10) * 10)
-
-    def describe(self) -> str:
-        parts = [("start", self.start_s), ("GPU driver", self.driver_s), ("runtime", self.runtime_s),
-                 ("model download", self.download_s), ("model load", self.load_s)]
-        return ", ".join(f"{name} {seconds} s" for name, seconds in parts if seconds)
+    cloud: Cloud
+    runtime: str
+    device: str
+    model_gib: float
+    network_gbps: float | None
+    local_nvme_gb: int | None
+    disk_gib: int
 
 
-def cold_start(cloud: Cloud, runtime: str, device: str, model_gib: float) -> ColdStart:
-    model_bytes = model_gib * GIB
-    return ColdStart(
-        start_s=START_S,
-        driver_s=DRIVER_INSTALL_S if device == "gpu" and cloud in CLOUDS_WITHOUT_DRIVER_READY_IMAGE else 0,
-        runtime_s=RUNTIME_INSTALL_S[(runtime, device)],
-        download_s=math.ceil(model_bytes / MODEL_DOWNLOAD_BYTES_PER_S),
-        load_s=math.ceil(model_bytes / MODEL_LOAD_BYTES_PER_S) + COMPILE_S[runtime],
-    )
+def cold_start(server: Server) -> ColdStart:
+    """The estimate, phase by phase; the total is their sum."""
+    phases = [
+        _vm_boot(),
+        _fast("metadata_firewall"),
+        _driver(server),
+        _runtime(server),
+        _fast("gateway"),
+        _model_sync(server),
+        _fast("service"),
+        _model_load(server),
+    ]
+    return ColdStart(total_s=sum(p.seconds for p in phases), phases=phases)
+
+
+def _vm_boot() -> ColdStartPhase:
+    return ColdStartPhase(phase="vm_boot", seconds=VM_BOOT_S, basis="instance start to the boot unit (assumption)")
+
+
+def _fast(phase: ColdStartPhaseName) -> ColdStartPhase:
+    return ColdStartPhase(phase=phase, seconds=FAST_PHASE_S[phase], basis="docs/bootstrap.md")
+
+
+def _driver(server: Server) -> ColdStartPhase:
+    if server.device != "gpu":
+        return ColdStartPhase(phase="driver", seconds=0, basis="CPU server")
+    if DRIVER_READY_IMAGE[server.cloud]:
+        return ColdStartPhase(phase="driver", seconds=0, basis=f"{server.cloud}: driver-ready image")
+    return ColdStartPhase(phase="driver", seconds=DRIVER_INSTALL_S,
+                          basis=f"{server.cloud}: no driver-ready image; install and reboot (5-12 min)")
+
+
+def _runtime(server: Server) -> ColdStartPhase:
+    if (server.runtime, server.device) not in CONTAINER_RUNTIMES:
+        return ColdStartPhase(phase="runtime", seconds=NATIVE_INSTALL_S[server.runtime],
+                              basis="pip builds llama.cpp (measured, 2 cores)")
+    image_bytes = RUNTIME_IMAGE_DOWNLOAD_GB[server.runtime] * GB
+    rate, limit = min((network_bytes_per_s(server), "network"), (IMAGE_PULL_BYTES_PER_S, "docker pull"))
+    pull_s = math.ceil(image_bytes / rate)
+    return ColdStartPhase(
+        phase="runtime", seconds=CONTAINER_TOOLS_S + pull_s,
+        basis=f"Docker {CONTAINER_TOOLS_S} s + {image_bytes / GB:g} GB image at {rate / MB:,.0f} MB/s ({limit})")
+
+
+def _model_sync(server: Server) -> ColdStartPhase:
+    model_bytes = server.model_gib * GIB
+    rate, limit = download_bytes_per_s(server)
+    download_s = math.ceil(model_bytes / rate)
+    hash_s = math.ceil(model_bytes / SHA256_BYTES_PER_S)
+    return ColdStartPhase(
+        phase="model_sync", seconds=download_s + hash_s,
+        basis=f"{server.model_gib:.1f} GiB at {rate / MB:,.0f} MB/s ({limit}) + sha256 {hash_s} s")
+
+
+def _model_load(server: Server) -> ColdStartPhase:
+    model_bytes = server.model_gib * GIB
+    rate, where = model_disk_bytes_per_s(server)
+    read_s = math.ceil(model_bytes / rate)
+    warmup_s = ENGINE_WARMUP_S[server.runtime]
+    warmup = f" + {server.runtime} warm-up {warmup_s} s" if warmup_s else ""
+    return ColdStartPhase(phase="model_load", seconds=read_s + warmup_s,
+                          basis=f"read {read_s} s from {where} at {rate / MB:,.0f} MB/s{warmup}")
+
+
+def network_bytes_per_s(server: Server) -> float:
+    gbps = server.network_gbps if server.network_gbps else DEFAULT_NETWORK_GBPS
+    return gbps * GB / 8
+
+
+def model_disk_bytes_per_s(server: Server) -> tuple[float, str]:
+    """Where the model lives on the server (the sync's destination) and how fast that disk moves bytes."""
+    if server.local_nvme_gb:
+        return LOCAL_NVME_BYTES_PER_S, "local NVMe"
+    return block_volume_bytes_per_s(server.cloud, server.disk_gib), BLOCK_VOLUME[server.cloud]
+
+
+def download_bytes_per_s(server: Server) -> tuple[float, str]:
+    """The model sync's rate and what limits it: the instance's network, the bucket at the sync's parallelism, or the
+    disk it writes to."""
+    disk_rate, disk = model_disk_bytes_per_s(server)
+    return min((network_bytes_per_s(server), "network"),
+               (SYNC_CONNECTIONS * OBJECT_STORE_CONNECTION_BYTES_PER_S, f"bucket, {SYNC_CONNECTIONS} connections"),
+               (disk_rate, disk))
+
+
+def describe(estimate: ColdStart) -> str:
+    """The phases that take time, e.g. "vm_boot 90 s, runtime 160 s (...), ..."."""
+    return ", ".join(f"{p.phase} {p.seconds} s" for p in estimate.phases if p.seconds)
+
+
+#### Fleet settings ####
+
+
+def fleet_cold_start_s(estimate: ColdStart) -> int:
+    return int(math.ceil(estimate.total_s / 10) * 10)
 
 
 def health_check_grace_s(cold_start_s: int) -> int:
@@ -78,3 +225,44 @@ def health_check_grace_s(cold_start_s: int) -> int:
 
 def scale_in_cooldown_s(cold_start_s: int) -> int:
     return max(MIN_SCALE_IN_COOLDOWN_S, 2 * cold_start_s)
+
+
+#### The boot log ####
+
+PHASE_LINE_MARKER = "inferstack-phase "
+_PHASE_LINE = re.compile(re.escape(PHASE_LINE_MARKER) + r"(\{.*\})\s*$")
+
+
+@dataclass(frozen=True)
+class MeasuredPhase:
+    """One `inferstack-phase` line of a boot log: a phase's real start and end (Unix seconds) and its outcome."""
+
+    phase: str
+    status: str
+    start: float
+    end: float
+    seconds: float
+
+
+def parse_phase_lines(journal_text: str) -> list[MeasuredPhase]:
+    """Every `inferstack-phase {...}` line in a boot log (`journalctl -u inferstack-boot`, /var/log/inferstack/boot.log,
+    with or without the journal's prefix), in order. A boot that installs the driver reboots and logs its phases again:
+    sum them per phase (`measured_seconds`) to compare with the plan's `cold_start`."""
+    measured = []
+    for line in journal_text.splitlines():
+        found = _PHASE_LINE.search(line)
+        if not found:
+            continue
+        record = json.loads(found.group(1))
+        measured.append(MeasuredPhase(phase=str(record["phase"]), status=str(record["status"]),
+                                      start=float(record["start"]), end=float(record["end"]),
+                                      seconds=float(record["seconds"])))
+    return measured
+
+
+def measured_seconds(phases: list[MeasuredPhase]) -> dict[str, float]:
+    """Seconds per phase, summed over the boots in the log, in the plan's phase order."""
+    totals: dict[str, float] = dict.fromkeys(COLD_START_PHASES, 0.0)
+    for phase in phases:
+        totals[phase.phase] = totals.get(phase.phase, 0.0) + phase.seconds
+    return totals

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from inferstack.plan import Fleet, Price
+from inferstack.plan import ColdStart, Fleet, Price
 from inferstack.sizing.catalog import STALE_PRICE_DAYS
-from inferstack.sizing.coldstart import cold_start
+from inferstack.sizing.coldstart import describe
 from inferstack.sizing.demand import Demand
 from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES
-from inferstack.spec import Cloud
 
 if TYPE_CHECKING:
     from inferstack.sizing.evaluate import Sizing
@@ -103,19 +102,22 @@ def _doubt(price: Price) -> str:
     return " and ".join(parts)
 
 
-def fleet_line(fleet: Fleet, sizing: Sizing, demand: Demand, cloud: Cloud, runtime: str, device: str,
-               model_gib: float) -> str:
+def cold_start_line(estimate: ColdStart) -> str:
+    """A server's boot to its first healthy answer, for plans without a fleet."""
+    return f"A new server is estimated healthy after {_minutes(estimate.total_s)} ({describe(estimate)})."
+
+
+def fleet_line(fleet: Fleet, sizing: Sizing, demand: Demand, estimate: ColdStart) -> str:
     """Why the fleet's numbers: floor, ceiling, the per-server target, and the warm-up they wait for."""
     target = (f"the {demand.ttft_p95_ms:g} ms TTFT target" if demand.ttft_p95_ms is not None
               else f"the {demand.latency_p95_ms:g} ms latency target" if demand.latency_p95_ms is not None
               else "its targets")
     saturation = sizing.capacity_rps / sizing.replicas
-    estimate = cold_start(cloud, runtime, device, model_gib)
     return (
         f"Fleet: {fleet.min_replicas} to {fleet.max_replicas} servers behind one HTTPS load balancer; the autoscaler "
         f"holds {fleet.target_requests_per_s:.3g} requests/s per server ({fleet.target_requests_per_s * 60:.0f} a "
         f"minute), the most one carries within {target} at {fleet.target_requests_per_s / saturation:.0%} of its "
-        f"saturation. A new server is estimated healthy after {_minutes(fleet.cold_start_s)} ({estimate.describe()}): "
+        f"saturation. A new server is estimated healthy after {_minutes(fleet.cold_start_s)} ({describe(estimate)}): "
         f"health checks wait {_minutes(fleet.health_check_grace_s)}, scale-out waits "
         f"{_minutes(fleet.scale_out_cooldown_s)} between steps, scale-in {_minutes(fleet.scale_in_cooldown_s)}."
     )

@@ -21,6 +21,7 @@ from inferstack.plan import (
     HOURS_PER_MONTH,
     Accelerator,
     CloudOutcome,
+    ColdStart,
     DeploymentPlan,
     Fleet,
     MemoryBreakdown,
@@ -40,7 +41,13 @@ from inferstack.sizing.catalog import (
     price_age_days,
     run_date,
 )
-from inferstack.sizing.coldstart import cold_start, health_check_grace_s, scale_in_cooldown_s
+from inferstack.sizing.coldstart import (
+    Server,
+    cold_start,
+    fleet_cold_start_s,
+    health_check_grace_s,
+    scale_in_cooldown_s,
+)
 from inferstack.sizing.demand import Demand, demand_of
 from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate
 from inferstack.sizing.hardware import gpu_specs
@@ -462,10 +469,13 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         if offer.gpu
         else None
     )
-    from inferstack.sizing.explain import fleet_line, rationale, warnings
+    from inferstack.sizing.explain import cold_start_line, fleet_line, rationale, warnings
 
-    fleet = _fleet(spec, sizing, cloud, runtime, device, size_gib)
-    fleet_notes = [fleet_line(fleet, sizing, demand, cloud, runtime, device, size_gib)] if fleet else []
+    disk_gib = int(math.ceil(disk / 10) * 10)
+    start = cold_start(Server(cloud=cloud, runtime=runtime, device=device, model_gib=size_gib,
+                              network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib))
+    fleet = _fleet(spec, sizing, start)
+    fleet_notes = [fleet_line(fleet, sizing, demand, start)] if fleet else [cold_start_line(start)]
     return DeploymentPlan(
         workload=spec.name,
         stage=spec.stage,
@@ -494,7 +504,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         ),
         precision=candidate.precision.value,
         serving=serving,
-        disk_gib=int(math.ceil(disk / 10) * 10),
+        disk_gib=disk_gib,
         memory=MemoryBreakdown(
             device=device,
             capacity_gib=round(sizing.capacity_gib, 2),
@@ -521,17 +531,17 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         price=priced.price,
         rationale=rationale(demand, priced, ranked) + fleet_notes,
         warnings=warnings(demand, priced) + _ceiling_warning(spec, sizing),
+        cold_start=start,
         fleet=fleet,
     )
 
 
-def _fleet(spec: WorkloadSpec, sizing: Sizing, cloud: Cloud, runtime: str, device: str,
-           size_gib: float) -> Fleet | None:
+def _fleet(spec: WorkloadSpec, sizing: Sizing, estimate: ColdStart) -> Fleet | None:
     """An autoscaled fleet when the plan has several replicas, or when the workload lets it grow beyond one."""
     if sizing.replicas == 1 and (spec.scaling.max_replicas or 1) <= 1:
         return None
     ceiling = spec.scaling.max_replicas or 2 * sizing.replicas
-    start = cold_start(cloud, runtime, device, size_gib).total_s
+    start = fleet_cold_start_s(estimate)
     return Fleet(
         min_replicas=sizing.replicas,
         max_replicas=max(ceiling, sizing.replicas),

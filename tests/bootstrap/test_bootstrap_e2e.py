@@ -40,6 +40,8 @@ from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.bootstrap.manifest import write_manifest
 from inferstack.bootstrap.render import RenderedBootstrap
 from inferstack.bootstrap.runtimes import RUNTIME_PORT
+from inferstack.plan import COLD_START_PHASES
+from inferstack.sizing.coldstart import parse_phase_lines
 
 pytestmark = pytest.mark.e2e
 
@@ -308,6 +310,10 @@ def test_first_boot_serves_a_real_completion_on_loopback(deployment: Deployment)
     assert box.read("/run/fake-systemd/inferstack-boot.service.rc").strip() == "0", log[-4000:]
     for phase in ("driver", "runtime", "gateway", "model_sync", "service", "model_load"):
         assert f"phase={phase} status=ok duration_s=" in log, log[-4000:]
+    measured = parse_phase_lines(log)  # the machine-readable lines, named as the plan's cold-start phases
+    assert [m.phase for m in measured] == list(COLD_START_PHASES), log[-4000:]
+    assert all(m.status == "ok" and m.seconds >= 0 and m.end >= m.start for m in measured), measured
+    assert measured[-1].seconds == pytest.approx(measured[-1].end - measured[-1].start, abs=0.06)
     assert "summary: ready in" in log
     assert box.read("/var/lib/inferstack/ready").startswith("model=tiny-llama version=v-")
     status, body = complete(deployment.port, "hello world", API_KEY)
@@ -377,6 +383,8 @@ def test_a_second_boot_changes_nothing(deployment: Deployment) -> None:
     assert "model unchanged" in log
     assert "native: llama_cpp_python 0.3.16 present" in log
     assert "inferstack-server.service already serving" in log
+    # the boot phases again, but no second vm_boot: the machine did not reboot
+    assert [m.phase for m in parse_phase_lines(log)] == list(COLD_START_PHASES[1:])
     assert snapshot(box) == before
     assert box.read("/run/fake-systemd/inferstack-server.service.pid") == server_pid
 

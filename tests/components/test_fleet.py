@@ -13,7 +13,7 @@ import pytest
 from inferstack.components import Capability, InferenceServer, backend_for
 from inferstack.errors import InputError
 from inferstack.preview import preview_deployment
-from inferstack.sizing.coldstart import CLOUDS_WITHOUT_DRIVER_READY_IMAGE
+from inferstack.sizing.coldstart import DRIVER_READY_IMAGE
 from inferstack.spec import CLOUDS
 from tests.components.conftest import CLOUD_ARGS
 from tests.sample_plans import sample_plan
@@ -102,6 +102,6 @@ def test_a_validation_plan_stays_one_server_without_a_load_balancer(cloud: str) 
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
-def test_the_cold_start_estimate_knows_which_clouds_boot_gpu_servers_without_a_driver(cloud: str) -> None:
+def test_the_capability_table_states_the_driver_ready_image_the_cold_start_estimate_reads(cloud: str) -> None:
     driver_ready = backend_for(cloud).support(Capability.DRIVER_READY_IMAGE).available
-    assert (cloud in CLOUDS_WITHOUT_DRIVER_READY_IMAGE) is not driver_ready
+    assert driver_ready is DRIVER_READY_IMAGE[cloud]  # type: ignore[index]

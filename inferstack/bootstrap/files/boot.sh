@@ -8,6 +8,11 @@
 #
 #   inferstack phase=model_sync status=ok duration_s=41.2 detail="..."
 #
+# and one machine-readable line, which the plan's cold-start estimate names the same way (sizing/coldstart.py reads
+# them back with parse_phase_lines); vm_boot is the kernel's start until this script's first run after it:
+#
+#   inferstack-phase {"phase":"model_sync","status":"ok","start":1764590000.123,"end":1764590041.323,"seconds":41.2}
+#
 # `boot.sh` runs all phases; `boot.sh --phase NAME` runs one (for debugging).
 # shellcheck disable=SC2153  # upper-case settings come from bootstrap.env, read by load_settings below
 set -euo pipefail
@@ -47,6 +52,23 @@ detail() { printf '%s' "$*" >"$RUN_DIR/phase-detail"; log "$*"; }
 fail() { detail "ERROR: $*"; exit 1; }
 now_s() { date +%s.%N; }
 elapsed_s() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }'; }
+# phase_record NAME STATUS START END: the phase's machine-readable line. NAME and STATUS are fixed words of this
+# script, START and END numbers from now_s: no other text reaches the JSON.
+phase_record() {
+    awk -v phase="$1" -v status="$2" -v start="$3" -v end="$4" 'BEGIN {
+        printf "inferstack-phase {\"phase\":\"%s\",\"status\":\"%s\",\"start\":%.3f,\"end\":%.3f,\"seconds\":%.1f}\n",
+            phase, status, start, end, end - start }'
+}
+# The machine's boot until now, once per boot (RUN_DIR is under /run: a reboot empties it; a later run of this script
+# by hand logs nothing). The provider's provisioning before the kernel starts is not visible from here.
+record_vm_boot() {
+    local now uptime
+    [ -f "$RUN_DIR/vm-boot-recorded" ] && return 0
+    touch "$RUN_DIR/vm-boot-recorded"
+    now=$(now_s)
+    read -r uptime _ </proc/uptime
+    phase_record vm_boot ok "$(awk -v a="$now" -v b="$uptime" 'BEGIN { printf "%.3f", a - b }')" "$now"
+}
 
 #### helpers ####
 
@@ -384,8 +406,8 @@ phase_model_load() {
 
 #### main ####
 
-run_phase() { # name: runs the phase in its own process (so errexit applies inside) and logs one line
-    local name=$1 started detail="" code status=ok
+run_phase() { # name: runs the phase in its own process (so errexit applies inside) and logs its lines
+    local name=$1 started ended detail="" code status=ok
     started=$(now_s)
     rm -f "$RUN_DIR/phase-rc" "$RUN_DIR/phase-detail"
     bash "$0" --phase "$name" || true
@@ -393,7 +415,9 @@ run_phase() { # name: runs the phase in its own process (so errexit applies insi
     [ -f "$RUN_DIR/phase-detail" ] && detail=$(cat "$RUN_DIR/phase-detail")
     [ "$code" -eq 0 ] || status=failed
     [ "$code" -eq "$REBOOT_REQUESTED" ] && status=reboot
+    ended=$(now_s)
     log "phase=$name status=$status duration_s=$(elapsed_s "$started") detail=\"${detail//\"/\'}\""
+    phase_record "$name" "$status" "$started" "$ended"
     DURATIONS+=("$name=$(elapsed_s "$started")s")
     return "$code"
 }
@@ -402,6 +426,7 @@ main() {
     local started phase code
     started=$(now_s)
     DURATIONS=()
+    record_vm_boot
     log "boot start: $RUNTIME ($INSTALL_MODE) on $DEVICE, model $MODEL_NAME from $INFERSTACK_CLOUD $MODEL_BUCKET/$MODEL_PREFIX"
     for phase in metadata_firewall driver runtime gateway model_sync service model_load; do
         code=0

@@ -1,0 +1,140 @@
+"""The cold start in the plan: boot to first healthy answer, phase by phase under the boot script's own phase names,
+from the server's network, disks and model; and the boot log's machine-readable phase lines read back."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from inferstack.bootstrap.render import SYNC_WORKERS, shipped_copy
+from inferstack.plan import COLD_START_PHASES, ColdStart, DeploymentPlan
+from inferstack.sizing import plan_workload
+from inferstack.sizing.coldstart import (
+    DRIVER_INSTALL_S,
+    DRIVER_READY_IMAGE,
+    SYNC_CONNECTIONS,
+    Server,
+    cold_start,
+    download_bytes_per_s,
+    measured_seconds,
+    parse_phase_lines,
+)
+from inferstack.spec import CLOUDS, load_workload
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "examples" / "workloads"
+BOOT_SH = Path(__file__).resolve().parents[2] / "inferstack" / "bootstrap" / "files" / "boot.sh"
+
+# An 8B model in bf16 on a one-GPU server with local NVMe and 10 Gbit/s (AWS g6.xlarge's catalog row).
+GPU_SERVER = Server(cloud="aws", runtime="vllm", device="gpu", model_gib=14.96, network_gbps=10.0,
+                    local_nvme_gb=250, disk_gib=120)
+
+
+def test_the_phases_are_the_boot_scripts_in_order_and_sum_to_the_total() -> None:
+    estimate = cold_start(GPU_SERVER)
+    assert tuple(p.phase for p in estimate.phases) == COLD_START_PHASES
+    assert estimate.total_s == sum(p.seconds for p in estimate.phases)
+    assert all(p.basis for p in estimate.phases)
+
+
+def test_a_breakdown_that_does_not_add_up_is_refused() -> None:
+    estimate = cold_start(GPU_SERVER)
+    with pytest.raises(ValidationError, match="not the sum of its phases"):
+        ColdStart(total_s=estimate.total_s + 1, phases=estimate.phases)
+    with pytest.raises(ValidationError, match="in that order"):
+        ColdStart(total_s=estimate.total_s, phases=list(reversed(estimate.phases)))
+
+
+def test_the_boot_script_runs_the_plans_phases_after_the_vm_boot() -> None:
+    loop = re.search(r"for phase in ([a-z_ ]+); do", BOOT_SH.read_text())
+    assert loop is not None
+    assert ("vm_boot", *loop.group(1).split()) == COLD_START_PHASES
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_the_driver_takes_time_only_on_a_gpu_server_of_a_cloud_without_a_driver_ready_image(cloud: str) -> None:
+    gpu = cold_start(dataclasses.replace(GPU_SERVER, cloud=cloud))  # type: ignore[arg-type]
+    cpu = cold_start(dataclasses.replace(GPU_SERVER, cloud=cloud, runtime="llamacpp", device="cpu"))  # type: ignore[arg-type]
+    assert gpu.seconds("driver") == (0 if DRIVER_READY_IMAGE[cloud] else DRIVER_INSTALL_S)  # type: ignore[index]
+    assert cpu.seconds("driver") == 0
+    assert DRIVER_READY_IMAGE["alibaba"] is False and DRIVER_READY_IMAGE["aws"] is True
+
+
+def test_local_nvme_loads_and_syncs_faster_than_the_boot_volume() -> None:
+    nvme = cold_start(GPU_SERVER)
+    gp3 = cold_start(dataclasses.replace(GPU_SERVER, local_nvme_gb=0))
+    assert gp3.seconds("model_load") > nvme.seconds("model_load")
+    assert gp3.seconds("model_sync") > nvme.seconds("model_sync")
+    # gp3 at its 125 MiB/s baseline: 14.96 GiB read in 123 s, plus vLLM's 90 s warm-up
+    assert gp3.seconds("model_load") == 123 + 90
+
+
+def test_a_bigger_model_downloads_and_loads_longer() -> None:
+    small = cold_start(GPU_SERVER)
+    large = cold_start(dataclasses.replace(GPU_SERVER, model_gib=140.0))
+    rate, _ = download_bytes_per_s(GPU_SERVER)
+    extra_gib = 140.0 - 14.96
+    # the extra bytes cross the network (at the sync's rate) and are hashed (1 GiB/s)
+    assert large.seconds("model_sync") - small.seconds("model_sync") >= extra_gib * 2**30 / rate + extra_gib - 2
+    assert large.seconds("model_load") > small.seconds("model_load")
+    assert large.total_s > small.total_s
+
+
+def test_the_download_is_limited_by_the_network_the_bucket_or_the_disk() -> None:
+    assert download_bytes_per_s(dataclasses.replace(GPU_SERVER, network_gbps=1.0)) == (125e6, "network")
+    rate, limit = download_bytes_per_s(dataclasses.replace(GPU_SERVER, network_gbps=100.0))
+    assert (rate, limit) == (16 * 50e6, "bucket, 16 connections")
+    assert download_bytes_per_s(dataclasses.replace(GPU_SERVER, local_nvme_gb=None))[1] == "gp3"
+    slow = cold_start(dataclasses.replace(GPU_SERVER, network_gbps=1.0))
+    assert slow.seconds("model_sync") > cold_start(GPU_SERVER).seconds("model_sync")
+
+
+def test_an_instance_without_a_network_figure_gets_the_conservative_default() -> None:
+    assert download_bytes_per_s(dataclasses.replace(GPU_SERVER, network_gbps=None)) == (5e9 / 8, "network")
+
+
+def test_the_estimate_counts_the_model_syncs_own_parallelism() -> None:
+    assert SYNC_CONNECTIONS == SYNC_WORKERS
+
+
+@pytest.mark.parametrize("workload", ["chat-8b-public.yaml", "embeddings-bert.yaml"])
+def test_every_plan_carries_its_cold_start_in_its_json_and_a_fleet_waits_for_it(workload: str) -> None:
+    report = plan_workload(load_workload(WORKLOADS / workload))
+    plans = [o.chosen for o in report.clouds if o.chosen is not None]
+    assert plans
+    for plan in plans:
+        assert plan.cold_start is not None
+        again = DeploymentPlan.model_validate_json(plan.model_dump_json())
+        assert again.cold_start == plan.cold_start
+        assert [p["phase"] for p in plan.model_dump()["cold_start"]["phases"]] == list(COLD_START_PHASES)
+        assert any("estimated healthy after" in line for line in plan.rationale)
+        if plan.fleet is not None:
+            assert plan.cold_start.total_s <= plan.fleet.cold_start_s < plan.cold_start.total_s + 10
+
+
+def _boot_functions() -> str:
+    """now_s and phase_record exactly as the server gets them (the shipped, comment-free boot.sh)."""
+    lines = shipped_copy("boot.sh").splitlines()
+    start = lines.index("phase_record() {")
+    end = lines.index("}", start)
+    return "\n".join([line for line in lines if line.startswith("now_s() ")] + lines[start:end + 1])
+
+
+def test_a_phase_line_written_by_the_boot_script_reads_back() -> None:
+    script = _boot_functions() + '\nphase_record model_sync ok 1764590000.123 1764590041.323\n' \
+                                 'phase_record driver reboot 1764590041.5 1764590300\n'
+    written = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+    journal = "".join(f"Dec 01 11:00:0{n} ip-10-0-1-5 boot.sh[812]: {line}\n"
+                      for n, line in enumerate(written.splitlines()))
+    journal += "Dec 01 11:00:09 ip-10-0-1-5 boot.sh[812]: 2026-12-01T11:00:09Z inferstack phase=service status=ok\n"
+    sync, driver = parse_phase_lines(journal)
+    assert (sync.phase, sync.status, sync.start, sync.end, sync.seconds) == (
+        "model_sync", "ok", 1764590000.123, 1764590041.323, 41.2)
+    assert (driver.phase, driver.status, driver.seconds) == ("driver", "reboot", 258.5)
+    totals = measured_seconds([sync, driver, driver])
+    assert list(totals)[: len(COLD_START_PHASES)] == list(COLD_START_PHASES)
+    assert totals["driver"] == 517.0 and totals["model_sync"] == 41.2 and totals["vm_boot"] == 0.0
