@@ -25,7 +25,7 @@ def _cost(plan: DeploymentPlan) -> str:
 
 
 def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.0f} ms"
+    return "n/a" if value is None else f"{value:,.0f} ms"
 
 
 def _plan_column(plan: DeploymentPlan | None) -> list[str]:
@@ -130,10 +130,24 @@ def print_estimate(result: Estimate) -> None:
     for key, value in result.model_dump().items():
         if key in ("model", "hardware", "notes"):
             continue
-        table.add_row(key, f"{value:,.3f}" if isinstance(value, float) else str(value))
+        table.add_row(key, _estimate_value(key, value, unknown=_unknown_without_memory(result)))
     console.print(table)
     for note in result.notes:
         console.print(f"  note: {note}", markup=False)
+
+
+def _unknown_without_memory(result: Estimate) -> set[str]:
+    """Fields that are None because no memory size was given (unknown), not because they do not apply (n/a)."""
+    if result.capacity_gib is not None:
+        return set()
+    fields = {"capacity_gib", "fits", "max_concurrency"}
+    return fields if result.items_per_s is not None else fields | {"kv_cache_capacity_tokens"}
+
+
+def _estimate_value(key: str, value: Any, *, unknown: set[str]) -> str:
+    if value is None:
+        return "unknown (no memory size)" if key in unknown else "n/a"
+    return f"{value:,.3f}" if isinstance(value, float) else str(value)
 
 
 def print_rows(title: str, rows: list[dict[str, Any]]) -> None:
