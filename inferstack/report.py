@@ -46,10 +46,10 @@ def _plan_column(plan: DeploymentPlan | None) -> list[str]:
         _ms(performance.ttft_p95_ms),
         _ms(performance.tpot_p95_ms),
         _ms(performance.latency_p95_ms),
-        f"{performance.output_tokens_per_s:,.0f}" if performance.output_tokens_per_s else "–",
+        "n/a" if performance.output_tokens_per_s is None else f"{performance.output_tokens_per_s:,.0f}",
         f"{performance.capacity_requests_per_s:,.2f}",
         _cost(plan),
-        str(per_m) if per_m else "–",
+        "n/a" if performance.output_tokens_per_s is None else str(per_m) if per_m else "–",
         f"{1 - performance.utilization:.0%}",
         _fleet(plan),
     ]
