@@ -6,7 +6,8 @@ For each engine that has measured rows (trtllm: g01–g18; vllm: the gpt-fast de
 minimises the squared log error of `estimate` against the measured values over that engine's free
 constants, and prints the fitted values next to the ones in efficiency.py. The AMX efficiency of item models
 on CPU is solved on encoder row e02 alone (one row, one constant) and checked on the held-out encoder rows.
-Paste them by hand: the fit is a maintainer's tool, the package only carries its result. Needs scipy (`pip install scipy`).
+Paste them by hand: the fit is a maintainer's tool, the package only carries its result.
+Needs scipy (`pip install scipy`).
 """
 
 from __future__ import annotations

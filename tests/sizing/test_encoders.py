@@ -19,8 +19,8 @@ from inferstack.sizing.suggest import _slo_times
 from inferstack.spec import Engine, Precision, parse_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from calibration_cases import ENCODER_ROWS  # noqa: E402
-from fidelity import predict  # noqa: E402
+from calibration_cases import ENCODER_ROWS
+from fidelity import predict
 
 # A 4th-gen Xeon (AMX) and a 3rd-gen (AVX-512 with VNNI), 32 cores each, as `estimate --cpu-*` describes them.
 SAPPHIRE_RAPIDS = CpuSpec(cores=32, memory_bandwidth_gbps=307.2, isa="amx", ghz=2.0, description="test")
@@ -57,12 +57,16 @@ def test_an_encoder_defaults_to_zero_output_tokens():
 
 def test_an_encoder_refuses_output_tokens_it_cannot_produce():
     with pytest.raises(InputError, match=r"--output-tokens: does not apply to bert-base.*pass --output-tokens 0"):
-        estimate(lookup("bert-base"), precision=Precision.FP32, engine=Engine.ONNXRUNTIME, cpu=ICE_LAKE, output_tokens=5)
+        estimate(
+            lookup("bert-base"), precision=Precision.FP32, engine=Engine.ONNXRUNTIME, cpu=ICE_LAKE, output_tokens=5
+        )
 
 
 def test_a_decoder_llm_refuses_zero_output_tokens_and_says_what_to_pass():
     with pytest.raises(InputError, match=r"--output-tokens: must be at least 1 for llama-3.1-8b.*--output-tokens 1"):
-        estimate(lookup("llama-3.1-8b"), precision=Precision.BF16, engine=Engine.LLAMACPP, cpu=ICE_LAKE, output_tokens=0)
+        estimate(
+            lookup("llama-3.1-8b"), precision=Precision.BF16, engine=Engine.LLAMACPP, cpu=ICE_LAKE, output_tokens=0
+        )
 
 
 def test_a_decoder_llm_still_defaults_to_128_output_tokens():
