@@ -188,3 +188,15 @@ def test_relaxing_the_default_targets_of_an_encoder_sets_no_token_target():
     assert update is not None
     slo = update["slo"]
     assert slo.latency_p95_ms == 2000 and slo.tpot_p95_ms is None and slo.ttft_p95_ms is None
+
+
+def cpu_plan_warnings(precision: str) -> list[str]:
+    workload = {**ENCODER_WORKLOAD, "precision": precision, "placement": {"device": "cpu", "clouds": ["aws"]}}
+    plan = plan_workload(parse_workload(workload), clouds=["aws"])
+    assert plan.best is not None and plan.best.offer.startswith(("c7i", "m7i", "r7i"))  # AMX families
+    return plan.best.warnings
+
+
+def test_an_int8_encoder_on_amx_is_not_flagged_uncalibrated_but_fp32_is():
+    assert not any("uncalibrated" in w for w in cpu_plan_warnings("int8"))
+    assert any("uncalibrated" in w and "fp32 vector peak" in w for w in cpu_plan_warnings("fp32"))
