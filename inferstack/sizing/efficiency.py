@@ -153,8 +153,8 @@ ONNXRUNTIME_CPU = CpuProfile(
 # amx (int8/bf16 tiles): fitted on row e02 only (MLPerf v3.0 bert-99 Offline, 2x Xeon 8480+: 1382.79 samples/s,
 # see benchmarks/calibration_cases.py); rows e03 and e04 are held out. bf16 has no row: it takes the int8 fit.
 # The rows use each CPU's base clock; the catalog (cpu_families.csv) gives the sustained all-core turbo, which
-# AMX/AVX-512-heavy work may not hold: on a catalog instance the amx figure can be optimistic by up to that ratio
-# (3.2 / 2.4 GHz on c7i's 8488C if it runs at base; not measured).
+# AMX/AVX-512-heavy work may not hold: on a catalog instance the amx figure can be optimistic by the ratio of the
+# two clocks (c7i: 3.2 GHz all-core; AWS publishes no base clock for its 8488C; not measured).
 CPU_ITEM_MATMUL_UTILIZATION: dict[str, float] = {"vector": 0.6, "vnni": 0.6, "amx": 0.354}
 CPU_ITEM_MATMUL_PROVENANCE: dict[str, str] = {
     "vector": "prior (fp32 vector peak x 0.6); uncalibrated",
