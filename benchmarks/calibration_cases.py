@@ -33,7 +33,7 @@ W9_3475X_8_THREADS = CpuSpec(
 
 @dataclass(frozen=True)
 class Case:
-    family: str  # memory | prefill | decode | throughput
+    family: str  # memory | prefill | decode | throughput | encoder
     model: str
     precision: str
     engine: str
@@ -253,3 +253,71 @@ def calibration_rows() -> list[dict[str, str]]:
     path = next(p for p in CALIBRATION_PATHS if p.is_file())
     with path.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+# ---- Encoders on CPU: int8 BERT-Large, MLPerf Inference datacenter bert-99, Offline ---------------------------
+# These rows are kept here, not in ../shared/benchmarks/calibration.csv (read-only to this project): each states
+# its measured value and source. Intel's closed-division submissions (PyTorch with Intel's int8 kernels; mapped to
+# the onnxruntime engine, whose CPU speed model is the items path: the matmul unit's peak x its efficiency).
+# Model: BERT-Large (24 layers, d 1024) on SQuAD v1.1, max 384 tokens; Intel's SUT sorts samples by their
+# real length (40-384) and runs them unpadded (closed/Intel/code/bert-99/pytorch-cpu/csrc/bert_qsl.hpp, v3.0),
+# so a sample costs its real length: 177 tokens on average = 384 x (1 - 0.54), padding being 54 % of SQuAD-v1.1
+# input tokens at max length 384 (openreview.net/forum?id=3nzKUh9a4M, "Boosting distributed training
+# performance of the unpadded BERT model", abstract; it does not say which split). Clock: the processor's base
+# frequency, the clock every core holds under all-core AVX-512/AMX load (8380 "@ 2.30GHz" from the submission's
+# own system description; 8480+ 2.0 GHz and 8592+ 1.9 GHz as Intel ARK lists them, read through secondary copies
+# in code-index files 62682279668 and 11549600324). Memory: 8 DDR5-4800 (SPR) / DDR5-5600 (EMR) / DDR4-3200
+# (ICX, stated) channels per socket, 2 sockets; the speed of the SPR/EMR DIMMs is not stated (ASSUMED max).
+# Batch: 64 (items.MAX_BATCH, what `--concurrency max` reports; Offline runs at saturation).
+# Role: e02 fits CPU_ITEM_MATMUL_UTILIZATION["amx"]; e01 (VNNI, prior not fitted), e03 and e04 are held out.
+
+
+def items_rate(e: Estimate) -> float:
+    assert e.items_per_s is not None
+    return e.items_per_s
+
+
+@dataclass(frozen=True)
+class EncoderRow:
+    case: Case
+    measured: float  # samples per second
+    role: str  # fit | held-out
+    source: str
+
+
+def _mlperf_bert_large(cores: int, isa: str, ghz: float, socket_gbps: float, name: str) -> Case:
+    cpu = CpuSpec(cores=cores, memory_bandwidth_gbps=2 * socket_gbps, isa=isa, ghz=ghz, description=name)
+    return Case(
+        "encoder", "bert-large", "int8", "onnxruntime", items_rate, cpu=cpu, concurrency=64, input_tokens=177,
+        output_tokens=0,
+    )
+
+
+ICX_8380 = _mlperf_bert_large(80, "avx512", 2.3, 204.8, "2x Xeon Platinum 8380 (Ice Lake, 40 cores each)")
+SPR_8480 = _mlperf_bert_large(112, "amx", 2.0, 307.2, "2x Xeon Platinum 8480+ (Sapphire Rapids, 56 cores each)")
+EMR_8592 = _mlperf_bert_large(128, "amx", 1.9, 358.4, "2x Xeon Platinum 8592+ (Emerald Rapids, 64 cores each)")
+_MLPERF = "github.com/mlcommons/inference_results_{}/closed/Intel/results/{}/bert-99/{}/performance/run_1/" \
+    "mlperf_log_summary.txt 'Samples per second' (system: closed/Intel/systems/{}.json)"
+
+ENCODER_ROWS: dict[str, EncoderRow] = {
+    "e01": EncoderRow(
+        ICX_8380, 289.498, "held-out",
+        _MLPERF.format("v1.1", "1-node-2S-ICX-PyTorch-INT8", "offline", "1-node-2S-ICX-PyTorch-INT8")
+        + "; MLPerf Inference v1.1, published 2021-09",
+    ),
+    "e02": EncoderRow(
+        SPR_8480, 1382.79, "fit",
+        _MLPERF.format("v3.0", "1-node-2S-SPR-PyTorch-INT8", "Offline", "1-node-2S-SPR-PyTorch-INT8")
+        + "; MLPerf Inference v3.0, published 2023-04",
+    ),
+    "e03": EncoderRow(
+        SPR_8480, 1357.33, "held-out",
+        _MLPERF.format("v3.1", "1-node-2S-SPR-PyTorch-INT8", "Offline", "1-node-2S-SPR-PyTorch-INT8")
+        + "; MLPerf Inference v3.1, published 2023-09 (same hardware as e02, later software: weak hold-out)",
+    ),
+    "e04": EncoderRow(
+        EMR_8592, 1668.5, "held-out",
+        _MLPERF.format("v4.0", "1-node-2S-EMR-PyTorch", "Offline", "1-node-2S-EMR-PyTorch")
+        + "; MLPerf Inference v4.0, published 2024-03",
+    ),
+}

@@ -4,8 +4,10 @@
 
 For each engine that has measured rows (trtllm: g01–g18; vllm: the gpt-fast decode rows g38–g43), it
 minimises the squared log error of `estimate` against the measured values over that engine's free
-constants, and prints the fitted values next to the ones in efficiency.py. Paste them by hand: the fit is a
-maintainer's tool, the package only carries its result. Needs scipy (`pip install scipy`).
+constants, and prints the fitted values next to the ones in efficiency.py. The AMX efficiency of item models
+on CPU is solved on encoder row e02 alone (one row, one constant) and checked on the held-out encoder rows.
+Paste them by hand: the fit is a maintainer's tool, the package only carries its result.
+Needs scipy (`pip install scipy`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration_cases import CASES, calibration_rows
-from fidelity import run_case
+from calibration_cases import CASES, ENCODER_ROWS, calibration_rows
+from fidelity import predict, run_case
 from scipy.optimize import minimize
 
 from inferstack.sizing import efficiency
@@ -88,6 +90,28 @@ def leave_one_out(
     return errors
 
 
+# Item models on CPU: (unit of CPU_ITEM_MATMUL_UTILIZATION, the encoder rows it is solved on).
+ENCODER_FITS = {"amx": ["e02"]}
+
+
+def fit_encoder_unit(unit: str, rows: list[str]) -> float:
+    """The efficiency that makes the rows' geometric-mean prediction match (bisection; items/s rises with it)."""
+    original = efficiency.CPU_ITEM_MATMUL_UTILIZATION[unit]
+
+    def log_ratio(value: float) -> float:
+        efficiency.CPU_ITEM_MATMUL_UTILIZATION[unit] = value
+        return sum(math.log(predict(ENCODER_ROWS[r].case) / ENCODER_ROWS[r].measured) for r in rows)
+
+    low, high = 0.01, 1.0
+    try:
+        for _ in range(60):
+            middle = (low + high) / 2
+            low, high = (middle, high) if log_ratio(middle) < 0 else (low, middle)
+    finally:
+        efficiency.CPU_ITEM_MATMUL_UTILIZATION[unit] = original
+    return (low + high) / 2
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--leave-one-out", action="store_true", help="also refit without each row and predict it")
@@ -102,6 +126,10 @@ def main() -> None:
         if args.leave_one_out:
             errors = leave_one_out(engine, names, rows, bounds, measured)
             print(f"  leave-one-out abs. rel. error: median {statistics.median(errors):.1%}, worst {max(errors):.1%}")
+    for unit, rows in ENCODER_FITS.items():
+        value = fit_encoder_unit(unit, rows)
+        before = efficiency.CPU_ITEM_MATMUL_UTILIZATION[unit]
+        print(f"CPU items, {unit}: fitted on {', '.join(rows)}: {before:.4g} -> {value:.4g}")
 
 
 if __name__ == "__main__":

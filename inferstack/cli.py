@@ -103,6 +103,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -369,9 +379,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ENGINE",
         help=f"inference engine: {' '.join(e.value for e in Engine)} (default auto)",
     )
-    est.add_argument("--concurrency", type=_concurrency, default=1, help="sequences at once, or 'max'")
+    est.add_argument(
+        "--concurrency",
+        type=_concurrency,
+        default=1,
+        help="sequences (LLMs) or batch size (other models) at once, or 'max': the most that fit in memory",
+    )
     est.add_argument("--input-tokens", type=_positive_int, default=512)
-    est.add_argument("--output-tokens", type=_positive_int, default=128)
+    est.add_argument(
+        "--output-tokens",
+        type=_non_negative_int,
+        default=None,
+        help="tokens generated per request (LLMs, default 128, at least 1); 0 or unset for encoders and other models",
+    )
     est.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9)
     est.add_argument("--json", action="store_true")
     est.set_defaults(handler=_cmd_estimate)

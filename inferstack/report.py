@@ -39,7 +39,7 @@ def _price_basis(plan: DeploymentPlan) -> str:
 
 
 def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.0f} ms"
+    return "n/a" if value is None else f"{value:,.0f} ms"
 
 
 def _plan_column(plan: DeploymentPlan | None) -> list[str]:
@@ -60,11 +60,11 @@ def _plan_column(plan: DeploymentPlan | None) -> list[str]:
         _ms(performance.ttft_p95_ms),
         _ms(performance.tpot_p95_ms),
         _ms(performance.latency_p95_ms),
-        f"{performance.output_tokens_per_s:,.0f}" if performance.output_tokens_per_s else "–",
+        "n/a" if performance.output_tokens_per_s is None else f"{performance.output_tokens_per_s:,.0f}",
         f"{performance.capacity_requests_per_s:,.2f}",
         _cost(plan),
         _price_basis(plan),
-        str(per_m) if per_m else "–",
+        "n/a" if performance.output_tokens_per_s is None else str(per_m) if per_m else "–",
         f"{1 - performance.utilization:.0%}",
         _cold_start(plan),
         _fleet(plan),
@@ -183,10 +183,24 @@ def print_estimate(result: Estimate) -> None:
     for key, value in result.model_dump().items():
         if key in ("model", "hardware", "notes"):
             continue
-        table.add_row(key, f"{value:,.3f}" if isinstance(value, float) else str(value))
+        table.add_row(key, _estimate_value(key, value, unknown=_unknown_without_memory(result)))
     console.print(table)
     for note in result.notes:
         console.print(f"  note: {note}", markup=False)
+
+
+def _unknown_without_memory(result: Estimate) -> set[str]:
+    """Fields that are None because no memory size was given (unknown), not because they do not apply (n/a)."""
+    if result.capacity_gib is not None:
+        return set()
+    fields = {"capacity_gib", "fits", "max_concurrency"}
+    return fields if result.items_per_s is not None else fields | {"kv_cache_capacity_tokens"}
+
+
+def _estimate_value(key: str, value: Any, *, unknown: set[str]) -> str:
+    if value is None:
+        return "unknown (no memory size)" if key in unknown else "n/a"
+    return f"{value:,.3f}" if isinstance(value, float) else str(value)
 
 
 def print_rows(title: str, rows: list[dict[str, Any]]) -> None:

@@ -99,6 +99,60 @@ def test_estimate_on_cpu():
     assert 1000 / data["tpot_ms"] == pytest.approx(12.32, rel=0.2)  # calibration row c03
 
 
+ENCODER_ON_CPU = ("--model", "bert-base", "--cpu-cores", "16", "--cpu-mem-bw-gbps", "307.2", "--cpu-isa", "amx")
+
+
+def test_estimate_of_an_encoder_with_zero_output_tokens_reports_items_and_no_token_figures():
+    result = inferstack("estimate", *ENCODER_ON_CPU, "--precision", "int8", "--output-tokens", "0", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["output_tokens"] == 0
+    assert data["tpot_ms"] is None and data["ttft_ms"] is None and data["output_tokens_per_s"] is None
+    assert data["items_per_s"] > 0
+
+
+def test_estimate_of_an_encoder_at_concurrency_max_reports_its_saturated_throughput():
+    result = inferstack("estimate", *ENCODER_ON_CPU, "--concurrency", "max", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["concurrency"] == 64
+    assert data["items_per_s"] == data["requests_per_s"] > 0
+
+
+def test_estimate_table_of_an_encoder_says_n_a_for_tpot():
+    result = inferstack("estimate", *ENCODER_ON_CPU, "--output-tokens", "0")
+    assert result.returncode == 0, result.stderr
+    tpot_row = next(line for line in result.stdout.splitlines() if "tpot_ms" in line)
+    assert "n/a" in tpot_row
+
+
+def test_estimate_of_a_decoder_llm_refuses_zero_output_tokens():
+    result = inferstack("estimate", "--model", "llama-3.1-8b", "--gpu", "L4", "--output-tokens", "0")
+    assert result.returncode == 2
+    assert "--output-tokens: must be at least 1 for llama-3.1-8b" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_estimate_refuses_negative_output_tokens():
+    result = inferstack("estimate", *ENCODER_ON_CPU, "--output-tokens", "-1")
+    assert result.returncode == 2 and "must be 0 or more, got -1" in result.stderr
+
+
+def test_plan_of_an_encoder_with_a_tpot_target_is_an_error_naming_the_field(tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text("model: bert-base\ntraffic: {requests_per_s: 20}\nslo: {tpot_p95_ms: 40}\n")
+    result = inferstack("plan", str(workload))
+    assert result.returncode == 2
+    assert "slo.tpot_p95_ms: does not apply to bert-base" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_plan_table_of_an_encoder_says_n_a_for_ttft_and_tpot():
+    result = inferstack("plan", str(WORKLOADS / "embeddings-bert.yaml"))
+    assert result.returncode == 0, result.stderr
+    tpot_row = next(line for line in result.stdout.splitlines() if "TPOT p95" in line)
+    assert tpot_row.count("n/a") == 4  # one per cloud
+
+
 def test_unknown_gpu_is_a_clear_error_not_a_traceback():
     result = inferstack("estimate", "--model", "llama-3.1-8b", "--gpu", "H900")
     assert result.returncode == 2

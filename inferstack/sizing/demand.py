@@ -2,6 +2,8 @@
 
 `Demand` is the spec reduced to numbers: peak load, token counts (mean and p95), latency targets and the
 stage's rules. Each default becomes an assumption line in the plan, so nothing is silently invented.
+Token targets (TTFT, TPOT, output tokens/s) set for a model that generates no tokens are an error, not
+silently ignored: such a model is held to its per-request latency.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from inferstack.errors import InputError, Problem
 from inferstack.sizing.models import ResolvedModel
 from inferstack.spec import Stage, WorkloadSpec
 
@@ -17,6 +20,8 @@ from inferstack.spec import Stage, WorkloadSpec
 DEFAULT_TTFT_P95_MS = 2000.0
 DEFAULT_TPOT_P95_MS = 100.0
 DEFAULT_LATENCY_P95_MS = 1000.0
+# SLO fields only a model that generates tokens (an LLM) can be held to.
+TOKEN_SLO_FIELDS = ("ttft_p95_ms", "tpot_p95_ms", "min_output_tokens_per_s")
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class Demand:
 
 
 def demand_of(spec: WorkloadSpec, model: ResolvedModel) -> Demand:
+    _check_token_targets(spec, model)
     traffic, slo = spec.traffic, spec.slo
     assumptions: list[str] = []
     interactive = traffic.mode == "interactive"
@@ -113,6 +119,23 @@ def demand_of(spec: WorkloadSpec, model: ResolvedModel) -> Demand:
         stage=STAGES[spec.stage],
         assumptions=assumptions,
     )
+
+
+def _check_token_targets(spec: WorkloadSpec, model: ResolvedModel) -> None:
+    if model.is_llm:
+        return
+    problems = [
+        Problem(
+            f"slo.{name}",
+            f"does not apply to {model.name}: {model.kind} models generate no tokens",
+            value=getattr(spec.slo, name),
+            fix="remove it; hold the model to slo.latency_p95_ms (per request) and slo.min_requests_per_s",
+        )
+        for name in TOKEN_SLO_FIELDS
+        if getattr(spec.slo, name) is not None
+    ]
+    if problems:
+        raise InputError(problems)
 
 
 def _round_up(value: int, step: int) -> int:

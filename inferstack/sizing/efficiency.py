@@ -135,9 +135,9 @@ LLAMACPP_CPU = CpuProfile(
     provenance="fitted on calibration rows c03 (decode) and c04 (prefill); ISA ratios prior",
 )
 
-# ONNX Runtime / OpenVINO on CPU for encoders and vision, fp32 GEMMs: the vector FMA peak per core and cycle
-# (AVX-512: 2 FMA units x 16 lanes x 2 = 64; AVX2 and NEON: 32; AMX adds nothing for fp32) at an assumed 60 %
-# efficiency (prior; no calibration row).
+# ONNX Runtime on CPU, for LLM estimates only (item models use CPU_ITEM_MATMUL_UTILIZATION below): the fp32
+# vector FMA peak per core and cycle (AVX-512: 2 FMA units x 16 lanes x 2 = 64; AVX2 and NEON: 32) at an
+# assumed 60 % efficiency (prior; no calibration row).
 ONNXRUNTIME_CPU = CpuProfile(
     name="onnxruntime",
     dram_bandwidth_utilization=0.6,
@@ -145,6 +145,22 @@ ONNXRUNTIME_CPU = CpuProfile(
     matmul_flops_per_cycle={"amx": 38.4, "avx512": 38.4, "avx2": 19.2, "neon": 19.2},
     provenance="prior (fp32 vector peak x 0.6); uncalibrated",
 )
+
+# Encoders, vision and other item models on CPU (ONNX Runtime, OpenVINO, IPEX: all run oneDNN GEMMs): the
+# fraction of the matmul unit's dense peak (hardware.CPU_MATMUL_PEAK_OPS_PER_CYCLE) they sustain, by unit.
+# vector (fp32 FMA): 0.6, prior (uncalibrated; the value the fp32 path always used). vnni (AVX-512 int8): 0.6,
+# the same prior, not fitted; calibration row e01 (MLPerf bert-99 on Ice Lake) is held out to test it.
+# amx (int8/bf16 tiles): fitted on row e02 only (MLPerf v3.0 bert-99 Offline, 2x Xeon 8480+: 1382.79 samples/s,
+# see benchmarks/calibration_cases.py); rows e03 and e04 are held out. bf16 has no row: it takes the int8 fit.
+# The rows use each CPU's base clock; the catalog (cpu_families.csv) gives the sustained all-core turbo, which
+# AMX/AVX-512-heavy work may not hold: on a catalog instance the amx figure can be optimistic by the ratio of the
+# two clocks (c7i: 3.2 GHz all-core; AWS publishes no base clock for its 8488C; not measured).
+CPU_ITEM_MATMUL_UTILIZATION: dict[str, float] = {"vector": 0.6, "vnni": 0.6, "amx": 0.354}
+CPU_ITEM_MATMUL_PROVENANCE: dict[str, str] = {
+    "vector": "prior (fp32 vector peak x 0.6); uncalibrated",
+    "vnni": "prior (int8 VNNI peak x 0.6); uncalibrated, one held-out MLPerf row (e01) within 13 %",
+    "amx": "fitted on MLPerf bert-99 int8 row e02; held-out rows e03, e04 within 11 %",
+}
 
 CPU_PROFILES: dict[Engine, CpuProfile] = {
     Engine.LLAMACPP: LLAMACPP_CPU,

@@ -2,6 +2,10 @@
 
 This is the sizing model without the planner: no catalog, no prices, no queueing. The fidelity benchmark
 runs it on every calibration row; the planner builds on the same `LlmReplica` and `ItemServer` objects.
+
+Encoders (embedding, classifier, reranker models) and other non-LLM models produce no tokens: they take
+`output_tokens=0` (the default for them) and report per-item latency and items/s; TTFT, TPOT and the token
+rates are None ("n/a"), never an assumed latency. A decoder LLM refuses `output_tokens=0`.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from inferstack.errors import input_error
 from inferstack.sizing.hardware import CpuSpec, GpuSpec
-from inferstack.sizing.items import ItemServer
+from inferstack.sizing.items import MAX_BATCH, ItemServer
 from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.llm import GIB, LlmReplica
 from inferstack.sizing.models import ResolvedModel
@@ -47,13 +51,16 @@ class Estimate(BaseModel):
     """Whether weights, overhead and the KV cache for `concurrency` fit (None: memory size not given)."""
     max_concurrency: int | None
     kv_cache_capacity_tokens: int | None
-    ttft_ms: float
+    ttft_ms: float | None
+    """Time to first token (None for models that produce no tokens)."""
     tpot_ms: float | None
     e2e_latency_ms: float
     output_tokens_per_s: float | None
     prefill_tokens_per_s: float | None
     requests_per_s: float
     notes: list[str]
+    items_per_s: float | None = None
+    """Items (texts, images) per second, for models that process items instead of generating tokens."""
 
 
 def _hardware_label(gpu: GpuSpec | None, gpus: int, cpu: CpuSpec | None) -> str:
@@ -75,15 +82,17 @@ def estimate(
     ram_gib: float | None = None,
     concurrency: int | Literal["max"] = 1,
     input_tokens: int = 512,
-    output_tokens: int = 128,
+    output_tokens: int | None = None,
     gpu_memory_utilization: float = 0.9,
 ) -> Estimate:
-    """Estimate one configuration. `concurrency="max"` uses the most sequences that fit in memory."""
+    """Estimate one configuration. `concurrency="max"` uses the most sequences that fit in memory (LLMs) or the
+    saturating batch (other models). `output_tokens` defaults to 128 for LLMs and 0 for other models."""
     if (gpu is None) == (cpu is None):
         raise input_error("hardware", "give either a GPU or a CPU", fix="pass --gpu ID [--gpus N] or --cpu-cores ...")
     if not 0 < gpu_memory_utilization <= 1:
         raise input_error("--gpu-memory-utilization", "is the fraction of GPU memory the engine takes",
                           value=gpu_memory_utilization, fix="use a number in (0, 1], e.g. 0.9 (vLLM's default)")
+    output_tokens = _output_tokens(model, output_tokens)
     if model.arch is not None and model.kind == "llm":
         return _estimate_llm(
             model,
@@ -100,6 +109,28 @@ def estimate(
             gpu_memory_utilization,
         )
     return _estimate_items(model, precision, engine, gpu, gpus, cpu, ram_gib, concurrency, input_tokens)
+
+
+def _output_tokens(model: ResolvedModel, output_tokens: int | None) -> int:
+    """The tokens each request generates: at least 1 for a decoder LLM, none for every other model."""
+    if model.is_llm:
+        if output_tokens == 0:
+            raise input_error(
+                "--output-tokens",
+                f"must be at least 1 for {model.name}: a decoder LLM generates tokens",
+                value="0",
+                fix="pass --output-tokens 1 to estimate the prompt alone (TTFT), or more; "
+                "0 is for encoder models (embeddings, classifiers, rerankers)",
+            )
+        return 128 if output_tokens is None else output_tokens
+    if output_tokens:
+        raise input_error(
+            "--output-tokens",
+            f"does not apply to {model.name}: {model.kind} models produce no output tokens",
+            value=str(output_tokens),
+            fix="pass --output-tokens 0 or leave it out",
+        )
+    return 0
 
 
 def _estimate_llm(
@@ -224,7 +255,11 @@ def _estimate_items(
         sequence_tokens=input_tokens,
     )
     memory_known = gpu is not None or ram_gib is not None
-    batch = server.max_batch() if concurrency == "max" else concurrency
+    notes = [
+        f"compute per item: {model.gflops_per_item(input_tokens):.1f} GFLOPs"
+        f" ({model.gflops_basis or 'from the architecture'}), run as {server.compute_kind}"
+    ]
+    batch = _saturating_batch(server, memory_known, notes) if concurrency == "max" else concurrency
     latency_s = server.batch_latency_s(batch)
     fits = server.fits(batch) if memory_known else None
     return Estimate(
@@ -247,14 +282,30 @@ def _estimate_items(
         fits=fits,
         max_concurrency=server.max_batch() if memory_known else None,
         kv_cache_capacity_tokens=None,
-        ttft_ms=latency_s * 1e3,
+        ttft_ms=None,
         tpot_ms=None,
         e2e_latency_ms=latency_s * 1e3,
         output_tokens_per_s=None,
         prefill_tokens_per_s=None,
         requests_per_s=batch / latency_s,
-        notes=[
-            f"compute per item: {model.gflops_per_item(input_tokens):.1f} GFLOPs"
-            f" ({model.gflops_basis or 'from the architecture'})"
-        ],
+        notes=notes,
+        items_per_s=batch / latency_s,
     )
+
+
+def _saturating_batch(server: ItemServer, memory_known: bool, notes: list[str]) -> int:
+    """`--concurrency max` for item models: the largest batch that fits in memory, at most MAX_BATCH (where
+    throughput has flattened); MAX_BATCH when the memory size is not given."""
+    if not memory_known:
+        notes.append(f"concurrency max: batch {MAX_BATCH} (the batch cap; memory size not given, not checked)")
+        return MAX_BATCH
+    batch = server.max_batch()
+    if batch < 1:
+        raise input_error(
+            "--concurrency",
+            "max found no room for even one item",
+            value="max",
+            fix="use more memory (--ram-gib, a larger GPU) or a lower precision",
+        )
+    notes.append(f"concurrency max: batch {batch} (largest that fits in memory, at most {MAX_BATCH})")
+    return batch

@@ -8,10 +8,11 @@ from inferstack.plan import ColdStart, Fleet, Price
 from inferstack.sizing.catalog import STALE_PRICE_DAYS
 from inferstack.sizing.coldstart import describe
 from inferstack.sizing.demand import Demand
-from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES
+from inferstack.sizing.efficiency import CPU_ITEM_MATMUL_PROVENANCE, CPU_PROFILES, GPU_PROFILES
+from inferstack.sizing.items import ITEM_COMPUTE
 
 if TYPE_CHECKING:
-    from inferstack.sizing.evaluate import Sizing
+    from inferstack.sizing.evaluate import Candidate, Sizing
     from inferstack.sizing.planner import Priced
 
 _UNOFFICIAL_GPU_SPECS = {
@@ -237,11 +238,10 @@ def warnings(demand: Demand, chosen: Priced) -> list[str]:
             )
     if demand.spec.placement.spot:
         result.append("spot prices are not in the catalog: costs are on-demand list prices")
-    profile = GPU_PROFILES[candidate.engine] if candidate.on_gpu else CPU_PROFILES[candidate.engine]
-    if "uncalibrated" in profile.provenance or "prior" in profile.provenance.split(";")[0]:
+    provenance = _speed_provenance(demand, candidate)
+    if "uncalibrated" in provenance or "prior" in provenance.split(";")[0]:
         result.append(
-            f"{candidate.engine.value} speed on {'GPU' if candidate.on_gpu else 'CPU'} is "
-            f"uncalibrated ({profile.provenance})"
+            f"{candidate.engine.value} speed on {'GPU' if candidate.on_gpu else 'CPU'} is uncalibrated ({provenance})"
         )
     if offer.gpu and offer.gpu.id in _UNOFFICIAL_GPU_SPECS:
         result.append(_UNOFFICIAL_GPU_SPECS[offer.gpu.id])
@@ -250,4 +250,15 @@ def warnings(demand: Demand, chosen: Priced) -> list[str]:
     if "not verified" in offer.spec_source or offer.spec_date == "unknown":
         result.append(f"{offer.name} specs come from an undated or unverified source ({offer.spec_source})")
     return result
+
+
+def _speed_provenance(demand: Demand, candidate: Candidate) -> str:
+    """Where the speed constants come from: the engine profile, or for item models on CPU the matmul unit's."""
+    offer = candidate.offer
+    if candidate.on_gpu:
+        return GPU_PROFILES[candidate.engine].provenance
+    if demand.model.is_llm or offer.cpu is None:
+        return CPU_PROFILES[candidate.engine].provenance
+    unit, _ = offer.cpu.matmul_peak(ITEM_COMPUTE.get(candidate.precision, "fp16"))
+    return CPU_ITEM_MATMUL_PROVENANCE[unit]
 

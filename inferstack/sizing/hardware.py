@@ -148,6 +148,25 @@ UNSUPPORTED_ACCELERATORS = {
 }
 
 
+# Dense matmul peak of one core per cycle (a multiply-add counts 2 ops), by ISA and the matmul's data type. fp32
+# runs on the vector FMA units: AVX-512 2 units x 16 lanes x 2 = 64; AVX2 2 x 8 x 2 = 32; NEON 32 (the earlier
+# prior, unsourced; no Arm family is in cpu_families.csv yet). int8 on AVX-512 uses VNNI (VPDPBUSD: 16 lanes x 4
+# u8*s8 multiply-adds per instruction, on the same ports as the fp32 FMA: 4x the fp32 rate; every avx512 family in
+# cpu_families.csv is Cascade Lake, Ice Lake or Zen 5, all with AVX512-VNNI); int8 on AVX2 without VNNI takes
+# VPMADDUBSW + VPMADDWD + VPADDD for 4x the inputs, i.e. 4/3 of the fp32 rate (nightr.gitbook.io/nnopt "Quant and
+# AVX"). AMX (4th/5th-gen Xeon) runs 2048 int8 or 1024 bf16 ops per core per cycle (Intel, as cited by
+# en.wikipedia.org/wiki/Advanced_Matrix_Extensions, read 2026-12-01). bf16 without AMX and int8 on NEON are credited
+# the fp32 rate: no native unit is claimed without a source. fp16 runs as fp32.
+CPU_MATMUL_PEAK_OPS_PER_CYCLE: dict[str, dict[str, float]] = {
+    "amx": {"fp32": 64.0, "bf16": 1024.0, "int8": 2048.0},
+    "avx512": {"fp32": 64.0, "bf16": 64.0, "int8": 256.0},
+    "avx2": {"fp32": 32.0, "bf16": 32.0, "int8": 32.0 * 4 / 3},
+    "neon": {"fp32": 32.0, "bf16": 32.0, "int8": 32.0},
+}
+# Which unit runs the matmul: its efficiency differs (efficiency.CPU_ITEM_MATMUL_UTILIZATION).
+_CPU_MATMUL_UNIT = {("amx", "bf16"): "amx", ("amx", "int8"): "amx", ("avx512", "int8"): "vnni"}
+
+
 @dataclass(frozen=True)
 class CpuSpec:
     """What a CPU server offers an inference runtime."""
@@ -157,3 +176,10 @@ class CpuSpec:
     isa: str  # amx | avx512 | avx2 | neon
     ghz: float
     description: str
+
+    def matmul_peak(self, compute: str) -> tuple[str, float]:
+        """(unit, dense ops per second of all cores) for matmuls in `compute` (fp32 | bf16 | int8 | fp16)."""
+        kind = compute if compute in ("bf16", "int8") else "fp32"
+        unit = _CPU_MATMUL_UNIT.get((self.isa, kind), "vector")
+        per_cycle = CPU_MATMUL_PEAK_OPS_PER_CYCLE[self.isa][kind]
+        return unit, self.cores * per_cycle * self.ghz * 1e9

@@ -3,6 +3,10 @@
 An item costs a known number of FLOPs (from the architecture for BERT-style encoders, else the registry's
 published or derived figure). A batch of b items reads the weights once and computes b items: on GPUs a
 roofline with the engine's efficiencies; on CPUs the cores' matmul throughput plus one weight read.
+
+int8 here means weights and activations in int8 (ONNX Runtime / OpenVINO / IPEX quantized models), so its
+matmuls run at the int8 peak: VNNI on AVX-512 CPUs, AMX tiles on 4th/5th-gen Xeon, int8 tensor cores on GPUs.
+bf16 on an AMX CPU runs on the AMX tiles; everything else on a CPU runs at the fp32 vector peak.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES
+from inferstack.sizing.efficiency import CPU_ITEM_MATMUL_UTILIZATION, CPU_PROFILES, GPU_PROFILES
 from inferstack.sizing.hardware import CpuSpec, GpuSpec
 from inferstack.sizing.llm import CPU_OS_RESERVE_FRACTION, CPU_OS_RESERVE_GIB, GIB
 from inferstack.sizing.models import ResolvedModel
@@ -23,7 +27,12 @@ GPU_RUNTIME_GIB, CPU_RUNTIME_GIB = 1.0, 0.5
 # dominate diffusion; classifiers and encoders need little beyond their activations.
 ACTIVATION_GIB_PER_ITEM = {"image_generation": 3.0, "speech": 0.5, "vision": 0.05, "encoder": 0.02, "llm": 0.02}
 FIXED_LATENCY_S = 0.002  # request handling and kernel launches per batch (prior)
+# The largest batch a server runs (Triton's max batch size in the plan). Throughput b / batch_latency_s(b) rises
+# with b and flattens once compute outweighs the per-batch weight read and FIXED_LATENCY_S; this cap is where
+# `estimate --concurrency max` reports saturation when memory allows it.
 MAX_BATCH = 64
+# Matmul type of the items path by precision (see the module docstring); weight-only formats dequantize to 16 bit.
+ITEM_COMPUTE = {Precision.FP32: "fp32", Precision.BF16: "bf16", Precision.INT8: "int8", Precision.FP8: "fp8"}
 
 
 @dataclass(frozen=True)
@@ -71,9 +80,19 @@ class ItemServer:
         per_item = ACTIVATION_GIB_PER_ITEM[self.model.kind]
         return max(0, min(MAX_BATCH, int(room / per_item)))
 
+    @property
+    def compute_kind(self) -> str:
+        return ITEM_COMPUTE.get(self.precision, "fp16")
+
+    def cpu_matmul_ops_per_s(self) -> float:
+        """Sustained matmul throughput of the CPU cores at this precision (peak of the unit x its efficiency)."""
+        assert self.cpu is not None
+        unit, peak = self.cpu.matmul_peak(self.compute_kind)
+        return peak * CPU_ITEM_MATMUL_UTILIZATION[unit]
+
     def batch_latency_s(self, batch: int) -> float:
         """Seconds to run one batch of `batch` items (data-parallel across the GPUs of one server)."""
-        compute_kind = "fp32" if self.precision is Precision.FP32 else FORMATS[self.precision].compute
+        compute_kind = self.compute_kind
         weight_bytes = self.weights_gib * GIB
         if self.gpu:
             profile = GPU_PROFILES[self.engine]
@@ -89,7 +108,7 @@ class ItemServer:
             return combined + FIXED_LATENCY_S
         assert self.cpu is not None
         cpu_profile = CPU_PROFILES[self.engine]
-        flops_per_s = self.cpu.cores * cpu_profile.matmul_flops_per_cycle[self.cpu.isa] * self.cpu.ghz * 1e9
+        flops_per_s = self.cpu_matmul_ops_per_s()
         bandwidth = (
             min(
                 cpu_profile.dram_bandwidth_utilization * self.cpu.memory_bandwidth_gbps,

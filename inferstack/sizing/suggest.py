@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from inferstack.errors import InputError
+from inferstack.sizing.models import resolve
 from inferstack.spec import CLOUDS, Cloud, Precision, WorkloadSpec
 
 MAX_SUGGESTIONS = 4
@@ -30,8 +31,10 @@ def _slo_times(factor: float) -> Callable[[WorkloadSpec], dict[str, Any] | None]
             for k in ("ttft_p95_ms", "tpot_p95_ms", "latency_p95_ms")
             if getattr(slo, k) is not None
         }
-        if not fields:  # defaults apply: state them explicitly, relaxed
-            fields = {"ttft_p95_ms": 2000.0 * factor, "tpot_p95_ms": 100.0 * factor, "latency_p95_ms": 1000.0 * factor}
+        if not fields:  # defaults apply: state them explicitly, relaxed (token targets only for LLMs)
+            fields = {"latency_p95_ms": 1000.0 * factor}
+            if resolve(spec.model).is_llm:
+                fields |= {"ttft_p95_ms": 2000.0 * factor, "tpot_p95_ms": 100.0 * factor}
         return {"slo": slo.model_copy(update=fields)}
 
     return change

@@ -1,0 +1,202 @@
+"""Encoders (embedding, classifier, reranker models): estimated like the CLI documents, at the peak of the CPU unit
+that runs their matmuls, checked against held-out MLPerf rows, and never given token figures they cannot have."""
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from inferstack import report
+from inferstack.errors import InputError
+from inferstack.sizing.estimate import estimate
+from inferstack.sizing.hardware import CpuSpec
+from inferstack.sizing.items import MAX_BATCH, ItemServer
+from inferstack.sizing.models import lookup
+from inferstack.sizing.planner import plan_workload
+from inferstack.sizing.suggest import _slo_times
+from inferstack.spec import Engine, Precision, parse_workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from calibration_cases import ENCODER_ROWS
+from fidelity import predict
+
+# A 4th-gen Xeon (AMX) and a 3rd-gen (AVX-512 with VNNI), 32 cores each, as `estimate --cpu-*` describes them.
+SAPPHIRE_RAPIDS = CpuSpec(cores=32, memory_bandwidth_gbps=307.2, isa="amx", ghz=2.0, description="test")
+ICE_LAKE = CpuSpec(cores=32, memory_bandwidth_gbps=204.8, isa="avx512", ghz=2.0, description="test")
+
+
+def items_per_s(model: str, precision: Precision, cpu: CpuSpec, **kwargs: object) -> float:
+    result = estimate(
+        lookup(model), precision=precision, engine=Engine.ONNXRUNTIME, cpu=cpu, concurrency=32, input_tokens=128,
+        **kwargs,  # type: ignore[arg-type]
+    )
+    assert result.items_per_s is not None
+    return result.items_per_s
+
+
+# ---- output tokens -------------------------------------------------------------------------------------------
+
+
+def test_an_encoder_is_estimated_with_zero_output_tokens_and_no_token_figures():
+    result = estimate(
+        lookup("bert-base"), precision=Precision.FP32, engine=Engine.ONNXRUNTIME, cpu=ICE_LAKE, output_tokens=0
+    )
+    assert result.output_tokens == 0
+    assert result.ttft_ms is None and result.tpot_ms is None
+    assert result.output_tokens_per_s is None and result.prefill_tokens_per_s is None
+    assert result.items_per_s is not None and result.items_per_s > 0
+    assert result.e2e_latency_ms > 0
+
+
+def test_an_encoder_defaults_to_zero_output_tokens():
+    result = estimate(lookup("bert-base"), precision=Precision.FP32, engine=Engine.ONNXRUNTIME, cpu=ICE_LAKE)
+    assert result.output_tokens == 0
+
+
+def test_an_encoder_refuses_output_tokens_it_cannot_produce():
+    with pytest.raises(InputError, match=r"--output-tokens: does not apply to bert-base.*pass --output-tokens 0"):
+        estimate(
+            lookup("bert-base"), precision=Precision.FP32, engine=Engine.ONNXRUNTIME, cpu=ICE_LAKE, output_tokens=5
+        )
+
+
+def test_a_decoder_llm_refuses_zero_output_tokens_and_says_what_to_pass():
+    with pytest.raises(InputError, match=r"--output-tokens: must be at least 1 for llama-3.1-8b.*--output-tokens 1"):
+        estimate(
+            lookup("llama-3.1-8b"), precision=Precision.BF16, engine=Engine.LLAMACPP, cpu=ICE_LAKE, output_tokens=0
+        )
+
+
+def test_a_decoder_llm_still_defaults_to_128_output_tokens():
+    result = estimate(lookup("llama-3.1-8b"), precision=Precision.BF16, engine=Engine.LLAMACPP, cpu=ICE_LAKE)
+    assert result.output_tokens == 128
+
+
+# ---- concurrency max -----------------------------------------------------------------------------------------
+
+
+def test_concurrency_max_without_a_memory_size_runs_the_batch_cap_and_reports_its_throughput():
+    result = estimate(
+        lookup("bert-base"), precision=Precision.INT8, engine=Engine.ONNXRUNTIME, cpu=SAPPHIRE_RAPIDS, concurrency="max"
+    )
+    one = estimate(lookup("bert-base"), precision=Precision.INT8, engine=Engine.ONNXRUNTIME, cpu=SAPPHIRE_RAPIDS)
+    assert result.concurrency == MAX_BATCH
+    assert result.items_per_s is not None and one.items_per_s is not None
+    assert result.items_per_s > one.items_per_s > 0
+    assert any("memory size not given" in note for note in result.notes)
+
+
+def test_concurrency_max_with_a_memory_size_runs_the_largest_batch_that_fits():
+    result = estimate(
+        lookup("bert-large"),
+        precision=Precision.FP32,
+        engine=Engine.ONNXRUNTIME,
+        cpu=ICE_LAKE,
+        ram_gib=4.0,  # 2 GiB usable - 1.24 GiB fp32 weights - 0.5 GiB runtime: room for 12 items of 0.02 GiB
+        concurrency="max",
+    )
+    assert result.concurrency == result.max_concurrency == 12
+    assert result.fits is True
+    assert result.items_per_s is not None and result.items_per_s > 0
+
+
+def test_concurrency_max_with_no_room_for_one_item_is_a_clear_error():
+    with pytest.raises(InputError, match="--concurrency: max found no room for even one item"):
+        estimate(
+            lookup("bert-large"), precision=Precision.FP32, engine=Engine.ONNXRUNTIME, cpu=ICE_LAKE, ram_gib=1.0,
+            concurrency="max",
+        )
+
+
+# ---- int8 and bf16 CPU peaks ---------------------------------------------------------------------------------
+
+
+def test_int8_on_an_amx_cpu_runs_at_least_ten_times_faster_than_fp32():
+    # AMX int8 peak 2048 ops/cycle x 0.354 against the fp32 vector peak 64 x 0.6: 18.9x on the matmuls alone.
+    int8 = items_per_s("bert-base", Precision.INT8, SAPPHIRE_RAPIDS)
+    fp32 = items_per_s("bert-base", Precision.FP32, SAPPHIRE_RAPIDS)
+    assert int8 / fp32 > 10
+
+
+def test_int8_on_an_avx512_cpu_uses_vnni_at_about_four_times_fp32():
+    ratio = items_per_s("bert-base", Precision.INT8, ICE_LAKE) / items_per_s("bert-base", Precision.FP32, ICE_LAKE)
+    assert 3.0 < ratio <= 4.0
+
+
+def matmul_ops_per_s(precision: Precision, cpu: CpuSpec) -> float:
+    server = ItemServer(model=lookup("bert-base"), precision=precision, engine=Engine.ONNXRUNTIME, cpu=cpu)
+    return server.cpu_matmul_ops_per_s()
+
+
+def test_bf16_runs_on_amx_tiles_but_at_the_fp32_rate_without_amx():
+    # AMX bf16 1024 ops/cycle x 0.354 against fp32 64 x 0.6: 9.4x.
+    assert matmul_ops_per_s(Precision.BF16, SAPPHIRE_RAPIDS) == pytest.approx(
+        9.44 * matmul_ops_per_s(Precision.FP32, SAPPHIRE_RAPIDS), rel=0.01
+    )
+    assert matmul_ops_per_s(Precision.BF16, ICE_LAKE) == matmul_ops_per_s(Precision.FP32, ICE_LAKE)
+
+
+@pytest.mark.parametrize("row_id", ["e01", "e03", "e04"])
+def test_int8_bert_large_matches_held_out_mlperf_rows_within_15_percent(row_id):
+    row = ENCODER_ROWS[row_id]
+    assert row.role == "held-out"
+    assert predict(row.case) == pytest.approx(row.measured, rel=0.15)
+
+
+def test_the_amx_efficiency_is_fitted_on_one_row_only():
+    assert [row_id for row_id, row in ENCODER_ROWS.items() if row.role == "fit"] == ["e02"]
+
+
+# ---- not applicable, not assumed -----------------------------------------------------------------------------
+
+
+def test_the_estimate_table_says_n_a_for_token_figures_of_an_encoder(monkeypatch):
+    result = estimate(lookup("bert-base"), precision=Precision.FP32, engine=Engine.ONNXRUNTIME, cpu=ICE_LAKE)
+    out = io.StringIO()
+    monkeypatch.setattr(report, "console", Console(file=out, width=200))
+    report.print_estimate(result)
+    rows = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.getvalue().splitlines()
+            if line.count("│") == 3}
+    assert rows["tpot_ms"] == rows["ttft_ms"] == rows["output_tokens_per_s"] == "n/a"
+    assert rows["fits"] == "unknown (no memory size)"
+    assert float(rows["items_per_s"].replace(",", "")) > 0
+
+
+ENCODER_WORKLOAD = {"model": "bert-base", "traffic": {"requests_per_s": 20, "prompt_tokens": 128}}
+
+
+@pytest.mark.parametrize("field", ["tpot_p95_ms", "ttft_p95_ms", "min_output_tokens_per_s"])
+def test_a_token_target_for_an_encoder_is_an_error_naming_the_field_and_the_fix(field):
+    spec = parse_workload({**ENCODER_WORKLOAD, "slo": {field: 50}})
+    with pytest.raises(InputError, match=rf"slo\.{field}: does not apply to bert-base.*slo\.latency_p95_ms"):
+        plan_workload(spec, clouds=["aws"])
+
+
+def test_an_encoder_plan_reports_no_ttft_or_tpot_and_no_assumed_token_targets():
+    plan = plan_workload(parse_workload({**ENCODER_WORKLOAD, "slo": {"latency_p95_ms": 200}}), clouds=["aws"])
+    assert plan.best is not None
+    performance = plan.best.performance
+    assert performance.ttft_p95_ms is None and performance.tpot_p95_ms is None
+    assert performance.output_tokens_per_s is None
+    assert not any("tpot" in line or "ttft" in line for line in plan.assumptions)
+
+
+def test_relaxing_the_default_targets_of_an_encoder_sets_no_token_target():
+    update = _slo_times(2)(parse_workload(ENCODER_WORKLOAD))
+    assert update is not None
+    slo = update["slo"]
+    assert slo.latency_p95_ms == 2000 and slo.tpot_p95_ms is None and slo.ttft_p95_ms is None
+
+
+def cpu_plan_warnings(precision: str) -> list[str]:
+    workload = {**ENCODER_WORKLOAD, "precision": precision, "placement": {"device": "cpu", "clouds": ["aws"]}}
+    plan = plan_workload(parse_workload(workload), clouds=["aws"])
+    assert plan.best is not None and plan.best.offer.startswith(("c7i", "m7i", "r7i"))  # AMX families
+    return plan.best.warnings
+
+
+def test_an_int8_encoder_on_amx_is_not_flagged_uncalibrated_but_fp32_is():
+    assert not any("uncalibrated" in w for w in cpu_plan_warnings("int8"))
+    assert any("uncalibrated" in w and "fp32 vector peak" in w for w in cpu_plan_warnings("fp32"))
