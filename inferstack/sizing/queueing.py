@@ -37,12 +37,18 @@ def mmm_wait_p95_s(arrival_rate: float, service_s: float, servers: int) -> float
     return 0.0 if p_wait <= P95_TAIL else math.log(p_wait / P95_TAIL) / drain_rate
 
 
-def md1_wait_p95_s(arrival_rate: float, service_s: float) -> float:
-    """Approximate 95th-percentile wait in M/D/1: the mean wait ρs/2(1−ρ) stretched by an exponential tail."""
+def md1_mean_wait_s(arrival_rate: float, service_s: float) -> float:
+    """Mean wait in M/D/1 by Pollaczek–Khinchine, λ·E[S²]/2(1−ρ) = ρs/2(1−ρ) (inf when unstable)."""
     rho = arrival_rate * service_s
     if rho <= 0:
         return 0.0
     if rho >= 1:
         return math.inf
-    mean_wait = rho * service_s / (2 * (1 - rho))
-    return mean_wait * math.log(1 / P95_TAIL) if rho > P95_TAIL else 0.0
+    return rho * service_s / (2 * (1 - rho))
+
+
+def md1_wait_p95_s(arrival_rate: float, service_s: float) -> float:
+    """Approximate 95th-percentile wait in M/D/1: the mean wait stretched by an exponential tail."""
+    if arrival_rate * service_s <= P95_TAIL:
+        return 0.0
+    return md1_mean_wait_s(arrival_rate, service_s) * math.log(1 / P95_TAIL)
