@@ -68,7 +68,9 @@ def test_mmm_p95_wait_is_zero_when_fewer_than_five_percent_wait_and_infinite_whe
     assert mmm_wait_p95_s(9.0, 1.0, 8) == math.inf
 
 
-@pytest.mark.parametrize(("arrival_rate", "service_s", "expected_s"), [(0.5, 1.0, 0.5), (0.9, 1.0, 4.5), (2.0, 0.25, 0.125)])
+@pytest.mark.parametrize(
+    ("arrival_rate", "service_s", "expected_s"), [(0.5, 1.0, 0.5), (0.9, 1.0, 4.5), (2.0, 0.25, 0.125)]
+)
 def test_md1_mean_wait_is_pollaczek_khinchine(arrival_rate, service_s, expected_s):
     # P–K: W = λ·E[S²] / 2(1 − ρ); a deterministic service has E[S²] = s², half the M/M/1 wait ρs/(1 − ρ).
     assert md1_mean_wait_s(arrival_rate, service_s) == pytest.approx(expected_s, rel=1e-12)
