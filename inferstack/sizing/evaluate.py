@@ -162,10 +162,8 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
             "memory",
             f"the KV cache ({replica.kv_cache_gib:.1f} GiB) cannot hold one {demand.max_model_len}-token sequence",
         )
-    cap = MAX_NUM_SEQS_GPU if candidate.on_gpu else min(MAX_SLOTS_CPU, replica.cpu.cores if replica.cpu else 1)
-    memory_slots = min(cap, replica.max_concurrency(demand.sequence_tokens))
     model = _LlmLoadModel(demand, replica)
-    slots = model.largest_concurrency_meeting_tpot(memory_slots)
+    slots = model.largest_concurrency_meeting_tpot(_memory_slots(demand, candidate, replica))
     if slots < 1:
         tpot_ms = model.tpot_p95_s(1) * 1e3
         return _blocked(
@@ -185,6 +183,46 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
         )
     saturation_rps = slots / replica.batch_s(slots, demand.prompt_tokens, demand.output_tokens)
     return model.size_replicas(candidate, slots, saturation_rps)
+
+
+def _memory_slots(demand: Demand, candidate: Candidate, replica: LlmReplica) -> int:
+    cap = MAX_NUM_SEQS_GPU if candidate.on_gpu else min(MAX_SLOTS_CPU, replica.cpu.cores if replica.cpu else 1)
+    return min(cap, replica.max_concurrency(demand.sequence_tokens))
+
+
+@dataclass(frozen=True)
+class ReplicaPrediction:
+    """What the planner's closed forms predict for one LLM replica at a given Poisson arrival rate."""
+
+    replica: LlmReplica
+    slots: int
+    saturation_rps: float
+    concurrency: int
+    ttft_p95_ms: float
+    tpot_p95_ms: float
+    latency_p95_ms: float
+
+
+def predict_llm_replica(
+    demand: Demand, candidate: Candidate, arrival_rps: float, slots: int | None = None
+) -> ReplicaPrediction:
+    """The planner's p95 TTFT/TPOT/end-to-end for one replica at `arrival_rps` (slots: the planner's unless given)."""
+    replica = _llm_replica(demand, candidate)
+    model = _LlmLoadModel(demand, replica)
+    if slots is None:
+        slots = model.largest_concurrency_meeting_tpot(_memory_slots(demand, candidate, replica))
+    concurrency = model.concurrency_at(arrival_rps, slots)
+    ttft_s = model.ttft_p95_s(concurrency, arrival_rps, slots)
+    tpot_s = model.tpot_p95_s(concurrency)
+    return ReplicaPrediction(
+        replica=replica,
+        slots=slots,
+        saturation_rps=slots / model.cycle_s(slots),
+        concurrency=concurrency,
+        ttft_p95_ms=ttft_s * 1e3,
+        tpot_p95_ms=tpot_s * 1e3,
+        latency_p95_ms=model.latency_p95_s(ttft_s, tpot_s) * 1e3,
+    )
 
 
 class _LlmLoadModel:
@@ -226,6 +264,9 @@ class _LlmLoadModel:
         prefill_wait = md1_wait_p95_s(arrival_rps, self.replica.prefill_s(1, self.demand.prompt_tokens))
         joined_step = self.replica.decode_step_s(max(concurrency - 1, 1), self.mean_context)
         return self.ttft_floor_s() + joined_step + slot_wait + prefill_wait
+
+    def latency_p95_s(self, ttft_p95_s: float, tpot_p95_s: float) -> float:
+        return ttft_p95_s + max(self.demand.output_tokens_p95 - 1, 0) * tpot_p95_s
 
     def concurrency_at(self, arrival_rps: float, slots: int) -> int:
         """Requests in flight at `arrival_rps` (Little's law, solved by fixed-point iteration)."""
@@ -314,7 +355,7 @@ class _LlmLoadModel:
             utilization=utilization,
             ttft_p95_ms=ttft_s * 1e3,
             tpot_p95_ms=tpot_s * 1e3,
-            latency_p95_ms=(ttft_s + max(d.output_tokens_p95 - 1, 0) * tpot_s) * 1e3,
+            latency_p95_ms=self.latency_p95_s(ttft_s, tpot_s) * 1e3,
             capacity_rps=saturation_rps * replicas,
             load_rps=per_replica_rps * serving,
             output_tokens_per_s=per_replica_rps * serving * d.output_tokens,
