@@ -100,7 +100,10 @@ def run_point(point: GridPoint, requests: int = 3000, seed: int = 1) -> PointRes
     arrival_rps = point.utilization * at_saturation.saturation_rps
     predicted = predict_llm_replica(demand, candidate, arrival_rps)
     traffic = TrafficShape(
-        demand.prompt_tokens, demand.prompt_tokens_p95, demand.output_tokens, demand.output_tokens_p95,
+        demand.prompt_tokens,
+        demand.prompt_tokens_p95,
+        demand.output_tokens,
+        demand.output_tokens_p95,
         demand.max_model_len,
     )
     simulated = simulate_replica(

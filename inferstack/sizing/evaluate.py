@@ -20,13 +20,17 @@ from dataclasses import dataclass, replace
 from inferstack.sizing.catalog import Offer
 from inferstack.sizing.demand import Demand
 from inferstack.sizing.items import ItemServer
+from inferstack.sizing.latency import TokenLatency, token_latency
 from inferstack.sizing.llm import GIB, LlmReplica
-from inferstack.sizing.queueing import md1_wait_p95_s, mmm_wait_p95_s
+from inferstack.sizing.queueing import SlotQueue, md1_wait_p95_s, mg1_mean_wait_s, mg1_wait_p95_s
 from inferstack.spec import Engine, Precision
 
 MAX_REPLICAS = 64
 MAX_NUM_SEQS_GPU = 256  # vLLM's default max_num_seqs
 MAX_SLOTS_CPU = 16  # llama.cpp --parallel beyond this only splits the context further
+# p95 of the per-request TPOT over its mean: 1 + base + per_share × (share of engine time spent prefilling),
+# fitted on the simulated grid of benchmarks/simulation.py (sim p95/mean 1.06 at 3 % prefill, 1.36 at 41 %).
+TPOT_TAIL_BASE, TPOT_TAIL_PER_PREFILL_SHARE = 0.05, 0.75
 
 
 @dataclass(frozen=True)
@@ -187,7 +191,7 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
 
 def _memory_slots(demand: Demand, candidate: Candidate, replica: LlmReplica) -> int:
     cap = MAX_NUM_SEQS_GPU if candidate.on_gpu else min(MAX_SLOTS_CPU, replica.cpu.cores if replica.cpu else 1)
-    return min(cap, replica.max_concurrency(demand.sequence_tokens))
+    return min(cap, replica.max_concurrency(demand.kv_sequence_tokens))
 
 
 @dataclass(frozen=True)
@@ -213,7 +217,7 @@ def predict_llm_replica(
         slots = model.largest_concurrency_meeting_tpot(_memory_slots(demand, candidate, replica))
     concurrency = model.concurrency_at(arrival_rps, slots)
     ttft_s = model.ttft_p95_s(concurrency, arrival_rps, slots)
-    tpot_s = model.tpot_p95_s(concurrency)
+    tpot_s = model.tpot_p95_s(concurrency, arrival_rps)
     return ReplicaPrediction(
         replica=replica,
         slots=slots,
@@ -221,27 +225,47 @@ def predict_llm_replica(
         concurrency=concurrency,
         ttft_p95_ms=ttft_s * 1e3,
         tpot_p95_ms=tpot_s * 1e3,
-        latency_p95_ms=model.latency_p95_s(ttft_s, tpot_s) * 1e3,
+        latency_p95_ms=model.latency_p95_s(concurrency, arrival_rps, slots) * 1e3,
     )
 
 
 class _LlmLoadModel:
-    """The queueing view of one LLM replica for one demand."""
+    """The queueing view of one LLM replica for one demand: `token_latency` plus the waits and the p95 rules."""
 
     def __init__(self, demand: Demand, replica: LlmReplica):
         self.demand, self.replica = demand, replica
-        self.context_p95 = demand.prompt_tokens_p95 + demand.output_tokens_p95 // 2
-        self.mean_context = demand.prompt_tokens + demand.output_tokens // 2
+        # A long answer waits longer for a slot: Allen–Cunneen scales M/M/m waits by (1 + CV²ₛ)/2 for a
+        # service time of that variability (the slot is held for the whole answer).
+        self.service_variability = (1 + demand.output_tokens_cv2) / 2
+        self._cycles: dict[int, float] = {}
 
     def cycle_s(self, concurrency: int) -> float:
-        d = self.demand
-        return self.replica.batch_s(concurrency, d.prompt_tokens, d.output_tokens)
+        """Seconds a request holds its slot at `concurrency` (cached: the slot queue asks for every n ≤ slots)."""
+        if concurrency not in self._cycles:
+            d = self.demand
+            self._cycles[concurrency] = self.replica.batch_s(concurrency, d.prompt_tokens, d.output_tokens)
+        return self._cycles[concurrency]
 
-    def tpot_p95_s(self, concurrency: int) -> float:
+    def token_latency(
+        self, concurrency: int, arrival_rps: float | None = None, own_prompt_tokens: int = 0
+    ) -> TokenLatency:
+        """Mean latencies at `concurrency`; other prompts arrive at `arrival_rps` (default: Little's law)."""
         d = self.demand
-        return self.replica.decode_step_s(concurrency, self.context_p95) + self.replica.prefill_s(
-            concurrency, d.prompt_tokens_p95
-        ) / max(d.output_tokens, 1)
+        rate = concurrency / self.cycle_s(concurrency) if arrival_rps is None else arrival_rps
+        return token_latency(
+            self.replica,
+            concurrency=concurrency,
+            prompt_tokens=d.prompt_tokens,
+            context_tokens=d.kv_context_tokens,
+            other_prefills_per_s=rate,
+            own_prompt_tokens=own_prompt_tokens or d.prompt_tokens,
+        )
+
+    def tpot_p95_s(self, concurrency: int, arrival_rps: float | None = None) -> float:
+        """p95 over requests of their mean TPOT: a request whose life catches more prefills than average runs
+        slower; the tail grows with the prefill share (fitted on benchmarks/simulation.py's grid)."""
+        latency = self.token_latency(concurrency, arrival_rps)
+        return latency.tpot_s * (1 + TPOT_TAIL_BASE + TPOT_TAIL_PER_PREFILL_SHARE * latency.prefill_share)
 
     def largest_concurrency_meeting_tpot(self, limit: int) -> int:
         target = self.demand.tpot_p95_ms
@@ -259,14 +283,43 @@ class _LlmLoadModel:
     def ttft_floor_s(self) -> float:
         return self.replica.prefill_s(1, self.demand.prompt_tokens_p95)
 
-    def ttft_p95_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
-        slot_wait = mmm_wait_p95_s(arrival_rps, self.cycle_s(max(concurrency, 1)), slots)
-        prefill_wait = md1_wait_p95_s(arrival_rps, self.replica.prefill_s(1, self.demand.prompt_tokens))
-        joined_step = self.replica.decode_step_s(max(concurrency - 1, 1), self.mean_context)
-        return self.ttft_floor_s() + joined_step + slot_wait + prefill_wait
+    def _ttft_parts_s(self, concurrency: int, arrival_rps: float, slots: int) -> list[tuple[float, float]]:
+        """(mean, p95) of each part of the time to first token: own prefill, wait for a slot, wait behind
+        other prefills (M/G/1: prompts vary in length)."""
+        d = self.demand
+        own_mean = self.replica.prefill_s(1, d.prompt_tokens)
+        own_p95 = self.replica.prefill_s(1, d.prompt_tokens_p95)
+        slot_queue = SlotQueue.solve(arrival_rps, self.cycle_s, slots)
+        slot_wait = (
+            slot_queue.mean_wait_s() * self.service_variability,
+            slot_queue.wait_p95_s() * self.service_variability,
+        )
+        prefill_wait = (
+            mg1_mean_wait_s(arrival_rps, own_mean, d.prompt_tokens_cv2),
+            mg1_wait_p95_s(arrival_rps, own_mean, d.prompt_tokens_cv2),
+        )
+        return [(own_mean, own_p95), slot_wait, prefill_wait]
 
-    def latency_p95_s(self, ttft_p95_s: float, tpot_p95_s: float) -> float:
-        return ttft_p95_s + max(self.demand.output_tokens_p95 - 1, 0) * tpot_p95_s
+    def ttft_mean_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
+        parts = self._ttft_parts_s(concurrency, arrival_rps, slots)
+        joined_s = self.token_latency(concurrency, arrival_rps).ttft_s - parts[0][0]
+        return joined_s + sum(mean for mean, _ in parts)
+
+    def ttft_p95_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
+        """The mean plus the parts' spreads above their means in quadrature: a p95 prompt rarely meets a p95
+        wait, so summing p95s would plan for a far rarer request."""
+        parts = self._ttft_parts_s(concurrency, arrival_rps, slots)
+        return self.ttft_mean_s(concurrency, arrival_rps, slots) + math.hypot(*(p95 - mean for mean, p95 in parts))
+
+    def latency_p95_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
+        """p95 end-to-end: the first token's wait and the answer's length vary independently, so their spreads
+        above the mean add in quadrature (summing two p95s would plan for a request slower than 1 in 400)."""
+        d = self.demand
+        tpot_s = self.token_latency(concurrency, arrival_rps).tpot_s
+        ttft_mean = self.ttft_mean_s(concurrency, arrival_rps, slots)
+        ttft_p95 = self.ttft_p95_s(concurrency, arrival_rps, slots)
+        answer_mean, answer_p95 = max(d.output_tokens - 1, 0) * tpot_s, max(d.output_tokens_p95 - 1, 0) * tpot_s
+        return ttft_mean + answer_mean + math.hypot(ttft_p95 - ttft_mean, answer_p95 - answer_mean)
 
     def concurrency_at(self, arrival_rps: float, slots: int) -> int:
         """Requests in flight at `arrival_rps` (Little's law, solved by fixed-point iteration)."""
@@ -344,8 +397,8 @@ class _LlmLoadModel:
         per_replica_rps: float,
     ) -> Sizing:
         d, r = self.demand, self.replica
-        tpot_s = self.tpot_p95_s(concurrency)
-        kv_needed = concurrency * r.kv_bytes_per_sequence_per_device(d.sequence_tokens) / GIB
+        tpot_s = self.tpot_p95_s(concurrency, per_replica_rps)
+        kv_needed = concurrency * r.kv_bytes_per_sequence_per_device(d.kv_sequence_tokens) / GIB
         return Sizing(
             candidate=candidate,
             blocked=None,
@@ -355,7 +408,7 @@ class _LlmLoadModel:
             utilization=utilization,
             ttft_p95_ms=ttft_s * 1e3,
             tpot_p95_ms=tpot_s * 1e3,
-            latency_p95_ms=self.latency_p95_s(ttft_s, tpot_s) * 1e3,
+            latency_p95_ms=self.latency_p95_s(concurrency, per_replica_rps, slots) * 1e3,
             capacity_rps=saturation_rps * replicas,
             load_rps=per_replica_rps * serving,
             output_tokens_per_s=per_replica_rps * serving * d.output_tokens,

@@ -24,9 +24,9 @@ from typing import Any
 
 import simpy
 
+from inferstack.sizing.demand import lognormal_sigma
 from inferstack.sizing.llm import KV_BLOCK_TOKENS, LlmReplica
 
-Z_95 = 1.6448536269514722  # standard normal 95th percentile
 WARMUP_FRACTION = 0.1  # requests that arrive into an empty server are not counted
 
 
@@ -52,18 +52,6 @@ class SimulatedLatency:
     mean_concurrency: float
 
 
-def lognormal_sigma(mean: float, p95: float) -> float:
-    """σ of the lognormal whose mean and 95th percentile are given (0: a constant length).
-
-    mean = exp(μ + σ²/2) and p95 = exp(μ + z·σ) give σ²/2 − z·σ + ln(p95/mean) = 0; the smaller root is the
-    one with a finite tail. Past p95/mean = exp(z²/2) ≈ 3.9 no lognormal fits both: σ = z is the closest.
-    """
-    if p95 <= mean:
-        return 0.0
-    discriminant = Z_95**2 - 2 * math.log(p95 / mean)
-    return Z_95 - math.sqrt(max(discriminant, 0.0))
-
-
 def _length_sampler(rng: random.Random, mean: int, p95: int, low: int, high: int) -> Any:
     sigma = lognormal_sigma(mean, p95)
     mu = math.log(mean) - sigma**2 / 2
@@ -81,6 +69,7 @@ class _Request:
     prompt_tokens: int
     output_tokens: int
     kv_blocks: int
+    admitted_s: float = 0.0
     first_token_s: float = 0.0
     finish_s: float = 0.0
     decode_start: int = 0  # the engine's decode-step count when this request's first token came out
@@ -212,6 +201,8 @@ def _engine(
         admitted = server.admit()
         started = env.now
         if admitted:
+            for request in admitted:
+                request.admitted_s = started
             yield env.timeout(server.prefill_s(admitted))
             server.busy_area += server.running * (env.now - started)
             server.start_decoding(admitted, env.now, admitted_so_far)
@@ -223,8 +214,9 @@ def _engine(
         elif admitted_so_far == total:
             return
         else:
-            wake[0] = env.event()
-            yield wake[0]
+            event = env.event()
+            wake[0] = event
+            yield event
 
 
 def _p95(values: list[float]) -> float:

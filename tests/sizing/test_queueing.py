@@ -9,6 +9,7 @@ from inferstack.sizing.queueing import erlang_c, md1_mean_wait_s, md1_wait_p95_s
 
 def _mmm_wait_probability_from_states(servers: int, offered_load: float) -> float:
     """P(wait) summed directly from M/M/m's stationary distribution (an independent route to Erlang C)."""
+
     def term(k: int) -> float:  # a^k / k!, in logs so that 256 servers do not overflow
         return math.exp(k * math.log(offered_load) - math.lgamma(k + 1))
 
