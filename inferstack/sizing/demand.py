@@ -75,6 +75,12 @@ class Demand:
         return math.expm1(lognormal_sigma(self.output_tokens, self.output_tokens_p95) ** 2)
 
     @property
+    def sequence_tokens_cv(self) -> float:
+        """Coefficient of variation of prompt + output (independent lengths)."""
+        variance = self.prompt_tokens**2 * self.prompt_tokens_cv2 + self.output_tokens**2 * self.output_tokens_cv2
+        return math.sqrt(variance) / self.sequence_tokens
+
+    @property
     def kv_sequence_tokens(self) -> int:
         """Tokens one running sequence holds in the KV cache, averaged over time: a long answer holds its blocks
         longer, so the cache sees E[(prompt + output)·output] / E[output] = prompt + output·(1 + CV²)."""

@@ -31,6 +31,7 @@ MAX_SLOTS_CPU = 16  # llama.cpp --parallel beyond this only splits the context f
 # p95 of the per-request TPOT over its mean: 1 + base + per_share × (share of engine time spent prefilling),
 # fitted on the simulated grid of benchmarks/simulation.py (sim p95/mean 1.06 at 3 % prefill, 1.36 at 41 %).
 TPOT_TAIL_BASE, TPOT_TAIL_PER_PREFILL_SHARE = 0.05, 0.75
+KV_HEADROOM_SIGMAS = 1.0  # KV cache kept free for sequences longer than the mean (see _memory_slots)
 
 
 @dataclass(frozen=True)
@@ -190,8 +191,13 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
 
 
 def _memory_slots(demand: Demand, candidate: Candidate, replica: LlmReplica) -> int:
+    """Sequences the KV cache holds with room for their lengths to vary: n with n + z·√n·CV ≤ cache / mean, so
+    that n sequences drawn at random fit about five times in six (z = 1)."""
     cap = MAX_NUM_SEQS_GPU if candidate.on_gpu else min(MAX_SLOTS_CPU, replica.cpu.cores if replica.cpu else 1)
-    return min(cap, replica.max_concurrency(demand.kv_sequence_tokens))
+    in_mean_sequences = replica.max_concurrency(demand.kv_sequence_tokens)
+    spread = demand.sequence_tokens_cv * KV_HEADROOM_SIGMAS
+    root = (-spread + math.sqrt(spread**2 + 4 * in_mean_sequences)) / 2
+    return min(cap, max(math.floor(root**2), min(in_mean_sequences, 1)))
 
 
 @dataclass(frozen=True)
@@ -294,9 +300,12 @@ class _LlmLoadModel:
             slot_queue.mean_wait_s() * self.service_variability,
             slot_queue.wait_p95_s() * self.service_variability,
         )
+        # Prefill time is a fixed part (weights, launches) plus a part per token: only the latter varies.
+        per_token_s = (own_p95 - own_mean) / max(d.prompt_tokens_p95 - d.prompt_tokens, 1)
+        prefill_cv2 = d.prompt_tokens_cv2 * (per_token_s * d.prompt_tokens / own_mean) ** 2
         prefill_wait = (
-            mg1_mean_wait_s(arrival_rps, own_mean, d.prompt_tokens_cv2),
-            mg1_wait_p95_s(arrival_rps, own_mean, d.prompt_tokens_cv2),
+            mg1_mean_wait_s(arrival_rps, own_mean, prefill_cv2),
+            mg1_wait_p95_s(arrival_rps, own_mean, prefill_cv2),
         )
         return [(own_mean, own_p95), slot_wait, prefill_wait]
 
