@@ -21,6 +21,7 @@ from inferstack.sizing.simulate import SimulatedLatency, TrafficShape, simulate_
 from inferstack.spec import Engine, Precision, parse_workload
 
 TOLERANCE = 0.15
+TEST_REQUESTS = 6000  # per point in tests/sizing/test_simulation.py (the benchmark defaults to 12000)
 METRICS = ("ttft", "tpot", "latency")
 
 # (prompt mean, p95), (output mean, p95): short chat, long-context RAG, long answers
@@ -94,7 +95,7 @@ def _candidate(point: GridPoint) -> Candidate:
     return Candidate(offer, Engine.VLLM, Precision(point.precision))
 
 
-def run_point(point: GridPoint, requests: int = 3000, seed: int = 1) -> PointResult:
+def run_point(point: GridPoint, requests: int = 12000, seed: int = 1) -> PointResult:
     demand, candidate = _demand(point), _candidate(point)
     at_saturation = predict_llm_replica(demand, candidate, 1.0)
     arrival_rps = point.utilization * at_saturation.saturation_rps
@@ -131,7 +132,7 @@ def table(results: list[PointResult]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=3000, help="simulated requests per point (default 3000)")
+    parser.add_argument("--requests", type=int, default=12000, help="simulated requests per point (default 12000)")
     args = parser.parse_args()
     results = [run_point(point, args.requests) for point in GRID]
     print(table(results))

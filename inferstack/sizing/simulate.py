@@ -24,8 +24,13 @@ from typing import Any
 
 import simpy
 
-from inferstack.sizing.demand import lognormal_sigma
+from inferstack.plan import DeploymentPlan
+from inferstack.sizing.catalog import offers
+from inferstack.sizing.demand import STAGES, demand_of, lognormal_sigma
+from inferstack.sizing.evaluate import Candidate, predict_llm_replica
 from inferstack.sizing.llm import KV_BLOCK_TOKENS, LlmReplica
+from inferstack.sizing.models import resolve
+from inferstack.spec import Engine, Precision, WorkloadSpec
 
 WARMUP_FRACTION = 0.1  # requests that arrive into an empty server are not counted
 
@@ -46,6 +51,7 @@ class SimulatedLatency:
     """p95 latencies of the simulated requests (after warm-up), and how busy the replica was."""
 
     requests: int
+    ttft_mean_ms: float
     ttft_p95_ms: float
     tpot_p95_ms: float
     latency_p95_ms: float
@@ -168,6 +174,39 @@ def simulate_replica(
     return _summarise(workload, server, env.now)
 
 
+def simulate_plan(spec: WorkloadSpec, plan: DeploymentPlan, requests: int = 4000, seed: int = 0) -> dict[str, float]:
+    """Simulate one replica of an LLM plan at its planned per-replica peak rate, beside what the plan predicts."""
+    demand = demand_of(spec, resolve(spec.model))
+    offer = next(o for o in offers() if (o.cloud, o.region, o.name) == (plan.cloud, plan.region, plan.offer))
+    candidate = Candidate(offer, Engine(plan.serving.engine), Precision(plan.precision))
+    perf, slots = plan.performance, plan.serving.max_num_seqs
+    if slots is None or perf.ttft_p95_ms is None or perf.tpot_p95_ms is None:
+        raise ValueError(f"{plan.workload} is not an LLM plan: nothing to simulate")
+    serving = max(plan.replicas - STAGES[plan.stage].spare_replicas, 1)
+    rate = perf.load_requests_per_s / serving
+    replica = predict_llm_replica(demand, candidate, rate, slots).replica
+    traffic = TrafficShape(
+        demand.prompt_tokens,
+        demand.prompt_tokens_p95,
+        demand.output_tokens,
+        demand.output_tokens_p95,
+        demand.max_model_len,
+    )
+    simulated = simulate_replica(replica, traffic, arrival_rps=rate, slots=slots, requests=requests, seed=seed)
+    return {
+        "requests_per_s_per_replica": round(rate, 4),
+        "requests_simulated": simulated.requests,
+        "seed": seed,
+        "ttft_p95_ms": round(simulated.ttft_p95_ms, 1),
+        "tpot_p95_ms": round(simulated.tpot_p95_ms, 2),
+        "latency_p95_ms": round(simulated.latency_p95_ms, 1),
+        "predicted_ttft_p95_ms": perf.ttft_p95_ms,
+        "predicted_tpot_p95_ms": perf.tpot_p95_ms,
+        "predicted_latency_p95_ms": perf.latency_p95_ms,
+        "mean_concurrency": round(simulated.mean_concurrency, 1),
+    }
+
+
 def _draw_requests(traffic: TrafficShape, arrival_rps: float, count: int, seed: int) -> list[_Request]:
     rng = random.Random(seed)
     max_prompt = max(traffic.max_model_len - 1, 1)
@@ -231,6 +270,7 @@ def _summarise(workload: list[_Request], server: _Server, end_s: float) -> Simul
     latency = [r.finish_s - r.arrival_s for r in counted]
     return SimulatedLatency(
         requests=len(counted),
+        ttft_mean_ms=sum(ttft) / len(ttft) * 1e3,
         ttft_p95_ms=_p95(ttft) * 1e3,
         tpot_p95_ms=_p95(tpot) * 1e3 if tpot else 0.0,
         latency_p95_ms=_p95(latency) * 1e3,
