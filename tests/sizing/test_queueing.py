@@ -4,7 +4,16 @@ import math
 
 import pytest
 
-from inferstack.sizing.queueing import erlang_c, md1_mean_wait_s, md1_wait_p95_s, mmm_wait_p95_s
+from inferstack.sizing.queueing import (
+    SlotQueue,
+    erlang_c,
+    md1_mean_wait_s,
+    md1_wait_p95_s,
+    mg1_mean_wait_s,
+    mg1_wait_p95_s,
+    mmm_mean_wait_s,
+    mmm_wait_p95_s,
+)
 
 
 def _mmm_wait_probability_from_states(servers: int, offered_load: float) -> float:
@@ -82,3 +91,39 @@ def test_md1_mean_wait_is_pollaczek_khinchine(arrival_rate, service_s, expected_
 def test_md1_waits_are_infinite_when_unstable():
     assert md1_mean_wait_s(1.0, 1.0) == math.inf
     assert md1_wait_p95_s(2.0, 1.0) == math.inf
+
+
+@pytest.mark.parametrize(
+    ("servers", "arrival_rate", "service_s"), [(1, 0.8, 1.0), (11, 10 / 180, 180.0), (57, 2.5, 19.0)]
+)
+def test_the_slot_queue_with_a_constant_service_time_is_erlang_c(servers, arrival_rate, service_s):
+    queue = SlotQueue.solve(arrival_rate, lambda _: service_s, servers)
+    assert queue.p_wait == pytest.approx(erlang_c(servers, arrival_rate * service_s), rel=1e-9)
+    assert queue.wait_p95_s() == pytest.approx(mmm_wait_p95_s(arrival_rate, service_s, servers), rel=1e-9)
+    assert queue.mean_wait_s() == pytest.approx(mmm_mean_wait_s(arrival_rate, service_s, servers), rel=1e-9)
+
+
+def test_the_slot_queue_waits_longer_when_service_slows_with_load():
+    constant = SlotQueue.solve(2.0, lambda _: 10.0, 32)
+    slowing = SlotQueue.solve(2.0, lambda n: 10.0 * (1 + n / 64), 32)
+    assert slowing.p_wait > constant.p_wait and slowing.wait_p95_s() > constant.wait_p95_s()
+
+
+def test_mean_mmm_wait_matches_the_call_centre_average_speed_of_answer():
+    assert mmm_mean_wait_s(100 / 1800, 180.0, 11) == pytest.approx(122.8, abs=0.05)  # the worked example above
+
+
+def test_mg1_with_exponential_service_is_mm1():
+    # M/M/1 at ρ = 0.8: mean wait ρs/(1 − ρ) = 4 s, p95 ln(ρ/0.05)/(μ − λ) = ln 16 / 0.2.
+    assert mg1_mean_wait_s(0.8, 1.0, 1.0) == pytest.approx(4.0, rel=1e-12)
+    assert mg1_wait_p95_s(0.8, 1.0, 1.0) == pytest.approx(math.log(16) / 0.2, rel=1e-12)
+    assert mg1_mean_wait_s(0.8, 1.0, 0.0) == pytest.approx(md1_mean_wait_s(0.8, 1.0), rel=1e-12)
+
+
+def test_the_slot_queue_solves_the_birth_death_chain_worked_by_hand():
+    # 3 slots, λ = 1/s, a request holds its slot 1 + n/2 s with n in service: weights p_n/p_0 = 1, 1.5, 1.5, 1.25,
+    # then × λ·S(3)/3 = 5/6 per state: the tail from 3 sums to 1.25 / (1/6) = 7.5 of 11.5. Drain 3/2.5 − 1.
+    queue = SlotQueue.solve(1.0, lambda n: 1 + n / 2, 3)
+    assert queue.p_wait == pytest.approx(7.5 / 11.5, rel=1e-12)
+    assert queue.drain_rate == pytest.approx(0.2, rel=1e-12)
+    assert queue.mean_wait_s() == pytest.approx(7.5 / 11.5 / 0.2, rel=1e-12)
