@@ -31,6 +31,7 @@ MAX_SLOTS_CPU = 16  # llama.cpp --parallel beyond this only splits the context f
 # p95 of the per-request TPOT over its mean: 1 + base + per_share × (share of engine time spent prefilling),
 # fitted on the simulated grid of benchmarks/simulation.py (sim p95/mean 1.06 at 3 % prefill, 1.36 at 41 %).
 TPOT_TAIL_BASE, TPOT_TAIL_PER_PREFILL_SHARE = 0.05, 0.75
+SLOT_HOLD_KNOTS = 8  # the slot queue interpolates the cycle time between these concurrencies
 KV_HEADROOM_SIGMAS = 1.0  # KV cache kept free for sequences longer than the mean (see _memory_slots)
 
 
@@ -244,6 +245,13 @@ class _LlmLoadModel:
         # service time of that variability (the slot is held for the whole answer).
         self.service_variability = (1 + demand.output_tokens_cv2) / 2
         self._cycles: dict[int, float] = {}
+        self._holds: list[float] = []  # _slot_hold_s(n) at index n, for the slot queue
+        self.prefill_mean_s = replica.prefill_s(1, demand.prompt_tokens)
+        self.prefill_p95_s = replica.prefill_s(1, demand.prompt_tokens_p95)
+        # Prefill time is a fixed part (weights, launches) plus a part per token: only the latter varies.
+        extra_tokens = max(demand.prompt_tokens_p95 - demand.prompt_tokens, 1)
+        per_token_s = (self.prefill_p95_s - self.prefill_mean_s) / extra_tokens
+        self.prefill_cv2 = demand.prompt_tokens_cv2 * (per_token_s * demand.prompt_tokens / self.prefill_mean_s) ** 2
 
     def cycle_s(self, concurrency: int) -> float:
         """Seconds a request holds its slot at `concurrency` (cached: the slot queue asks for every n ≤ slots)."""
@@ -251,6 +259,15 @@ class _LlmLoadModel:
             d = self.demand
             self._cycles[concurrency] = self.replica.batch_s(concurrency, d.prompt_tokens, d.output_tokens)
         return self._cycles[concurrency]
+
+    def _slot_hold_s(self, concurrency: int) -> float:
+        """`cycle_s`, exact at every 8th concurrency and interpolated between: the slot queue asks for every n up
+        to the slots, for every rate the planner tries, and the cycle is smooth in n."""
+        below = concurrency - concurrency % SLOT_HOLD_KNOTS
+        if concurrency <= SLOT_HOLD_KNOTS or below == concurrency:
+            return self.cycle_s(concurrency)
+        fraction = (concurrency - below) / SLOT_HOLD_KNOTS
+        return self.cycle_s(below) * (1 - fraction) + self.cycle_s(below + SLOT_HOLD_KNOTS) * fraction
 
     def token_latency(
         self, concurrency: int, arrival_rps: float | None = None, own_prompt_tokens: int = 0
@@ -289,44 +306,39 @@ class _LlmLoadModel:
     def ttft_floor_s(self) -> float:
         return self.replica.prefill_s(1, self.demand.prompt_tokens_p95)
 
-    def _ttft_parts_s(self, concurrency: int, arrival_rps: float, slots: int) -> list[tuple[float, float]]:
-        """(mean, p95) of each part of the time to first token: own prefill, wait for a slot, wait behind
-        other prefills (M/G/1: prompts vary in length)."""
-        d = self.demand
-        own_mean = self.replica.prefill_s(1, d.prompt_tokens)
-        own_p95 = self.replica.prefill_s(1, d.prompt_tokens_p95)
-        slot_queue = SlotQueue.solve(arrival_rps, self.cycle_s, slots)
+    def _waits_s(self, concurrency: int, arrival_rps: float, slots: int) -> list[tuple[float, float]]:
+        """(mean, p95) of the waits before the first token: for a slot, and behind other prefills (M/G/1:
+        prompts vary in length)."""
+        if len(self._holds) <= slots:
+            self._holds = [0.0, *(self._slot_hold_s(n) for n in range(1, slots + 1))]
+        slot_queue = SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots)
         slot_wait = (
             slot_queue.mean_wait_s() * self.service_variability,
             slot_queue.wait_p95_s() * self.service_variability,
         )
-        # Prefill time is a fixed part (weights, launches) plus a part per token: only the latter varies.
-        per_token_s = (own_p95 - own_mean) / max(d.prompt_tokens_p95 - d.prompt_tokens, 1)
-        prefill_cv2 = d.prompt_tokens_cv2 * (per_token_s * d.prompt_tokens / own_mean) ** 2
         prefill_wait = (
-            mg1_mean_wait_s(arrival_rps, own_mean, prefill_cv2),
-            mg1_wait_p95_s(arrival_rps, own_mean, prefill_cv2),
+            mg1_mean_wait_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2),
+            mg1_wait_p95_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2),
         )
-        return [(own_mean, own_p95), slot_wait, prefill_wait]
+        return [slot_wait, prefill_wait]
 
-    def ttft_mean_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
-        parts = self._ttft_parts_s(concurrency, arrival_rps, slots)
-        joined_s = self.token_latency(concurrency, arrival_rps).ttft_s - parts[0][0]
-        return joined_s + sum(mean for mean, _ in parts)
+    def ttft_s(self, concurrency: int, arrival_rps: float, slots: int) -> tuple[float, float]:
+        """(mean, p95) time to first token. The p95 adds the spreads above the means (own prompt, waits) in
+        quadrature: a p95 prompt rarely meets a p95 wait, so summing p95s would plan for a far rarer request."""
+        waits = self._waits_s(concurrency, arrival_rps, slots)
+        mean = self.token_latency(concurrency, arrival_rps).ttft_s + sum(wait_mean for wait_mean, _ in waits)
+        spreads = [self.prefill_p95_s - self.prefill_mean_s, *(p95 - wait_mean for wait_mean, p95 in waits)]
+        return mean, mean + math.hypot(*spreads)
 
     def ttft_p95_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
-        """The mean plus the parts' spreads above their means in quadrature: a p95 prompt rarely meets a p95
-        wait, so summing p95s would plan for a far rarer request."""
-        parts = self._ttft_parts_s(concurrency, arrival_rps, slots)
-        return self.ttft_mean_s(concurrency, arrival_rps, slots) + math.hypot(*(p95 - mean for mean, p95 in parts))
+        return self.ttft_s(concurrency, arrival_rps, slots)[1]
 
     def latency_p95_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
         """p95 end-to-end: the first token's wait and the answer's length vary independently, so their spreads
         above the mean add in quadrature (summing two p95s would plan for a request slower than 1 in 400)."""
         d = self.demand
         tpot_s = self.token_latency(concurrency, arrival_rps).tpot_s
-        ttft_mean = self.ttft_mean_s(concurrency, arrival_rps, slots)
-        ttft_p95 = self.ttft_p95_s(concurrency, arrival_rps, slots)
+        ttft_mean, ttft_p95 = self.ttft_s(concurrency, arrival_rps, slots)
         answer_mean, answer_p95 = max(d.output_tokens - 1, 0) * tpot_s, max(d.output_tokens_p95 - 1, 0) * tpot_s
         return ttft_mean + answer_mean + math.hypot(ttft_p95 - ttft_mean, answer_p95 - answer_mean)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 P95_TAIL = 0.05
+NEGLIGIBLE = 1e-12  # relative probability below which the slot queue stops adding states
 
 
 def erlang_c(servers: int, offered_load: float) -> float:
@@ -52,7 +53,11 @@ class SlotQueue:
         weight, below = 1.0, 0.0  # p_n / p_0, built up state by state
         for n in range(1, servers + 1):
             below += weight
-            weight *= arrival_rate * service_s(n) / n
+            step = arrival_rate * service_s(n) / n
+            if step < 1 and weight < NEGLIGIBLE * below:
+                # Past the mode the weights only shrink (service_s(n)/n does not grow): no wait worth counting.
+                return cls(0.0, drain_rate)
+            weight *= step
         at_or_above = weight * (servers / service_s(servers)) / drain_rate  # geometric tail beyond m
         return cls(at_or_above / (below + at_or_above), drain_rate)
 
