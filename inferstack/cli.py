@@ -33,7 +33,9 @@ from inferstack.spec import (
 )
 
 if TYPE_CHECKING:
+    from inferstack.plan import PlanReport
     from inferstack.sizing.models import ResolvedModel
+    from inferstack.spec import WorkloadSpec
 
 Handler = Callable[[argparse.Namespace], int]
 EnumType = TypeVar("EnumType", bound=Enum)
@@ -54,14 +56,18 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from inferstack.sizing.planner import plan_workload
     from inferstack.spec import load_workload
 
-    report = plan_workload(load_workload(args.workload), clouds=args.cloud, region=args.region, prices_file=args.prices)
+    spec = load_workload(args.workload)
+    report = plan_workload(spec, clouds=args.cloud, region=args.region, prices_file=args.prices)
     feasible = any(o.chosen for o in report.clouds)
+    simulated = _simulate_plans(spec, report) if args.simulate else None
     if args.json:
-        _print_json(report)
+        _print_json(report if simulated is None else {**report.model_dump(mode="json"), "simulated": simulated})
     else:
-        from inferstack.report import print_plan_report
+        from inferstack.report import print_plan_report, print_simulated
 
         print_plan_report(report)
+        if simulated is not None:
+            print_simulated(simulated)
     if not feasible:
         over_budget = report.over_budget_message()
         raise InfeasibleError(
@@ -69,6 +75,17 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             "no feasible deployment: see the reasons per cloud and the nearest feasible changes above"
         )
     return 0
+
+
+def _simulate_plans(spec: WorkloadSpec, report: PlanReport) -> dict[str, dict[str, float]]:
+    """Each cloud's chosen LLM plan, one replica simulated at its planned rate (simpy is loaded here only)."""
+    from inferstack.sizing.simulate import simulate_plan
+
+    return {
+        outcome.cloud: simulate_plan(spec, outcome.chosen)
+        for outcome in report.clouds
+        if outcome.chosen is not None and outcome.chosen.serving.max_num_seqs is not None
+    }
 
 
 def _region(text: str) -> str:
@@ -345,6 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--region", type=_region, help="only this region")
     plan.add_argument("--prices", type=Path, help="price-override file (prices, discounts, exchange rates)")
     plan.add_argument("--json", action="store_true", help="machine-readable output")
+    plan.add_argument(
+        "--simulate",
+        action="store_true",
+        help="also simulate one replica of each chosen LLM plan at its planned rate (discrete-event, seeded) "
+        "and print the simulated p95 TTFT/TPOT/end-to-end beside the predicted ones",
+    )
     plan.set_defaults(handler=_cmd_plan)
 
     est = commands.add_parser("estimate", help="memory and speed of one model on given hardware")

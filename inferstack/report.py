@@ -173,6 +173,32 @@ def _passed_over(report: PlanReport) -> list[str]:
     return lines
 
 
+def print_simulated(simulated: dict[str, dict[str, float]]) -> None:
+    """The chosen plans' predicted p95 latencies beside one simulated replica at the planned rate."""
+    if not simulated:
+        console.out("\nNothing to simulate: no chosen LLM plan.", highlight=False)
+        return
+    table = Table(
+        "cloud",
+        "req/s per replica",
+        "TTFT p95 ms",
+        "TPOT p95 ms",
+        "end-to-end p95 ms",
+        title="Predicted / simulated (one replica, discrete-event, seeded)",
+    )
+    for cloud, figures in simulated.items():
+        table.add_row(
+            cloud,
+            f"{figures['requests_per_s_per_replica']:g}",
+            *(
+                f"{figures['predicted_' + metric]:,.0f} / {figures[metric]:,.0f} "
+                f"({(figures['predicted_' + metric] - figures[metric]) / figures[metric]:+.0%})"
+                for metric in ("ttft_p95_ms", "tpot_p95_ms", "latency_p95_ms")
+            ),
+        )
+    console.print(table)
+
+
 def print_estimate(result: Estimate) -> None:
     table = Table(
         "quantity",

@@ -405,3 +405,31 @@ def test_plan_in_eur_prints_every_cost_in_eur(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Best overall: 1x a2-ultragpu-4g (4x A100) on gcp us-central1, 12,578.30 EUR/month" in result.stdout
     assert " USD/month" not in result.stdout and " CNY/month" not in result.stdout
+
+
+def test_plan_simulate_prints_simulated_beside_predicted_and_adds_a_json_block():
+    workload = str(WORKLOADS / "chat-8b-public.yaml")
+    table = inferstack("plan", workload, "--cloud", "aws", "--simulate")
+    assert table.returncode == 0, table.stderr
+    assert "Predicted / simulated" in table.stdout and "TTFT p95 ms" in table.stdout
+    result = inferstack("plan", workload, "--cloud", "aws", "--simulate", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    simulated = data["simulated"]["aws"]
+    assert simulated["predicted_ttft_p95_ms"] == data["clouds"][0]["chosen"]["performance"]["ttft_p95_ms"]
+    for metric in ("ttft_p95_ms", "tpot_p95_ms", "latency_p95_ms"):
+        assert simulated[metric] > 0
+        assert abs(simulated["predicted_" + metric] / simulated[metric] - 1) < 0.15
+
+
+def test_plan_without_simulate_never_imports_simpy():
+    code = (
+        "import sys, contextlib, io\n"
+        "from inferstack.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['plan', {str(WORKLOADS / 'chat-8b-public.yaml')!r}, '--json'])\n"
+        "print('simpy' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("False")

@@ -69,6 +69,48 @@ class Demand:
         """Mean tokens one sequence holds in the KV cache at the end of its answer."""
         return self.prompt_tokens + self.output_tokens
 
+    @property
+    def prompt_tokens_cv2(self) -> float:
+        """Squared coefficient of variation of the prompt length (lognormal through the mean and p95)."""
+        return math.expm1(lognormal_sigma(self.prompt_tokens, self.prompt_tokens_p95) ** 2)
+
+    @property
+    def output_tokens_cv2(self) -> float:
+        """Squared coefficient of variation of the output length (lognormal through the mean and p95)."""
+        return math.expm1(lognormal_sigma(self.output_tokens, self.output_tokens_p95) ** 2)
+
+    @property
+    def sequence_tokens_cv(self) -> float:
+        """Coefficient of variation of prompt + output (independent lengths)."""
+        variance = self.prompt_tokens**2 * self.prompt_tokens_cv2 + self.output_tokens**2 * self.output_tokens_cv2
+        return math.sqrt(variance) / self.sequence_tokens
+
+    @property
+    def kv_sequence_tokens(self) -> int:
+        """Tokens one running sequence holds in the KV cache, averaged over time: a long answer holds its blocks
+        longer, so the cache sees E[(prompt + output)·output] / E[output] = prompt + output·(1 + CV²)."""
+        return round(self.prompt_tokens + self.output_tokens * (1 + self.output_tokens_cv2))
+
+    @property
+    def kv_context_tokens(self) -> int:
+        """Mean context of the running batch, averaged over time (what a decode step reads per sequence)."""
+        return round(self.prompt_tokens + self.output_tokens * (1 + self.output_tokens_cv2) / 2)
+
+
+Z_95 = 1.6448536269514722  # standard normal 95th percentile
+
+
+def lognormal_sigma(mean: float, p95: float) -> float:
+    """σ of the lognormal whose mean and 95th percentile are given (0: a constant length).
+
+    mean = exp(μ + σ²/2) and p95 = exp(μ + z·σ) give σ²/2 − z·σ + ln(p95/mean) = 0; the smaller root is the
+    one with a finite tail. Past p95/mean = exp(z²/2) ≈ 3.9 no lognormal fits both: σ = z is the closest.
+    """
+    if p95 <= mean:
+        return 0.0
+    discriminant = Z_95**2 - 2 * math.log(p95 / mean)
+    return Z_95 - math.sqrt(max(discriminant, 0.0))
+
 
 def demand_of(spec: WorkloadSpec, model: ResolvedModel) -> Demand:
     _check_token_targets(spec, model)

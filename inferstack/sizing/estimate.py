@@ -18,6 +18,7 @@ from inferstack.errors import input_error
 from inferstack.sizing.hardware import CpuSpec, GpuSpec
 from inferstack.sizing.items import MAX_BATCH, ItemServer
 from inferstack.sizing.kernels import served_precision
+from inferstack.sizing.latency import token_latency
 from inferstack.sizing.llm import GIB, LlmReplica
 from inferstack.sizing.models import ResolvedModel
 from inferstack.spec import Engine, KvCacheDtype, Precision
@@ -181,11 +182,17 @@ def _estimate_llm(
     fits = (replica.kv_cache_gib >= kv_needed_gib and replica.kv_cache_gib > 0) if memory_known else None
     if fits is False:
         notes.append(f"does not fit: needs {total:.2f} GiB per device, the engine may use {replica.usable_gib:.2f} GiB")
-    ttft_s = replica.prefill_s(1, input_tokens)
-    if concurrency > 1:
-        ttft_s += replica.decode_step_s(concurrency - 1, input_tokens + output_tokens // 2)
-    tpot_s = replica.decode_step_s(concurrency, input_tokens + output_tokens // 2)
     batch_s = replica.batch_s(concurrency, input_tokens, output_tokens)
+    # Continuous batching at a steady `concurrency`: each finished request is replaced by a new one, whose
+    # prefill pauses the others' decode.
+    latency = token_latency(
+        replica,
+        concurrency=concurrency,
+        prompt_tokens=input_tokens,
+        context_tokens=input_tokens + output_tokens // 2,
+        other_prefills_per_s=(concurrency - 1) / batch_s,
+    )
+    ttft_s, tpot_s = latency.ttft_s, latency.tpot_s
     activation = replica.overhead_gib - (0.0 if cpu else _non_torch(replica))
     return Estimate(
         model=model.name,
@@ -209,7 +216,7 @@ def _estimate_llm(
         kv_cache_capacity_tokens=replica.kv_capacity_tokens() if memory_known else None,
         ttft_ms=ttft_s * 1e3,
         tpot_ms=tpot_s * 1e3,
-        e2e_latency_ms=(ttft_s + (output_tokens - 1) * tpot_s) * 1e3,
+        e2e_latency_ms=latency.e2e_s(output_tokens) * 1e3,
         output_tokens_per_s=concurrency * output_tokens / batch_s,
         prefill_tokens_per_s=input_tokens / replica.prefill_s(1, input_tokens),
         requests_per_s=concurrency / batch_s,

@@ -20,13 +20,19 @@ from dataclasses import dataclass, replace
 from inferstack.sizing.catalog import Offer
 from inferstack.sizing.demand import Demand
 from inferstack.sizing.items import ItemServer
+from inferstack.sizing.latency import TokenLatency, token_latency
 from inferstack.sizing.llm import GIB, LlmReplica
-from inferstack.sizing.queueing import md1_wait_p95_s, mmm_wait_p95_s
+from inferstack.sizing.queueing import SlotQueue, md1_wait_p95_s, mg1_mean_wait_s, mg1_wait_p95_s
 from inferstack.spec import Engine, Precision
 
 MAX_REPLICAS = 64
 MAX_NUM_SEQS_GPU = 256  # vLLM's default max_num_seqs
 MAX_SLOTS_CPU = 16  # llama.cpp --parallel beyond this only splits the context further
+# p95 of the per-request TPOT over its mean: 1 + base + per_share × (share of engine time spent prefilling),
+# fitted on the simulated grid of benchmarks/simulation.py (sim p95/mean 1.06 at 3 % prefill, 1.36 at 41 %).
+TPOT_TAIL_BASE, TPOT_TAIL_PER_PREFILL_SHARE = 0.05, 0.75
+SLOT_HOLD_KNOTS = 8  # the slot queue interpolates the cycle time between these concurrencies
+KV_HEADROOM_SIGMAS = 1.0  # KV cache kept free for sequences longer than the mean (see _memory_slots)
 
 
 @dataclass(frozen=True)
@@ -156,10 +162,8 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
             "memory",
             f"the KV cache ({replica.kv_cache_gib:.1f} GiB) cannot hold one {demand.max_model_len}-token sequence",
         )
-    cap = MAX_NUM_SEQS_GPU if candidate.on_gpu else min(MAX_SLOTS_CPU, replica.cpu.cores if replica.cpu else 1)
-    memory_slots = min(cap, replica.max_concurrency(demand.sequence_tokens))
     model = _LlmLoadModel(demand, replica)
-    slots = model.largest_concurrency_meeting_tpot(memory_slots)
+    slots = model.largest_concurrency_meeting_tpot(_memory_slots(demand, candidate, replica))
     if slots < 1:
         tpot_ms = model.tpot_p95_s(1) * 1e3
         return _blocked(
@@ -181,23 +185,104 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
     return model.size_replicas(candidate, slots, saturation_rps)
 
 
+def _memory_slots(demand: Demand, candidate: Candidate, replica: LlmReplica) -> int:
+    """Sequences the KV cache holds with room for their lengths to vary: n with n + z·√n·CV ≤ cache / mean, so
+    that n sequences drawn at random fit about five times in six (z = 1)."""
+    cap = MAX_NUM_SEQS_GPU if candidate.on_gpu else min(MAX_SLOTS_CPU, replica.cpu.cores if replica.cpu else 1)
+    in_mean_sequences = replica.max_concurrency(demand.kv_sequence_tokens)
+    spread = demand.sequence_tokens_cv * KV_HEADROOM_SIGMAS
+    root = (-spread + math.sqrt(spread**2 + 4 * in_mean_sequences)) / 2
+    return min(cap, max(math.floor(root**2), min(in_mean_sequences, 1)))
+
+
+@dataclass(frozen=True)
+class ReplicaPrediction:
+    """What the planner's closed forms predict for one LLM replica at a given Poisson arrival rate."""
+
+    replica: LlmReplica
+    slots: int
+    saturation_rps: float
+    concurrency: int
+    ttft_p95_ms: float
+    tpot_p95_ms: float
+    latency_p95_ms: float
+
+
+def predict_llm_replica(
+    demand: Demand, candidate: Candidate, arrival_rps: float, slots: int | None = None
+) -> ReplicaPrediction:
+    """The planner's p95 TTFT/TPOT/end-to-end for one replica at `arrival_rps` (slots: the planner's unless given)."""
+    replica = _llm_replica(demand, candidate)
+    model = _LlmLoadModel(demand, replica)
+    if slots is None:
+        slots = model.largest_concurrency_meeting_tpot(_memory_slots(demand, candidate, replica))
+    concurrency = model.concurrency_at(arrival_rps, slots)
+    ttft_s = model.ttft_p95_s(concurrency, arrival_rps, slots)
+    tpot_s = model.tpot_p95_s(concurrency, arrival_rps)
+    return ReplicaPrediction(
+        replica=replica,
+        slots=slots,
+        saturation_rps=slots / model.cycle_s(slots),
+        concurrency=concurrency,
+        ttft_p95_ms=ttft_s * 1e3,
+        tpot_p95_ms=tpot_s * 1e3,
+        latency_p95_ms=model.latency_p95_s(concurrency, arrival_rps, slots) * 1e3,
+    )
+
+
 class _LlmLoadModel:
-    """The queueing view of one LLM replica for one demand."""
+    """The queueing view of one LLM replica for one demand: `token_latency` plus the waits and the p95 rules."""
 
     def __init__(self, demand: Demand, replica: LlmReplica):
         self.demand, self.replica = demand, replica
-        self.context_p95 = demand.prompt_tokens_p95 + demand.output_tokens_p95 // 2
-        self.mean_context = demand.prompt_tokens + demand.output_tokens // 2
+        # A long answer waits longer for a slot: Allen–Cunneen scales M/M/m waits by (1 + CV²ₛ)/2 for a
+        # service time of that variability (the slot is held for the whole answer).
+        self.service_variability = (1 + demand.output_tokens_cv2) / 2
+        self._cycles: dict[int, float] = {}
+        self._holds: list[float] = []  # _slot_hold_s(n) at index n, for the slot queue
+        self.prefill_mean_s = replica.prefill_s(1, demand.prompt_tokens)
+        self.prefill_p95_s = replica.prefill_s(1, demand.prompt_tokens_p95)
+        # Prefill time is a fixed part (weights, launches) plus a part per token: only the latter varies.
+        extra_tokens = max(demand.prompt_tokens_p95 - demand.prompt_tokens, 1)
+        per_token_s = (self.prefill_p95_s - self.prefill_mean_s) / extra_tokens
+        self.prefill_cv2 = demand.prompt_tokens_cv2 * (per_token_s * demand.prompt_tokens / self.prefill_mean_s) ** 2
 
     def cycle_s(self, concurrency: int) -> float:
-        d = self.demand
-        return self.replica.batch_s(concurrency, d.prompt_tokens, d.output_tokens)
+        """Seconds a request holds its slot at `concurrency` (cached: the slot queue asks for every n ≤ slots)."""
+        if concurrency not in self._cycles:
+            d = self.demand
+            self._cycles[concurrency] = self.replica.batch_s(concurrency, d.prompt_tokens, d.output_tokens)
+        return self._cycles[concurrency]
 
-    def tpot_p95_s(self, concurrency: int) -> float:
+    def _slot_hold_s(self, concurrency: int) -> float:
+        """`cycle_s`, exact at every 8th concurrency and interpolated between: the slot queue asks for every n up
+        to the slots, for every rate the planner tries, and the cycle is smooth in n."""
+        below = concurrency - concurrency % SLOT_HOLD_KNOTS
+        if concurrency <= SLOT_HOLD_KNOTS or below == concurrency:
+            return self.cycle_s(concurrency)
+        fraction = (concurrency - below) / SLOT_HOLD_KNOTS
+        return self.cycle_s(below) * (1 - fraction) + self.cycle_s(below + SLOT_HOLD_KNOTS) * fraction
+
+    def token_latency(
+        self, concurrency: int, arrival_rps: float | None = None, own_prompt_tokens: int = 0
+    ) -> TokenLatency:
+        """Mean latencies at `concurrency`; other prompts arrive at `arrival_rps` (default: Little's law)."""
         d = self.demand
-        return self.replica.decode_step_s(concurrency, self.context_p95) + self.replica.prefill_s(
-            concurrency, d.prompt_tokens_p95
-        ) / max(d.output_tokens, 1)
+        rate = concurrency / self.cycle_s(concurrency) if arrival_rps is None else arrival_rps
+        return token_latency(
+            self.replica,
+            concurrency=concurrency,
+            prompt_tokens=d.prompt_tokens,
+            context_tokens=d.kv_context_tokens,
+            other_prefills_per_s=rate,
+            own_prompt_tokens=own_prompt_tokens or d.prompt_tokens,
+        )
+
+    def tpot_p95_s(self, concurrency: int, arrival_rps: float | None = None) -> float:
+        """p95 over requests of their mean TPOT: a request whose life catches more prefills than average runs
+        slower; the tail grows with the prefill share (fitted on benchmarks/simulation.py's grid)."""
+        latency = self.token_latency(concurrency, arrival_rps)
+        return latency.tpot_s * (1 + TPOT_TAIL_BASE + TPOT_TAIL_PER_PREFILL_SHARE * latency.prefill_share)
 
     def largest_concurrency_meeting_tpot(self, limit: int) -> int:
         target = self.demand.tpot_p95_ms
@@ -215,11 +300,41 @@ class _LlmLoadModel:
     def ttft_floor_s(self) -> float:
         return self.replica.prefill_s(1, self.demand.prompt_tokens_p95)
 
+    def _waits_s(self, concurrency: int, arrival_rps: float, slots: int) -> list[tuple[float, float]]:
+        """(mean, p95) of the waits before the first token: for a slot, and behind other prefills (M/G/1:
+        prompts vary in length)."""
+        if len(self._holds) <= slots:
+            self._holds = [0.0, *(self._slot_hold_s(n) for n in range(1, slots + 1))]
+        slot_queue = SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots)
+        slot_wait = (
+            slot_queue.mean_wait_s() * self.service_variability,
+            slot_queue.wait_p95_s() * self.service_variability,
+        )
+        prefill_wait = (
+            mg1_mean_wait_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2),
+            mg1_wait_p95_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2),
+        )
+        return [slot_wait, prefill_wait]
+
+    def ttft_s(self, concurrency: int, arrival_rps: float, slots: int) -> tuple[float, float]:
+        """(mean, p95) time to first token. The p95 adds the spreads above the means (own prompt, waits) in
+        quadrature: a p95 prompt rarely meets a p95 wait, so summing p95s would plan for a far rarer request."""
+        waits = self._waits_s(concurrency, arrival_rps, slots)
+        mean = self.token_latency(concurrency, arrival_rps).ttft_s + sum(wait_mean for wait_mean, _ in waits)
+        spreads = [self.prefill_p95_s - self.prefill_mean_s, *(p95 - wait_mean for wait_mean, p95 in waits)]
+        return mean, mean + math.hypot(*spreads)
+
     def ttft_p95_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
-        slot_wait = mmm_wait_p95_s(arrival_rps, self.cycle_s(max(concurrency, 1)), slots)
-        prefill_wait = md1_wait_p95_s(arrival_rps, self.replica.prefill_s(1, self.demand.prompt_tokens))
-        joined_step = self.replica.decode_step_s(max(concurrency - 1, 1), self.mean_context)
-        return self.ttft_floor_s() + joined_step + slot_wait + prefill_wait
+        return self.ttft_s(concurrency, arrival_rps, slots)[1]
+
+    def latency_p95_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
+        """p95 end-to-end: the first token's wait and the answer's length vary independently, so their spreads
+        above the mean add in quadrature (summing two p95s would plan for a request slower than 1 in 400)."""
+        d = self.demand
+        tpot_s = self.token_latency(concurrency, arrival_rps).tpot_s
+        ttft_mean, ttft_p95 = self.ttft_s(concurrency, arrival_rps, slots)
+        answer_mean, answer_p95 = max(d.output_tokens - 1, 0) * tpot_s, max(d.output_tokens_p95 - 1, 0) * tpot_s
+        return ttft_mean + answer_mean + math.hypot(ttft_p95 - ttft_mean, answer_p95 - answer_mean)
 
     def concurrency_at(self, arrival_rps: float, slots: int) -> int:
         """Requests in flight at `arrival_rps` (Little's law, solved by fixed-point iteration)."""
@@ -297,8 +412,8 @@ class _LlmLoadModel:
         per_replica_rps: float,
     ) -> Sizing:
         d, r = self.demand, self.replica
-        tpot_s = self.tpot_p95_s(concurrency)
-        kv_needed = concurrency * r.kv_bytes_per_sequence_per_device(d.sequence_tokens) / GIB
+        tpot_s = self.tpot_p95_s(concurrency, per_replica_rps)
+        kv_needed = concurrency * r.kv_bytes_per_sequence_per_device(d.kv_sequence_tokens) / GIB
         return Sizing(
             candidate=candidate,
             blocked=None,
@@ -308,7 +423,7 @@ class _LlmLoadModel:
             utilization=utilization,
             ttft_p95_ms=ttft_s * 1e3,
             tpot_p95_ms=tpot_s * 1e3,
-            latency_p95_ms=(ttft_s + max(d.output_tokens_p95 - 1, 0) * tpot_s) * 1e3,
+            latency_p95_ms=self.latency_p95_s(concurrency, per_replica_rps, slots) * 1e3,
             capacity_rps=saturation_rps * replicas,
             load_rps=per_replica_rps * serving,
             output_tokens_per_s=per_replica_rps * serving * d.output_tokens,

@@ -1,15 +1,19 @@
 """Waiting times of a replica under Poisson arrivals: Erlang C for batch slots, M/D/1 for serialised work.
 
 A continuous-batching LLM server is an M/M/m queue whose m servers are its batch slots (max_num_seqs):
-a request waits only when every slot is busy. Prefill work is serialised on the device: an M/D/1 queue.
+a request waits only when every slot is busy. Prefill work is serialised on the device: an M/G/1 queue
+(M/D/1 when every prompt has the same length).
 p95 waits use the exponential tail of the M/M/m waiting time, P(W > t) = C(m, a)·exp(−(mμ − λ)t).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 P95_TAIL = 0.05
+NEGLIGIBLE = 1e-12  # relative probability below which the slot queue stops adding states
 
 
 def erlang_c(servers: int, offered_load: float) -> float:
@@ -26,6 +30,56 @@ def erlang_c(servers: int, offered_load: float) -> float:
     return erlang_b / (1 - rho * (1 - erlang_b))
 
 
+@dataclass(frozen=True)
+class SlotQueue:
+    """M/M(n)/m: Poisson arrivals to m slots whose requests finish faster or slower with the number in service.
+
+    With n ≤ m requests in service each holds its slot for `service_s(n)` on average, so they leave at rate
+    n / service_s(n); beyond m the queue drains at m / service_s(m). The birth–death chain's stationary
+    distribution gives the probability of waiting; the wait is then exponential at the drain rate. With a
+    constant service time this is M/M/m and the probability of waiting is Erlang C.
+    """
+
+    p_wait: float
+    drain_rate: float  # per second, once every slot is busy (≤ 0: the queue is unstable)
+
+    @classmethod
+    def solve(cls, arrival_rate: float, service_s: Callable[[int], float], servers: int) -> SlotQueue:
+        drain_rate = servers / service_s(servers) - arrival_rate
+        if arrival_rate <= 0:
+            return cls(0.0, drain_rate)
+        if drain_rate <= 0:
+            return cls(1.0, drain_rate)
+        weight, below = 1.0, 0.0  # p_n / p_0, built up state by state
+        for n in range(1, servers + 1):
+            below += weight
+            step = arrival_rate * service_s(n) / n
+            if step < 1 and weight < NEGLIGIBLE * below:
+                # Past the mode the weights only shrink (service_s(n)/n does not grow): no wait worth counting.
+                return cls(0.0, drain_rate)
+            weight *= step
+        at_or_above = weight * (servers / service_s(servers)) / drain_rate  # geometric tail beyond m
+        return cls(at_or_above / (below + at_or_above), drain_rate)
+
+    def mean_wait_s(self) -> float:
+        return self.p_wait / self.drain_rate if self.drain_rate > 0 else math.inf
+
+    def wait_p95_s(self) -> float:
+        if self.drain_rate <= 0:
+            return math.inf
+        return 0.0 if self.p_wait <= P95_TAIL else math.log(self.p_wait / P95_TAIL) / self.drain_rate
+
+
+def mmm_mean_wait_s(arrival_rate: float, service_s: float, servers: int) -> float:
+    """Mean wait for a free slot in M/M/m, C(m, a)·s/(m − a) (inf when the queue is unstable)."""
+    if arrival_rate <= 0:
+        return 0.0
+    offered_load = arrival_rate * service_s
+    if offered_load >= servers:
+        return math.inf
+    return erlang_c(servers, offered_load) * service_s / (servers - offered_load)
+
+
 def mmm_wait_p95_s(arrival_rate: float, service_s: float, servers: int) -> float:
     """95th-percentile wait for a free slot in M/M/m (inf when the queue is unstable)."""
     if arrival_rate <= 0:
@@ -37,12 +91,35 @@ def mmm_wait_p95_s(arrival_rate: float, service_s: float, servers: int) -> float
     return 0.0 if p_wait <= P95_TAIL else math.log(p_wait / P95_TAIL) / drain_rate
 
 
-def md1_wait_p95_s(arrival_rate: float, service_s: float) -> float:
-    """Approximate 95th-percentile wait in M/D/1: the mean wait ρs/2(1−ρ) stretched by an exponential tail."""
+def mg1_mean_wait_s(arrival_rate: float, service_s: float, service_cv2: float = 0.0) -> float:
+    """Mean wait in M/G/1 by Pollaczek–Khinchine, λ·E[S²]/2(1−ρ) = ρs(1 + CV²)/2(1−ρ) (inf when unstable)."""
     rho = arrival_rate * service_s
     if rho <= 0:
         return 0.0
     if rho >= 1:
         return math.inf
-    mean_wait = rho * service_s / (2 * (1 - rho))
-    return mean_wait * math.log(1 / P95_TAIL) if rho > P95_TAIL else 0.0
+    return rho * service_s * (1 + service_cv2) / (2 * (1 - rho))
+
+
+def md1_mean_wait_s(arrival_rate: float, service_s: float) -> float:
+    """Mean wait in M/D/1: Pollaczek–Khinchine with a constant service time, ρs/2(1−ρ)."""
+    return mg1_mean_wait_s(arrival_rate, service_s)
+
+
+def mg1_wait_p95_s(arrival_rate: float, service_s: float, service_cv2: float = 0.0) -> float:
+    """95th-percentile wait in M/G/1 from an exponential tail through P(W > 0) = ρ and the P–K mean:
+    P(W > t) = ρ·exp(−ρt/W̄), exact for M/M/1 (CV² = 1)."""
+    rho = arrival_rate * service_s
+    if rho <= P95_TAIL:
+        return 0.0
+    if rho >= 1:
+        return math.inf
+    return mg1_mean_wait_s(arrival_rate, service_s, service_cv2) / rho * math.log(rho / P95_TAIL)
+
+
+def md1_wait_p95_s(arrival_rate: float, service_s: float) -> float:
+    """Approximate 95th-percentile wait in M/D/1 (batches of items): the mean wait stretched by an exponential
+    tail. Not yet checked against a simulation, unlike the LLM path's `mg1_wait_p95_s`."""
+    if arrival_rate * service_s <= P95_TAIL:
+        return 0.0
+    return md1_mean_wait_s(arrival_rate, service_s) * math.log(1 / P95_TAIL)

@@ -48,13 +48,14 @@ def test_the_target_is_the_most_one_server_carries_within_the_slo_and_the_utiliz
 
 def test_a_tight_ttft_target_stops_the_per_server_target_where_the_ttft_would_be_missed() -> None:
     spec = load_workload(WORKLOADS / "chat-8b-public.yaml")
-    spec = spec.model_copy(update={"slo": spec.slo.model_copy(update={"ttft_p95_ms": 120})})
-    plan = chosen(spec, "gcp")  # two A100s per server: queueing, not the utilization cap, binds at 120 ms
+    spec = spec.model_copy(update={"slo": spec.slo.model_copy(update={"ttft_p95_ms": 95})})
+    plan = chosen(spec, "gcp")  # two A100s per server: queueing, not the utilization cap, binds at 95 ms
     assert plan.fleet is not None
     target = plan.fleet.target_requests_per_s
     assert target < 0.8 * plan.performance.capacity_requests_per_s / plan.replicas * 0.99
     model, slots = load_model(spec, plan)
-    assert ttft_ms(model, slots, target) <= 120 < ttft_ms(model, slots, target * 1.01)
+    # the plan rounds the target to 4 decimals; the TTFT steps where the concurrency does
+    assert ttft_ms(model, slots, target - 1e-4) <= 95 < ttft_ms(model, slots, target * 1.01)
 
 
 def load_model(spec: WorkloadSpec, plan: DeploymentPlan) -> tuple[_LlmLoadModel, int]:

@@ -1,0 +1,145 @@
+"""The planner's closed forms against a discrete-event simulation of the same replica.
+
+    python benchmarks/simulation.py [--requests N]
+
+For each grid point (a model on a GPU, a traffic shape, a utilisation of the replica's saturation rate) it
+prints the planner's p95 TTFT / TPOT / end-to-end beside the simulated ones (inferstack.sizing.simulate) and
+the relative error. Target (issue 13): every figure within 15 %. Exits non-zero when one is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from inferstack.sizing.catalog import offers
+from inferstack.sizing.demand import Demand, demand_of
+from inferstack.sizing.evaluate import Candidate, ReplicaPrediction, predict_llm_replica
+from inferstack.sizing.models import lookup
+from inferstack.sizing.simulate import SimulatedLatency, TrafficShape, simulate_replica
+from inferstack.spec import Engine, Precision, parse_workload
+
+TOLERANCE = 0.15
+TEST_REQUESTS = 6000  # per point in tests/sizing/test_simulation.py (the benchmark defaults to 12000)
+METRICS = ("ttft", "tpot", "latency")
+
+# (prompt mean, p95), (output mean, p95): short chat, long-context RAG, long answers
+SHAPES = {
+    "chat": ((800, 2000), (300, 800)),
+    "rag": ((3000, 6000), (200, 400)),
+    "long-answer": ((300, 600), (1000, 2000)),
+}
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    model: str
+    precision: str
+    gpu: str
+    gpus: int
+    shape: str
+    utilization: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} {self.precision} {self.gpus}x{self.gpu} {self.shape} @{self.utilization:.0%}"
+
+
+GRID = tuple(
+    GridPoint(model, precision, gpu, gpus, shape, utilization)
+    for model, precision, gpu, gpus, shapes in (
+        ("llama-3.1-8b", "bf16", "L4", 1, ("chat", "rag")),
+        ("llama-3.1-8b", "bf16", "H100-SXM", 1, ("chat", "long-answer")),
+        ("qwen3-32b", "fp8", "H100-SXM", 1, ("chat",)),
+        ("llama-3.3-70b", "bf16", "A100-SXM4-80GB", 4, ("chat",)),
+    )
+    for shape in shapes
+    for utilization in (0.3, 0.6, 0.85)
+)
+
+
+@dataclass(frozen=True)
+class PointResult:
+    point: GridPoint
+    arrival_rps: float
+    predicted: ReplicaPrediction
+    simulated: SimulatedLatency
+
+    def error(self, metric: str) -> float:
+        predicted = getattr(self.predicted, f"{metric}_p95_ms")
+        simulated = getattr(self.simulated, f"{metric}_p95_ms")
+        return float((predicted - simulated) / simulated)
+
+
+def _demand(point: GridPoint) -> Demand:
+    (prompt, prompt_p95), (output, output_p95) = SHAPES[point.shape]
+    spec = parse_workload(
+        {
+            "name": "simulation-grid",
+            "model": point.model,
+            "precision": point.precision,
+            "traffic": {
+                "requests_per_s": 1.0,
+                "prompt_tokens": {"mean": prompt, "p95": prompt_p95},
+                "output_tokens": {"mean": output, "p95": output_p95},
+            },
+            "stage": "internal",
+        }
+    )
+    return demand_of(spec, lookup(point.model))
+
+
+def _candidate(point: GridPoint) -> Candidate:
+    offer = next(o for o in offers() if o.gpu is not None and o.gpu.id == point.gpu and o.gpu_count == point.gpus)
+    return Candidate(offer, Engine.VLLM, Precision(point.precision))
+
+
+def run_point(point: GridPoint, requests: int = 12000, seed: int = 1) -> PointResult:
+    demand, candidate = _demand(point), _candidate(point)
+    at_saturation = predict_llm_replica(demand, candidate, 1.0)
+    arrival_rps = point.utilization * at_saturation.saturation_rps
+    predicted = predict_llm_replica(demand, candidate, arrival_rps)
+    traffic = TrafficShape(
+        demand.prompt_tokens,
+        demand.prompt_tokens_p95,
+        demand.output_tokens,
+        demand.output_tokens_p95,
+        demand.max_model_len,
+    )
+    simulated = simulate_replica(
+        predicted.replica, traffic, arrival_rps=arrival_rps, slots=predicted.slots, requests=requests, seed=seed
+    )
+    return PointResult(point, arrival_rps, predicted, simulated)
+
+
+def table(results: list[PointResult]) -> str:
+    lines = [
+        "| point | slots | rps | conc. pred/sim | TTFT p95 pred/sim ms | err | TPOT p95 pred/sim ms | err "
+        "| e2e p95 pred/sim ms | err |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        p, s = r.predicted, r.simulated
+        lines.append(
+            f"| {r.point.label} | {p.slots} | {r.arrival_rps:.2f} | {p.concurrency}/{s.mean_concurrency:.1f} "
+            f"| {p.ttft_p95_ms:.0f}/{s.ttft_p95_ms:.0f} | {r.error('ttft'):+.0%} "
+            f"| {p.tpot_p95_ms:.1f}/{s.tpot_p95_ms:.1f} | {r.error('tpot'):+.0%} "
+            f"| {p.latency_p95_ms:.0f}/{s.latency_p95_ms:.0f} | {r.error('latency'):+.0%} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=12000, help="simulated requests per point (default 12000)")
+    args = parser.parse_args()
+    results = [run_point(point, args.requests) for point in GRID]
+    print(table(results))
+    worst = max((abs(r.error(m)), r.point.label, m) for r in results for m in METRICS)
+    print(f"\nworst: {worst[2]} at {worst[1]}: {worst[0]:.1%} (target within {TOLERANCE:.0%})")
+    return 0 if worst[0] <= TOLERANCE else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
