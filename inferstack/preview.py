@@ -183,7 +183,10 @@ class PreviewResult:
 
     def render_tree(self) -> str:
         """A plain-text tree: type, name and key inputs of each resource, children indented under parents."""
-        cost = f"{self.plan.price.monthly}/month" if self.plan.price.monthly else "price unknown"
+        price = self.plan.price
+        cost = f"{price.monthly_ranking or price.monthly}/month" if price.monthly else "price unknown"
+        if price.monthly and price.monthly_ranking and price.monthly_ranking.currency != price.monthly.currency:
+            cost += f" (billed in {price.monthly.currency}: {price.monthly}/month)"
         lines = [f"Plan: {self.plan.summary()}", f"Monthly cost estimate: {cost}",
                  f"Resources: {sum(r.custom for r in self.resources)} cloud resources in "
                  f"{sum(not r.custom for r in self.resources)} components"]
