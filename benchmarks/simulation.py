@@ -49,7 +49,7 @@ class GridPoint:
 GRID = tuple(
     GridPoint(model, precision, gpu, gpus, shape, utilization)
     for model, precision, gpu, gpus, shapes in (
-        ("llama-3.1-8b", "bf16", "L4", 1, ("chat", "rag")),
+        ("llama-3.1-8b", "bf16", "L40S", 1, ("chat", "rag")),
         ("llama-3.1-8b", "bf16", "H100-SXM", 1, ("chat", "long-answer")),
         ("qwen3-32b", "fp8", "H100-SXM", 1, ("chat",)),
         ("llama-3.3-70b", "bf16", "A100-SXM4-80GB", 4, ("chat",)),
