@@ -20,6 +20,9 @@ DATA_DIR = Path(__file__).parent / "data"
 # H100 80GB (calibration row m03), i.e. 0.9897 GiB per datasheet GB.
 VISIBLE_GIB_PER_DATASHEET_GB = 79.18 / 80
 
+# NVIDIA Hopper generation (gpus.csv `gpu` column).
+HOPPER_GPUS = frozenset({"H100", "H200", "H20", "H800"})
+
 # One-direction bandwidth of the links between GPUs in one server, GB/s. PCIe: 16 lanes at the
 # generation's per-lane rate (PCI-SIG: Gen3 0.985, Gen4 1.969, Gen5 3.938 GB/s per lane). NVLink figures
 # in datasheets are totals over both directions, so half of them flows each way.
@@ -48,6 +51,11 @@ class GpuSpec:
     fp8_tflops: float | None
     link_gbps: float
     source: str
+
+    @property
+    def is_hopper(self) -> bool:
+        """Hopper chips reach their datasheet tensor peak only with its warpgroup (wgmma) instructions."""
+        return self.name in HOPPER_GPUS
 
     @property
     def visible_memory_gib(self) -> float:
