@@ -135,8 +135,9 @@ class CpuProfile:
 
 # llama.cpp on CPU, fitted on rows c03/c04 and p37–p39 (Llama-2-7B Q4_0, Xeon w9-3475X at a fixed 2.2 GHz, 4, 8
 # and 16 threads): decode scales with threads at ~6.2 GB/s per core (tg128 12.32 tok/s on 8 threads = 46.8 GB/s),
-# prompt processing at ~32.5 FLOP/cycle/core (pp512 42.74 tok/s on 8 threads = 576 GFLOP/s). AVX-512 is taken equal to AMX (the AMX kernel's gain is small,
-# ollama PR #9203); AVX2 at half (half the vector width); NEON at half (prior). η from sizing.md.
+# prompt processing at ~32.5 FLOP/cycle/core (pp512 42.74 tok/s on 8 threads = 576 GFLOP/s). AVX-512 is taken
+# equal to AMX (the AMX kernel's gain is small, ollama PR #9203); AVX2 at half (half the vector width); NEON at
+# half (prior). η from sizing.md.
 LLAMACPP_CPU = CpuProfile(
     name="llamacpp",
     dram_bandwidth_utilization=0.55,
