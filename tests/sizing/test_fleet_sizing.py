@@ -58,7 +58,8 @@ def test_a_tight_ttft_target_stops_the_per_server_target_where_the_ttft_would_be
     target = plan.fleet.target_requests_per_s
     assert target < 0.8 * plan.performance.capacity_requests_per_s / plan.replicas * 0.99
     model, slots = load_model(spec, plan)
-    assert ttft_ms(model, slots, target) <= 120 < ttft_ms(model, slots, target * 1.01)
+    # the plan rounds the target to 4 decimals, which may land a hair past the bisected edge
+    assert ttft_ms(model, slots, target - 1e-4) <= 120 < ttft_ms(model, slots, target * 1.01)
 
 
 def load_model(spec: WorkloadSpec, plan: DeploymentPlan) -> tuple[_LlmLoadModel, int]:
