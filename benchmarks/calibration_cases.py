@@ -45,7 +45,21 @@ class Case:
     concurrency: int = 1
     input_tokens: int = 512
     output_tokens: int = 128
+    gpu_memory_utilization: float = 0.9
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def hardware(self) -> str:
+        """The device, without thread counts: rows on one machine form one group for held-out scoring."""
+        if self.gpu:
+            return self.gpu
+        assert self.cpu is not None
+        return self.cpu.description.split(",")[0]
+
+    @property
+    def group(self) -> str:
+        """model × hardware: what leave-one-group-out scoring holds out together."""
+        return f"{self.model} @ {self.hardware}"
 
 
 def ttft(e: Estimate) -> float:
@@ -249,10 +263,86 @@ CASES: dict[str, Case] = {
 
 
 def calibration_rows() -> list[dict[str, str]]:
-    """The rows of calibration.csv (from ../shared/benchmarks, else the copy in tests/data)."""
+    """The rows of calibration.csv (from ../shared/benchmarks, else the copy in tests/data), then the public rows
+    this project added (calibration_public.csv)."""
     path = next(p for p in CALIBRATION_PATHS if p.is_file())
+    return _read_csv(path) + _read_csv(PUBLIC_CALIBRATION_PATH)
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
     with path.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def engine_label(row: dict[str, str], case: Case) -> str:
+    """The engine that measured the row, as fidelity reports it (gpt-fast rows are scored with vLLM's profile)."""
+    if "gpt-fast" in row["engine"]:
+        return "gpt-fast (vllm profile)"
+    device = "cpu" if case.cpu else "gpu"
+    return f"{case.engine} {device}"
+
+
+# ---- Public rows added for issue 13 ("Sizing you can trust") -------------------------------------------------
+# benchmarks/calibration_public.csv: llama.cpp on data-centre GPUs (XiongjieDai/GPU-Benchmarks-on-LLM-Inference),
+# more gpt-fast batch-1 rows (tensor parallel, int4/int8, Mixtral MoE), the other thread counts of llama.cpp PR
+# #7487, and the rest of llm-d's vLLM 0.11 memory log table. Each row carries its source, commit and date, and the
+# columns case_* that restate it as `estimate` arguments (case_hardware: a gpus.csv id, or cpu:<key> below).
+
+PUBLIC_CALIBRATION_PATH = ROOT / "benchmarks" / "calibration_public.csv"
+
+PUBLIC_CPUS = {
+    "cpu:w9-3475x-4t": CpuSpec(
+        cores=4, memory_bandwidth_gbps=307.2, isa="amx", ghz=2.2, description="w9-3475X, 4 threads"
+    ),
+    "cpu:w9-3475x-16t": CpuSpec(
+        cores=16, memory_bandwidth_gbps=307.2, isa="amx", ghz=2.2, description="w9-3475X, 16 threads"
+    ),
+}
+
+PREDICTORS: dict[str, Callable[[Estimate], float]] = {
+    "ttft": ttft,
+    "tpot": tpot,
+    "decode_rate": decode_rate,
+    "throughput": throughput,
+    "prefill_rate": prefill_rate,
+    "weights_gib": lambda e: e.weights_gib,
+    "activation_gib": lambda e: e.activation_gib,
+    "kv_available_gib": lambda e: e.kv_cache_available_gib,
+}
+_PREFILL_METRICS = ("prefill_rate", "ttft")
+
+
+def _public_case(row: dict[str, str]) -> Case:
+    predict = row["case_predict"]
+    if row["category"] == "memory":
+        family = "memory"
+    elif predict in _PREFILL_METRICS:
+        family = "prefill"
+    else:
+        family = "decode" if predict in ("decode_rate", "tpot") else "throughput"
+    hardware = row["case_hardware"]
+    gpus = int(row["hw_count"])
+    # llama-bench's tgN generates N tokens after an empty prompt (one token stands in for it); ppN prefills N.
+    input_tokens = int(row["input_tokens"]) if row["input_tokens"].isdigit() else 512
+    output_tokens = int(row["output_tokens"]) if row["output_tokens"].isdigit() else 128
+    if row["output_tokens"] == "~200":  # gpt-fast: 5-token prompt, ~200 generated
+        output_tokens = 200
+    return Case(
+        family,
+        row["case_model"],
+        row["case_precision"],
+        row["case_engine"],
+        PREDICTORS[predict],
+        gpu=None if hardware.startswith("cpu:") else hardware,
+        gpus=1 if hardware.startswith("cpu:") else gpus,
+        cpu=PUBLIC_CPUS.get(hardware),
+        input_tokens=max(input_tokens, 1),
+        output_tokens=max(output_tokens, 1),
+        gpu_memory_utilization=float(row["case_gpu_memory_utilization"] or 0.9),
+    )
+
+
+CASES.update({row["id"]: _public_case(row) for row in _read_csv(PUBLIC_CALIBRATION_PATH)})
 
 
 # ---- Encoders on CPU: int8 BERT-Large, MLPerf Inference datacenter bert-99, Offline ---------------------------

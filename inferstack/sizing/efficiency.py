@@ -27,37 +27,43 @@ class EngineProfile:
     allreduce_latency_us: float  # fixed cost of one tensor-parallel all-reduce
     overlap_exponent: float  # memory and compute time combine as (m^p + c^p)^(1/p): p=1 adds, large p overlaps
     provenance: str
+    # Matmuls on weight-only quantized weights (GGUF, AWQ, GPTQ) dequantize on the fly: a fraction of the MFU.
+    weight_only_matmul_factor: float = 1.0
+    # Kernels built on Ampere-generation mma instructions reach this fraction of a Hopper GPU's datasheet peak
+    # (which needs wgmma): 1.0 for engines whose kernels use wgmma.
+    hopper_matmul_fraction: float = 1.0
 
 
 # Fitted on the FasterTransformer / TensorRT-LLM rows g01–g18 (prefill, decode, static-batch throughput).
 TRTLLM = EngineProfile(
     name="trtllm",
     decode_bandwidth_utilization=0.85,  # at the fit's upper bound (sizing.md: measured MBU 0.4–0.8)
-    int8_weight_only_bandwidth_factor=0.86,  # no TensorRT-LLM weight-only row: the vLLM (gpt-fast) fit
-    int4_weight_only_bandwidth_factor=0.66,
-    matmul_utilization=0.73,
-    fp8_matmul_utilization=0.47,
-    step_overhead_ms_per_layer=0.056,
-    allreduce_latency_us=25.0,
+    int8_weight_only_bandwidth_factor=0.81,  # no TensorRT-LLM weight-only row: the vLLM (gpt-fast) fit
+    int4_weight_only_bandwidth_factor=0.59,
+    matmul_utilization=0.726,
+    fp8_matmul_utilization=0.455,
+    step_overhead_ms_per_layer=0.057,
+    allreduce_latency_us=23.0,
     overlap_exponent=1.24,
     provenance="fitted on calibration rows g01-g18 (FasterTransformer, TensorRT-LLM) by benchmarks/fit.py",
 )
 
-# vLLM decodes with CUDA graphs like gpt-fast: its decode constants are fitted on the gpt-fast rows
-# g38–g43 (batch 1, bf16/int8/int4, TP 1–8). Its matmul efficiency is the TensorRT-LLM fit scaled by 0.9
-# (prior: vLLM's prefill kernels trail TensorRT-LLM's; the calibration set has no vLLM latency row).
+# vLLM decodes with CUDA graphs like gpt-fast: its decode constants are fitted on the dense gpt-fast rows
+# (g38–g43, p23–p29: batch 1, bf16/int8/int4, TP 1–8) and one vLLM row (p75: Llama-3.1-8B on an A100 40GB at
+# concurrency 1). Its matmul efficiency is the TensorRT-LLM fit scaled by 0.9 (prior: vLLM's prefill kernels
+# trail TensorRT-LLM's; the calibration set has no vLLM prefill row).
 VLLM = EngineProfile(
     name="vllm",
-    decode_bandwidth_utilization=0.80,
-    int8_weight_only_bandwidth_factor=0.86,
-    int4_weight_only_bandwidth_factor=0.66,
+    decode_bandwidth_utilization=0.833,
+    int8_weight_only_bandwidth_factor=0.80,
+    int4_weight_only_bandwidth_factor=0.59,
     matmul_utilization=0.66,  # 0.9 x the TensorRT-LLM fit (prior)
     fp8_matmul_utilization=0.42,  # 0.9 x the TensorRT-LLM fit (prior)
-    step_overhead_ms_per_layer=0.042,
-    allreduce_latency_us=10.7,
+    step_overhead_ms_per_layer=0.035,
+    allreduce_latency_us=16.5,
     overlap_exponent=1.24,  # the TensorRT-LLM fit (batch-1 rows cannot constrain it)
-    provenance="decode fitted on gpt-fast rows g38-g43 by benchmarks/fit.py (proxy: both decode with CUDA graphs); "
-    "matmul efficiency prior (0.9 x trtllm)",
+    provenance="decode fitted on the dense gpt-fast rows g38-g43, p23-p29 (proxy: both decode with CUDA graphs) and "
+    "vLLM row p75 by benchmarks/fit.py; matmul efficiency prior (0.9 x trtllm)",
 )
 
 # Hugging Face transformers, eager PyTorch: no CUDA graphs, Python per layer (prior: low end of the
@@ -75,18 +81,23 @@ HF = EngineProfile(
     provenance="prior (sizing.md ranges); uncalibrated",
 )
 
-# llama.cpp with CUDA: GGUF dequantising kernels (prior; the calibration set only has CPU rows for it).
+# llama.cpp with CUDA, fitted on the llama-bench rows p01–p22, p53–p74 (Llama 3 8B/70B, F16 and Q4_K_M, tg and pp
+# at 512 and 4096 tokens on L40S, A100 PCIe/SXM and H100 PCIe). Its quantized (MMQ) prompt matmuls reach 0.83 of
+# the F16 (cuBLAS) rate; its mma.sync kernels reach 0.58 of a Hopper's datasheet peak; every token pays ~0.13 ms
+# per layer of graph launch (no CUDA graphs in May 2024). Q8 weights have no row (int8 factor prior).
 LLAMACPP_GPU = EngineProfile(
     name="llamacpp",
-    decode_bandwidth_utilization=0.65,
+    decode_bandwidth_utilization=0.766,
     int8_weight_only_bandwidth_factor=0.85,
-    int4_weight_only_bandwidth_factor=0.85,
-    matmul_utilization=0.45,
-    fp8_matmul_utilization=0.45,
-    step_overhead_ms_per_layer=0.06,
+    int4_weight_only_bandwidth_factor=1.0,  # at the fit's bound: Q4_K_M streams as fast per byte as F16
+    matmul_utilization=0.357,
+    fp8_matmul_utilization=0.357,  # no FP8 GGUF path: the 16-bit figure
+    step_overhead_ms_per_layer=0.129,
     allreduce_latency_us=60.0,
     overlap_exponent=1.0,
-    provenance="prior (sizing.md ranges); uncalibrated on GPU",
+    provenance="fitted on llama-bench rows p01-p22, p53-p74 by benchmarks/fit.py; int8 factor prior",
+    weight_only_matmul_factor=0.83,
+    hopper_matmul_fraction=0.58,
 )
 
 # ONNX Runtime (and Triton's ONNX Runtime backend) for encoders, vision, diffusion and speech (prior).
@@ -123,16 +134,17 @@ class CpuProfile:
     provenance: str
 
 
-# llama.cpp on CPU, fitted on rows c03/c04 (Llama-2-7B Q4_0, Xeon w9-3475X at a fixed 2.2 GHz):
-# tg128 12.32 tok/s on 8 threads → 46.8 GB/s → 5.85 GB/s per core; pp512 42.74 tok/s on 8 threads →
-# 576 GFLOP/s → 32.7 FLOP/cycle/core. AVX-512 is taken equal to AMX (the AMX kernel's gain is small,
-# ollama PR #9203); AVX2 at half (half the vector width); NEON at half (prior). η from sizing.md.
+# llama.cpp on CPU, fitted on rows c03/c04 and p37–p39 (Llama-2-7B Q4_0, Xeon w9-3475X at a fixed 2.2 GHz, 4, 8
+# and 16 threads): decode scales with threads at ~6.2 GB/s per core (tg128 12.32 tok/s on 8 threads = 46.8 GB/s),
+# prompt processing at ~32.5 FLOP/cycle/core (pp512 42.74 tok/s on 8 threads = 576 GFLOP/s). AVX-512 is taken
+# equal to AMX (the AMX kernel's gain is small, ollama PR #9203); AVX2 at half (half the vector width); NEON at
+# half (prior). η from sizing.md.
 LLAMACPP_CPU = CpuProfile(
     name="llamacpp",
     dram_bandwidth_utilization=0.55,
-    bandwidth_per_core_gbps=5.85,
-    matmul_flops_per_cycle={"amx": 32.7, "avx512": 32.7, "avx2": 16.4, "neon": 16.4},
-    provenance="fitted on calibration rows c03 (decode) and c04 (prefill); ISA ratios prior",
+    bandwidth_per_core_gbps=6.21,
+    matmul_flops_per_cycle={"amx": 32.5, "avx512": 32.5, "avx2": 16.25, "neon": 16.25},
+    provenance="fitted on calibration rows c03, c04, p37-p39 (4, 8 and 16 threads); ISA ratios prior",
 )
 
 # ONNX Runtime on CPU, for LLM estimates only (item models use CPU_ITEM_MATMUL_UTILIZATION below): the fp32

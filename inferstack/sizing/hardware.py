@@ -23,6 +23,9 @@ DATA_DIR = Path(__file__).parent / "data"
 CUDA_SHARE_OF_NVIDIA_SMI_TOTAL = 79.18 / (81559 / 1024)
 VISIBLE_GIB_PER_DATASHEET_GB = 79.18 / 80
 
+# NVIDIA Hopper generation (gpus.csv `gpu` column).
+HOPPER_GPUS = frozenset({"H100", "H200", "H20", "H800"})
+
 # One-direction bandwidth of the links between GPUs in one server, GB/s. PCIe: 16 lanes at the
 # generation's per-lane rate (PCI-SIG: Gen3 0.985, Gen4 1.969, Gen5 3.938 GB/s per lane). NVLink figures
 # in datasheets are totals over both directions, so half of them flows each way.
@@ -58,6 +61,11 @@ class GpuSpec:
     def visible_memory_estimated(self) -> bool:
         """True when no nvidia-smi reading backs the memory figure (the datasheet factor stands in)."""
         return self.nvidia_smi_total_mib is None
+
+    @property
+    def is_hopper(self) -> bool:
+        """Hopper chips reach their datasheet tensor peak only with its warpgroup (wgmma) instructions."""
+        return self.name in HOPPER_GPUS
 
     @property
     def visible_memory_gib(self) -> float:

@@ -26,10 +26,13 @@ KV_BLOCK_TOKENS = 16  # vLLM's paged-attention block
 # vLLM's non-torch memory per GPU (CUDA context, NCCL buffers): 0.13 GiB at TP1 (calibration row m02),
 # 0.55 GiB at TP2 (row m05).
 NON_TORCH_GIB = {1: 0.13, 2: 0.55}
-# Activation peak of vLLM's profiling pass at its default batched-token budget grows with the model's width
-# and shrinks with tensor parallelism: fitted on rows m02 (4.76 GiB, hidden 4096), m04 (5.65 GiB implied,
-# hidden 5120), m05 (4.83 GiB implied at TP2, hidden 8192); MoE models peak about twice as high (row m06).
-ACTIVATION_GIB_BASE, ACTIVATION_GIB_PER_HIDDEN, ACTIVATION_TP_EXPONENT, MOE_ACTIVATION_FACTOR = 1.20, 0.000869, 0.8, 2.0
+# Activation peak of vLLM's profiling pass (one dummy batch at the default batched-token budget), per GPU. It
+# follows the vocabulary, not the width, the experts or tensor parallelism: the pass materialises fp32 logits
+# for its tokens (8192 tokens x 4 B = 32 KiB per vocabulary entry; the fit gives 37.7 KiB). vLLM 0.11 logs: Llama
+# 8B and 70B (vocabulary 128256) 4.76 and 4.84 GiB, Qwen3-32B (151936) 5.64 GiB at TP1 and at TP2, gpt-oss-120b
+# (201088, MoE) 7.38 GiB. Fitted by benchmarks/fit.py on every vLLM memory row (a fit that also had a constant and
+# a width term put both at zero). This replaces a width term, a TP exponent and a 2x MoE factor fitted on four rows.
+ACTIVATION_GIB_PER_VOCAB = 3.60e-5
 # CPU servers: the runtime's compute buffers, and what the OS, agents and page cache keep (≥ 2 GiB or 10 %).
 CPU_RUNTIME_GIB = 1.0
 CPU_OS_RESERVE_GIB, CPU_OS_RESERVE_FRACTION = 2.0, 0.10
@@ -123,13 +126,8 @@ class LlmReplica:
         """Per device: CUDA context + activation peak on GPUs; runtime buffers on CPUs."""
         if not self.gpu:
             return CPU_RUNTIME_GIB
-        tp = self.tensor_parallel
-        activation = (
-            ACTIVATION_GIB_BASE + ACTIVATION_GIB_PER_HIDDEN * self.arch.hidden_size
-        ) * math.pow(tp, -ACTIVATION_TP_EXPONENT)
-        if self.arch.is_moe:
-            activation *= MOE_ACTIVATION_FACTOR
-        return NON_TORCH_GIB[min(tp, 2)] + activation
+        activation = ACTIVATION_GIB_PER_VOCAB * self.arch.vocab_size
+        return NON_TORCH_GIB[min(self.tensor_parallel, 2)] + activation
 
     @cached_property
     def kv_cache_gib(self) -> float:
@@ -190,6 +188,10 @@ class LlmReplica:
                 profile.int4_weight_only_bandwidth_factor if bits < 6 else profile.int8_weight_only_bandwidth_factor
             )
         utilization = profile.fp8_matmul_utilization if self._compute_kind == "fp8" else profile.matmul_utilization
+        if self._quantized_weight_only:
+            utilization *= profile.weight_only_matmul_factor
+        if gpu.is_hopper:
+            utilization *= profile.hopper_matmul_fraction
         # Two ring all-reduces of the activations per layer across the tensor-parallel group.
         allreduces = 2 * self.arch.layers if tp > 1 else 0
         return _GpuRates(
