@@ -259,13 +259,16 @@ def test_the_comment_starts_with_a_heading_naming_the_workload_and_file(tmp_path
 
 
 def test_values_that_print_the_same_are_not_changes(tmp_path):
-    base = plans(edited(), tmp_path)
-    plan = chosen(base, "aws")
-    nudged = plan.model_copy(
-        update={"performance": plan.performance.model_copy(update={"ttft_p95_ms": plan.performance.ttft_p95_ms + 0.01})}
-    )
-    outcome = base.outcome("aws").model_copy(update={"chosen": nudged})
-    head = base.model_copy(update={"clouds": [outcome if o.cloud == "aws" else o for o in base.clouds]})
+    planned = plans(edited(), tmp_path)
+    plan = chosen(planned, "aws")
+
+    def with_ttft(ms: float) -> PlanReport:  # both sides away from a rounding edge: 242.20 and 242.21 print alike
+        moved = plan.model_copy(update={"performance": plan.performance.model_copy(update={"ttft_p95_ms": ms})})
+        outcome = planned.outcome("aws").model_copy(update={"chosen": moved})
+        return planned.model_copy(update={"clouds": [outcome if o.cloud == "aws" else o for o in planned.clouds]})
+
+    whole = int(plan.performance.ttft_p95_ms)
+    base, head = with_ttft(whole + 0.2), with_ttft(whole + 0.21)
 
     assert cloud(diff_reports(base, head), "aws").status == "unchanged"
 
