@@ -100,13 +100,7 @@ def run_point(point: GridPoint, requests: int = 12000, seed: int = 1) -> PointRe
     at_saturation = predict_llm_replica(demand, candidate, 1.0)
     arrival_rps = point.utilization * at_saturation.saturation_rps
     predicted = predict_llm_replica(demand, candidate, arrival_rps)
-    traffic = TrafficShape(
-        demand.prompt_tokens,
-        demand.prompt_tokens_p95,
-        demand.output_tokens,
-        demand.output_tokens_p95,
-        demand.max_model_len,
-    )
+    traffic = TrafficShape.of(demand)
     simulated = simulate_replica(
         predicted.replica, traffic, arrival_rps=arrival_rps, slots=predicted.slots, requests=requests, seed=seed
     )

@@ -26,7 +26,7 @@ import simpy
 
 from inferstack.plan import DeploymentPlan
 from inferstack.sizing.catalog import offers
-from inferstack.sizing.demand import STAGES, demand_of, lognormal_sigma
+from inferstack.sizing.demand import STAGES, Demand, demand_of, lognormal_sigma
 from inferstack.sizing.evaluate import Candidate, predict_llm_replica
 from inferstack.sizing.llm import KV_BLOCK_TOKENS, LlmReplica
 from inferstack.sizing.models import resolve
@@ -44,6 +44,12 @@ class TrafficShape:
     output_tokens: int
     output_tokens_p95: int
     max_model_len: int
+
+    @classmethod
+    def of(cls, demand: Demand) -> TrafficShape:
+        """The shape a workload's demand gives its requests."""
+        return cls(demand.prompt_tokens, demand.prompt_tokens_p95, demand.output_tokens, demand.output_tokens_p95,
+                   demand.max_model_len)
 
 
 @dataclass(frozen=True)
@@ -185,13 +191,7 @@ def simulate_plan(spec: WorkloadSpec, plan: DeploymentPlan, requests: int = 4000
     serving = max(plan.replicas - STAGES[plan.stage].spare_replicas, 1)
     rate = perf.load_requests_per_s / serving
     replica = predict_llm_replica(demand, candidate, rate, slots).replica
-    traffic = TrafficShape(
-        demand.prompt_tokens,
-        demand.prompt_tokens_p95,
-        demand.output_tokens,
-        demand.output_tokens_p95,
-        demand.max_model_len,
-    )
+    traffic = TrafficShape.of(demand)
     simulated = simulate_replica(replica, traffic, arrival_rps=rate, slots=slots, requests=requests, seed=seed)
     return {
         "requests_per_s_per_replica": round(rate, 4),
