@@ -36,6 +36,7 @@ from inferstack.components.core import (
     NETWORK_CIDR,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
+    BroughtIds,
     BundleRequest,
     Capability,
     CertificateRule,
@@ -62,6 +63,7 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    ValueRule,
     checked_user_data,
     child_options,
     compressed_user_data,
@@ -234,6 +236,13 @@ class AlibabaBackend(CloudBackend):
     }
     assets_certificate = None  # Alibaba's free DV certificate is issued for the domain
     api_certificate = CAS_CERTIFICATE  # ALB serves a certificate you hold in CAS (module docstring)
+    # Resource ids: a prefix and lowercase letters and digits; RAM role names: 1 to 64 letters, digits, periods and
+    # hyphens (RAM API reference, CreateRole).
+    brought_ids = BroughtIds(
+        network=ValueRule("a VPC id", r"vpc-[a-z0-9]{1,64}", "vpc-bp1a2b3c4d5e6f7g8h9i0"),
+        subnet=ValueRule("a vSwitch id", r"vsw-[a-z0-9]{1,64}", "vsw-bp1a2b3c4d5e6f7g8h9i0"),
+        firewall=ValueRule("a security group id", r"sg-[a-z0-9]{1,64}", "sg-bp1a2b3c4d5e6f7g8h9i0"),
+        identity=ValueRule("the name of a RAM role", r"[A-Za-z0-9.-]{1,64}", "inference-server"))
 
     #### Region ####
 

@@ -26,6 +26,7 @@ from inferstack.components.core import (
     NONCURRENT_VERSIONS_KEPT,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
+    BroughtIds,
     BundleRequest,
     Capability,
     CertificateRule,
@@ -52,6 +53,7 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    ValueRule,
     checked_user_data,
     child_options,
     compressed_user_data,
@@ -197,6 +199,13 @@ class AwsBackend(CloudBackend):
              "certificates from its own region only); leave it out to have one issued for apiDomain",
         pattern=ARN_CERTIFICATE, issued_without=True,
         example="arn:aws:acm:us-east-1:123456789012:certificate/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0")
+    # EC2 resource ids: a prefix and 8 or 17 hexadecimal digits; IAM names: the API's pattern [\w+=,.@-]{1,128}
+    # (IAM API reference, CreateInstanceProfile).
+    brought_ids = BroughtIds(
+        network=ValueRule("a VPC id", r"vpc-[0-9a-f]{8}([0-9a-f]{9})?", "vpc-0a1b2c3d4e5f67890"),
+        subnet=ValueRule("a subnet id", r"subnet-[0-9a-f]{8}([0-9a-f]{9})?", "subnet-0a1b2c3d4e5f67890"),
+        firewall=ValueRule("a security group id", r"sg-[0-9a-f]{8}([0-9a-f]{9})?", "sg-0a1b2c3d4e5f67890"),
+        identity=ValueRule("the name of an IAM instance profile", r"[A-Za-z0-9_+=,.@-]{1,128}", "inference-server"))
 
     #### Region ####
 

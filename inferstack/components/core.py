@@ -105,16 +105,54 @@ def driver_ready_image(cloud: Cloud, note: str) -> Support:
 
 
 @dataclass(frozen=True)
-class CertificateRule:
-    """What `assets_certificate` names on a cloud whose CDN serves your domain with a certificate you hold."""
+class ValueRule:
+    """The form of a value the user names in the cloud (a certificate, a brought network or identity): checked before
+    anything is created, so that a malformed or hostile value never reaches a resource."""
 
     kind: str
     """What the value is, e.g. "the ARN of an ACM certificate in us-east-1 that covers the domain"."""
     pattern: str
     """A regular expression the whole value matches."""
     example: str
+
+    def problem(self, field: str, value: str) -> Problem | None:
+        if re.fullmatch(self.pattern, value):
+            return None
+        return Problem(field, f"is not {self.kind}", value=value, fix=f"give one such as {self.example}")
+
+
+@dataclass(frozen=True)
+class CertificateRule(ValueRule):
+    """What `assets_certificate` names on a cloud whose CDN serves your domain with a certificate you hold."""
+
     issued_without: bool = False
     """The cloud issues a certificate for the domain when none is given (so this one is optional)."""
+
+
+@dataclass(frozen=True)
+class BroughtIds:
+    """What each id brought instead of a created resource names on a cloud (component argument in brackets)."""
+
+    network: ValueRule
+    """The network (network_id)."""
+    subnet: ValueRule
+    """A subnet (subnet_ids, load_balancer_subnet_ids)."""
+    firewall: ValueRule
+    """What a server attaches instead of the created Firewall (security_group_ids)."""
+    identity: ValueRule
+    """What a server attaches instead of the created identity (instance_identity)."""
+
+    def problems(self, checked: Mapping[str, Any], prefix: str) -> list[Problem]:
+        """Each brought id given as text that is not of its cloud's form (Outputs of the user's own resources are the
+        cloud's ids already)."""
+        rules = {"network_id": self.network, "subnet_ids": self.subnet, "load_balancer_subnet_ids": self.subnet,
+                 "security_group_ids": self.firewall, "instance_identity": self.identity}
+        problems: list[Problem | None] = []
+        for key, rule in rules.items():
+            value = checked.get(key)
+            values = value if isinstance(value, (list, tuple)) else [value]
+            problems += [rule.problem(f"{prefix}.{key}", item) for item in values if isinstance(item, str)]
+        return [problem for problem in problems if problem]
 
 
 #### Requests and results: the contract between components and clouds ####
@@ -395,6 +433,8 @@ class CloudBackend(ABC):
     api_certificate: ClassVar[CertificateRule | None] = None
     """What `api_certificate` (the fleet's HTTPS endpoint) names here; None where the cloud issues one for the
     domain and takes none."""
+    brought_ids: ClassVar[BroughtIds]
+    """The form of each id a user brings instead of a created network, firewall or identity."""
 
     #### Region ####
 
@@ -652,10 +692,6 @@ def domain_problem(field: str, domain: str) -> Problem | None:
                    fix="give a name such as assets.example.com, without scheme, port, path or wildcard")
 
 
-def certificate_problem(rule: CertificateRule, field: str, certificate: str) -> Problem | None:
-    if re.fullmatch(rule.pattern, certificate):
-        return None
-    return Problem(field, f"is not {rule.kind}", value=certificate, fix=f"give one such as {rule.example}")
 
 
 # Component args (TypedDicts) carry this with `@with_config(ARGS_CONFIG)`: a misspelt argument is an error, not

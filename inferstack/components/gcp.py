@@ -24,6 +24,7 @@ from inferstack.components.core import (
     NONCURRENT_VERSIONS_KEPT,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
+    BroughtIds,
     BundleRequest,
     Capability,
     CloudBackend,
@@ -49,6 +50,7 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    ValueRule,
     checked_user_data,
     child_options,
     driver_ready_image,
@@ -168,6 +170,11 @@ SHIELDED_VM: gcp.compute.InstanceShieldedInstanceConfigArgsDict = {
 
 # The instance takes its service account with the cloud-platform scope; IAM grants (below) decide what it may do.
 SERVICE_ACCOUNT_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# Names the user brings (BroughtIds): Compute Engine resource names and network tags are RFC 1035 labels; project
+# ids are 6 to 30 lowercase letters, digits and hyphens; a resource may be given by its self link.
+RESOURCE_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+PROJECT_ID = r"[a-z][-a-z0-9]{4,28}[a-z0-9]"
+SELF_LINK = r"(https://www\.googleapis\.com/compute/v1/)?"
 
 # Egress: WEB_EGRESS_PORTS, and nothing else (a deny-all egress rule sits below the allow). The metadata server
 # (DNS, NTP, tokens) is always reachable on GCP.
@@ -309,6 +316,18 @@ class GcpBackend(CloudBackend):
             "scale-in period"),
     }
     assets_certificate = None  # a Google-managed certificate is issued for the domain
+    # A name alone, a path (the provider's ids) or a self link; a user-managed service account or the default one.
+    brought_ids = BroughtIds(
+        network=ValueRule("a VPC network's name, id or self link",
+                          rf"({SELF_LINK}projects/{PROJECT_ID}/global/networks/)?{RESOURCE_NAME}",
+                          "projects/my-project/global/networks/inference"),
+        subnet=ValueRule("a subnetwork's name, id or self link",
+                         rf"({SELF_LINK}projects/{PROJECT_ID}/regions/[a-z]+-[a-z]+[0-9]+/subnetworks/)?{RESOURCE_NAME}",
+                         "projects/my-project/regions/europe-west4/subnetworks/inference"),
+        firewall=ValueRule("a network tag of your firewall rules", RESOURCE_NAME, "inference-api"),
+        identity=ValueRule("a service account email",
+                           rf"({RESOURCE_NAME}@{PROJECT_ID}\.iam|[0-9]{{1,20}}-compute@developer)\.gserviceaccount\.com",
+                           "inference@my-project.iam.gserviceaccount.com"))
 
     #### Region ####
 

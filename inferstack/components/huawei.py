@@ -30,6 +30,7 @@ from inferstack.components.core import (
     NETWORK_CIDR,
     NONCURRENT_VERSION_DAYS,
     SUBNET_RANGES,
+    BroughtIds,
     BundleRequest,
     Capability,
     CertificateRule,
@@ -56,6 +57,7 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    ValueRule,
     checked_user_data,
     child_options,
     compressed_user_data,
@@ -86,6 +88,7 @@ BUCKETS_LOOKUP = "huaweicloud:Obs/getBuckets:getBuckets"
 # ECS API ("Creating an ECS"): user data is at most 32 KB before Base64 encoding. The cloud-config is sent
 # gzip-compressed and Base64-encoded; the provider passes Base64 through unchanged (golangsdk cloudservers
 # ToServerCreateMap), and cloud-init recognises gzip by its magic bytes and unpacks it.
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # VPC, subnet, security group ids
 USER_DATA_LIMIT_BYTES = 32 * 1024
 
 # Public IMS images, looked up at deploy time for the flavor (the lookup's flavor_id filter keeps only images
@@ -250,6 +253,13 @@ class HuaweiBackend(CloudBackend):
         kind="the id of the domain's server certificate in Dedicated ELB (32 hexadecimal characters)",
         pattern=r"[0-9a-f]{32}",  # ELB API v3 certificate ids, such as the API reference's example below
         example="233a325e5e3e4ce8beeb320aa714cc12")
+    # VPC, subnet and security group ids are UUIDs; agency names: at most 64 characters (IAM API reference,
+    # CreateAgency), held here to letters, digits, periods, underscores and hyphens.
+    brought_ids = BroughtIds(
+        network=ValueRule("a VPC id (a UUID)", UUID, "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"),
+        subnet=ValueRule("a subnet id (a UUID)", UUID, "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"),
+        firewall=ValueRule("a security group id (a UUID)", UUID, "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"),
+        identity=ValueRule("the name of an IAM agency", r"[A-Za-z0-9._-]{1,64}", "inference-server"))
 
     #### Region ####
 

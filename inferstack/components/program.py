@@ -87,7 +87,7 @@ class StackConfig(BaseModel):
     security_group_ids: list[str] | None = Field(default=None, alias="securityGroupIds")
     """Existing security groups."""
     instance_identity: str | None = Field(default=None, alias="instanceIdentity")
-    """Existing identity (AWS instance profile name)."""
+    """Existing identity: AWS instance profile name, GCP service account email, Alibaba RAM role, Huawei agency."""
     model_bucket: str | None = Field(default=None, alias="modelBucket")
     """Existing bucket holding the model files."""
     assets_bucket: str | None = Field(default=None, alias="assetsBucket")

@@ -41,7 +41,6 @@ from inferstack.components.core import (
     ServersRequest,
     StaticAssetsRequest,
     backend_for,
-    certificate_problem,
     child_options,
     default_tags,
     domain_problem,
@@ -277,7 +276,7 @@ def static_assets_problems(backend: CloudBackend, domain: str | None, certificat
         problems.append(Problem(certificate_field, f"is not used on {cloud}: the cloud issues the domain's "
                                 "certificate itself", value=certificate, fix="leave the certificate out"))
     else:
-        problems.append(certificate_problem(rule, certificate_field, certificate))
+        problems.append(rule.problem(certificate_field, certificate))
     return [problem for problem in problems if problem]
 
 
@@ -411,7 +410,9 @@ class InferenceServerArgs(TypedDict):
     security_group_ids: NotRequired[Sequence[pulumi.Input[str]]]
     """Existing security groups to attach instead of creating the Firewall."""
     instance_identity: NotRequired[pulumi.Input[str]]
-    """Existing identity for the servers (AWS instance profile name) instead of creating a ServerIdentity."""
+    """Existing identity for the servers instead of creating a ServerIdentity: an AWS instance profile name, a GCP
+    service account email, an Alibaba RAM role name or a Huawei agency name. Ids given as text must have their
+    cloud's form (`brought_ids` of each cloud's backend), or nothing is created."""
     model_bucket: NotRequired[pulumi.Input[str]]
     """Existing bucket with the model under plan.model.bucket_prefix, instead of creating the ModelStore."""
     assets_bucket: NotRequired[pulumi.Input[str]]
@@ -734,6 +735,7 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
                                 f"({', '.join(public)})", fix="pass a secret API key, e.g. "
                                 "`pulumi config set --secret inferstack:apiKey $(openssl rand -hex 32)`"))
     problems += backend.plan_problems(plan, field=f"{name}.plan")
+    problems += backend.brought_ids.problems(checked, name)
     brought_bucket = checked.get("model_bucket")
     if isinstance(brought_bucket, str):  # its name reaches the server: the cloud's own bucket grammar, nothing else
         bucket = bootstrap.bucket_problem(plan.cloud, brought_bucket, f"{name}.model_bucket")
@@ -743,7 +745,10 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
         problems.append(Problem(f"{name}.plan", f"was made for region {plan.region} but the provider deploys to "
                                 f"{configured}", fix=f"plan for {configured}, or set {backend.region_config_key} "
                                 f"to {plan.region}"))
-    if plan.fleet is not None and backend.support(Capability.MANAGED_FLEET).available:
+    endpoint = plan.fleet is not None and backend.support(Capability.MANAGED_FLEET).available
+    static_assets = checked.get("static_assets", True)
+    problems += _unused_endpoint_problems(checked, backend, name, api=endpoint, assets=static_assets)
+    if endpoint:
         problems += api_endpoint_problems(backend, checked.get("api_domain"), checked.get("api_certificate"),
                                           domain_field=f"{name}.api_domain",
                                           certificate_field=f"{name}.api_certificate")
@@ -755,7 +760,6 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
                                     f"endpoint open beyond private networks ({', '.join(public)})",
                                     fix="give public subnets for the load balancer; subnet_ids are the servers' "
                                     "private subnets (with NAT egress)"))
-    static_assets = checked.get("static_assets", True)
     secrets = "api_key" in checked or "hub_token" in checked
     for capability, wanted, fix in (
         (Capability.PRIVATE_CDN_ORIGIN, static_assets, "set static_assets to false"),
@@ -784,6 +788,20 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
         _warn_missing(backend, Capability.SECRET_SCOPED_GRANTS, name)
     _warn_missing(backend, Capability.METADATA_HARDENING, name)
     return networks
+
+
+def _unused_endpoint_problems(checked: Mapping[str, Any], backend: CloudBackend, name: str, *, api: bool,
+                              assets: bool) -> list[Problem]:
+    """A domain or certificate this plan does not use (one stack config serves several stages) is still checked as
+    where it is used: a malformed value is refused, never carried along."""
+    problems: list[Problem | None] = []
+    for used, endpoint, rule in ((api, "api", backend.api_certificate), (assets, "assets", backend.assets_certificate)):
+        domain, certificate = checked.get(f"{endpoint}_domain"), checked.get(f"{endpoint}_certificate")
+        if not used and isinstance(domain, str):
+            problems.append(domain_problem(f"{name}.{endpoint}_domain", domain))
+        if not used and isinstance(certificate, str) and rule is not None:
+            problems.append(rule.problem(f"{name}.{endpoint}_certificate", certificate))
+    return [problem for problem in problems if problem]
 
 
 def _runs_as_fleet(plan: DeploymentPlan, backend: CloudBackend, name: str) -> bool:
@@ -817,7 +835,7 @@ def api_endpoint_problems(backend: CloudBackend, domain: str | None, certificate
         problems.append(Problem(certificate_field, f"is not used on {cloud}: it issues the endpoint's certificate "
                                 "for the domain itself", value=certificate, fix="leave the certificate out"))
     elif certificate is not None and rule is not None:
-        problems.append(certificate_problem(rule, certificate_field, certificate))
+        problems.append(rule.problem(certificate_field, certificate))
     return [problem for problem in problems if problem]
 
 

@@ -439,14 +439,14 @@ def test_role_trusts_ecs_only_and_reads_the_model_prefix_of_one_bucket(run: Any)
 
 def test_brought_pieces_are_used_as_given_and_nothing_is_created_for_them(run: Any) -> None:
     plan = _standalone(sample_plan("alibaba", "gpu-llm", "production"))
-    recording = _deploy(run, plan, network_id="vpc-byo", subnet_ids=["vsw-byo-a", "vsw-byo-b"],
+    recording = _deploy(run, plan, network_id="vpc-byo", subnet_ids=["vsw-byoa", "vsw-byob"],
                         security_group_ids=["sg-byo"], instance_identity="byo-role", model_bucket="byo-models",
                         assets_bucket="byo-assets")
     created = {r.type.split(":")[1].split("/")[0] + "/" + r.type.split(":")[-1] for r in recording.resources
                if r.custom}
     assert created == {"ecs/Instance", "cdn/DomainNew", "cdn/DomainConfig", "oss/BucketObject"}  # + the boot bundle
     instances = sorted(recording.of_type(INSTANCE), key=lambda i: i.name)
-    assert [i.inputs["vswitchId"] for i in instances] == ["vsw-byo-a", "vsw-byo-b"]
+    assert [i.inputs["vswitchId"] for i in instances] == ["vsw-byoa", "vsw-byob"]
     assert {tuple(i.inputs["securityGroups"]) for i in instances} == {("sg-byo",)}
     assert {i.inputs["roleName"] for i in instances} == {"byo-role"}
     assert "byo-models" in _user_data(instances[0])  # the bootstrap syncs the brought bucket
@@ -458,7 +458,7 @@ def test_brought_pieces_are_used_as_given_and_nothing_is_created_for_them(run: A
 
 def test_a_brought_network_without_a_firewall_opens_the_api_to_the_vpc_range_it_looks_up(run: Any) -> None:
     plan = sample_plan("alibaba", "cpu-llm", "validation")
-    recording = _deploy(run, plan, network_id="vpc-byo", subnet_ids=["vsw-byo-a"])
+    recording = _deploy(run, plan, network_id="vpc-byo", subnet_ids=["vsw-byoa"])
     assert _invokes(recording, "alicloud:vpc/getNetworks:getNetworks") == [{"ids": ["vpc-byo"]}]
     ingress = [r for r in recording.of_type(RULE) if r.inputs["type"] == "ingress"]
     assert [r.inputs["cidrIp"] for r in ingress] == ["10.0.0.0/16"]  # the preview's answer for a brought VPC

@@ -50,69 +50,70 @@ def _nothing_targets(recording: Recording, brought_id: str) -> bool:
 
 
 def test_existing_network_and_subnets_are_used_and_no_network_is_created(run: Any) -> None:
-    recording = _deploy(run, network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"])
+    recording = _deploy(run, network_id="vpc-0b1e55ed", subnet_ids=["subnet-0000000a", "subnet-0000000b"])
     assert not _types(recording) & NETWORK_TYPES
     assert not [r for r in recording.resources if r.type == "inferstack:index:Network"]
     (group,) = recording.of_type(GROUP)
-    assert group.inputs["vpcZoneIdentifiers"] == ["subnet-0a", "subnet-0b"]
+    assert group.inputs["vpcZoneIdentifiers"] == ["subnet-0000000a", "subnet-0000000b"]
     (balancer,) = recording.of_type(LOAD_BALANCER)  # the API stays in the VPC: an internal load balancer there
-    assert balancer.inputs["subnets"] == ["subnet-0a", "subnet-0b"] and balancer.inputs["internal"] is True
-    assert recording.named("chat-firewall-sg").inputs["vpcId"] == "vpc-0byo"
-    assert recording.named("chat-targets").inputs["vpcId"] == "vpc-0byo"
+    assert balancer.inputs["subnets"] == ["subnet-0000000a", "subnet-0000000b"] and balancer.inputs["internal"] is True
+    assert recording.named("chat-firewall-sg").inputs["vpcId"] == "vpc-0b1e55ed"
+    assert recording.named("chat-targets").inputs["vpcId"] == "vpc-0b1e55ed"
     # The metrics/network-only rules use the brought VPC's range, looked up (not created).
-    assert ("aws:ec2/getVpc:getVpc", {"id": "vpc-0byo"}) in recording.invokes
+    assert ("aws:ec2/getVpc:getVpc", {"id": "vpc-0b1e55ed"}) in recording.invokes
 
 
 def test_single_servers_go_to_the_existing_subnets_in_turn(run: Any) -> None:
-    recording = _deploy(run, stage="validation", network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"])
+    recording = _deploy(run, stage="validation", network_id="vpc-0b1e55ed",
+                        subnet_ids=["subnet-0000000a", "subnet-0000000b"])
     assert not _types(recording) & NETWORK_TYPES
-    assert [i.inputs["subnetId"] for i in recording.of_type("aws:ec2/instance:Instance")] == ["subnet-0a"]
+    assert [i.inputs["subnetId"] for i in recording.of_type("aws:ec2/instance:Instance")] == ["subnet-0000000a"]
 
 
 def test_an_internet_facing_fleet_in_an_existing_network_puts_its_load_balancer_in_the_given_subnets(
         run: Any) -> None:
-    recording = _deploy(run, network_id="vpc-0byo", subnet_ids=["subnet-0private-a", "subnet-0private-b"],
-                        load_balancer_subnet_ids=["subnet-0public-a", "subnet-0public-b"],
+    recording = _deploy(run, network_id="vpc-0b1e55ed", subnet_ids=["subnet-000000a1", "subnet-000000a2"],
+                        load_balancer_subnet_ids=["subnet-000000b1", "subnet-000000b2"],
                         allowed_cidrs=["198.51.100.0/24"], api_key=pulumi.Output.secret("k"))
     (balancer,) = recording.of_type(LOAD_BALANCER)
-    assert balancer.inputs["subnets"] == ["subnet-0public-a", "subnet-0public-b"]
+    assert balancer.inputs["subnets"] == ["subnet-000000b1", "subnet-000000b2"]
     assert balancer.inputs["internal"] is False
     (group,) = recording.of_type(GROUP)
-    assert group.inputs["vpcZoneIdentifiers"] == ["subnet-0private-a", "subnet-0private-b"]
+    assert group.inputs["vpcZoneIdentifiers"] == ["subnet-000000a1", "subnet-000000a2"]
 
 
 def test_an_internet_facing_fleet_in_an_existing_network_needs_subnets_for_its_load_balancer(run: Any) -> None:
     with pytest.raises(InputError, match=r"chat.load_balancer_subnet_ids: is required with a brought network"):
-        _deploy(run, network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"], allowed_cidrs=["0.0.0.0/0"],
-                api_key=pulumi.Output.secret("k"))
+        _deploy(run, network_id="vpc-0b1e55ed", subnet_ids=["subnet-0000000a", "subnet-0000000b"],
+                allowed_cidrs=["0.0.0.0/0"], api_key=pulumi.Output.secret("k"))
 
 
 def test_a_load_balancer_in_one_existing_subnet_is_refused(run: Any) -> None:
     with pytest.raises(InputError, match=r"load_balancer_subnet_ids: an Application Load Balancer needs subnets in "
                                          r"at least 2 Availability Zones \(got 1\)"):
-        _deploy(run, network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"],
-                load_balancer_subnet_ids=["subnet-0public-a"], allowed_cidrs=["198.51.100.0/24"],
+        _deploy(run, network_id="vpc-0b1e55ed", subnet_ids=["subnet-0000000a", "subnet-0000000b"],
+                load_balancer_subnet_ids=["subnet-000000b1"], allowed_cidrs=["198.51.100.0/24"],
                 api_key=pulumi.Output.secret("k"))
 
 
 def test_existing_security_groups_replace_the_firewall(run: Any) -> None:
-    recording = _deploy(run, stage="validation", security_group_ids=["sg-0byo1", "sg-0byo2"])
+    recording = _deploy(run, stage="validation", security_group_ids=["sg-0000e001", "sg-0000e002"])
     assert not _types(recording) & FIREWALL_TYPES
     for instance in recording.of_type("aws:ec2/instance:Instance"):
-        assert instance.inputs["vpcSecurityGroupIds"] == ["sg-0byo1", "sg-0byo2"]
+        assert instance.inputs["vpcSecurityGroupIds"] == ["sg-0000e001", "sg-0000e002"]
     assert recording.value["urls"]
 
 
 def test_a_fleet_with_existing_security_groups_gives_only_its_load_balancer_a_group_of_its_own(
         run: Any, caplog: pytest.LogCaptureFixture) -> None:
-    recording = _deploy(run, security_group_ids=["sg-0byo1", "sg-0byo2"])
+    recording = _deploy(run, security_group_ids=["sg-0000e001", "sg-0000e002"])
     assert not [r for r in recording.resources if r.type == "inferstack:index:Firewall"]
     (template,) = recording.of_type(TEMPLATE)
-    assert template.inputs["networkInterfaces"][0]["securityGroups"] == ["sg-0byo1", "sg-0byo2"]
+    assert template.inputs["networkInterfaces"][0]["securityGroups"] == ["sg-0000e001", "sg-0000e002"]
     (group,) = recording.of_type("aws:ec2/securityGroup:SecurityGroup")
     assert group.name == "chat-lb-sg" and recording.of_type(LOAD_BALANCER)[0].inputs["securityGroups"] == [group.id]
     egress = [r.inputs for r in recording.of_type("aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule")]
-    assert sorted(e["referencedSecurityGroupId"] for e in egress) == ["sg-0byo1", "sg-0byo2"]
+    assert sorted(e["referencedSecurityGroupId"] for e in egress) == ["sg-0000e001", "sg-0000e002"]
     assert all(e["fromPort"] == e["toPort"] == 8000 for e in egress)
     ingress = [r.inputs for r in recording.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")]
     vpc = recording.named("chat-network-vpc").outputs["cidrBlock"]
@@ -166,8 +167,8 @@ def test_existing_assets_bucket_is_served_without_touching_it(run: Any) -> None:
 ])
 def test_everything_brought_leaves_only_servers_cdn_and_secrets_to_create(run: Any, stage: str,
                                                                           servers: set[str]) -> None:
-    recording = _deploy(run, stage=stage, network_id="vpc-0byo", subnet_ids=["subnet-0a", "subnet-0b"],
-                        security_group_ids=["sg-0byo"], instance_identity="existing-profile",
+    recording = _deploy(run, stage=stage, network_id="vpc-0b1e55ed", subnet_ids=["subnet-0000000a", "subnet-0000000b"],
+                        security_group_ids=["sg-0000e000"], instance_identity="existing-profile",
                         model_bucket="team-models", assets_bucket="team-assets",
                         api_key=pulumi.Output.secret("k"))
     assert _types(recording) == {*servers, "OriginAccessControl", "Distribution", "Parameter", "BucketObjectv2"}

@@ -505,21 +505,21 @@ def test_the_security_facts_see_a_fleets_servers_in_its_launch_template_and_its_
 
 
 def test_a_brought_network_puts_the_load_balancer_in_the_vswitches_given_for_it(run: Any) -> None:
-    recording = _deploy(run, _fleet_plan(), network_id="vpc-byo", subnet_ids=["vsw-private-a", "vsw-private-b"],
-                        load_balancer_subnet_ids=["vsw-public-a", "vsw-public-b"], **PUBLIC)
+    recording = _deploy(run, _fleet_plan(), network_id="vpc-byo", subnet_ids=["vsw-privatea", "vsw-privateb"],
+                        load_balancer_subnet_ids=["vsw-publica", "vsw-publicb"], **PUBLIC)
     assert not recording.of_type(SWITCH) and not recording.of_type("alicloud:vpc/natGateway:NatGateway")
-    assert _one(recording, SCALING_GROUP).inputs["vswitchIds"] == ["vsw-private-a", "vsw-private-b"]
+    assert _one(recording, SCALING_GROUP).inputs["vswitchIds"] == ["vsw-privatea", "vsw-privateb"]
     mappings = _one(recording, LOAD_BALANCER).inputs["zoneMappings"]
-    assert [m["vswitchId"] for m in mappings] == ["vsw-public-a", "vsw-public-b"]
+    assert [m["vswitchId"] for m in mappings] == ["vsw-publica", "vsw-publicb"]
     assert [m["zoneId"] for m in mappings] == ["ap-southeast-1a", "ap-southeast-1b"]  # looked up
     lookups = [args for token, args in recording.invokes if token == "alicloud:vpc/getSwitches:getSwitches"]
-    assert lookups == [{"ids": ["vsw-public-a", "vsw-public-b"]}]
+    assert lookups == [{"ids": ["vsw-publica", "vsw-publicb"]}]
 
 
 def test_an_internal_load_balancer_in_a_brought_network_uses_the_servers_vswitches(run: Any) -> None:
-    recording = _deploy(run, _fleet_plan(), network_id="vpc-byo", subnet_ids=["vsw-private-a", "vsw-private-b"])
+    recording = _deploy(run, _fleet_plan(), network_id="vpc-byo", subnet_ids=["vsw-privatea", "vsw-privateb"])
     assert [m["vswitchId"] for m in _one(recording, LOAD_BALANCER).inputs["zoneMappings"]] == [
-        "vsw-private-a", "vsw-private-b"]
+        "vsw-privatea", "vsw-privateb"]
 
 
 def test_a_load_balancer_with_one_zone_is_refused_naming_the_vswitches(run: Any,
@@ -527,8 +527,8 @@ def test_a_load_balancer_with_one_zone_is_refused_naming_the_vswitches(run: Any,
     monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:vpc/getSwitches:getSwitches", lambda a, c: {
         "vswitches": [{"id": v, "zoneId": "ap-southeast-1a"} for v in a["ids"]]})
     with pytest.raises(InputError, match=r"chat.load_balancer_subnet_ids: ALB takes one vSwitch in each of 2 zones"):
-        _deploy(run, _fleet_plan(), network_id="vpc-byo", subnet_ids=["vsw-private-a", "vsw-private-b"],
-                load_balancer_subnet_ids=["vsw-public-a", "vsw-public-b"], **PUBLIC)
+        _deploy(run, _fleet_plan(), network_id="vpc-byo", subnet_ids=["vsw-privatea", "vsw-privateb"],
+                load_balancer_subnet_ids=["vsw-publica", "vsw-publicb"], **PUBLIC)
 
 
 #### Single servers stay as they were ####

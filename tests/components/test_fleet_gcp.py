@@ -395,18 +395,18 @@ def test_a_fleet_open_to_its_network_only_admits_the_networks_range_at_cloud_arm
 
 
 def test_a_brought_network_takes_the_servers_subnetwork_and_the_load_balancers_and_creates_none() -> None:
-    servers = "projects/p/regions/us-central1/subnetworks/servers"
-    front = "projects/p/regions/us-central1/subnetworks/front"
-    recording = _fleet(network_id="projects/p/global/networks/shared", subnet_ids=[servers, servers],
+    servers = "projects/my-prj/regions/us-central1/subnetworks/servers"
+    front = "projects/my-prj/regions/us-central1/subnetworks/front"
+    recording = _fleet(network_id="projects/my-prj/global/networks/shared", subnet_ids=[servers, servers],
                        load_balancer_subnet_ids=[front], **PRIVATE)
     assert not recording.of_type(SUBNETWORK) and not recording.of_type(NAT)
     assert _one(recording, TEMPLATE).inputs["networkInterfaces"][0]["subnetwork"] == servers
     rules = recording.of_type(REGION_RULE)
     assert rules and {r.inputs["subnetwork"] for r in rules} == {front}
-    assert {r.inputs["network"] for r in rules} == {"projects/p/global/networks/shared"}
+    assert {r.inputs["network"] for r in rules} == {"projects/my-prj/global/networks/shared"}
     proxy_lookup = [a["filter"] for token, a in recording.invokes
                     if token == "gcp:compute/getSubnetworks:getSubnetworks" and "REGIONAL_MANAGED_PROXY" in a["filter"]]
-    assert proxy_lookup and set(proxy_lookup) == {proxy_only_filter("projects/p/global/networks/shared", "x")}
+    assert proxy_lookup and set(proxy_lookup) == {proxy_only_filter("projects/my-prj/global/networks/shared", "x")}
 
 
 def test_a_brought_network_with_a_public_endpoint_needs_subnets_for_the_load_balancer() -> None:

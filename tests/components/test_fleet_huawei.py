@@ -22,6 +22,13 @@ from inferstack.preview import Recording, RegisteredResource, preview_stack, pre
 from tests.components.neutral_view import FACT_MAPPERS
 from tests.sample_plans import sample_plan
 
+# Brought ids: Huawei's VPC, subnet and security group ids are UUIDs
+VPC = "0b1e55ed-0000-4000-8000-000000000001"
+SUBNET_A = "0b1e55ed-0000-4000-8000-000000000002"
+SUBNET_B = "0b1e55ed-0000-4000-8000-000000000003"
+PUBLIC_A = "0b1e55ed-0000-4000-8000-000000000005"
+PUBLIC_B = "0b1e55ed-0000-4000-8000-000000000006"
+
 REPO = Path(__file__).resolve().parents[2]
 REGION = "ap-southeast-3"
 CONFIG = {"huaweicloud:region": REGION}
@@ -269,19 +276,19 @@ def test_callers_are_limited_to_the_allowed_cidrs_at_both_listeners(run: Any, ci
 
 
 def test_a_brought_network_puts_the_load_balancer_in_the_subnets_given_for_it(run: Any) -> None:
-    recording = _fleet(run, network_id="vpc-byo", subnet_ids=["subnet-a", "subnet-b"],
-                       load_balancer_subnet_ids=["subnet-pub-a", "subnet-pub-b"], **PUBLIC)
+    recording = _fleet(run, network_id=VPC, subnet_ids=[SUBNET_A, SUBNET_B],
+                       load_balancer_subnet_ids=[PUBLIC_A, PUBLIC_B], **PUBLIC)
     assert not _of(recording, "Vpc") and not _of(recording, "Subnet") and not _of(recording, "Gateway")
     balancer = _one(recording, "Loadbalancer").inputs
-    assert ("huaweicloud:Vpc/getSubnet:getSubnet", {"id": "subnet-pub-a"}) in recording.invokes
-    assert balancer["ipv4SubnetId"] == huawei._ipv4_subnet_id("subnet-pub-a") and balancer["vpcId"] == "vpc-byo"
+    assert ("huaweicloud:Vpc/getSubnet:getSubnet", {"id": PUBLIC_A}) in recording.invokes
+    assert balancer["ipv4SubnetId"] == huawei._ipv4_subnet_id(PUBLIC_A) and balancer["vpcId"] == VPC
     group = _one(recording, "Group").inputs
-    assert (group["vpcId"], group["networks"]) == ("vpc-byo", [{"id": "subnet-a"}])
+    assert (group["vpcId"], group["networks"]) == (VPC, [{"id": SUBNET_A}])
 
 
 def test_a_brought_network_with_a_public_endpoint_needs_subnets_for_the_load_balancer(run: Any) -> None:
     with pytest.raises(InputError, match=r"chat\.load_balancer_subnet_ids: is required with a brought network"):
-        _fleet(run, network_id="vpc-byo", subnet_ids=["subnet-a", "subnet-b"], **PUBLIC)
+        _fleet(run, network_id=VPC, subnet_ids=[SUBNET_A, SUBNET_B], **PUBLIC)
 
 
 @pytest.mark.parametrize("protected", [True, False])

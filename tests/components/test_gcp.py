@@ -432,7 +432,7 @@ def test_the_static_assets_component_refuses_a_missing_domain_itself() -> None:
 
 @pytest.mark.parametrize(("args", "expected"), [
     ({"assets_domain": "https://Assets.example.com/"}, "chat.assets_domain: is not a lowercase DNS name"),
-    ({"assets_domain": DOMAIN, "assets_certificate": "projects/p/global/sslCertificates/c"},
+    ({"assets_domain": DOMAIN, "assets_certificate": "projects/my-prj/global/sslCertificates/c"},
      "chat.assets_certificate: is not used on Google Cloud: the cloud issues the domain's certificate itself"),
 ])
 def test_a_malformed_domain_or_an_unusable_certificate_is_refused(args: dict[str, str], expected: str) -> None:
@@ -468,12 +468,12 @@ def _nothing_targets(recording: Recording, brought: str) -> bool:
 
 
 def test_existing_network_and_subnetworks_are_used_and_none_is_created() -> None:
-    subnets = ["projects/p/regions/us-central1/subnetworks/a", "projects/p/regions/us-central1/subnetworks/b"]
+    subnets = ["projects/my-prj/regions/us-central1/subnetworks/a", "projects/my-prj/regions/us-central1/subnetworks/b"]
     recording = _server(_two_zones(sample_plan("gcp", "gpu-llm", "internal")),
-                        network_id="projects/p/global/networks/shared", subnet_ids=subnets)
+                        network_id="projects/my-prj/global/networks/shared", subnet_ids=subnets)
     assert not _types(recording) & {"Network", "Subnetwork"}
     assert sorted(i.inputs["networkInterfaces"][0]["subnetwork"] for i in recording.of_type(INSTANCE)) == subnets
-    assert {r.inputs["network"] for r in recording.of_type(FIREWALL)} == {"projects/p/global/networks/shared"}
+    assert {r.inputs["network"] for r in recording.of_type(FIREWALL)} == {"projects/my-prj/global/networks/shared"}
     assert ("gcp:compute/getSubnetworks:getSubnetworks", {"filter": "network eq .*/networks/shared"}) in \
         recording.invokes
     metrics = next(r for r in recording.of_type(FIREWALL) if r.name == "chat-firewall-api-network")
@@ -487,7 +487,7 @@ def test_existing_network_tags_replace_the_firewall() -> None:
 
 
 def test_existing_service_account_replaces_the_identity() -> None:
-    email = "inference@team.iam.gserviceaccount.com"
+    email = "inference@my-prj.iam.gserviceaccount.com"
     recording = _server(sample_plan("gcp", "gpu-llm", "validation"), instance_identity=email)
     assert not _types(recording) & {"Account", "SecretIamMember"}
     assert recording.of_type(INSTANCE)[0].inputs["serviceAccount"]["email"] == email
@@ -519,7 +519,7 @@ def test_existing_assets_bucket_is_served_without_touching_it() -> None:
 def test_everything_brought_leaves_only_servers_load_balancer_and_secrets_to_create() -> None:
     recording = _server(_two_zones(sample_plan("gcp", "gpu-llm", "internal")), network_id="shared",
                         subnet_ids=["sub-a", "sub-b"], security_group_ids=["team-inference"],
-                        instance_identity="inference@team.iam.gserviceaccount.com", model_bucket="team-models",
+                        instance_identity="inference@my-prj.iam.gserviceaccount.com", model_bucket="team-models",
                         assets_bucket="team-assets", api_key=pulumi.Output.secret("k"))
     assert _types(recording) == {"Instance", "BackendBucket", "GlobalAddress", "ManagedSslCertificate", "SSLPolicy",
                                  "URLMap", "TargetHttpsProxy", "GlobalForwardingRule", "Secret", "SecretVersion",
@@ -555,12 +555,12 @@ def test_preview_answers_only_the_lookups_the_backend_makes() -> None:
 
 def test_cli_preview_sizes_a_workload_for_gcp_with_its_assets_domain() -> None:
     result = preview_workload(REPO / "examples" / "workloads" / "embeddings-bert.yaml", cloud="gcp",
-                              assets_domain=DOMAIN, config={"gcp:project": "team-project"})
+                              assets_domain=DOMAIN, config={"gcp:project": "my-prj"})
     assert result.plan.cloud == "gcp" and result.outputs["staticAssetsUrl"] == f"https://{DOMAIN}"
     assert result.notes == []
     instance = next(r for r in result.resources if r.type == INSTANCE)
     assert f"machineType={result.plan.instance_type}" in instance.key_properties()
-    assert instance.inputs["serviceAccount"]["email"].endswith("@team-project.iam.gserviceaccount.com")
+    assert instance.inputs["serviceAccount"]["email"].endswith("@my-prj.iam.gserviceaccount.com")
 
 
 def test_gcp_dev_stack_file_previews_from_its_workload() -> None:

@@ -26,6 +26,12 @@ from inferstack.preview import Recording, RegisteredResource, preview_deployment
 from tests.components.neutral_view import FACT_MAPPERS
 from tests.sample_plans import sample_plan
 
+# Brought ids: Huawei's VPC, subnet and security group ids are UUIDs
+VPC = "0b1e55ed-0000-4000-8000-000000000001"
+SUBNET_A = "0b1e55ed-0000-4000-8000-000000000002"
+SUBNET_B = "0b1e55ed-0000-4000-8000-000000000003"
+GROUP_ID = "0b1e55ed-0000-4000-8000-000000000004"
+
 REPO = Path(__file__).resolve().parents[2]
 REGION = "ap-southeast-3"
 DOMAIN, CERTIFICATE = "assets.example.com", "scs1700000000001"
@@ -391,15 +397,15 @@ def test_mainland_china_regions_are_served_in_mainland_china() -> None:
 
 
 def test_everything_brought_leaves_only_servers_cdn_and_secrets_to_create(run: Any) -> None:
-    recording = _deploy(run, stage="production", loose=True, network_id="vpc-byo", subnet_ids=["subnet-a", "subnet-b"],
-                        security_group_ids=["sg-byo"], instance_identity="team-agency",
+    recording = _deploy(run, stage="production", loose=True, network_id=VPC, subnet_ids=[SUBNET_A, SUBNET_B],
+                        security_group_ids=[GROUP_ID], instance_identity="team-agency",
                         model_bucket="team-models", assets_bucket="team-assets", api_key=API_KEY)
     assert {r.type.split(":")[-1] for r in recording.resources if r.custom} == {"Instance", "Domain", "Secret",
                                                                                "BucketObject"}
     servers = _of(recording, "Instance")
-    assert sorted(s.inputs["networks"][0]["uuid"] for s in servers) == ["subnet-a", "subnet-b"]
+    assert sorted(s.inputs["networks"][0]["uuid"] for s in servers) == [SUBNET_A, SUBNET_B]
     assert {s.inputs["agencyName"] for s in servers} == {"team-agency"}
-    assert all(s.inputs["securityGroupIds"] == ["sg-byo"] for s in servers)
+    assert all(s.inputs["securityGroupIds"] == [GROUP_ID] for s in servers)
     assert ("huaweicloud:Obs/getBuckets:getBuckets", {"bucket": "team-assets"}) in recording.invokes
     origin = recording.named("chat-assets-cdn").inputs["sources"][0]["origin"]
     assert origin == f"team-assets.obs.{REGION}.myhuaweicloud.com"
@@ -407,9 +413,9 @@ def test_everything_brought_leaves_only_servers_cdn_and_secrets_to_create(run: A
 
 
 def test_a_brought_network_is_looked_up_for_its_range_and_nothing_is_created_for_it(run: Any) -> None:
-    recording = _deploy(run, network_id="vpc-byo", subnet_ids=["subnet-a"])
+    recording = _deploy(run, network_id=VPC, subnet_ids=[SUBNET_A])
     assert not {"Vpc", "Subnet", "Gateway", "SnatRule"} & {r.type.split(":")[-1] for r in recording.resources}
-    assert ("huaweicloud:Vpc/getVpc:getVpc", {"id": "vpc-byo"}) in recording.invokes
+    assert ("huaweicloud:Vpc/getVpc:getVpc", {"id": VPC}) in recording.invokes
     api = recording.named("chat-firewall-api-network").inputs
     assert api["remoteIpPrefix"] == "192.168.0.0/16"  # the preview's placeholder for the brought VPC's range
 

@@ -75,10 +75,10 @@ def test_preview_tree_shows_plan_cost_and_each_resource() -> None:
 
 def test_preview_passes_bring_your_own_config_to_the_program() -> None:
     result = preview_deployment(sample_plan("aws", "gpu-llm", "validation"),
-                                {"inferstack:networkId": "vpc-0abc", "inferstack:subnetIds": ["subnet-0abc"]})
+                                {"inferstack:networkId": "vpc-0abc0abc", "inferstack:subnetIds": ["subnet-0abc0abc"]})
     assert not [r for r in result.resources if r.type == "aws:ec2/vpc:Vpc"]
     instance = next(r for r in result.resources if r.type == "aws:ec2/instance:Instance")
-    assert instance.inputs["subnetId"] == "subnet-0abc"
+    assert instance.inputs["subnetId"] == "subnet-0abc0abc"
 
 
 def test_preview_stack_reads_a_plan_file(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def test_preview_stack_reads_a_plan_file(tmp_path: Path) -> None:
 def test_preview_stack_takes_the_aws_plan_from_a_plan_report(tmp_path: Path) -> None:
     report = REPO / "examples" / "aws-existing-vpc" / "plan.json"
     config = {"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:planFile": str(report),
-              "inferstack:networkId": "vpc-0abc", "inferstack:subnetIds": ["subnet-0abc"]}
+              "inferstack:networkId": "vpc-0abc0abc", "inferstack:subnetIds": ["subnet-0abc0abc"]}
     result = preview_stack(config)
     assert result.plan.cloud == "aws" and result.plan.workload == "kb-qa"
 

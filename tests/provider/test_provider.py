@@ -152,8 +152,8 @@ def test_construct_creates_the_server_from_camel_case_wire_inputs_with_the_plan_
     plan = sample_plan("aws", "gpu-llm", "validation")
     recording = construct("InferenceServer", {
         "plan": plan.model_dump_json(),  # what `inferstack plan --json` writes, read from a file by the program
-        "networkId": "vpc-0byo",
-        "subnetIds": ["subnet-0a", "subnet-0b"],
+        "networkId": "vpc-0b1e55ed",
+        "subnetIds": ["subnet-0000000a", "subnet-0000000b"],
         "allowedCidrs": ["10.20.0.0/16"],
         "apiKey": rpc.wrap_rpc_secret("k-wire-123"),  # a secret from the program arrives wrapped
         "staticAssets": False,
@@ -165,9 +165,9 @@ def test_construct_creates_the_server_from_camel_case_wire_inputs_with_the_plan_
     registered = {r.type for r in recording.resources if r.type.startswith("inferstack:")}
     assert registered <= set(schema["resources"])  # children register under the tokens the schema names
     (instance,) = recording.of_type("aws:ec2/instance:Instance")
-    assert instance.inputs["subnetId"] in {"subnet-0a", "subnet-0b"}
+    assert instance.inputs["subnetId"] in {"subnet-0000000a", "subnet-0000000b"}
     assert instance.inputs["instanceType"] == plan.instance_type and instance.inputs["tags"]["team"] == "search"
-    assert recording.named("chat-firewall-sg").inputs["vpcId"] == "vpc-0byo"
+    assert recording.named("chat-firewall-sg").inputs["vpcId"] == "vpc-0b1e55ed"
     rules = recording.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
     assert "10.20.0.0/16" in {rule.inputs.get("cidrIpv4") for rule in rules}
     parameter = recording.named("chat-secrets-api-key")
@@ -218,7 +218,7 @@ def test_construct_builds_a_child_component_on_its_own(construct: Construct, sch
 
 def test_construct_takes_wire_numbers_for_integer_inputs(construct: Construct) -> None:
     """The wire carries every number as a double; the component's validation makes the port an int again."""
-    recording = construct("Firewall", {"cloud": "aws", "networkId": "vpc-0byo", "networkCidr": "10.0.0.0/16",
+    recording = construct("Firewall", {"cloud": "aws", "networkId": "vpc-0b1e55ed", "networkCidr": "10.0.0.0/16",
                                                 "port": 8000, "metricsPort": 9090}, name="fw")
     rules = recording.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
     assert {(rule.inputs["fromPort"], rule.inputs["cidrIpv4"]) for rule in rules} == {
