@@ -23,7 +23,17 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from inferstack.errors import input_error
 from inferstack.plan import CloudOutcome, DeploymentPlan, Money, PlanReport, Price
-from inferstack.spec import Cloud, ModelSpec, WorkloadSpec, parse_document, parse_workload
+from inferstack.spec import (
+    CLOUDS,
+    PROVIDER_REGION_KEYS,
+    STAGES,
+    Cloud,
+    ModelSpec,
+    WorkloadSpec,
+    for_stack,
+    parse_document,
+    parse_workload,
+)
 
 CloudStatus = Literal["unchanged", "changed", "became_infeasible", "became_feasible", "added", "removed"]
 Scalar = str | int | float | None
@@ -540,13 +550,6 @@ def diff_workload_files(
 
 
 STACK_WORKLOAD_KEY = "inferstack:workload"
-# The provider config key each cloud's Pulumi provider reads its region from (as the components' backends do).
-PROVIDER_REGION_KEYS: dict[str, str] = {
-    "aws": "aws:region",
-    "gcp": "gcp:region",
-    "alibaba": "alicloud:region",
-    "huawei": "huaweicloud:region",
-}
 
 
 def read_workload_file(path: Path) -> WorkloadSpec:
@@ -575,20 +578,15 @@ def _stack_workload(config: dict[str, JsonValue], source: str, project_dir: Path
             fix="diff the workload file the stack names (inferstack:workloadFile); a stack that gives a plan has "
             "no sizing to diff: its `pulumi preview` shows the change",
         )
-    data = dict(workload)
-    if "inferstack:stage" in config:
-        data["stage"] = config["inferstack:stage"]
-    cloud = config.get("inferstack:cloud")
-    if isinstance(cloud, str):
-        given = data.get("placement")
-        placement = dict(given) if isinstance(given, dict) else {}
-        placement["clouds"] = [cloud]
-        region = config.get(PROVIDER_REGION_KEYS.get(cloud, ""))
-        if isinstance(region, str):
-            regions = placement.get("regions")
-            placement["regions"] = {**(regions if isinstance(regions, dict) else {}), cloud: [region]}
-        data["placement"] = placement
-    return parse_workload(data, source=f"{source} ({STACK_WORKLOAD_KEY})", base_dir=project_dir)
+    spec = parse_workload(workload, source=f"{source} ({STACK_WORKLOAD_KEY})", base_dir=project_dir)
+    cloud, stage = config.get("inferstack:cloud"), config.get("inferstack:stage")
+    if cloud not in CLOUDS:
+        raise input_error("inferstack:cloud", f"is not one of {', '.join(CLOUDS)}" if cloud else "is not set",
+                          value=cloud, fix="pulumi config set inferstack:cloud aws (one of aws, gcp, alibaba, huawei)")
+    if stage is not None and stage not in STAGES:
+        raise input_error("inferstack:stage", f"is not one of {', '.join(STAGES)}", value=stage)
+    region = config.get(PROVIDER_REGION_KEYS[str(cloud)])
+    return for_stack(spec, cloud, stage=stage, region=region if isinstance(region, str) else None)
 
 
 def _project_dir(path: Path) -> Path:

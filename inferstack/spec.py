@@ -72,6 +72,7 @@ MAX_DOCUMENT_DEPTH = 32
 Cloud = Literal["aws", "gcp", "alibaba", "huawei"]
 CLOUDS: tuple[Cloud, ...] = ("aws", "gcp", "alibaba", "huawei")
 Stage = Literal["validation", "internal", "production"]
+STAGES: tuple[Stage, ...] = get_args(Stage)
 ModelKind = Literal["llm", "encoder", "vision", "image_generation", "speech"]
 Device = Literal["auto", "cpu", "gpu"]
 
@@ -665,3 +666,30 @@ def load_workload(path: str | Path) -> WorkloadSpec:
     )
     data = parse_document(text, suffix=path.suffix, source=str(path))
     return parse_workload(data, source=str(path), base_dir=path.parent)
+
+
+#### The workload a stack deploys ####
+
+PROVIDER_REGION_KEYS: dict[str, str] = {
+    "aws": "aws:region",
+    "gcp": "gcp:region",
+    "alibaba": "alicloud:region",
+    "huawei": "huaweicloud:region",
+}
+"""The stack config key each cloud's Pulumi provider reads its region from."""
+
+
+def for_stack(workload: WorkloadSpec, cloud: Cloud, *, stage: Stage | None = None, region: str | None = None,
+              cloud_field: str = "inferstack:cloud") -> WorkloadSpec:
+    """The workload a stack sizes: on the stack's cloud (one the workload allows), in its provider's region, at its
+    stage. The Pulumi program, `inferstack diff` and a component given a workload all size through this."""
+    placement = workload.placement
+    if cloud not in placement.clouds:
+        raise input_error(cloud_field, "is not among the workload's allowed clouds", value=cloud,
+                          fix=f"use one of {placement.clouds}, or allow {cloud} in the workload's placement.clouds")
+    if region is not None and not re.fullmatch(REGION_PATTERN, region):
+        raise input_error(PROVIDER_REGION_KEYS[cloud], "is not a region name", value=region,
+                          fix="give the region as the cloud spells it, e.g. us-east-1, europe-west4, cn-hangzhou")
+    regions = {**placement.regions, cloud: [region]} if region is not None else placement.regions
+    pinned = placement.model_copy(update={"clouds": [cloud], "regions": regions})
+    return workload.model_copy(update={"placement": pinned, "stage": stage or workload.stage})

@@ -311,6 +311,29 @@ def test_a_stack_region_change_moves_the_plan_to_that_region(tmp_path):
     assert ("region", "us-east-1", "eu-west-1") in [(c.field, c.before, c.after) for c in diff.clouds[0].changes]
 
 
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        ({"inferstack:workload": {"placement": {"clouds": ["gcp"]}}}, "inferstack:cloud: is not among the workload's"),
+        ({"inferstack:cloud": "azure"}, "inferstack:cloud: is not one of aws, gcp, alibaba, huawei"),
+        ({"inferstack:stage": "staging"}, "inferstack:stage: is not one of validation, internal, production"),
+        ({"aws:region": "us east 1"}, "aws:region: is not a region name"),
+    ],
+)
+def test_a_stack_the_pulumi_program_refuses_is_refused_by_the_diff_with_the_same_key(tmp_path, edit, expected):
+    # One function turns a stack's config into the workload it sizes (spec.for_stack): the diff never plans what
+    # `pulumi up` would refuse (it used to overwrite the workload's allowed clouds with the stack's).
+    data = yaml.safe_load(STACK.read_text())
+    for key, value in edit.items():
+        if key == "inferstack:workload":
+            data["config"][key]["placement"] = {**data["config"][key].get("placement", {}), **value["placement"]}
+        else:
+            data["config"][key] = value
+    stack = write(tmp_path, "edited/Pulumi.aws-prod.yaml", data)
+    with pytest.raises(InputError, match=expected):
+        diff_workload_files([stack_file(tmp_path, "base"), stack])
+
+
 def test_a_stack_without_an_inline_workload_says_what_to_diff_instead(tmp_path):
     stack = write(
         tmp_path, "Pulumi.dev.yaml", {"config": {"inferstack:cloud": "aws", "inferstack:workloadFile": "w.yaml"}}

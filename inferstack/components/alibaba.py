@@ -80,6 +80,7 @@ from inferstack.components.core import (
 )
 from inferstack.errors import InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
+from inferstack.spec import PROVIDER_REGION_KEYS
 
 #### Constants ####
 
@@ -184,7 +185,7 @@ class AlibabaBackend(CloudBackend):
 
     cloud = "alibaba"
     display_name = "Alibaba Cloud"
-    region_config_key = "alicloud:region"
+    region_config_key = PROVIDER_REGION_KEYS["alibaba"]
     capabilities: ClassVar[Mapping[Capability, Support]] = {
         Capability.METADATA_HARDENING: supported(
             "ECS http_tokens=required: the metadata server answers only token (hardened-mode) requests. A single "

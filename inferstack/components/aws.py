@@ -70,6 +70,7 @@ from inferstack.components.core import (
 )
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan, Fleet
+from inferstack.spec import PROVIDER_REGION_KEYS
 
 #### Constants ####
 
@@ -150,7 +151,7 @@ class AwsBackend(CloudBackend):
 
     cloud = "aws"
     display_name = "AWS"
-    region_config_key = "aws:region"
+    region_config_key = PROVIDER_REGION_KEYS["aws"]
     capabilities: ClassVar[Mapping[Capability, Support]] = {
         Capability.METADATA_HARDENING: supported("IMDSv2 required (http_tokens=required), hop limit 1"),
         Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported("S3 Block Public Access, all four settings on; ACLs off "

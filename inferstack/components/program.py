@@ -42,7 +42,15 @@ from inferstack.components.core import backend_for, parse_cidrs
 from inferstack.components.server import InferenceServer, InferenceServerArgs, size_workload
 from inferstack.errors import InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan, PlanReport
-from inferstack.spec import Cloud, Stage, WorkloadSpec, load_workload, parse_workload, problems_from_validation
+from inferstack.spec import (
+    Cloud,
+    Stage,
+    WorkloadSpec,
+    for_stack,
+    load_workload,
+    parse_workload,
+    problems_from_validation,
+)
 
 NAMESPACE = "inferstack"
 SERVER_NAME = "server"
@@ -150,8 +158,8 @@ def read_stack_config(project_dir: Path | None = None) -> StackSettings:
         raise input_error(f"{NAMESPACE}:workload", "give exactly one of workload, workloadFile, plan, planFile",
                           value=given or None, fix="pulumi config set inferstack:workloadFile workload.yaml")
     plan, workload = _read_source(config, project_dir)
-    if workload is not None:
-        workload = _pin_workload(workload, config)
+    if workload is not None:  # its region is the provider's, added where it is sized (size_workload)
+        workload = for_stack(workload, config.cloud, stage=config.stage)  # type: ignore[arg-type]
     prices_file = project_dir / config.prices_file if config.prices_file else None
     return StackSettings(cloud=config.cloud, plan=plan, workload=workload,  # type: ignore[arg-type]
                          prices_file=prices_file, server_args=_server_args(config))
@@ -276,16 +284,6 @@ def _plan_problems(error: ValidationError) -> list[Problem]:
     problems += [Problem("plan." + ".".join(map(str, e["loc"])), str(e["msg"]), value=e.get("input"), fix=fix)
                  for e in error.errors() if e["type"] != "missing"]
     return problems
-
-
-def _pin_workload(workload: WorkloadSpec, config: StackConfig) -> WorkloadSpec:
-    """Size for this stack: its stage and its cloud (the component adds the provider's region)."""
-    placement = workload.placement
-    if config.cloud not in placement.clouds:
-        raise input_error(f"{NAMESPACE}:cloud", "is not among the workload's allowed clouds",
-                          value=config.cloud, fix=f"use one of {placement.clouds}, or allow {config.cloud}")
-    pinned = placement.model_copy(update={"clouds": [config.cloud]})
-    return workload.model_copy(update={"placement": pinned, "stage": config.stage or workload.stage})
 
 
 def _server_args(config: StackConfig) -> InferenceServerArgs:

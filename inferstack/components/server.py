@@ -50,7 +50,7 @@ from inferstack.components.core import (
 )
 from inferstack.errors import InfeasibleError, InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
-from inferstack.spec import Cloud, WorkloadSpec, parse_document, parse_workload
+from inferstack.spec import Cloud, WorkloadSpec, for_stack, parse_document, parse_workload
 
 #### Network ####
 
@@ -702,11 +702,7 @@ def size_workload(workload: WorkloadSpec, cloud: Cloud, *, field: str = "workloa
     except ImportError:
         raise input_error(field, "cannot be sized: inferstack.sizing.plan_workload is not available",
                           fix="pass a plan instead (inferstack plan WORKLOAD --json)") from None
-    region = backend_for(cloud).configured_region()
-    if region is not None:
-        placement = workload.placement
-        regions: dict[Cloud, list[str]] = {**placement.regions, cloud: [region]}
-        workload = workload.model_copy(update={"placement": placement.model_copy(update={"regions": regions})})
+    workload = for_stack(workload, cloud, region=backend_for(cloud).configured_region(), cloud_field=field)
     outcome = plan_workload(workload, clouds=[cloud], prices_file=prices_file).outcome(cloud)
     if outcome.chosen is None:
         reasons = "; ".join(outcome.blocked_by) or "no candidate fits"
