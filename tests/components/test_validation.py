@@ -192,6 +192,12 @@ def test_wrongly_typed_config_names_the_key(run: Any) -> None:
     assert "inferstack:subnetIds" in message
 
 
+def test_a_stack_cloud_the_workload_does_not_allow_is_rejected(run: Any) -> None:
+    workload = {"model": "llama-3.1-8b", "traffic": {"requests_per_s": 1}, "placement": {"clouds": ["aws"]}}
+    message = _config_rejected(run, {"inferstack:cloud": "gcp", "inferstack:workload": workload})
+    assert "inferstack:cloud: is not among the workload's allowed clouds (got 'gcp')" in message
+
+
 def test_plan_for_another_cloud_than_the_stack_is_rejected(run: Any) -> None:
     message = _config_rejected(run, {"inferstack:cloud": "aws",
                                      "inferstack:plan": sample_plan("gcp").model_dump(mode="json")})
