@@ -1,4 +1,4 @@
-"""The `inferstack` command line: plan, estimate, models, gpus, catalog, preview, diff.
+"""The `inferstack` command line: plan, estimate, models, gpus, catalog, preview, diff, pin.
 
 Tables for people (rich), `--json` for machines. Errors a user can fix are printed as such, without a
 traceback, and exit non-zero: 2 for bad input, 3 when no deployment is feasible.
@@ -339,6 +339,20 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return 0  # a diff reports; an infeasible head is shown in it, not signalled by the exit code
 
 
+# ---- pin -----------------------------------------------------------------------------------------------
+
+
+def _cmd_pin(args: argparse.Namespace) -> int:
+    from inferstack.pin import pin_stack
+
+    path, pinned = pin_stack(args.stack)
+    if args.json:
+        _print_json(pinned)
+    else:
+        print(f"{path}: {pinned.chosen().summary()}. Commit it with the stack: `pulumi up` deploys this plan")
+    return 0
+
+
 # ---- manifest ------------------------------------------------------------------------------------------
 
 
@@ -488,6 +502,11 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--prices", type=Path, help="price-override file, used for both sides")
     diff.add_argument("--json", action="store_true", help="the structured diff")
     diff.set_defaults(handler=_cmd_diff)
+
+    pin = commands.add_parser("pin", help="write the plan a stack deploys next to its config (commit it)")
+    pin.add_argument("stack", type=Path, metavar="STACK_FILE", help="the stack's config, e.g. stacks/Pulumi.aws-prod.yaml")
+    pin.add_argument("--json", action="store_true", help="print the pinned plan")
+    pin.set_defaults(handler=_cmd_pin)
 
     manifest = commands.add_parser("manifest", help="write manifest.json (path, size, sha256) for a model folder")
     manifest.add_argument("model_dir", type=Path, help="the folder you upload under the plan's bucket prefix")

@@ -33,6 +33,7 @@ from inferstack.spec import (
     for_stack,
     parse_document,
     parse_workload,
+    read_input_file,
 )
 
 CloudStatus = Literal["unchanged", "changed", "became_infeasible", "became_feasible", "added", "removed"]
@@ -568,8 +569,29 @@ def _spec_from_text(text: str, path: Path, source: str) -> WorkloadSpec:
     return parse_workload(data, source=source, base_dir=path.parent)
 
 
+def read_stack_workload(stack_file: Path) -> tuple[WorkloadSpec, Path | None]:
+    """The workload a Pulumi stack file sizes (inline, or its inferstack:workloadFile) as the Pulumi program sizes
+    it, and the stack's price-override file (inferstack:pricesFile)."""
+    from inferstack.spec import load_workload
+
+    text = read_input_file(stack_file, field="STACK", what="Pulumi stack file", example="stacks/Pulumi.aws-prod.yaml")
+    data = parse_document(text, suffix=stack_file.suffix, source=str(stack_file), field="STACK")
+    config = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(config, dict):
+        raise input_error("STACK", "is not a Pulumi stack file: it has no config", value=str(stack_file),
+                          fix="give a stack's config file, e.g. stacks/Pulumi.aws-prod.yaml")
+    project_dir = _project_dir(stack_file)
+    workload_file = config.get("inferstack:workloadFile")
+    if STACK_WORKLOAD_KEY not in config and isinstance(workload_file, str):
+        spec = _on_stack(load_workload(project_dir / workload_file), config)
+    else:
+        spec = _stack_workload(config, str(stack_file), project_dir)
+    prices = config.get("inferstack:pricesFile")
+    return spec, project_dir / prices if isinstance(prices, str) else None
+
+
 def _stack_workload(config: dict[str, JsonValue], source: str, project_dir: Path) -> WorkloadSpec:
-    """The workload a stack sizes: its cloud, its provider's region, its stage (as the Pulumi program does)."""
+    """The workload a stack gives inline, as the Pulumi program sizes it."""
     workload = config.get(STACK_WORKLOAD_KEY)
     if not isinstance(workload, dict):
         raise input_error(
@@ -579,6 +601,11 @@ def _stack_workload(config: dict[str, JsonValue], source: str, project_dir: Path
             "no sizing to diff: its `pulumi preview` shows the change",
         )
     spec = parse_workload(workload, source=f"{source} ({STACK_WORKLOAD_KEY})", base_dir=project_dir)
+    return _on_stack(spec, config)
+
+
+def _on_stack(spec: WorkloadSpec, config: dict[str, JsonValue]) -> WorkloadSpec:
+    """On the stack's cloud and region, at its stage (spec.for_stack), with the program's checks of those keys."""
     cloud, stage = config.get("inferstack:cloud"), config.get("inferstack:stage")
     if cloud not in CLOUDS:
         raise input_error("inferstack:cloud", f"is not one of {', '.join(CLOUDS)}" if cloud else "is not set",

@@ -35,12 +35,14 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+import yaml
 from pulumi.runtime import config as pulumi_config
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inferstack.components.core import backend_for, parse_cidrs
 from inferstack.components.server import InferenceServer, InferenceServerArgs, size_workload
 from inferstack.errors import InputError, Problem, input_error
+from inferstack.pin import pinned_path, read_pinned
 from inferstack.plan import DeploymentPlan, PlanReport
 from inferstack.spec import (
     Cloud,
@@ -158,8 +160,10 @@ def read_stack_config(project_dir: Path | None = None) -> StackSettings:
         raise input_error(f"{NAMESPACE}:workload", "give exactly one of workload, workloadFile, plan, planFile",
                           value=given or None, fix="pulumi config set inferstack:workloadFile workload.yaml")
     plan, workload = _read_source(config, project_dir)
-    if workload is not None:  # its region is the provider's, added where it is sized (size_workload)
-        workload = for_stack(workload, config.cloud, stage=config.stage)  # type: ignore[arg-type]
+    if workload is not None:
+        region = backend_for(config.cloud).configured_region()
+        workload = for_stack(workload, config.cloud, stage=config.stage, region=region)  # type: ignore[arg-type]
+        plan, workload = _pinned_plan(workload, project_dir)
     prices_file = project_dir / config.prices_file if config.prices_file else None
     return StackSettings(cloud=config.cloud, plan=plan, workload=workload,  # type: ignore[arg-type]
                          prices_file=prices_file, server_args=_server_args(config))
@@ -243,6 +247,28 @@ def _read_source(config: StackConfig, project_dir: Path) -> tuple[DeploymentPlan
         raise input_error(f"{NAMESPACE}:stage", f"differs from the plan's stage ({plan.stage})", value=config.stage,
                           fix="re-plan for this stage, or drop inferstack:stage")
     return plan, None
+
+
+def _pinned_plan(workload: WorkloadSpec, project_dir: Path) -> tuple[DeploymentPlan | None, WorkloadSpec | None]:
+    """The stack's pinned plan (inferstack.pin) when it has one; else the workload, sized at this `pulumi up`."""
+    stack_file = _stack_config_dir(project_dir) / f"Pulumi.{pulumi.get_stack()}.yaml"
+    shown = stack_file.relative_to(project_dir) if stack_file.is_relative_to(project_dir) else stack_file
+    path = pinned_path(stack_file)
+    if path.is_file():
+        return read_pinned(path, workload, stack_file=str(shown)), None
+    if stack_file.is_file():
+        pulumi.log.warn(f"stack {pulumi.get_stack()} sizes its workload at every `pulumi up`, so a catalog or price "
+                        f"update can change its servers with nothing in a pull request showing why: pin its plan "
+                        f"with `inferstack pin {shown}` and commit {path.name}")
+    return None, workload
+
+
+def _stack_config_dir(project_dir: Path) -> Path:
+    """Where the project keeps its stack files: Pulumi.yaml's stackConfigDir, else the project folder."""
+    project_file = project_dir / "Pulumi.yaml"
+    settings = yaml.safe_load(project_file.read_text(encoding="utf-8")) if project_file.is_file() else None
+    folder = settings.get("stackConfigDir") if isinstance(settings, dict) else None
+    return project_dir / folder if isinstance(folder, str) else project_dir
 
 
 def load_plan(path: Path, cloud: Cloud) -> DeploymentPlan:
