@@ -65,11 +65,18 @@ def _print_json(data: Any) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from inferstack.sizing.planner import plan_workload
+    from inferstack.sizing.planner import ALTERNATIVES_SHOWN, plan_workload
     from inferstack.spec import load_workload
 
+    write_plot = _plot_writer() if args.plot else None  # before planning: a missing extra fails at once
     spec = load_workload(args.workload)
-    report = plan_workload(spec, clouds=args.cloud, region=args.region, prices_file=args.prices)
+    report = plan_workload(spec, clouds=args.cloud, region=args.region, prices_file=args.prices,
+                           alternatives=None if write_plot else ALTERNATIVES_SHOWN)
+    if write_plot:
+        with _progress(args, f"Drawing {args.plot}…"):
+            write_plot(report, args.plot)
+        sys.stderr.write(f"wrote {args.plot}\n")
+        report = _shortlisted(report, ALTERNATIVES_SHOWN)
     feasible = any(o.chosen for o in report.clouds)
     simulated = _simulate_plans(spec, report) if args.simulate else None
     if args.json:
@@ -98,6 +105,33 @@ def _simulate_plans(spec: WorkloadSpec, report: PlanReport) -> dict[str, dict[st
         for outcome in report.clouds
         if outcome.chosen is not None and outcome.chosen.serving.max_num_seqs is not None
     }
+
+
+def _plot_writer() -> Callable[[PlanReport, Path], Path]:
+    """`plot.write_plot`, or the one-line error that names the extra to install when matplotlib is missing."""
+    try:
+        from inferstack.plot import write_plot
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] != "matplotlib":
+            raise
+        raise MissingExtraError("plan --plot", "plot", error) from None
+    return write_plot
+
+
+def _shortlisted(report: PlanReport, alternatives: int) -> PlanReport:
+    """The report as `plan` prints it without --plot, which keeps every feasible plan for the picture."""
+    clouds = [o.model_copy(update={"alternatives": o.alternatives[:alternatives]}) for o in report.clouds]
+    return report.model_copy(update={"clouds": clouds})
+
+
+def _plot_path(text: str) -> Path:
+    """`--plot`: an .svg or .png file in a folder that exists."""
+    path = Path(text)
+    if path.suffix.lower() not in (".svg", ".png"):
+        raise argparse.ArgumentTypeError(f"must be a file name ending in .svg or .png, got {text!r}")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {str(path.parent)!r} does not exist (got {text!r})")
+    return path
 
 
 def _region(text: str) -> str:
@@ -405,6 +439,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also simulate one replica of each chosen LLM plan at its planned rate (discrete-event, seeded) "
         "and print the simulated p95 TTFT/TPOT/end-to-end beside the predicted ones",
+    )
+    plan.add_argument(
+        "--plot",
+        type=_plot_path,
+        metavar="FILE",
+        help="also draw monthly cost against p95 latency and headroom for every feasible offer, with the "
+        "cost/latency frontier, the chosen plans and the targets, into FILE (.svg or .png; pip install "
+        "'inferstack[plot]')",
     )
     plan.set_defaults(handler=_cmd_plan)
 
