@@ -115,12 +115,15 @@ def _draw_panel(axis: Axes, panel: Panel, plans: list[DeploymentPlan], report: P
         target = axis.axvline(panel.target, color="#c00000", linestyle="--", linewidth=1.2,
                               label="targets (SLO, planner limit)" if panel.latency else None)
         target.set_gid(f"slo-{panel.key}")
+        # Every feasible offer meets a latency target, so its line is at the right: its words go inside, leftwards.
         axis.annotate(f"{panel.target_label} {panel.target:,.0f}" + (" ms" if panel.latency else " %"),
-                      (panel.target, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
-                      textcoords="offset points", fontsize=7, color="#c00000")
+                      (panel.target, 1), xycoords=("data", "axes fraction"), xytext=(-3 if panel.latency else 3, -12),
+                      textcoords="offset points", fontsize=7, color="#c00000",
+                      horizontalalignment="right" if panel.latency else "left")
     _scale(axis, [x for x, _, _ in points] + ([panel.target] if panel.target else []), log=panel.latency)
     axis.set_yscale("log")
-    _plain_numbers(axis.yaxis)
+    costs = [y for _, y, _ in points]
+    _plain_numbers(axis.yaxis, max(costs) / min(costs) if costs else 10)
     axis.set_xlabel(panel.label)
     axis.grid(True, which="major", linewidth=0.4, alpha=0.5)
 
@@ -149,12 +152,12 @@ def _scale(axis: Axes, values: list[float], *, log: bool) -> None:
     positive = [v for v in values if v > 0]
     if log and positive and max(positive) / min(positive) > 10:
         axis.set_xscale("log")
-        _plain_numbers(axis.xaxis)
+        _plain_numbers(axis.xaxis, max(positive) / min(positive))
 
 
-def _plain_numbers(scale: Axis) -> None:
-    """Log-scale ticks at 1, 2 and 5 of each decade, written 2,000 rather than 2x10^3."""
-    scale.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+def _plain_numbers(scale: Axis, span: float) -> None:
+    """Log-scale ticks written 2,000 rather than 2x10^3: at 1, 2 and 5 of each decade, more within one decade."""
+    scale.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if span > 10 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
     scale.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     scale.set_minor_formatter(NullFormatter())
 
