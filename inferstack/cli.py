@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,6 +42,17 @@ Handler = Callable[[argparse.Namespace], int]
 EnumType = TypeVar("EnumType", bound=Enum)
 
 
+def _progress(args: argparse.Namespace, message: str) -> AbstractContextManager[object]:
+    """A spinner on stderr while a long step runs: only for a person at a terminal, never with --json, in a pipe
+    or in CI (rich is loaded only then)."""
+    at_terminal = sys.stdout.isatty() and sys.stderr.isatty() and not os.environ.get("CI")
+    if getattr(args, "json", False) or not at_terminal:
+        return nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(message)
+
+
 def _print_json(data: Any) -> None:
     """A pydantic model as pydantic writes it (fast, in Rust), anything else through json."""
     text = (
@@ -53,11 +65,18 @@ def _print_json(data: Any) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from inferstack.sizing.planner import plan_workload
+    from inferstack.sizing.planner import ALTERNATIVES_SHOWN, plan_workload
     from inferstack.spec import load_workload
 
+    write_plot = _plot_writer() if args.plot else None  # before planning: a missing extra fails at once
     spec = load_workload(args.workload)
-    report = plan_workload(spec, clouds=args.cloud, region=args.region, prices_file=args.prices)
+    report = plan_workload(spec, clouds=args.cloud, region=args.region, prices_file=args.prices,
+                           alternatives=None if write_plot else ALTERNATIVES_SHOWN)
+    if write_plot:
+        with _progress(args, f"Drawing {args.plot}…"):
+            write_plot(report, args.plot)
+        sys.stderr.write(f"wrote {args.plot}\n")
+        report = _shortlisted(report, ALTERNATIVES_SHOWN)
     feasible = any(o.chosen for o in report.clouds)
     simulated = _simulate_plans(spec, report) if args.simulate else None
     if args.json:
@@ -86,6 +105,33 @@ def _simulate_plans(spec: WorkloadSpec, report: PlanReport) -> dict[str, dict[st
         for outcome in report.clouds
         if outcome.chosen is not None and outcome.chosen.serving.max_num_seqs is not None
     }
+
+
+def _plot_writer() -> Callable[[PlanReport, Path], Path]:
+    """`plot.write_plot`, or the one-line error that names the extra to install when matplotlib is missing."""
+    try:
+        from inferstack.plot import write_plot
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] != "matplotlib":
+            raise
+        raise MissingExtraError("plan --plot", "plot", error) from None
+    return write_plot
+
+
+def _shortlisted(report: PlanReport, alternatives: int) -> PlanReport:
+    """The report as `plan` prints it without --plot, which keeps every feasible plan for the picture."""
+    clouds = [o.model_copy(update={"alternatives": o.alternatives[:alternatives]}) for o in report.clouds]
+    return report.model_copy(update={"clouds": clouds})
+
+
+def _plot_path(text: str) -> Path:
+    """`--plot`: an .svg or .png file in a folder that exists."""
+    path = Path(text)
+    if path.suffix.lower() not in (".svg", ".png"):
+        raise argparse.ArgumentTypeError(f"must be a file name ending in .svg or .png, got {text!r}")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {str(path.parent)!r} does not exist (got {text!r})")
+    return path
 
 
 def _region(text: str) -> str:
@@ -167,20 +213,25 @@ def _enum_option(enum: type[EnumType]) -> Callable[[str], EnumType]:
 
 
 def _model_from_config(path: Path) -> ResolvedModel:
-    """`--model-config`: the model, named after the config's folder (or custom-model when that is no valid name)."""
+    """`--model-config`: the model, named after a config.json's folder or after any other config file
+    (llama-tiny.json: llama-tiny), and shown under that name as written; custom-model when it is no valid name."""
+    from dataclasses import replace
+
     from pydantic import ValidationError
 
     from inferstack.sizing.models import resolve
     from inferstack.spec import ModelSpec, problems_from_validation
 
     config = path.absolute()
-    name = None if re.fullmatch(MODEL_NAME_PATTERN, config.parent.name) else "custom-model"
+    named_after = config.parent.name if config.name == "config.json" else config.stem
+    name = named_after.lower() if re.fullmatch(MODEL_NAME_PATTERN, named_after.lower()) else "custom-model"
     try:
         spec = ModelSpec(config=config, name=name)
     except ValidationError as error:
         problems = problems_from_validation(error, model=ModelSpec)
         raise InputError(Problem("--model-config", p.message, value=str(path), fix=p.fix) for p in problems) from None
-    return resolve(spec)
+    model = resolve(spec)
+    return replace(model, display_name=named_after) if name != "custom-model" else model
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
@@ -250,33 +301,35 @@ def _default_engine(llm: bool, on_gpu: bool, precision: Precision) -> Engine:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from inferstack.report import models_rows, print_rows
+    from inferstack.report import models_rows, print_models
 
     rows = models_rows()
-    _print_json(rows) if args.json else print_rows("Built-in models", rows)
+    _print_json(rows) if args.json else print_models(rows)
     return 0
 
 
 def _cmd_gpus(args: argparse.Namespace) -> int:
-    from inferstack.report import gpus_rows, print_rows
+    from inferstack.report import gpus_rows, print_gpus
 
     rows = gpus_rows()
-    _print_json(rows) if args.json else print_rows("Accelerators (datasheet figures, dense peaks)", rows)
+    _print_json(rows) if args.json else print_gpus(rows)
     return 0
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
-    from inferstack.report import catalog_rows, print_rows
+    from inferstack.report import catalog_rows, print_catalog
 
-    rows = catalog_rows(args.cloud, args.prices)
-    _print_json(rows) if args.json else print_rows("Instance catalog", rows)
+    rows = catalog_rows(args.cloud, args.prices, regions=args.filter_region, gpus=args.filter_gpu)
+    _print_json(rows) if args.json else print_catalog(rows)
     return 0
 
 
 def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
     from inferstack.sizing.refresh import refresh_prices
 
-    result = refresh_prices(args.cloud, region=args.region, output=args.output, all_types=args.all_types)
+    where = args.region or "every catalog region"
+    with _progress(args, f"Asking {args.cloud}'s pricing API for prices in {where}…"):
+        result = refresh_prices(args.cloud, region=args.region, output=args.output, all_types=args.all_types)
     _print_json(result) if args.json else print(result.summary())
     return 0
 
@@ -286,18 +339,19 @@ def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
 
 def _cmd_preview(args: argparse.Namespace) -> int:
     try:
-        from inferstack.preview import preview_workload
+        with _progress(args, f"Running the {args.cloud} deployment program under Pulumi mocks…"):
+            from inferstack.preview import preview_workload
 
-        result = preview_workload(
-            args.workload,
-            cloud=args.cloud,
-            prices_file=args.prices,
-            config=dict(args.config),
-            assets_domain=args.assets_domain,
-            assets_certificate=args.assets_certificate,
-            api_domain=args.api_domain,
-            api_certificate=args.api_certificate,
-        )
+            result = preview_workload(
+                args.workload,
+                cloud=args.cloud,
+                prices_file=args.prices,
+                config=dict(args.config),
+                assets_domain=args.assets_domain,
+                assets_certificate=args.assets_certificate,
+                api_domain=args.api_domain,
+                api_certificate=args.api_certificate,
+            )
     except ModuleNotFoundError as error:
         if not _is_pulumi_module(error.name):
             raise
@@ -366,8 +420,26 @@ def _cmd_manifest(args: argparse.Namespace) -> int:
 # ---- parser --------------------------------------------------------------------------------------------
 
 
+class _VersionAction(argparse.Action):
+    """`--version`: the installed package's version, looked up only when asked (no start-up cost)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("inferstack")
+        except PackageNotFoundError:
+            found = "unknown (not installed: pip install -e .)"
+        sys.stdout.write(f"inferstack {found}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="inferstack", description="Size, price and provision AI inference servers.")
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     plan = commands.add_parser("plan", help="the cheapest feasible deployment per cloud for a workload file")
@@ -381,6 +453,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also simulate one replica of each chosen LLM plan at its planned rate (discrete-event, seeded) "
         "and print the simulated p95 TTFT/TPOT/end-to-end beside the predicted ones",
+    )
+    plan.add_argument(
+        "--plot",
+        type=_plot_path,
+        metavar="FILE",
+        help="also draw monthly cost against p95 latency and headroom for every feasible offer, with the "
+        "cost/latency frontier, the chosen plans and the targets, into FILE (.svg or .png; pip install "
+        "'inferstack[plot]')",
     )
     plan.set_defaults(handler=_cmd_plan)
 
@@ -444,7 +524,11 @@ def build_parser() -> argparse.ArgumentParser:
     catalog = commands.add_parser(
         "catalog", help="instance types with specs and prices; `catalog refresh` updates prices"
     )
-    catalog.add_argument("--cloud", action="append", choices=CLOUDS)
+    catalog.add_argument("--cloud", action="append", choices=CLOUDS, help="only this cloud (repeatable)")
+    catalog.add_argument("--region", action="append", dest="filter_region", help="only this region (repeatable)")
+    catalog.add_argument(
+        "--gpu", action="append", dest="filter_gpu", help="only types with this accelerator: id or family (repeatable)"
+    )
     catalog.add_argument("--prices", type=Path, help="price-override file")
     catalog.add_argument("--json", action="store_true")
     catalog.set_defaults(handler=_cmd_catalog)

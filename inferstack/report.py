@@ -2,16 +2,127 @@
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan, PlanReport
 from inferstack.sizing.estimate import Estimate
 
+if TYPE_CHECKING:
+    from inferstack.sizing.catalog import Offer
+
 console = Console(highlight=False)
+
+
+# ---- tables that fit the terminal ----------------------------------------------------------------------
+
+# Every table wraps between words only and is given column widths that fit the terminal (COLUMNS, else its
+# size, else 80), so an id a user must type (an instance type, a GPU id) is never cut with an ellipsis: rich's
+# own layout shrinks the widest columns first, ids included.
+
+Cell = str | Text
+LISTING_STYLE: dict[str, Any] = {"box": box.SIMPLE_HEAD, "show_edge": False, "pad_edge": False}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a listing: the row key it shows and how it gives way on a narrow terminal."""
+
+    key: str
+    header: str
+    whole: bool = False
+    """An id a user types: widened to its longest line before other columns grow."""
+    optional: bool = False
+    """Left out (the last optional column first) when the table would not fit otherwise."""
+    justify: Literal["left", "right"] = "left"
+
+
+def _longest_word(cell: Cell) -> int:
+    return max((cell_len(word) for word in str(cell).split()), default=0)
+
+
+def _longest_line(cell: Cell) -> int:
+    return max((cell_len(line) for line in str(cell).split("\n")), default=0)
+
+
+def fitted_widths(columns: Sequence[Sequence[Cell]], whole: Sequence[bool], available: int) -> list[int] | None:
+    """Content widths for `columns` (each its header and cells) within `available` terminal cells, or None when
+    even their longest words do not fit side by side. Each column gets at least its longest word; whole columns
+    then grow to their longest line, leftmost (the id) first, while there is room; then the others: a column that
+    lacks no more than an equal share gets its longest line, and the rest share what is left in proportion."""
+    least = [max(map(_longest_word, cells)) for cells in columns]
+    most = [max(map(_longest_line, cells)) for cells in columns]
+    spare = available - sum(least)
+    if spare < 0:
+        return None
+    widths = list(least)
+    for group, greedy in (([i for i, w in enumerate(whole) if w], True), ([i for i, w in enumerate(whole) if not w],
+                                                                          False)):
+        pending = group if greedy else sorted(group, key=lambda i: most[i] - least[i])
+        while pending and most[pending[0]] - least[pending[0]] <= spare // (1 if greedy else len(pending)):
+            satisfied = pending.pop(0)
+            spare -= most[satisfied] - least[satisfied]
+            widths[satisfied] = most[satisfied]
+        lacking = sum(most[i] - least[i] for i in pending)
+        for i in pending:
+            widths[i] += (most[i] - least[i]) * spare // lacking
+        spare -= sum(widths[i] - least[i] for i in pending)
+    return widths
+
+
+def _overhead(column_count: int, style: dict[str, Any]) -> int:
+    """Terminal cells a table of this style spends on borders and padding."""
+    probe = Table(*["x"] * column_count, **style)
+    probe.add_row(*["x"] * column_count)
+    return console.measure(probe).maximum - column_count
+
+
+def fitted_table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[Cell]],
+                 style: dict[str, Any]) -> tuple[Table, list[Column]]:
+    """A table whose columns fit the terminal, and the optional columns left out to make them fit."""
+    shown = list(range(len(columns)))
+    optional = [i for i, column in enumerate(columns) if column.optional]
+    while (widths := _layout([columns[i] for i in shown], [[row[i] for i in shown] for row in rows], style)) is None:
+        if not optional:
+            break
+        shown.remove(optional.pop())
+    table = Table(title=title, **style)
+    for n, i in enumerate(shown):
+        table.add_column(columns[i].header, justify=columns[i].justify, width=widths[n] if widths else None)
+    for row in rows:
+        table.add_row(*(_text(row[i]) for i in shown))
+    return table, [column for i, column in enumerate(columns) if i not in shown]
+
+
+def _text(cell: Cell) -> Text:
+    """A cell as text, never as markup: ids and sources may hold brackets."""
+    return Text(cell) if isinstance(cell, str) else cell
+
+
+def _layout(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], style: dict[str, Any]) -> list[int] | None:
+    """The columns' content widths at the terminal's width, or None when they do not fit in it."""
+    cells = [[column.header, *(row[i] for row in rows)] for i, column in enumerate(columns)]
+    return fitted_widths(cells, [c.whole for c in columns], console.width - _overhead(len(columns), style))
+
+
+def wrapped(lines: Sequence[str]) -> list[str]:
+    """Lines wrapped to the terminal between words (never inside an id), continued under their first word."""
+    result = []
+    for line in (part for text in lines for part in text.split("\n")):
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+        result += textwrap.wrap(line, width=console.width, subsequent_indent=indent, break_long_words=False,
+                                break_on_hyphens=False) or [line]
+    return result
 
 
 def _cost(plan: DeploymentPlan) -> str:
@@ -42,14 +153,15 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:,.0f} ms"
 
 
-def _plan_column(plan: DeploymentPlan | None) -> list[str]:
+def _plan_column(plan: DeploymentPlan | None) -> list[Cell]:
     if plan is None:
-        return ["[red]none feasible[/red]"] + [""] * (len(PLAN_ROWS) - 1)
+        return [Text("none feasible", style="red"), *[""] * (len(PLAN_ROWS) - 1)]
     gpus = f"{plan.accelerator.count}x {plan.accelerator.id}" if plan.accelerator else "–"
     memory, performance = plan.memory, plan.performance
     per_m = plan.price.per_million_output_tokens
     return [
-        f"{plan.instance_count}x {plan.offer}",
+        plan.offer,
+        str(plan.instance_count),
         plan.region,
         plan.device.upper(),
         gpus,
@@ -89,6 +201,7 @@ def _fleet(plan: DeploymentPlan) -> str:
 
 
 PLAN_ROWS = [
+    "instance type",
     "instances",
     "region",
     "device",
@@ -115,14 +228,27 @@ def print_plan_report(report: PlanReport) -> None:
     console.print(
         f"[bold]Plan for {spec.name}[/bold]: {spec.model_name}, stage {spec.stage}, ranking currency {report.currency}"
     )
-    table = Table(
-        "", *(o.cloud for o in report.clouds), show_lines=False, title="Cheapest feasible deployment per cloud"
-    )
-    columns = [_plan_column(o.chosen) for o in report.clouds]
-    for index, label in enumerate(PLAN_ROWS):
-        table.add_row(label, *(column[index] for column in columns))
-    console.print(table)
-    console.out("\n".join(_plan_details(report)), highlight=False)
+    for table in _plan_tables(report):
+        console.print(table)
+    console.out("\n".join(wrapped(_plan_details(report))), highlight=False)
+
+
+def _plan_tables(report: PlanReport) -> list[Table]:
+    """The clouds side by side, in as few tables as keep every id whole at the terminal's width."""
+    label = Column("", "", whole=True)
+    clouds = [Column(outcome.cloud, outcome.cloud, whole=True) for outcome in report.clouds]
+    cells: dict[str, list[Cell]] = {outcome.cloud: _plan_column(outcome.chosen) for outcome in report.clouds}
+
+    def rows(group: list[Column]) -> list[list[Cell]]:
+        return [[name, *(cells[cloud.key][index] for cloud in group)] for index, name in enumerate(PLAN_ROWS)]
+
+    for table_count in range(1, len(clouds) + 1):
+        per_table = -(-len(clouds) // table_count)
+        groups = [clouds[start:start + per_table] for start in range(0, len(clouds), per_table)]
+        if per_table == 1 or all(_layout([label, *group], rows(group), {}) for group in groups):
+            break
+    title = "Cheapest feasible deployment per cloud"
+    return [fitted_table(title, [label, *group], rows(group), {})[0] for group in groups]
 
 
 def _plan_details(report: PlanReport) -> list[str]:
@@ -137,7 +263,8 @@ def _plan_details(report: PlanReport) -> list[str]:
         lines += [f"  • {line}" for line in outcome.chosen.rationale]
         lines += [f"  ! {warning}" for warning in outcome.chosen.warnings]
         if outcome.alternatives:
-            lines.append("  alternatives: " + "; ".join(a.summary() for a in outcome.alternatives))
+            lines.append("  alternatives:")
+            lines += [f"    {alternative.summary()}" for alternative in outcome.alternatives]
     lines.append(
         f"\nBest overall: {report.best.summary()}" if report.best else "\nNo feasible deployment with a known price."
     )
@@ -229,14 +356,114 @@ def _estimate_value(key: str, value: Any, *, unknown: set[str]) -> str:
     return f"{value:,.3f}" if isinstance(value, float) else str(value)
 
 
-def print_rows(title: str, rows: list[dict[str, Any]]) -> None:
+class Notes:
+    """Long provenance text (a source) listed once under the tables, the cells showing its number: [1]."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}
+
+    def mark(self, text: str) -> str:
+        return f"[{self.numbers.setdefault(text, len(self.numbers) + 1)}]"
+
+    def print(self, heading: str) -> None:
+        if self.numbers:
+            console.out("\n".join(wrapped([heading, *(f"[{n}] {text}" for text, n in self.numbers.items())])),
+                        highlight=False)
+
+
+def print_rows(title: str, rows: list[dict[str, Any]], columns: Sequence[Column], notes: Notes | None = None) -> None:
+    """A listing as a table that fits the terminal. A column keyed in `notes` shows note numbers; columns with
+    nothing to show are left out, and so are optional ones the terminal has no room for (said under the table)."""
     if not rows:
         console.print(f"{title}: none")
         return
-    table = Table(*rows[0].keys(), title=title)
-    for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row.values()))
+    cells = [[_listing_cell(row.get(column.key), notes if column.key == "source" else None) for column in columns]
+             for row in rows]
+    filled = [i for i in range(len(columns)) if any(row[i] for row in cells)]
+    table, left_out = fitted_table(title, [columns[i] for i in filled], [[row[i] for i in filled] for row in cells],
+                                   LISTING_STYLE)
     console.print(table)
+    if left_out:
+        console.out("\n".join(wrapped([f"  not shown at {console.width} columns: "
+                                        f"{', '.join(c.header for c in left_out)} (`--json` has every field)"])),
+                    highlight=False)
+
+
+def _listing_cell(value: Any, notes: Notes | None) -> str:
+    text = "" if value is None else str(value)
+    return notes.mark(text) if notes is not None and text else text
+
+
+MODEL_COLUMNS = (
+    Column("name", "name", whole=True),
+    Column("kind", "kind"),
+    Column("display_name", "display name", optional=True),
+    Column("params_b", "params (B)", justify="right"),
+    Column("source", "source"),
+)
+GPU_COLUMNS = (
+    Column("id", "id", whole=True),
+    Column("name", "family", whole=True),
+    Column("memory_gb", "memory GB", justify="right"),
+    Column("visible_gib", "visible GiB", justify="right"),
+    Column("compute_capability", "compute cap.", justify="right"),
+    Column("bandwidth_gbps", "memory GB/s", justify="right"),
+    Column("fp16_tflops", "FP16 TFLOPS", justify="right"),
+    Column("fp8_tflops", "FP8 TFLOPS", justify="right", optional=True),
+    Column("int8_tops", "INT8 TOPS", justify="right", optional=True),
+    Column("gpu_link_gbps", "GPU link GB/s", justify="right", optional=True),
+    Column("source", "source"),
+)
+CATALOG_COLUMNS = (
+    Column("instance_type", "instance type", whole=True),
+    Column("vcpus", "vCPUs", justify="right"),
+    Column("memory_gib", "memory GiB", justify="right"),
+    Column("gpus", "GPUs", whole=True),
+    Column("price_per_hour", "price per hour", justify="right"),
+    Column("price_date", "price as of", optional=True),
+    Column("priced_region", "priced in (when another region)", optional=True),
+    Column("source", "spec source"),
+)
+
+
+def print_models(rows: list[dict[str, Any]]) -> None:
+    notes = Notes()
+    print_rows("Built-in models", rows, MODEL_COLUMNS, notes)
+    notes.print("Sources:")
+
+
+def print_gpus(rows: list[dict[str, Any]]) -> None:
+    notes = Notes()
+    print_rows("Accelerators (datasheet figures, dense peaks)", rows, GPU_COLUMNS, notes)
+    notes.print("Sources:")
+
+
+def print_catalog(rows: list[dict[str, Any]]) -> None:
+    """One table per cloud and region (their names in its title), a price borrowed from another region flagged."""
+    notes = Notes()
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["cloud"], row["region"]), []).append(
+            {**row, "source": row["spec_source"],
+             "priced_region": row["priced_region"] if row["priced_region"] != row["region"] else None}
+        )
+    if not groups:
+        console.print("Instance catalog: none")
+    for (cloud, region), group in groups.items():
+        title = f"{cloud} {region}: {len(group)} instance types"
+        print_rows(title, *_one_currency_in_header(group), notes)
+    notes.print("Spec sources:")
+
+
+def _one_currency_in_header(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], Sequence[Column]]:
+    """Prices in one currency show it once, in the header ("USD per hour"), not on every row."""
+    currencies = {price.split()[-1] for row in rows if (price := row["price_per_hour"])}
+    if len(currencies) != 1:
+        return rows, CATALOG_COLUMNS
+    currency = currencies.pop()
+    columns = [replace(c, header=f"{currency} per hour") if c.key == "price_per_hour" else c for c in CATALOG_COLUMNS]
+    amounts = [{**row, "price_per_hour": (row["price_per_hour"] or "").split(" ")[0] or None} for row in rows]
+    return amounts, columns
 
 
 def models_rows() -> list[dict[str, Any]]:
@@ -278,14 +505,18 @@ def gpus_rows() -> list[dict[str, Any]]:
     ]
 
 
-def catalog_rows(clouds: list[str] | None, prices_file: Path | None) -> list[dict[str, Any]]:
+def catalog_rows(clouds: list[str] | None, prices_file: Path | None, *, regions: list[str] | None = None,
+                 gpus: list[str] | None = None) -> list[dict[str, Any]]:
+    """The catalog's instance types with their prices, narrowed to `clouds`, `regions` and accelerators (`gpus`:
+    ids or families, any case); a region or accelerator that no type of those clouds has is an input error."""
     from inferstack.sizing.catalog import PriceBook, offers
 
+    chosen = [offer for offer in offers() if not clouds or offer.cloud in clouds]
+    chosen = _narrowed(chosen, "--region", regions, lambda offer: [offer.region])
+    chosen = _narrowed(chosen, "--gpu", gpus, _accelerator_names)
     book = PriceBook.load(prices_file)
     rows = []
-    for offer in offers():
-        if clouds and offer.cloud not in clouds:
-            continue
+    for offer in chosen:
         found = book.lookup(offer.cloud, offer.region, offer.name)
         price = found[0] if found else None
         rows.append(
@@ -303,6 +534,27 @@ def catalog_rows(clouds: list[str] | None, prices_file: Path | None) -> list[dic
             }
         )
     return rows
+
+
+def _accelerator_names(offer: Offer) -> list[str]:
+    """What `catalog --gpu` matches: the catalog's accelerator name, and the GPU's id and family when known."""
+    names = [offer.gpu_model] if offer.gpu_count else []
+    return names + ([offer.gpu.id, offer.gpu.name] if offer.gpu else [])
+
+
+def _narrowed(offers: list[Offer], flag: str, wanted: list[str] | None,
+              names_of: Callable[[Offer], list[str]]) -> list[Offer]:
+    if not wanted:
+        return offers
+    choices = sorted({name for offer in offers for name in names_of(offer)}, key=str.lower)
+    known = {choice.lower() for choice in choices}
+    for value in wanted:
+        if value.lower() not in known:
+            clouds = sorted({offer.cloud for offer in offers})
+            raise input_error(flag, f"matches no instance type of {', '.join(clouds) or 'the chosen filters'}",
+                              value=value, fix=f"use one of {', '.join(choices)}" if choices else "drop a filter")
+    lowered = {value.lower() for value in wanted}
+    return [offer for offer in offers if lowered & {name.lower() for name in names_of(offer)}]
 
 
 def print_preview(result: Any) -> None:

@@ -1,6 +1,9 @@
 """The command line, run as a user runs it: exit codes, JSON keys, and errors without tracebacks."""
 
+import io
 import json
+import os
+import re
 import resource
 import subprocess
 import sys
@@ -33,6 +36,11 @@ def inferstack(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "inferstack.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
+
+
+def flat(text: str) -> str:
+    """Output with its line wrapping undone: tables and notes are wrapped to the terminal's width."""
+    return " ".join(text.split())
 
 
 def test_estimate_json_has_the_documented_keys_and_hand_checked_values():
@@ -159,8 +167,8 @@ def test_plan_of_an_encoder_with_a_tpot_target_is_an_error_naming_the_field(tmp_
 def test_plan_table_of_an_encoder_says_n_a_for_ttft_and_tpot():
     result = inferstack("plan", str(WORKLOADS / "embeddings-bert.yaml"))
     assert result.returncode == 0, result.stderr
-    tpot_row = next(line for line in result.stdout.splitlines() if "TPOT p95" in line)
-    assert tpot_row.count("n/a") == 4  # one per cloud
+    tpot_rows = [line for line in result.stdout.splitlines() if "TPOT p95" in line]  # one a table
+    assert sum(row.count("n/a") for row in tpot_rows) == 4  # one per cloud
 
 
 def test_unknown_gpu_is_a_clear_error_not_a_traceback():
@@ -392,7 +400,7 @@ def test_a_budget_no_priced_offer_meets_exits_3_naming_the_cheapest_priced_optio
         "that meets the targets is 4x g6e.xlarge (1x L40S) on aws us-east-1, 5,434.12 USD/month; offers without a "
         "known price cannot be shown to meet a budget\n"
     )
-    assert "p5e.48xlarge in us-east-1: no price known, so it cannot be shown to meet the budget" in result.stdout
+    assert "p5e.48xlarge in us-east-1: no price known, so it cannot be shown to meet the budget" in flat(result.stdout)
 
 
 def test_a_budget_in_eur_exits_3_with_the_cost_in_eur(tmp_path):
@@ -413,7 +421,7 @@ def test_plan_in_eur_prints_every_cost_in_eur(tmp_path):
     workload.write_text((WORKLOADS / "chat-70b.yaml").read_text() + "placement: {currency: EUR}\n")
     result = inferstack("plan", str(workload))
     assert result.returncode == 0, result.stderr
-    assert "Best overall: 1x a2-ultragpu-4g (4x A100) on gcp us-central1, 12,578.30 EUR/month" in result.stdout
+    assert "Best overall: 1x a2-ultragpu-4g (4x A100) on gcp us-central1, 12,578.30 EUR/month" in flat(result.stdout)
     assert " USD/month" not in result.stdout and " CNY/month" not in result.stdout
 
 
@@ -446,3 +454,128 @@ def test_plan_without_simulate_never_imports_simpy():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("False")
+
+
+# ---- at a terminal's width -------------------------------------------------------------------------------
+
+
+def at_columns(columns: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """The command as printed on a terminal `columns` wide (rich reads COLUMNS)."""
+    return subprocess.run([sys.executable, "-m", "inferstack.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120, env={**os.environ, "COLUMNS": str(columns)})
+
+
+def whole_word(word: str, text: str) -> bool:
+    """`word` appears in `text` with no character of an id on either side, so not cut and not wrapped."""
+    return re.search(rf"(?<![\w.+-]){re.escape(word)}(?![\w.+-])", text) is not None
+
+
+@pytest.mark.parametrize(("command", "id_key"), [("models", "name"), ("gpus", "id"), ("catalog", "instance_type")])
+def test_listings_at_100_columns_show_every_id_whole(command, id_key):
+    ids = [row[id_key] for row in json.loads(inferstack(command, "--json").stdout)]
+    result = at_columns(100, command)
+    assert result.returncode == 0, result.stderr
+    assert "…" not in result.stdout
+    cut = [name for name in ids if not whole_word(name, result.stdout)]
+    assert not cut, f"ids not shown whole at 100 columns: {cut}"
+
+
+def test_catalog_filters_narrow_the_listing_by_cloud_region_and_gpu():
+    every = json.loads(inferstack("catalog", "--json").stdout)
+    aws_l4 = json.loads(inferstack("catalog", "--cloud", "aws", "--gpu", "l4", "--json").stdout)
+    assert aws_l4 == [row for row in every if row["cloud"] == "aws" and row["gpus"].endswith("x L4")]
+    singapore = json.loads(inferstack("catalog", "--region", "ap-southeast-1", "--json").stdout)
+    assert singapore and singapore == [row for row in every if row["region"] == "ap-southeast-1"]
+    a100_80gb = json.loads(inferstack("catalog", "--gpu", "A100-SXM4-80GB", "--json").stdout)  # an id, not a family
+    assert {row["cloud"] for row in a100_80gb} >= {"aws", "gcp"} and len(a100_80gb) < len(
+        [row for row in every if "A100" in row["gpus"]])
+    table = at_columns(100, "catalog", "--cloud", "aws", "--gpu", "L4")
+    assert table.returncode == 0 and "aws us-east-1: 6 instance types" in table.stdout
+    assert len(table.stdout.splitlines()) < 20  # the whole catalog is ~190 lines
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "value", "a_choice"),
+    [(("--gpu", "H900"), "--gpu", "H900", "A100-SXM4-80GB"),
+     (("--cloud", "aws", "--region", "ap-southeast-1"), "--region", "ap-southeast-1", "us-east-1")],
+)
+def test_catalog_filter_no_type_matches_is_an_error_naming_the_flag_the_value_and_the_choices(args, flag, value,
+                                                                                                a_choice):
+    result = inferstack("catalog", *args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"{flag}: matches no instance type" in result.stderr and f"(got {value!r})" in result.stderr
+    assert "use one of " in result.stderr and a_choice in result.stderr
+
+
+def test_version_prints_the_installed_package_version():
+    from importlib.metadata import version
+
+    result = inferstack("--version")
+    assert result.returncode == 0 and result.stdout == f"inferstack {version('inferstack')}\n"
+
+
+def test_a_model_config_not_named_config_json_is_named_after_the_file(tmp_path):
+    from inferstack.cli import _model_from_config
+
+    config = tmp_path / "configs" / "Tiny-Llama.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16,
+                                  "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 8192,
+                                  "vocab_size": 128256}))
+    model = _model_from_config(config)
+    assert (model.name, model.display_name) == ("tiny-llama", "Tiny-Llama")  # was "configs", the folder's name
+    result = inferstack("estimate", "--model-config", str(config), "--gpu", "L4")
+    assert result.returncode == 0 and "tiny-llama on" in result.stdout
+
+
+# ---- progress ----------------------------------------------------------------------------------------------
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("json_flag", "stdout_is_terminal", "shown"),
+                         [(False, True, True), (True, True, False), (False, False, False)])
+def test_progress_shows_on_a_terminal_only_without_json(monkeypatch, json_flag, stdout_is_terminal, shown):
+    import argparse
+
+    from inferstack.cli import _progress
+
+    stderr = Terminal()
+    monkeypatch.setattr(sys, "stdout", Terminal() if stdout_is_terminal else io.StringIO())
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    with _progress(argparse.Namespace(json=json_flag), "Drawing plan.svg…"):
+        time.sleep(0.3)
+    assert ("Drawing plan.svg…" in stderr.getvalue()) is shown
+
+
+def test_progress_stays_out_of_ci(monkeypatch):
+    import argparse
+
+    from inferstack.cli import _progress
+
+    stderr = Terminal()
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setenv("CI", "true")
+    with _progress(argparse.Namespace(json=False), "Drawing plan.svg…"):
+        time.sleep(0.2)
+    assert stderr.getvalue() == ""
+
+
+@pytest.mark.parametrize("columns", [100, 80])
+def test_plan_at_100_and_80_columns_shows_every_instance_type_and_gpu_id_whole(columns):
+    workload = str(WORKLOADS / "chat-70b.yaml")  # Alibaba's ecs.gn7e-c16g1.16xlarge was cut to ecs.gn7e-c16g1.1…
+    report = json.loads(inferstack("plan", workload, "--json").stdout)
+    plans = [plan for o in report["clouds"] for plan in (o["chosen"], *o["alternatives"]) if plan]
+    ids = {plan["instance_type"] for plan in plans} | {o["chosen"]["accelerator"]["id"] for o in report["clouds"]}
+    result = at_columns(columns, "plan", workload)
+    assert result.returncode == 0, result.stderr
+    assert "…" not in result.stdout and max(map(len, result.stdout.splitlines())) <= columns
+    assert not [name for name in ids if not whole_word(name, result.stdout)]
+    table_lines = [line for line in result.stdout.splitlines() if line.startswith("│ instance type")]
+    assert all(whole_word(o["chosen"]["offer"], "".join(table_lines)) for o in report["clouds"])

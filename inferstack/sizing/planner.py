@@ -87,12 +87,14 @@ def plan_workload(
     clouds: Iterable[Cloud] | None = None,
     region: str | None = None,
     prices_file: Path | None = None,
+    alternatives: int | None = ALTERNATIVES_SHOWN,
 ) -> PlanReport:
     """Plan `spec` on each allowed cloud. `clouds`/`region` narrow the spec's placement (CLI flags).
 
+    `alternatives`: runners-up kept per cloud, cheapest first; None keeps every feasible one (`plan --plot`).
     When no cloud has a feasible deployment, the report carries the nearest feasible changes.
     """
-    report = plan_once(spec, clouds=clouds, region=region, prices_file=prices_file)
+    report = plan_once(spec, clouds=clouds, region=region, prices_file=prices_file, alternatives=alternatives)
     if any(o.chosen for o in report.clouds):
         return report
     from inferstack.sizing.suggest import nearest_feasible_changes
@@ -112,6 +114,7 @@ def plan_once(
     clouds: Iterable[Cloud] | None = None,
     region: str | None = None,
     prices_file: Path | None = None,
+    alternatives: int | None = ALTERNATIVES_SHOWN,
 ) -> PlanReport:
     """One planning pass, without looking for nearest feasible changes."""
     if spec.engine not in PLANNABLE_ENGINES:
@@ -135,7 +138,7 @@ def plan_once(
         )
     today = run_date()
     outcomes = [
-        _plan_cloud(demand, cloud, _regions(spec, cloud, region), book, today)
+        _plan_cloud(demand, cloud, _regions(spec, cloud, region), book, today, alternatives)
         for cloud in _chosen_clouds(spec, clouds, region)
     ]
     ranked = sorted((o.chosen for o in outcomes if o.chosen and o.chosen.price.monthly_ranking),
@@ -234,7 +237,7 @@ def _rates_for(book: PriceBook, currency: str) -> dict[str, float]:
 
 
 def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBook,
-                today: datetime.date) -> CloudOutcome:
+                today: datetime.date, alternatives: int | None = ALTERNATIVES_SHOWN) -> CloudOutcome:
     excluded: Counter[str] = Counter()
     blockers: dict[str, list[tuple[float, str]]] = {}
     priced: list[Priced] = []
@@ -259,7 +262,8 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
                 continue
             priced.append(Priced(sizing, region, price))
     ranked = sorted(priced, key=_rank_key)
-    plans = [_deployment_plan(demand, p, ranked, cloud) for p in ranked[: ALTERNATIVES_SHOWN + 1]]
+    kept = ranked if alternatives is None else ranked[: alternatives + 1]
+    plans = [_deployment_plan(demand, p, ranked, cloud) for p in kept]
     return CloudOutcome(
         cloud=cloud,
         regions=regions,
