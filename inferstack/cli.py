@@ -588,7 +588,8 @@ def build_parser() -> argparse.ArgumentParser:
     diff.set_defaults(handler=_cmd_diff)
 
     pin = commands.add_parser("pin", help="write the plan a stack deploys next to its config (commit it)")
-    pin.add_argument("stack", type=Path, metavar="STACK_FILE", help="the stack's config, e.g. stacks/Pulumi.aws-prod.yaml")
+    pin.add_argument("stack", type=Path, metavar="STACK_FILE",
+                     help="the stack's config, e.g. stacks/Pulumi.aws-prod.yaml")
     pin.add_argument("--json", action="store_true", help="print the pinned plan")
     pin.set_defaults(handler=_cmd_pin)
 
