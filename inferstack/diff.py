@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from inferstack.errors import input_error
+from inferstack.pin import PinnedPlan, pinned_path, workload_sha256
 from inferstack.plan import CloudOutcome, DeploymentPlan, Money, PlanReport, Price
 from inferstack.spec import (
     CLOUDS,
@@ -92,6 +93,14 @@ class PlanDiff(_Frozen):
     clouds: list[CloudDiff]
     best: BestDiff
     suggestions: list[str] = Field(description="Nearest feasible changes, when nothing is feasible in the head.")
+    pin: str | None = Field(default=None, description="For a stack file: whether the head's plan is pinned "
+                            "(inferstack pin), and what `pulumi up` will deploy.")
+    catalog_changes: list[CloudDiff] = Field(
+        default_factory=list,
+        description="For a pinned base: what today's catalog and prices change in the base workload's plan, "
+        "apart from the workload change (base pin → the base re-planned today).",
+    )
+    catalog_pinned_on: str | None = Field(default=None, description="When the base's plan was pinned.")
 
 
 # ---- what is compared, and how it reads ------------------------------------------------------------------
@@ -386,6 +395,8 @@ def heading(workload: str, head_source: str) -> str:
 def render_markdown(diff: PlanDiff) -> str:
     """The diff as GitHub-flavoured markdown for a pull-request comment."""
     lines = [heading(diff.workload, diff.head_source), "", _sources_line(diff), ""]
+    if diff.pin:
+        lines += [diff.pin, ""]
     if diff.workload_changes:
         lines += ["**Workload changes**", "", "| field | base | head |", "|---|---|---|"]
         lines += [
@@ -405,6 +416,11 @@ def render_markdown(diff: PlanDiff) -> str:
             if cloud.status != "unchanged":
                 lines += _cloud_section(cloud)
     lines += _bullets("Nearest feasible changes", diff.suggestions)
+    if diff.catalog_changes:
+        lines += [f"**Catalog and price changes** since the base was pinned ({diff.catalog_pinned_on}), apart from "
+                  "the workload change: the base workload re-planned today", ""]
+        for cloud in diff.catalog_changes:
+            lines += _cloud_section(cloud)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -541,13 +557,75 @@ def diff_workload_files(
     head_path = Path(workloads[-1])
     cloud_list = list(clouds) if clouds else None
     head = plan_workload(read_workload_file(head_path), clouds=cloud_list, prices_file=prices_file)
+    base: PlanReport | None
     if base_ref is None:
         base_path = Path(workloads[0])
         base = plan_workload(read_workload_file(base_path), clouds=cloud_list, prices_file=prices_file)
-        return diff_reports(base, head, base_source=str(base_path), head_source=str(head_path))
-    at_ref = _workload_at_ref(base_ref, head_path)
-    base_at_ref = at_ref.plan(cloud_list, prices_file) if at_ref.text is not None else None
-    return diff_reports(base_at_ref, head, base_source=at_ref.source, head_source=str(head_path))
+        base_pin = _pin_text(base_path)
+        diff = diff_reports(base, head, base_source=str(base_path), head_source=str(head_path))
+    else:
+        at_ref = _workload_at_ref(base_ref, head_path)
+        base = at_ref.plan(cloud_list, prices_file) if at_ref.text is not None else None
+        base_pin = at_ref.pin_text()
+        diff = diff_reports(base, head, base_source=at_ref.source, head_source=str(head_path))
+    return _with_pins(diff, base, head, head_path, base_pin) if _is_stack_file(head_path) else diff
+
+
+# ---- pinned plans (stack files) ----------------------------------------------------------------------------
+
+
+def _is_stack_file(path: Path) -> bool:
+    """Pulumi's name for a stack's config file: Pulumi.<stack>.yaml."""
+    return path.name.startswith("Pulumi.") and path.suffix in (".yaml", ".yml") and path.name.count(".") >= 2
+
+
+def _pin_text(stack_file: Path) -> str | None:
+    path = pinned_path(stack_file)
+    return path.read_text(encoding="utf-8") if _is_stack_file(stack_file) and path.is_file() else None
+
+
+def _matching_pin(text: str | None, report: PlanReport | None) -> PinnedPlan | None:
+    """The pin in `text` when it was written for the workload `report` plans (else None: absent, unreadable or
+    out of date)."""
+    if text is None or report is None:
+        return None
+    try:
+        pinned = PinnedPlan.model_validate_json(text)
+    except ValidationError:
+        return None
+    return pinned if pinned.workload_sha256 == workload_sha256(report.workload) else None
+
+
+def _with_pins(diff: PlanDiff, base: PlanReport | None, head: PlanReport, head_path: Path,
+               base_pin: str | None) -> PlanDiff:
+    """The diff of two stack files, with what their pins add: what `pulumi up` deploys for the head, and what the
+    catalog and prices alone changed since the base was pinned (the diff itself compares both workloads planned
+    today, so it shows the workload change alone)."""
+    update: dict[str, object] = {"pin": _pin_note(head, head_path)}
+    pinned_base = _matching_pin(base_pin, base)
+    if pinned_base is not None and base is not None:
+        drift = diff_reports(pinned_base.report, base).clouds
+        update["catalog_changes"] = [cloud for cloud in drift if cloud.status != "unchanged"]
+        update["catalog_pinned_on"] = pinned_base.written_on
+    return diff.model_copy(update=update)
+
+
+def _pin_note(head: PlanReport, head_path: Path) -> str:
+    path = pinned_path(head_path)
+    command = f"`inferstack pin {head_path}`"
+    if not path.is_file():
+        return (f"**Not pinned**: `pulumi up` sizes this stack with the catalog and prices of the day it runs; pin "
+                f"the plan with {command} and commit {path.name}.")
+    pinned = _matching_pin(path.read_text(encoding="utf-8"), head)
+    if pinned is None:
+        return (f"**Pin out of date**: {path.name} was written for another workload, so `pulumi up` refuses this "
+                f"stack until {command} is run and {path.name} committed.")
+    deployed = pinned.chosen().summary()
+    fresh = next((o.chosen for o in head.clouds if o.chosen is not None), None)
+    note = f"**Pinned** in {path.name} ({pinned.written_on}): `pulumi up` deploys {deployed}."
+    if fresh is not None and fresh.summary() != deployed:
+        note += f" Re-planned today it would be {fresh.summary()}: run {command} to take that."
+    return note
 
 
 STACK_WORKLOAD_KEY = "inferstack:workload"
@@ -650,6 +728,14 @@ class _WorkloadAtRef:
             as_of_ref = spec.model_copy(update={"model": spec.model.model_copy(update={"config": copy})})  # type: ignore[union-attr]
             report = plan_workload(as_of_ref, clouds=clouds, prices_file=prices_file)
         return report.model_copy(update={"workload": spec})  # the spec as written, paths as in the worktree
+
+    def pin_text(self) -> str | None:
+        """The stack file's pin as it was at the ref (None: not a stack file, or no pin there)."""
+        if not _is_stack_file(self.path):
+            return None
+        pinned = Path(self.relative).with_name(pinned_path(self.path).name).as_posix()
+        content = _git_show(self.repo, self.ref, pinned)
+        return None if content is None else content.decode("utf-8")
 
     def _config_bytes(self, config: Path) -> bytes:
         try:

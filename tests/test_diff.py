@@ -14,8 +14,10 @@ import pytest
 import yaml
 from git_repo import git
 
+from inferstack.cli import main
 from inferstack.diff import PlanDiff, diff_reports, diff_workload_files, render_markdown
 from inferstack.errors import InputError
+from inferstack.pin import PinnedPlan
 from inferstack.plan import DeploymentPlan, PlanReport
 from inferstack.sizing.planner import plan_workload
 from inferstack.spec import load_workload
@@ -414,6 +416,86 @@ def test_base_ref_reads_a_model_config_file_at_that_commit_too(repo):
     assert diff.workload_changes == []  # the workload file itself did not change
     weights = next(c for c in diff.clouds[0].changes if c.field == "memory.weights_gib")
     assert weights.after / weights.before == pytest.approx(1.43, abs=0.03)  # 48/32 layers, embeddings unchanged
+
+
+# ---- pinned stacks: what `pulumi up` deploys, and what the catalog alone changed ---------------------------
+
+
+def _pinned_project(directory: Path) -> Path:
+    """A Pulumi project with the aws-prod stack, pinned; returns the stack file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "Pulumi.yaml").write_text("name: p\nruntime: python\nstackConfigDir: stacks\n")
+    stack = stack_file(directory, "stacks")
+    main(["pin", str(stack)])
+    return stack
+
+
+def test_a_pinned_head_says_what_pulumi_up_deploys(tmp_path, capsys):
+    stack = _pinned_project(tmp_path / "head")
+    diff = diff_workload_files([stack_file(tmp_path, "base"), stack])
+    pinned = PinnedPlan.model_validate_json(stack.with_name("Pulumi.aws-prod.plan.json").read_text())
+    assert diff.pin.startswith("**Pinned** in Pulumi.aws-prod.plan.json")
+    assert f"deploys {pinned.chosen().summary()}." in diff.pin
+    assert diff.pin in render_markdown(diff) and diff.catalog_changes == []
+
+
+def test_a_head_whose_workload_changed_after_its_pin_says_pulumi_up_refuses(tmp_path, capsys):
+    stack = _pinned_project(tmp_path / "head")
+    data = yaml.safe_load(stack.read_text())
+    data["config"]["inferstack:workload"]["traffic"]["concurrent_users"] = 150
+    stack.write_text(yaml.safe_dump(data))
+    diff = diff_workload_files([stack_file(tmp_path, "base"), stack])
+    assert diff.pin.startswith("**Pin out of date**") and f"inferstack pin {stack}" in diff.pin
+
+
+def test_an_unpinned_stack_says_it_is_sized_at_deployment(tmp_path):
+    diff = diff_workload_files([stack_file(tmp_path, "base"), stack_file(tmp_path, "head")])
+    assert diff.pin.startswith("**Not pinned**")
+
+
+def test_a_workload_file_has_no_pin_note(tmp_path):
+    assert diff_pair(tmp_path, edited()).pin is None
+
+
+def test_a_pinned_base_shows_what_the_catalog_alone_changed_apart_from_the_workload_change(tmp_path, capsys):
+    base = _pinned_project(tmp_path / "base")
+    pin = base.with_name("Pulumi.aws-prod.plan.json")
+    pinned = json.loads(pin.read_text())
+    chosen = pinned["report"]["clouds"][0]["chosen"]
+    # The base was pinned when the price was lower: today's catalog alone makes it dearer.
+    chosen["price"]["hourly_per_instance"]["amount"] *= 0.5
+    for field in ("monthly", "monthly_ranking"):
+        chosen["price"][field]["amount"] *= 0.5
+    pin.write_text(json.dumps(pinned))
+    head = stack_file(tmp_path, "head", traffic__concurrent_users=150)
+
+    diff = diff_workload_files([base, head])
+
+    (drift,) = diff.catalog_changes
+    assert drift.cloud == "aws" and drift.status == "changed"
+    assert drift.monthly_cost.after == pytest.approx(2 * drift.monthly_cost.before, rel=0.01)
+    assert "instances" not in [c.label for c in drift.changes]  # the same servers, at today's price
+    # The diff itself is the workload change alone: both sides planned today.
+    assert [(c.field, c.before, c.after) for c in diff.workload_changes] == [("traffic.concurrent_users", 100, 150)]
+    assert diff.catalog_pinned_on in render_markdown(diff) and "**Catalog and price changes**" in render_markdown(diff)
+
+
+@needs_git
+def test_base_ref_reads_the_stacks_pin_at_that_commit(tmp_path, capsys):
+    repo = tmp_path / "repo"
+    stack = _pinned_project(repo)
+    pin = stack.with_name("Pulumi.aws-prod.plan.json")
+    pinned = json.loads(pin.read_text())
+    pinned["report"]["clouds"][0]["chosen"]["price"]["monthly_ranking"]["amount"] *= 0.5
+    pin.write_text(json.dumps(pinned))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "pinned")
+    pin.unlink()  # gone from the working tree: the base's pin is read from the commit
+
+    diff = diff_workload_files([stack], base_ref="main")
+
+    assert [c.cloud for c in diff.catalog_changes] == ["aws"] and diff.pin.startswith("**Not pinned**")
 
 
 # ---- errors a user can fix ------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ import pytest
 import yaml
 from git_repo import git
 
+from inferstack.pin import pin_stack
+
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "examples" / "github-actions"
 STACKS = ROOT / "stacks"
@@ -319,6 +321,21 @@ def test_the_script_diffs_a_stack_with_an_inline_workload_and_skips_one_that_nam
     assert outputs == {"count": "1", "failed": "false"}
     assert "### inferstack plan diff: `chat-8b` (`stacks/Pulumi.aws-dev.yaml`)" in comment
     assert "Pulumi.aws-prod.yaml" not in comment
+
+
+def test_a_changed_pin_diffs_its_stack_once_and_says_what_deploys(pull_request):
+    stack = pull_request / "stacks" / "Pulumi.aws-dev.yaml"
+    stack.write_text(stack.read_text().replace("concurrent_users: 100", "concurrent_users: 300"))
+    pin_stack(stack)  # the stack and its pin change together: one diff
+    git(pull_request, "add", ".")
+    git(pull_request, "commit", "-qm", "more users, re-pinned")
+
+    outputs = run_diff_script(pull_request)
+    comment = (pull_request / "comment.md").read_text()
+
+    assert outputs == {"count": "1", "failed": "false"}
+    assert comment.count("### inferstack plan diff: `chat-8b` (`stacks/Pulumi.aws-dev.yaml`)") == 1
+    assert "**Pinned** in Pulumi.aws-dev.plan.json" in comment
 
 
 def test_the_script_reports_a_workload_it_cannot_plan_and_fails_the_job(pull_request):
