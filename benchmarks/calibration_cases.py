@@ -285,8 +285,11 @@ def engine_label(row: dict[str, str], case: Case) -> str:
 # ---- Public rows added for issue 13 ("Sizing you can trust") -------------------------------------------------
 # benchmarks/calibration_public.csv: llama.cpp on data-centre GPUs (XiongjieDai/GPU-Benchmarks-on-LLM-Inference),
 # more gpt-fast batch-1 rows (tensor parallel, int4/int8, Mixtral MoE), the other thread counts of llama.cpp PR
-# #7487, and the rest of llm-d's vLLM 0.11 memory log table. Each row carries its source, commit and date, and the
-# columns case_* that restate it as `estimate` arguments (case_hardware: a gpus.csv id, or cpu:<key> below).
+# #7487, the rest of llm-d's vLLM 0.11 memory log table, and vLLM 0.10 serving runs (dennislee22/vLLM-benchmarking:
+# N requests of 1024 tokens in and out sent at once, restated as concurrency N, whose output tokens/s `estimate`
+# computes the same way: the N prefills, then the N sequences decoding together). Each row carries its source,
+# commit and date, and the columns case_* that restate it as `estimate` arguments (case_hardware: a gpus.csv id,
+# or cpu:<key> below; batch_or_concurrency: the requests in flight).
 
 PUBLIC_CALIBRATION_PATH = ROOT / "benchmarks" / "calibration_public.csv"
 
@@ -327,6 +330,8 @@ def _public_case(row: dict[str, str]) -> Case:
     output_tokens = int(row["output_tokens"]) if row["output_tokens"].isdigit() else 128
     if row["output_tokens"] == "~200":  # gpt-fast: 5-token prompt, ~200 generated
         output_tokens = 200
+    # vLLM serving rows: N requests in flight together (benchmark_serving's burst or --max-concurrency N)
+    concurrency = int(row["batch_or_concurrency"]) if row["batch_or_concurrency"].isdigit() else 1
     return Case(
         family,
         row["case_model"],
@@ -336,6 +341,7 @@ def _public_case(row: dict[str, str]) -> Case:
         gpu=None if hardware.startswith("cpu:") else hardware,
         gpus=1 if hardware.startswith("cpu:") else gpus,
         cpu=PUBLIC_CPUS.get(hardware),
+        concurrency=concurrency,
         input_tokens=max(input_tokens, 1),
         output_tokens=max(output_tokens, 1),
         gpu_memory_utilization=float(row["case_gpu_memory_utilization"] or 0.9),
