@@ -417,3 +417,41 @@ ENCODER_ROWS: dict[str, EncoderRow] = {
         + "; MLPerf Inference v4.0, published 2024-03",
     ),
 }
+
+
+# ---- Item models on GPUs under Triton: an upper bound, not a calibration ------------------------------------------
+# MLPerf Inference v1.1 (published 2021-09), NVIDIA's closed-division single-GPU "TRT_Triton" systems: Triton 21.07
+# serving TensorRT 8.0.1 int8 engines (BERT-Large with NVIDIA's variable-sequence-length kernels, so a sample costs
+# its real length as in the Intel rows above; ResNet-50 at 224x224), Offline scenario. inferstack deploys Triton
+# with the ONNX Runtime backend (bootstrap/files/boot.sh), whose GPU profile (efficiency.ONNXRUNTIME) is a prior;
+# TensorRT's hand-tuned int8 engines are the fastest that GPU runs these models, so the rows are a bound: the
+# onnxruntime profile must not predict more items/s than TensorRT measured. They fit nothing. The A30 rows of the
+# same round are left out (no A30 in gpus.csv).
+_MLPERF_TRITON = "github.com/mlcommons/inference_results_v1.1/closed/NVIDIA/results/{}/{}/Offline/performance/run_1/" \
+    "mlperf_log_summary.txt 'Samples per second' (system: closed/NVIDIA/systems/{}.json); MLPerf Inference v1.1, " \
+    "published 2021-09"
+_TRITON_SYSTEMS = {  # gpus.csv id -> (MLPerf system, bert-99 samples/s, resnet50 samples/s)
+    "A100-PCIe-80GB": ("A100-PCIe-80GBx1_TRT_Triton", 3246.43, 36911.2),
+    "A100-PCIe-40GB": ("A100-PCIex1_TRT_Triton", 2836.93, 32148.4),
+    "A10": ("A10x1_TRT_Triton", 1121.46, 13817.6),
+    "A100-SXM4-80GB": ("DGX-A100_A100-SXM-80GBx1_TRT_Triton", 3596.25, 39761.0),
+}
+
+
+def _triton_bound_rows() -> dict[str, EncoderRow]:
+    rows = {}
+    for index, (gpu, (system, bert, resnet)) in enumerate(_TRITON_SYSTEMS.items()):
+        bert_case = Case("encoder", "bert-large", "int8", "onnxruntime", items_rate, gpu=gpu, concurrency=64,
+                         input_tokens=177, output_tokens=0)
+        resnet_case = Case("encoder", "resnet-50", "int8", "onnxruntime", items_rate, gpu=gpu, concurrency=64,
+                           input_tokens=1, output_tokens=0)
+        rows[f"t{2 * index + 1:02d}"] = EncoderRow(
+            bert_case, bert, "bound", _MLPERF_TRITON.format(system, "bert-99", system)
+        )
+        rows[f"t{2 * index + 2:02d}"] = EncoderRow(
+            resnet_case, resnet, "bound", _MLPERF_TRITON.format(system, "resnet50", system)
+        )
+    return rows
+
+
+ENCODER_ROWS.update(_triton_bound_rows())
