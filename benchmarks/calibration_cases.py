@@ -293,6 +293,13 @@ def engine_label(row: dict[str, str], case: Case) -> str:
 
 PUBLIC_CALIBRATION_PATH = ROOT / "benchmarks" / "calibration_public.csv"
 
+# Looked at and left out (2026-12-01), each for a condition its source does not state: argonne-lcf/LLM-Inference-Bench
+# (vLLM/TensorRT-LLM/llama.cpp static batches on "Nvidia A100/H100 GPU": SXM or PCIe, 40 or 80 GB not stated);
+# LambdaLabsML/vllm-benchmark and gpustack's throughput pages (ShareGPT bursts of 500-1000 requests: how many ran at
+# once is not stated); MLPerf LLM Offline results (per-sample lengths of the dataset, not restated here); the TP2
+# runs of dennislee22/vLLM-benchmarking (GPUs without P2P, interconnect not stated) and its runs that queue for KV
+# space; sariekr/gpu_conc (a client that saturates before the server).
+
 PUBLIC_CPUS = {
     "cpu:w9-3475x-4t": CpuSpec(
         cores=4, memory_bandwidth_gbps=307.2, isa="amx", ghz=2.2, description="w9-3475X, 4 threads"
