@@ -285,10 +285,20 @@ def engine_label(row: dict[str, str], case: Case) -> str:
 # ---- Public rows added for issue 13 ("Sizing you can trust") -------------------------------------------------
 # benchmarks/calibration_public.csv: llama.cpp on data-centre GPUs (XiongjieDai/GPU-Benchmarks-on-LLM-Inference),
 # more gpt-fast batch-1 rows (tensor parallel, int4/int8, Mixtral MoE), the other thread counts of llama.cpp PR
-# #7487, and the rest of llm-d's vLLM 0.11 memory log table. Each row carries its source, commit and date, and the
-# columns case_* that restate it as `estimate` arguments (case_hardware: a gpus.csv id, or cpu:<key> below).
+# #7487, the rest of llm-d's vLLM 0.11 memory log table, and vLLM 0.10 serving runs (dennislee22/vLLM-benchmarking:
+# N requests of 1024 tokens in and out sent at once, restated as concurrency N, whose output tokens/s `estimate`
+# computes the same way: the N prefills, then the N sequences decoding together). Each row carries its source,
+# commit and date, and the columns case_* that restate it as `estimate` arguments (case_hardware: a gpus.csv id,
+# or cpu:<key> below; batch_or_concurrency: the requests in flight).
 
 PUBLIC_CALIBRATION_PATH = ROOT / "benchmarks" / "calibration_public.csv"
+
+# Looked at and left out (2026-12-01), each for a condition its source does not state: argonne-lcf/LLM-Inference-Bench
+# (vLLM/TensorRT-LLM/llama.cpp static batches on "Nvidia A100/H100 GPU": SXM or PCIe, 40 or 80 GB not stated);
+# LambdaLabsML/vllm-benchmark and gpustack's throughput pages (ShareGPT bursts of 500-1000 requests: how many ran at
+# once is not stated); MLPerf LLM Offline results (per-sample lengths of the dataset, not restated here); the TP2
+# runs of dennislee22/vLLM-benchmarking (GPUs without P2P, interconnect not stated) and its runs that queue for KV
+# space; sariekr/gpu_conc (a client that saturates before the server).
 
 PUBLIC_CPUS = {
     "cpu:w9-3475x-4t": CpuSpec(
@@ -327,6 +337,8 @@ def _public_case(row: dict[str, str]) -> Case:
     output_tokens = int(row["output_tokens"]) if row["output_tokens"].isdigit() else 128
     if row["output_tokens"] == "~200":  # gpt-fast: 5-token prompt, ~200 generated
         output_tokens = 200
+    # vLLM serving rows: N requests in flight together (benchmark_serving's burst or --max-concurrency N)
+    concurrency = int(row["batch_or_concurrency"]) if row["batch_or_concurrency"].isdigit() else 1
     return Case(
         family,
         row["case_model"],
@@ -336,6 +348,7 @@ def _public_case(row: dict[str, str]) -> Case:
         gpu=None if hardware.startswith("cpu:") else hardware,
         gpus=1 if hardware.startswith("cpu:") else gpus,
         cpu=PUBLIC_CPUS.get(hardware),
+        concurrency=concurrency,
         input_tokens=max(input_tokens, 1),
         output_tokens=max(output_tokens, 1),
         gpu_memory_utilization=float(row["case_gpu_memory_utilization"] or 0.9),
@@ -411,3 +424,41 @@ ENCODER_ROWS: dict[str, EncoderRow] = {
         + "; MLPerf Inference v4.0, published 2024-03",
     ),
 }
+
+
+# ---- Item models on GPUs under Triton: an upper bound, not a calibration ------------------------------------------
+# MLPerf Inference v1.1 (published 2021-09), NVIDIA's closed-division single-GPU "TRT_Triton" systems: Triton 21.07
+# serving TensorRT 8.0.1 int8 engines (BERT-Large with NVIDIA's variable-sequence-length kernels, so a sample costs
+# its real length as in the Intel rows above; ResNet-50 at 224x224), Offline scenario. inferstack deploys Triton
+# with the ONNX Runtime backend (bootstrap/files/boot.sh), whose GPU profile (efficiency.ONNXRUNTIME) is a prior;
+# TensorRT's hand-tuned int8 engines are the fastest that GPU runs these models, so the rows are a bound: the
+# onnxruntime profile must not predict more items/s than TensorRT measured. They fit nothing. The A30 rows of the
+# same round are left out (no A30 in gpus.csv).
+_MLPERF_TRITON = "github.com/mlcommons/inference_results_v1.1/closed/NVIDIA/results/{}/{}/Offline/performance/run_1/" \
+    "mlperf_log_summary.txt 'Samples per second' (system: closed/NVIDIA/systems/{}.json); MLPerf Inference v1.1, " \
+    "published 2021-09"
+_TRITON_SYSTEMS = {  # gpus.csv id -> (MLPerf system, bert-99 samples/s, resnet50 samples/s)
+    "A100-PCIe-80GB": ("A100-PCIe-80GBx1_TRT_Triton", 3246.43, 36911.2),
+    "A100-PCIe-40GB": ("A100-PCIex1_TRT_Triton", 2836.93, 32148.4),
+    "A10": ("A10x1_TRT_Triton", 1121.46, 13817.6),
+    "A100-SXM4-80GB": ("DGX-A100_A100-SXM-80GBx1_TRT_Triton", 3596.25, 39761.0),
+}
+
+
+def _triton_bound_rows() -> dict[str, EncoderRow]:
+    rows = {}
+    for index, (gpu, (system, bert, resnet)) in enumerate(_TRITON_SYSTEMS.items()):
+        bert_case = Case("encoder", "bert-large", "int8", "onnxruntime", items_rate, gpu=gpu, concurrency=64,
+                         input_tokens=177, output_tokens=0)
+        resnet_case = Case("encoder", "resnet-50", "int8", "onnxruntime", items_rate, gpu=gpu, concurrency=64,
+                           input_tokens=1, output_tokens=0)
+        rows[f"t{2 * index + 1:02d}"] = EncoderRow(
+            bert_case, bert, "bound", _MLPERF_TRITON.format(system, "bert-99", system)
+        )
+        rows[f"t{2 * index + 2:02d}"] = EncoderRow(
+            resnet_case, resnet, "bound", _MLPERF_TRITON.format(system, "resnet50", system)
+        )
+    return rows
+
+
+ENCODER_ROWS.update(_triton_bound_rows())

@@ -33,6 +33,7 @@ REQUIRED_MODELS = {
         "qwen2.5-32b",
         "qwen2.5-72b",
         "qwen3-32b",
+        "qwen3-8b",
         "deepseek-v2-lite",
         "gemma-2-9b",
         "gemma-2-27b",
@@ -63,6 +64,7 @@ DENSE_LLAMA_FAMILY = [
     "qwen2.5-32b",
     "qwen2.5-72b",
     "qwen3-32b",
+    "qwen3-8b",
     "phi-3-mini",
 ]
 PUBLISHED_COUNT_TOLERANCE = 0.02
