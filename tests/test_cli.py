@@ -389,7 +389,7 @@ def test_a_budget_no_priced_offer_meets_exits_3_naming_the_cheapest_priced_optio
     assert result.returncode == 3, result.stdout  # was 0, with an unpriced p5e.48xlarge chosen on AWS
     assert result.stderr == (
         "error: no deployment with a known price fits the monthly budget of 100.00 USD: the cheapest priced one "
-        "that meets the targets is 4x g6e.xlarge (1x L40S) on aws us-east-1, 5,434.12 USD/month; offers without a "
+        "that meets the targets is 5x g6e.xlarge (1x L40S) on aws us-east-1, 6,792.65 USD/month; offers without a "
         "known price cannot be shown to meet a budget\n"
     )
     assert "p5e.48xlarge in us-east-1: no price known, so it cannot be shown to meet the budget" in result.stdout
@@ -401,11 +401,11 @@ def test_a_budget_in_eur_exits_3_with_the_cost_in_eur(tmp_path):
                         + "placement: {monthly_budget: 100, currency: EUR}\n")
     result = inferstack("plan", str(workload), "--json")
     assert result.returncode == 3
-    assert "monthly budget of 100.00 EUR" in result.stderr and "4x g6e.xlarge (1x L40S) on aws us-east-1, " \
-        "4,618.10 EUR/month" in result.stderr
+    assert "monthly budget of 100.00 EUR" in result.stderr and "5x g6e.xlarge (1x L40S) on aws us-east-1, " \
+        "5,772.63 EUR/month" in result.stderr
     report = json.loads(result.stdout)
     cost = report["cheapest_over_budget"]["price"]["monthly_ranking"]
-    assert cost["currency"] == "EUR" and cost["amount"] == pytest.approx(5434.12 / 1.1767, abs=0.01)  # ECB rate
+    assert cost["currency"] == "EUR" and cost["amount"] == pytest.approx(6792.65 / 1.1767, abs=0.01)  # ECB rate
 
 
 def test_plan_in_eur_prints_every_cost_in_eur(tmp_path):
@@ -413,7 +413,7 @@ def test_plan_in_eur_prints_every_cost_in_eur(tmp_path):
     workload.write_text((WORKLOADS / "chat-70b.yaml").read_text() + "placement: {currency: EUR}\n")
     result = inferstack("plan", str(workload))
     assert result.returncode == 0, result.stderr
-    assert "Best overall: 1x a2-ultragpu-4g (4x A100) on gcp us-central1, 12,578.30 EUR/month" in result.stdout
+    assert "Best overall: 1x p4d.24xlarge (8x A100) on aws us-east-1, 13,622.06 EUR/month" in result.stdout
     assert " USD/month" not in result.stdout and " CNY/month" not in result.stdout
 
 

@@ -1,6 +1,6 @@
 """A monthly budget: only a deployment with a known price can be shown to meet it.
 
-chat-8b-public needs at least 4x g6e.xlarge (5,434.12 USD/month) among AWS's priced offers; the unpriced
+chat-8b-public needs at least 5x g6e.xlarge (6,792.65 USD/month) among AWS's priced offers; the unpriced
 p5e.48xlarge also meets its targets. Before this guarantee, a budget of 100 let that unpriced offer through.
 """
 
@@ -14,7 +14,7 @@ from inferstack.sizing.planner import plan_workload
 from inferstack.spec import WorkloadSpec, parse_workload
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "examples" / "workloads"
-CHEAPEST_AWS = "4x g6e.xlarge (1x L40S) on aws us-east-1, 5,434.12 USD/month"
+CHEAPEST_AWS = "5x g6e.xlarge (1x L40S) on aws us-east-1, 6,792.65 USD/month"
 
 
 def chat_8b(**placement: object) -> WorkloadSpec:
@@ -72,4 +72,4 @@ def test_the_stack_program_refuses_the_same_way():
 
     with pytest.raises(InfeasibleError, match="cannot be shown to meet the budget") as error:
         size_workload(chat_8b(monthly_budget=100, clouds=["aws"]), "aws")
-    assert "4x g6e.xlarge in us-east-1: 5,434.12 USD per month, budget 100.00 USD" in str(error.value)
+    assert "5x g6e.xlarge in us-east-1: 6,792.65 USD per month, budget 100.00 USD" in str(error.value)
