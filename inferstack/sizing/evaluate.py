@@ -99,6 +99,7 @@ class Sizing:
     slots: int = 0  # batch slots per replica (max_num_seqs, llama.cpp --parallel, Triton max batch)
     concurrency_per_replica: int = 0
     utilization: float = 0.0
+    utilization_limit: float = 0.0  # the most a replica may carry, of its saturation (0: the stage's cap)
     ttft_p95_ms: float | None = None
     tpot_p95_ms: float | None = None
     latency_p95_ms: float = 0.0
@@ -413,12 +414,17 @@ class _LlmLoadModel:
             sizing = self._sizing(
                 candidate, replicas, serving, slots, concurrency, utilization, ttft_s, saturation_rps, per_replica_rps
             )
-            return replace(sizing, target_rps=self._target_rps(per_replica_rps, slots, saturation_rps))
+            ceiling_rps = self.ceiling_rps(slots, saturation_rps)
+            return replace(
+                sizing,
+                target_rps=self._target_rps(per_replica_rps, slots, ceiling_rps),
+                utilization_limit=ceiling_rps / saturation_rps,
+            )
         return _blocked(
             candidate, "replicas", f"needs more than {MAX_REPLICAS} replicas to carry the load within the targets"
         )
 
-    def _target_rps(self, planned_rps: float, slots: int, saturation_rps: float) -> float:
+    def _target_rps(self, planned_rps: float, slots: int, ceiling_rps: float) -> float:
         """The most one replica carries within the TTFT target and the ceiling (what an autoscaler holds)."""
         d = self.demand
 
@@ -427,7 +433,7 @@ class _LlmLoadModel:
             within_ttft = d.ttft_p95_ms is None or self.ttft_p95_s(concurrency, rate, slots) * 1e3 <= d.ttft_p95_ms
             return concurrency <= slots and within_ttft
 
-        return highest_feasible_rate(planned_rps, self.ceiling_rps(slots, saturation_rps), feasible)
+        return highest_feasible_rate(planned_rps, ceiling_rps, feasible)
 
     def _required_rps(self, slots: int) -> float:
         """Peak request rate to plan for: the given rate, the users' rate, or a throughput floor."""

@@ -50,6 +50,14 @@ def test_the_target_is_the_most_one_server_carries_within_the_slo_and_the_ceilin
     assert target < 0.8 * per_server_capacity * 0.99
 
 
+def test_the_rationale_names_the_slot_wait_limit_where_it_binds_below_the_utilization_cap() -> None:
+    plan = chosen(load_workload(WORKLOADS / "chat-8b-public.yaml"))
+    line = next(line for line in plan.rationale if " replica(s), each at " in line)
+    assert "(limit 75%, where 2% of requests would wait for a slot)" in line
+    roomy = chosen(load_workload(WORKLOADS / "chat-8b-public.yaml"), "gcp")  # A100s: the 80 % cap binds
+    assert any("(limit 80%)" in line for line in roomy.rationale)
+
+
 def test_a_tight_ttft_target_stops_the_per_server_target_where_the_ttft_would_be_missed() -> None:
     spec = load_workload(WORKLOADS / "chat-8b-public.yaml")
     spec = spec.model_copy(update={"slo": spec.slo.model_copy(update={"ttft_p95_ms": 95})})
