@@ -421,7 +421,7 @@ def test_plan_in_eur_prints_every_cost_in_eur(tmp_path):
     workload.write_text((WORKLOADS / "chat-70b.yaml").read_text() + "placement: {currency: EUR}\n")
     result = inferstack("plan", str(workload))
     assert result.returncode == 0, result.stderr
-    assert "Best overall: 1x a2-ultragpu-4g (4x A100) on gcp us-central1, 12,578.30 EUR/month" in flat(result.stdout)
+    assert "Best overall: 1x p4d.24xlarge (8x A100) on aws us-east-1, 13,622.06 EUR/month" in flat(result.stdout)
     assert " USD/month" not in result.stdout and " CNY/month" not in result.stdout
 
 
