@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 # start-up). Set PYDANTIC_DISABLE_PLUGINS yourself to change that.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from inferstack.errors import InfeasibleError, InferstackError, InputError, MissingExtraError, Problem, input_error
+from inferstack.errors import InfeasibleError, InferstackError, InputError, Problem, input_error
 from inferstack.spec import (
     CLOUDS,
     MODEL_NAME_PATTERN,
@@ -285,23 +285,21 @@ def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
 
 
 def _cmd_preview(args: argparse.Namespace) -> int:
-    try:
-        from inferstack.preview import preview_workload
+    from inferstack.extras import require_cloud
 
-        result = preview_workload(
-            args.workload,
-            cloud=args.cloud,
-            prices_file=args.prices,
-            config=dict(args.config),
-            assets_domain=args.assets_domain,
-            assets_certificate=args.assets_certificate,
-            api_domain=args.api_domain,
-            api_certificate=args.api_certificate,
-        )
-    except ModuleNotFoundError as error:
-        if not _is_pulumi_module(error.name):
-            raise
-        raise MissingExtraError("preview", "pulumi", error) from None
+    require_cloud(args.cloud, f"inferstack preview --cloud {args.cloud}")
+    from inferstack.preview import preview_workload
+
+    result = preview_workload(
+        args.workload,
+        cloud=args.cloud,
+        prices_file=args.prices,
+        config=dict(args.config),
+        assets_domain=args.assets_domain,
+        assets_certificate=args.assets_certificate,
+        api_domain=args.api_domain,
+        api_certificate=args.api_certificate,
+    )
     if args.json:
         _print_json(result.to_json())
     else:
@@ -309,12 +307,6 @@ def _cmd_preview(args: argparse.Namespace) -> int:
 
         print_preview(result)
     return 0
-
-
-def _is_pulumi_module(name: str | None) -> bool:
-    """The Pulumi SDK or a provider package: what the `pulumi` extra installs."""
-    top = (name or "").split(".")[0]
-    return top == "pulumi" or top.startswith("pulumi_")
 
 
 def _config_entry(text: str) -> tuple[str, str]:
