@@ -94,3 +94,40 @@ def test_the_library_pins_nothing_exactly():
     runtime = project["dependencies"] + [r for name, reqs in project["optional-dependencies"].items()
                                          if name != "dev" for r in reqs]
     assert [requirement for requirement in runtime if "==" in requirement] == []
+
+
+#### The lock files agree ####
+
+LOCKS = ROOT / "requirements"
+
+
+def _locked(lock: str) -> dict[str, list[str]]:
+    """Package → the versions a lock pins (more than one where they differ by Python version)."""
+    pins: dict[str, list[str]] = {}
+    for match in re.finditer(r"^([A-Za-z0-9._-]+)==([^ ;\\\n]+)", (LOCKS / lock).read_text(), re.MULTILINE):
+        pins.setdefault(match[1].lower().replace("_", "-"), []).append(match[2])
+    return pins
+
+
+def test_the_demo_lock_holds_the_aws_extra_and_nothing_the_demo_does_not_run():
+    demo = _locked("demo.lock")
+    assert {"pulumi", "pulumi-aws", "pydantic", "rich", "simpy"} <= demo.keys()
+    left_out = {"pulumi-gcp", "pulumi-alicloud", "pulumi-huaweicloud", "boto3", "scipy", "moto", "pytest", "mypy"}
+    assert left_out.isdisjoint(demo.keys())
+
+
+@pytest.mark.parametrize("lock", ["dev.lock", "demo.lock", "policy.lock"])
+def test_every_locked_version_is_in_the_range_pyproject_asks_for(lock):
+    """A lock older than a range it was made from fails here: `make lock` rewrites it."""
+    requirements = pytest.importorskip("packaging.requirements")
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    asked = project["dependencies"] + [r for reqs in project["optional-dependencies"].values() for r in reqs]
+    pins = _locked(lock)
+    outside = []
+    for text in asked:
+        requirement = requirements.Requirement(text)
+        for version in pins.get(requirement.name.lower().replace("_", "-"), []):
+            if not requirement.specifier.contains(version, prereleases=True):
+                outside.append(f"{requirement.name}=={version} (asked {requirement.specifier})")
+    assert outside == []
