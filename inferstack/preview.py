@@ -121,7 +121,7 @@ def record(program: Callable[[], Any], *, config: Mapping[str, Any] | None = Non
     answers = _PreviewAnswers()
     registrations, value = run_under_mocks(
         program, answers, urn=resource_urn, project=project, stack=stack,
-        config={key: config_value(value) for key, value in (config or {}).items()},
+        config={key: config_value(setting) for key, setting in (config or {}).items()},
         secret_keys=[key for key in SECRET_CONFIG_KEYS if key in (config or {})])
     resources = [RegisteredResource(
         urn=r.urn, type=r.type, name=r.name, parent=_parent(r.parent_urn), custom=r.custom, id=r.id,
