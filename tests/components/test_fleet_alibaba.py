@@ -20,7 +20,7 @@ from typing import Any, cast
 import pytest
 import yaml
 
-from inferstack import preview
+from inferstack import pulumi_mocks
 from inferstack.components import InferenceServer, InferenceServerArgs
 from inferstack.components import alibaba as ali
 from inferstack.components.core import NETWORK_CIDR, compressed_user_data
@@ -118,13 +118,13 @@ def _public_vswitches(recording: Recording) -> list[str]:
 def dependencies(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, tuple[str, ...]]]:
     """The URNs each registration depends on, by resource name (the recording keeps no dependencies)."""
     seen: dict[str, tuple[str, ...]] = {}
-    register = preview._RecordingMonitor.RegisterResource
+    register = pulumi_mocks.RecordingMonitor.RegisterResource
 
     def recording_dependencies(monitor: Any, request: Any) -> Any:
         seen[request.name] = tuple(request.dependencies)
         return register(monitor, request)
 
-    monkeypatch.setattr(preview._RecordingMonitor, "RegisterResource", recording_dependencies)
+    monkeypatch.setattr(pulumi_mocks.RecordingMonitor, "RegisterResource", recording_dependencies)
     yield seen
 
 
