@@ -1,4 +1,4 @@
-"""The `inferstack` command line: plan, estimate, models, gpus, catalog, preview, diff, pin.
+"""The `inferstack` command line: plan, estimate, models, gpus, catalog, preview, diff, pin, loadtest.
 
 Tables for people (rich), `--json` for machines. Errors a user can fix are printed as such, without a
 traceback, and exit non-zero: 2 for bad input, 3 when no deployment is feasible.
@@ -407,6 +407,19 @@ def _cmd_pin(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- loadtest ------------------------------------------------------------------------------------------
+
+
+def _cmd_loadtest(args: argparse.Namespace) -> int:
+    try:
+        from inferstack.loadtest import run_from_args
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] != "aiohttp":
+            raise
+        raise MissingExtraError("loadtest", "loadtest", error) from None
+    return run_from_args(args)
+
+
 # ---- manifest ------------------------------------------------------------------------------------------
 
 
@@ -592,6 +605,29 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the stack's config, e.g. stacks/Pulumi.aws-prod.yaml")
     pin.add_argument("--json", action="store_true", help="print the pinned plan")
     pin.set_defaults(handler=_cmd_pin)
+
+    load = commands.add_parser("loadtest", help="drive an OpenAI-compatible endpoint; measure TTFT, TPOT, throughput")
+    load.add_argument("url", help="the server's address, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)")
+    load.add_argument("--workload", type=Path, help="send its traffic shape at its plan's rate; compare with the plan")
+    load.add_argument("--cloud", choices=CLOUDS, help="with --workload: that cloud's plan (default: the cheapest)")
+    load.add_argument("--fleet", action="store_true",
+                      help="with --workload: URL is the load balancer; send the fleet's rate, not one server's share")
+    load.add_argument("--model", help="model name to request (default: the first at URL/v1/models)")
+    load.add_argument("--api", choices=("chat", "completions"), default="chat", help="endpoint (default chat)")
+    load.add_argument("--requests", type=_positive_int, default=100, help="requests to send (default 100)")
+    shape = load.add_mutually_exclusive_group()
+    shape.add_argument("--rate", type=_positive_float, help="Poisson arrivals, requests per second")
+    shape.add_argument("--concurrency", type=_positive_int,
+                       help="requests in flight (default 1 without --rate or --workload; --sweep's upper bound)")
+    load.add_argument("--input-tokens", type=_positive_int, help="prompt tokens (default 512, or the workload's)")
+    load.add_argument("--output-tokens", type=_positive_int, help="tokens to generate (default 128, or the workload's)")
+    load.add_argument("--duration", type=_positive_float, default=600.0,
+                      help="seconds at most; requests in flight then are cut and counted as failed (default 600)")
+    load.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key (Bearer)")
+    load.add_argument("--sweep", action="store_true", help="concurrency 1, 2, 4 … until throughput stops rising")
+    load.add_argument("--seed", type=_non_negative_int, default=0, help="seed of arrivals and token counts")
+    load.add_argument("--json", action="store_true")
+    load.set_defaults(handler=_cmd_loadtest)
 
     manifest = commands.add_parser("manifest", help="write manifest.json (path, size, sha256) for a model folder")
     manifest.add_argument("model_dir", type=Path, help="the folder you upload under the plan's bucket prefix")
