@@ -47,7 +47,7 @@ import aiohttp
 from inferstack.errors import InfeasibleError, input_error
 from inferstack.plan import DeploymentPlan
 from inferstack.sizing.simulate import TrafficShape, length_sampler, percentile, serving_replicas
-from inferstack.spec import Cloud
+from inferstack.spec import Cloud, Engine, Precision
 
 Api = Literal["chat", "completions"]
 
@@ -382,6 +382,7 @@ class PlanTarget:
     """The planned deployment, the rate to drive it at, and what the plan predicts at that rate."""
 
     deployment: str
+    serves: dict[str, Any]  # model, precision, engine and accelerators: what a measurement is a measurement of
     rate_per_s: float
     traffic: TrafficShape
     ttft_p95_ms: float | None
@@ -401,6 +402,10 @@ def plan_target(plan: DeploymentPlan, traffic: TrafficShape, fleet: bool) -> Pla
     where = "fleet" if fleet else "one server"
     return PlanTarget(
         deployment=f"{plan.summary()} ({where})",
+        serves={"model": plan.model.name, "precision": Precision(plan.precision).value,
+                "engine": Engine(plan.serving.engine).value,
+                "accelerator": plan.accelerator.id if plan.accelerator else None,
+                "accelerators_per_server": plan.gpus_per_instance, "instance_type": plan.instance_type},
         rate_per_s=perf.load_requests_per_s / share,
         traffic=traffic,
         ttft_p95_ms=perf.ttft_p95_ms,
@@ -493,8 +498,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.json:
         out = result.to_json()
         if planned and rows is not None:
-            out["plan"] = {"deployment": planned.deployment, "rate_per_s": round(planned.rate_per_s, 4),
-                           "comparison": rows}
+            out["plan"] = {"deployment": planned.deployment, **planned.serves,
+                           "rate_per_s": round(planned.rate_per_s, 4), "comparison": rows}
         print(json.dumps(out, indent=2))
     else:
         print(render(result))

@@ -250,6 +250,7 @@ def test_with_a_workload_the_table_compares_each_figure_with_the_plan(
     assert ttft["measured"] == out["ttft_ms"]["p95"]
     assert ttft["change_percent"] == pytest.approx((ttft["measured"] - ttft["plan"]) / ttft["plan"] * 100, abs=0.1)
     assert out["load"].startswith("Poisson") and "(one server)" in out["plan"]["deployment"]
+    assert out["plan"]["model"] == "llama-3.1-8b" and out["plan"]["engine"] and out["plan"]["accelerator"]
 
 
 def test_one_server_is_driven_at_its_share_of_the_fleet_rate() -> None:
