@@ -55,6 +55,7 @@ PROMPT_WORD = "hello "
 CONNECT_TIMEOUT_S = 10.0
 CUT_AT_DURATION = "cut at --duration"
 NO_REQUEST_SUCCEEDED = 1  # the exit code when every request failed: the figures measure nothing
+MAX_REQUESTS = 1_000_000  # token counts and arrival times are drawn up front: a bound on that memory
 SWEEP_STEPS = 8  # concurrency 1, 2, 4 … 128 at most
 SWEEP_MIN_GAIN = 0.10  # a step that adds less than 10 % output tokens/s means the server is saturated
 
@@ -323,17 +324,18 @@ async def _drive(session: aiohttp.ClientSession, target: Target, model: str, sha
     return _summarise(model, load, records, last_end - start)
 
 
-def _session(target: Target, concurrency: int) -> aiohttp.ClientSession:
+def _session(target: Target) -> aiohttp.ClientSession:
     headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
     return aiohttp.ClientSession(
         headers=headers,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
-        connector=aiohttp.TCPConnector(limit=max(concurrency, 100)),
+        # No pool limit: an open loop's requests must not queue in the client, where the wait would read as TTFT.
+        connector=aiohttp.TCPConnector(limit=0),
     )
 
 
 async def _run(target: Target, shape: LoadShape) -> LoadResult:
-    async with _session(target, shape.concurrency or 1) as session:
+    async with _session(target) as session:
         model = target.model or await first_model(session, target)
         return await _drive(session, target, model, shape)
 
@@ -347,7 +349,7 @@ async def _sweep(target: Target, shape: LoadShape, max_concurrency: int) -> list
     loop = asyncio.get_running_loop()
     deadline = loop.time() + shape.duration_s
     steps: list[LoadResult] = []
-    async with _session(target, max_concurrency) as session:
+    async with _session(target) as session:
         model = target.model or await first_model(session, target)
         concurrency = 1
         while concurrency <= max_concurrency and len(steps) < SWEEP_STEPS and loop.time() < deadline:
@@ -483,6 +485,9 @@ def shape_from_args(args: argparse.Namespace, planned: PlanTarget | None) -> Loa
 def run_from_args(args: argparse.Namespace) -> int:
     """`inferstack loadtest`: validate, plan (with --workload), run or sweep, print; exit 1 when no request
     succeeded."""
+    if args.requests > MAX_REQUESTS:
+        raise input_error("--requests", f"must be at most {MAX_REQUESTS:,}", value=args.requests,
+                          fix="run several load tests, or bound a long one by --duration")
     target = Target(base_url(args.url), api=args.api, model=args.model, api_key=api_key_from_env(args.api_key_env))
     planned = workload_target(args.workload, args.cloud, args.fleet) if args.workload else None
     shape = shape_from_args(args, planned)

@@ -130,6 +130,14 @@ def test_poisson_arrivals_honour_the_rate(stub: Stub) -> None:
     assert 0.7 < statistics.stdev(gaps) / statistics.mean(gaps) < 1.3  # exponential gaps: CV 1, not even spacing
 
 
+def test_an_open_loop_does_not_queue_requests_in_the_client(stub: Stub) -> None:
+    stub.configure(ttft_s=0.5)
+    result = run_loadtest(Target(stub.url, model="m"), _shape(150, output_tokens=1, rate_per_s=2000))
+    arrivals = stub.state()["arrivals_s"]
+    assert result.requests_ok == 150
+    assert max(arrivals) - min(arrivals) < 0.4  # a pool of 100 connections would hold the last 50 for 0.5 s
+
+
 def test_workload_lengths_vary_between_mean_and_tail(stub: Stub) -> None:
     traffic = loadtest.TrafficShape(100, 300, 20, 60, 1000)
     run_loadtest(Target(stub.url), LoadShape(requests=60, traffic=traffic, concurrency=8, duration_s=30))
@@ -188,6 +196,11 @@ def test_zero_or_negative_numbers_are_refused_naming_the_flag(flag: str, capsys:
         main(["loadtest", "http://127.0.0.1:9", flag, "0"])
     assert exit_.value.code == 2
     assert f"argument {flag}:" in capsys.readouterr().err
+
+
+def test_more_requests_than_the_bound_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["loadtest", "http://127.0.0.1:9", "--requests", str(loadtest.MAX_REQUESTS + 1)]) == 2
+    assert "--requests: must be at most 1,000,000 (got 1000001)" in capsys.readouterr().err
 
 
 def test_a_trailing_v1_is_dropped_from_the_base_url() -> None:
