@@ -280,3 +280,28 @@ def test_one_server_is_driven_at_its_share_of_the_fleet_rate() -> None:
 def test_a_comparison_line_reads_plan_measured_and_change() -> None:
     row = {"figure": "p95 TTFT", "unit": "ms", "plan": 193.0, "measured": 240.0, "change_percent": 24.4}
     assert loadtest.comparison_line(row) == "plan p95 TTFT 193 ms, measured 240 ms, +24 %"
+
+
+def test_loadtest_results_calibrate_the_plan_end_to_end(
+    stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A server 1.2x slower to the first token and 1.1x slower per token than the plan predicts: the calibration
+    # written from its load test says so, and the plan made with it says it used it.
+    workload = tmp_path / "small-chat.yaml"
+    workload.write_text("name: small-chat\nmodel: llama-3.1-8b\nprecision: bf16\nstage: validation\n"
+                        "traffic: {requests_per_s: 2, prompt_tokens: 100, output_tokens: 20}\n"
+                        "slo: {ttft_p95_ms: 2000}\nplacement: {clouds: [aws]}\n")
+    assert main(["plan", str(workload), "--json"]) == 0
+    predicted = json.loads(capsys.readouterr().out)["clouds"][0]["chosen"]["performance"]
+    stub.configure(ttft_s=1.2 * predicted["ttft_p95_ms"] / 1e3, gap_s=1.1 * predicted["tpot_p95_ms"] / 1e3)
+    result = tmp_path / "result.json"
+    assert main(["loadtest", stub.url, "--workload", str(workload), "--requests", "4", "--json"]) == 0
+    result.write_text(capsys.readouterr().out)
+    calibration = tmp_path / "calibration.json"
+    assert main(["calibrate", str(result), "--output", str(calibration)]) == 0
+    row = json.loads(calibration.read_text())["rows"][0]
+    assert row["ttft_factor"] == pytest.approx(1.2, rel=0.1) and row["tpot_factor"] == pytest.approx(1.1, rel=0.1)
+    capsys.readouterr()
+    assert main(["plan", str(workload), "--calibration", str(calibration), "--json"]) == 0
+    rationale = json.loads(capsys.readouterr().out)["clouds"][0]["chosen"]["rationale"]
+    assert any(line.startswith("Speed calibrated by 1 load test(s) of llama-3.1-8b") for line in rationale)
