@@ -1,25 +1,44 @@
 # Two commands do everything (see README):
-#   make demo   set up, then plan a sample workload on all four clouds and preview its AWS resources (no credentials)
+#   make demo   set up a small environment (inferstack and its AWS extra), then plan a sample workload on all four
+#               clouds and preview its AWS resources (no credentials)
 #   make test   set up (system packages too), then run the whole suite and the benchmarks
-.PHONY: demo test setup system-packages lint unit provider-tests policy-setup policy-tests benchmarks clean
+# Every environment installs the exact, hashed pins of a lock file in requirements/ (`make lock` writes them from
+# pyproject.toml's ranges), then inferstack itself without dependencies.
+.PHONY: demo test setup demo-setup system-packages lint unit provider-tests policy-setup policy-tests benchmarks lock \
+	clean
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+DEMO_VENV ?= .venv-demo
+DEMO_BIN := $(DEMO_VENV)/bin
 WORKLOAD ?= examples/workloads/chat-8b-public.yaml
 
-demo: setup
-	$(BIN)/inferstack plan $(WORKLOAD)
-	$(BIN)/inferstack preview $(WORKLOAD) --cloud aws
+# pip, not uv, installs: it comes with Python. --require-hashes: each file is the one locked.
+LOCKED_INSTALL := pip install --quiet --require-hashes --no-deps -r
+EDITABLE_INSTALL := pip install --quiet --no-deps --no-build-isolation -e .
+
+demo: demo-setup
+	$(DEMO_BIN)/inferstack plan $(WORKLOAD)
+	$(DEMO_BIN)/inferstack preview $(WORKLOAD) --cloud aws
+
+demo-setup: $(DEMO_BIN)/.installed
+
+$(DEMO_BIN)/.installed: pyproject.toml requirements/demo.lock
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_BIN)/$(LOCKED_INSTALL) requirements/demo.lock
+	$(DEMO_BIN)/$(EDITABLE_INSTALL)
+	$(DEMO_BIN)/python -m compileall -q inferstack
+	touch $@
 
 test: system-packages setup lint unit provider-tests policy-tests benchmarks
 
 setup: $(BIN)/.installed
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/.installed: pyproject.toml requirements/dev.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/$(LOCKED_INSTALL) requirements/dev.lock
+	$(BIN)/$(EDITABLE_INSTALL)
 	$(BIN)/python -m compileall -q inferstack  # an editable install is not byte-compiled: ~15 ms per command
 	touch $@
 
@@ -52,10 +71,10 @@ POLICY_VENV ?= .venv-policy
 POLICY_BIN := $(POLICY_VENV)/bin
 policy-setup: $(POLICY_BIN)/.installed
 
-$(POLICY_BIN)/.installed: pyproject.toml policy/requirements.txt
+$(POLICY_BIN)/.installed: pyproject.toml requirements/policy.lock
 	$(PYTHON) -m venv $(POLICY_VENV)
-	$(POLICY_BIN)/pip install --quiet --upgrade pip
-	$(POLICY_BIN)/pip install --quiet -e '.[pulumi]' -r policy/requirements.txt pytest==9.0.3
+	$(POLICY_BIN)/$(LOCKED_INSTALL) requirements/policy.lock
+	$(POLICY_BIN)/$(EDITABLE_INSTALL)
 	touch $@
 
 policy-tests: policy-setup
@@ -65,5 +84,23 @@ benchmarks: setup
 	$(BIN)/python benchmarks/fidelity.py
 	$(BIN)/python benchmarks/plan_speed.py
 
+# Rewrite the lock files from pyproject.toml (and policy/requirements.txt), keeping every pin that still satisfies
+# them; `make lock LOCK_FLAGS=--upgrade` moves each pin to the newest allowed version. One lock serves Python 3.10+
+# on every platform (--universal).
+UV_VERSION := 0.13.9
+LOCK_VENV := .venv-lock
+UV := $(LOCK_VENV)/bin/uv
+LOCK_FLAGS ?=
+COMPILE = $(UV) pip compile --quiet --universal --python-version 3.10 --generate-hashes $(LOCK_FLAGS)
+
+lock: $(UV)
+	$(COMPILE) pyproject.toml requirements/build.in --extra dev -o requirements/dev.lock
+	$(COMPILE) pyproject.toml requirements/build.in --extra aws -o requirements/demo.lock
+	$(COMPILE) pyproject.toml requirements/build.in requirements/policy.in --extra all -o requirements/policy.lock
+
+$(UV):
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install --quiet uv==$(UV_VERSION)
+
 clean:
-	rm -rf $(VENV) $(POLICY_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_VENV) $(POLICY_VENV) $(LOCK_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -116,7 +116,7 @@ def _plot_writer() -> Callable[[PlanReport, Path], Path]:
     except ModuleNotFoundError as error:
         if (error.name or "").split(".")[0] != "matplotlib":
             raise
-        raise MissingExtraError("plan --plot", "plot", error) from None
+        raise MissingExtraError("inferstack plan --plot", "matplotlib", "matplotlib", ["plot"]) from None
     return write_plot
 
 
@@ -341,24 +341,22 @@ def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
 
 
 def _cmd_preview(args: argparse.Namespace) -> int:
-    try:
-        with _progress(args, f"Running the {args.cloud} deployment program under Pulumi mocks…"):
-            from inferstack.preview import preview_workload
+    from inferstack.extras import require_cloud
 
-            result = preview_workload(
-                args.workload,
-                cloud=args.cloud,
-                prices_file=args.prices,
-                config=dict(args.config),
-                assets_domain=args.assets_domain,
-                assets_certificate=args.assets_certificate,
-                api_domain=args.api_domain,
-                api_certificate=args.api_certificate,
-            )
-    except ModuleNotFoundError as error:
-        if not _is_pulumi_module(error.name):
-            raise
-        raise MissingExtraError("preview", "pulumi", error) from None
+    require_cloud(args.cloud, f"inferstack preview --cloud {args.cloud}")
+    with _progress(args, f"Running the {args.cloud} deployment program under Pulumi mocks…"):
+        from inferstack.preview import preview_workload
+
+        result = preview_workload(
+            args.workload,
+            cloud=args.cloud,
+            prices_file=args.prices,
+            config=dict(args.config),
+            assets_domain=args.assets_domain,
+            assets_certificate=args.assets_certificate,
+            api_domain=args.api_domain,
+            api_certificate=args.api_certificate,
+        )
     if args.json:
         _print_json(result.to_json())
     else:
@@ -366,12 +364,6 @@ def _cmd_preview(args: argparse.Namespace) -> int:
 
         print_preview(result)
     return 0
-
-
-def _is_pulumi_module(name: str | None) -> bool:
-    """The Pulumi SDK or a provider package: what the `pulumi` extra installs."""
-    top = (name or "").split(".")[0]
-    return top == "pulumi" or top.startswith("pulumi_")
 
 
 def _config_entry(text: str) -> tuple[str, str]:
@@ -419,7 +411,7 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as error:
         if (error.name or "").split(".")[0] != "aiohttp":
             raise
-        raise MissingExtraError("loadtest", "loadtest", error) from None
+        raise MissingExtraError("inferstack loadtest", "aiohttp", "aiohttp", ["loadtest"]) from None
     return run_from_args(args)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 _UNSET: Any = object()
@@ -83,15 +83,18 @@ def input_error(field: str, message: str, *, value: Any = _UNSET, fix: str | Non
     return InputError([Problem(field, message, value=value, fix=fix)])
 
 
-class MissingExtraError(InferstackError):
-    """A command needs an optional dependency that is not installed: one line that says what to install."""
+class MissingExtraError(InferstackError, ImportError):
+    """A command or module needs an optional dependency that is not installed: one line naming the extra to install.
 
-    def __init__(self, command: str, extra: str, error: ModuleNotFoundError):
-        self.extra = extra
-        super().__init__(
-            f"`inferstack {command}` needs the optional {extra} dependencies ({error}). "
-            f"Fix: pip install 'inferstack[{extra}]'"
-        )
+    An ImportError too, so that code importing inferstack's Pulumi modules can catch it as it would the module's.
+    """
+
+    def __init__(self, needed_by: str, needs: str, module: str, extras: Sequence[str]):
+        self.extras = list(extras)
+        others = ", ".join(f"[{extra}]" for extra in extras[1:])
+        install = f"'inferstack[{extras[0]}]'" + (f" (or {others})" if others else "")
+        super().__init__(f"{needed_by} needs {needs} ({module} is not installed). Fix: pip install {install}",
+                         name=module)
 
 
 class InfeasibleError(InferstackError):

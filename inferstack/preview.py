@@ -14,26 +14,18 @@ stack config it changed). Never call it from inside a real `pulumi up` program.
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pulumi
-from pulumi.runtime import config as pulumi_config
-from pulumi.runtime import rpc
-from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
-from pulumi.runtime.settings import get_project, get_stack
-
 from inferstack.components.core import PROVIDER_PACKAGES, Capability, CloudBackend, backend_for
 from inferstack.components.server import size_workload
 from inferstack.plan import DeploymentPlan
+from inferstack.pulumi_mocks import STACK_TYPE, config_value, is_secret, run_under_mocks, unwrap_secret
 from inferstack.spec import Cloud, load_workload
 
-STACK_TYPE = "pulumi:pulumi:Stack"
 PROVIDER_TYPE_PREFIX = "pulumi:providers:"
 SECRET_MARK = "[secret]"
 SECRET_CONFIG_KEYS = ("inferstack:apiKey", "inferstack:hubToken")
@@ -64,7 +56,7 @@ class RegisteredResource:
     @property
     def inputs(self) -> dict[str, Any]:
         """Inputs with secrets unwrapped (for tests that search them for a secret's value)."""
-        unwrapped: dict[str, Any] = _transform_secrets(self.raw_inputs, rpc.unwrap_rpc_secret)
+        unwrapped: dict[str, Any] = _transform_secrets(self.raw_inputs, unwrap_secret)
         return unwrapped
 
     @property
@@ -126,37 +118,21 @@ def record(program: Callable[[], Any], *, config: Mapping[str, Any] | None = Non
     `config` maps full keys ("inferstack:allowedCidrs", "aws:region") to values; structured values are
     stored as JSON, the way `pulumi config set --path` stores them. Exceptions from the program propagate.
     """
-    mocks = _PreviewMocks()
-    monitor = _RecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
-    saved_config, saved_secrets = dict(pulumi_config.CONFIG.get()), set(pulumi_config._SECRET_KEYS.get())
-    pulumi_config.set_all_config(
-        {key: value if isinstance(value, str) else json.dumps(value) for key, value in (config or {}).items()},
-        [key for key in SECRET_CONFIG_KEYS if key in (config or {})])
-    box: dict[str, Any] = {}
-    try:
-        @pulumi.runtime.test  # type: ignore[untyped-decorator]
-        def run() -> pulumi.Output[Any]:
-            return pulumi.Output.from_input(program()).apply(lambda value: box.setdefault("value", value))
-
-        run()
-    except BaseException:
-        _retrieve_abandoned_errors()
-        raise
-    finally:
-        pulumi_config.set_all_config(saved_config, sorted(saved_secrets))
-    return Recording(resources=monitor.registered, invokes=mocks.invokes, value=box.get("value"))
+    answers = _PreviewAnswers()
+    registrations, value = run_under_mocks(
+        program, answers, urn=resource_urn, project=project, stack=stack,
+        config={key: config_value(setting) for key, setting in (config or {}).items()},
+        secret_keys=[key for key in SECRET_CONFIG_KEYS if key in (config or {})])
+    resources = [RegisteredResource(
+        urn=r.urn, type=r.type, name=r.name, parent=_parent(r.parent_urn), custom=r.custom, id=r.id,
+        raw_inputs=r.wire_inputs, outputs=r.outputs, protect=r.protect, ignore_changes=r.ignore_changes,
+        provider=r.provider) for r in registrations]
+    return Recording(resources=resources, invokes=answers.invokes, value=value)
 
 
-def _retrieve_abandoned_errors() -> None:
-    """Mark as retrieved the errors of the futures a failed run leaves behind (hundreds: every Output that
-    depended on the failed one). Left alone, each logs "exception was never retrieved" from a finaliser whenever the
-    garbage collector reaches it, in the middle of unrelated code; under CPython 3.11.7 a finaliser that runs inside
-    ast.parse makes it raise SystemError ("AST constructor recursion depth mismatch"). The run's own error is
-    raised as usual."""
-    for thing in gc.get_objects():
-        if isinstance(thing, asyncio.Future) and thing.done() and not thing.cancelled():
-            thing.exception()
+def _parent(parent_urn: str) -> str | None:
+    """The parent's URN, or None for a resource at the top of the stack (the stack is not recorded)."""
+    return parent_urn if parent_urn and parent_urn.split("::")[2] != STACK_TYPE else None
 
 
 #### Preview of a stack ####
@@ -275,10 +251,10 @@ def preview_stack(config: Mapping[str, Any], *, stack: str = "preview") -> Previ
 
     deployments = []
 
-    def program() -> pulumi.Output[dict[str, Any]]:
+    def program() -> Mapping[str, Any]:
         deployment = deploy(read_stack_config())
         deployments.append(deployment)
-        return pulumi.Output.all(**deployment.exports)
+        return deployment.exports  # Outputs among them resolve before the run returns
 
     recording = record(program, config=config, stack=stack)
     return PreviewResult(plan=deployments[0].plan, resources=_tree_order(recording.resources),
@@ -288,23 +264,23 @@ def preview_stack(config: Mapping[str, Any], *, stack: str = "preview") -> Previ
 #### Mocks ####
 
 
-class _PreviewMocks(pulumi.runtime.Mocks):
+class _PreviewAnswers:
     """Answers from the backend of the cloud whose provider package the token belongs to."""
 
     def __init__(self) -> None:
         self.invokes: list[tuple[str, dict[str, Any]]] = []
 
-    def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        if not args.custom:
+    def new_resource(self, type_: str, name: str, inputs: dict[str, Any], custom: bool) -> tuple[str, dict[str, Any]]:
+        if not custom:
             return "", {}
-        if args.typ.startswith(PROVIDER_TYPE_PREFIX):  # an explicit provider passed in opts
-            return f"{args.name}-provider", dict(args.inputs)
-        resource_id, outputs = _backend(args.typ).preview_outputs(args.typ, args.name, args.inputs)
-        return resource_id, {**args.inputs, **outputs}
+        if type_.startswith(PROVIDER_TYPE_PREFIX):  # an explicit provider passed in opts
+            return f"{name}-provider", inputs
+        resource_id, outputs = _backend(type_).preview_outputs(type_, name, inputs)
+        return resource_id, {**inputs, **outputs}
 
-    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-        self.invokes.append((args.token, dict(args.args)))
-        return _backend(args.token).preview_invoke(args.token, args.args), []  # never (dict, None): it crashes
+    def invoke(self, token: str, args: dict[str, Any]) -> dict[str, Any]:
+        self.invokes.append((token, args))
+        return _backend(token).preview_invoke(token, args)
 
 
 def _backend(token: str) -> CloudBackend:
@@ -314,33 +290,11 @@ def _backend(token: str) -> CloudBackend:
     return backend_for(PROVIDER_PACKAGES[package])
 
 
-class _RecordingMonitor(MockMonitor):
-    """The SDK's mock monitor, with engine-accurate URNs and a record of every registration."""
-
-    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
-        super().__init__(mocks)
-        self.registered: list[RegisteredResource] = []
-
-    def make_urn(self, parent: str, type_: str, name: str) -> str:
-        return resource_urn(get_stack(), get_project(), parent, type_, name)
-
-    def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
-        if request.type != STACK_TYPE:
-            parent = request.parent if request.parent and request.parent.split("::")[2] != STACK_TYPE else None
-            self.registered.append(RegisteredResource(
-                urn=response.urn, type=request.type, name=request.name, parent=parent, custom=request.custom,
-                id=response.id, raw_inputs=rpc.deserialize_properties(request.object),
-                outputs=self.resources[response.urn].state, protect=request.protect,
-                ignore_changes=tuple(request.ignoreChanges), provider=request.provider))
-        return response
-
-
 #### Helpers ####
 
 
 def _transform_secrets(value: Any, replace: Callable[[Any], Any]) -> Any:
-    if rpc.is_rpc_secret(value):
+    if is_secret(value):
         return replace(value)
     if isinstance(value, Mapping):
         return {key: _transform_secrets(item, replace) for key, item in value.items()}

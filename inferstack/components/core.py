@@ -33,6 +33,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from inferstack.bootstrap.render import user_data_gzip
 from inferstack.errors import InputError, Problem, input_error, with_article
+from inferstack.extras import require_cloud
 from inferstack.plan import DeploymentPlan
 from inferstack.sizing.coldstart import DRIVER_READY_IMAGE
 from inferstack.spec import CLOUDS, Cloud, problems_from_validation
@@ -571,6 +572,7 @@ def backend_for(cloud: str, *, field: str = "cloud") -> CloudBackend:
     if cloud not in CLOUDS:
         raise input_error(field, "is not a cloud inferstack knows", value=cloud, fix=f"use one of {', '.join(CLOUDS)}")
     if cloud not in _BACKENDS and importlib.util.find_spec(f"{__package__}.{cloud}") is not None:
+        require_cloud(cloud, f"deploying on {cloud} (inferstack.components)")
         importlib.import_module(f"{__package__}.{cloud}")
     if cloud not in _BACKENDS:
         ready = ", ".join(available_clouds()) or "none"

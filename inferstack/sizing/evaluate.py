@@ -4,8 +4,9 @@ For an LLM the replica is a continuous-batching server: a request holds a batch 
 last token. At concurrency c a replica completes c requests per cycle of `batch_s(c)` (their prefills plus
 every decode step), so a request sees TPOT(c) = step(c) + prefill(c)/output_tokens. Saturation is the
 largest concurrency that memory and the TPOT target allow; each replica may run at most at the stage's
-utilization of it (80 %). TTFT adds the prompt's own prefill, a decode step it joins, the wait for a free
-slot (Erlang C) and the wait behind other prefills (M/D/1).
+utilization of it (80 %), and only where few arrivals (2 %) wait for a slot. TTFT adds the prompt's own
+prefill, a decode step it joins, the wait behind other prefills (M/G/1) and the wait for a free slot (a
+load-dependent Erlang C chain, read with the peakedness of the simulated traffic).
 
 Non-LLM servers batch items dynamically: a batch of b items takes `batch_latency_s(b)`; a request waits
 for the batch in flight (M/D/1) and then runs in its own.
@@ -23,17 +24,39 @@ from inferstack.sizing.demand import Demand
 from inferstack.sizing.items import ItemServer
 from inferstack.sizing.latency import TokenLatency, token_latency
 from inferstack.sizing.llm import GIB, LlmReplica
-from inferstack.sizing.queueing import SlotQueue, md1_wait_p95_s, mg1_mean_wait_s, mg1_wait_p95_s
+from inferstack.sizing.queueing import (
+    SlotQueue,
+    md1_wait_p95_s,
+    mg1_mean_wait_s,
+    mg1_wait_p95_s,
+    p95_after_a_wait_s,
+)
 from inferstack.spec import Engine, Precision
 
 MAX_REPLICAS = 64
 MAX_NUM_SEQS_GPU = 256  # vLLM's default max_num_seqs
 MAX_SLOTS_CPU = 16  # llama.cpp --parallel beyond this only splits the context further
-# p95 of the per-request TPOT over its mean: 1 + base + per_share × (share of engine time spent prefilling),
-# fitted on the simulated grid of benchmarks/simulation.py (sim p95/mean 1.06 at 3 % prefill, 1.36 at 41 %).
-TPOT_TAIL_BASE, TPOT_TAIL_PER_PREFILL_SHARE = 0.05, 0.75
+# p95 of the per-request TPOT over its mean: 1 + per_share × (share of engine time spent prefilling) + z × the
+# spread of the prefill stalls one answer sits through (see `_LlmLoadModel.tpot_p95_s`); per_share is fitted on
+# the simulated grid of benchmarks/simulation.py (the batch size that rises and falls with the prefills).
+TPOT_TAIL_PER_PREFILL_SHARE = 0.7
+Z_95 = 1.6448536269514722
 SLOT_HOLD_KNOTS = 8  # the slot queue interpolates the cycle time between these concurrencies
 KV_HEADROOM_SIGMAS = 1.0  # KV cache kept free for sequences longer than the mean (see _memory_slots)
+# Arrivals find every slot busy more often than the slot queue's Poisson chain says: a prefill stalls every
+# running answer at once, and a long answer's growing context slows every decode step, so the number in flight
+# swings wider (simulated at 85 %, Var(N) is 1.07–1.25× the chain's). The chain is read with Hayward's
+# peakedness z (see `SlotQueue`). Against 60,000-request simulations, z = 1.3 gives the share of arrivals that
+# wait for a slot on the chat shapes (70B on 4x A100 at 80 %: 3.3 % for 3.2 % simulated, where z = 1 gave
+# 1.6 %; Qwen3-32B at 85 %: 1.9 % for 1.8 %); it reads RAG's 26-slot replica high (8B on L40S at 80 %: 12 % for
+# 8 %) and chat-8b-public's 52 slots low (75 %: 1.9 % for 2.7 %).
+SLOT_PEAKEDNESS = 1.3
+# The most a replica is loaded, besides the stage's utilization cap: where 2 % of arrivals wait for a slot.
+# From about 5 % the p95 request waits and its TTFT climbs steeply, too steeply for a closed form (or a
+# 6,000-request simulation: at 85 % its p95 varies 849–2,168 ms with the seed for 70B on 4x A100) to hold 15 %.
+# chat-8b-public on one L40S, 60,000 simulated requests: 247 ms at 75 % of saturation (predicted 229), 838 ms at
+# 80 % (predicted 340).
+SLOT_WAIT_CEILING = 0.02
 
 
 @dataclass(frozen=True)
@@ -77,6 +100,7 @@ class Sizing:
     slots: int = 0  # batch slots per replica (max_num_seqs, llama.cpp --parallel, Triton max batch)
     concurrency_per_replica: int = 0
     utilization: float = 0.0
+    utilization_limit: float = 0.0  # the most a replica may carry, of its saturation (0: the stage's cap)
     ttft_p95_ms: float | None = None
     tpot_p95_ms: float | None = None
     latency_p95_ms: float = 0.0
@@ -194,8 +218,7 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
             f"the {demand.ttft_p95_ms:g} ms TTFT target",
             own_ttft_s * 1e3 / demand.ttft_p95_ms,
         )
-    saturation_rps = slots / replica.batch_s(slots, demand.prompt_tokens, demand.output_tokens)
-    return model.size_replicas(candidate, slots, saturation_rps)
+    return model.size_replicas(candidate, slots, slots / model.cycle_s(slots))
 
 
 def _memory_slots(demand: Demand, candidate: Candidate, replica: LlmReplica) -> int:
@@ -219,6 +242,7 @@ class ReplicaPrediction:
     ttft_p95_ms: float
     tpot_p95_ms: float
     latency_p95_ms: float
+    ceiling_rps: float  # the most the planner loads this replica with (utilization cap, slot-wait ceiling)
 
 
 def predict_llm_replica(
@@ -232,14 +256,16 @@ def predict_llm_replica(
     concurrency = model.concurrency_at(arrival_rps, slots)
     ttft_s = model.ttft_p95_s(concurrency, arrival_rps, slots)
     tpot_s = model.tpot_p95_s(concurrency, arrival_rps)
+    saturation_rps = slots / model.cycle_s(slots)
     return ReplicaPrediction(
         replica=replica,
         slots=slots,
-        saturation_rps=slots / model.cycle_s(slots),
+        saturation_rps=saturation_rps,
         concurrency=concurrency,
         ttft_p95_ms=ttft_s * 1e3,
         tpot_p95_ms=tpot_s * 1e3,
         latency_p95_ms=model.latency_p95_s(concurrency, arrival_rps, slots) * 1e3,
+        ceiling_rps=model.ceiling_rps(slots, saturation_rps),
     )
 
 
@@ -264,7 +290,9 @@ class _LlmLoadModel:
         """Seconds a request holds its slot at `concurrency` (cached: the slot queue asks for every n ≤ slots)."""
         if concurrency not in self._cycles:
             d = self.demand
-            self._cycles[concurrency] = self.replica.batch_s(concurrency, d.prompt_tokens, d.output_tokens)
+            self._cycles[concurrency] = self.replica.batch_s(
+                concurrency, d.prompt_tokens, d.output_tokens, d.kv_context_tokens
+            )
         return self._cycles[concurrency]
 
     def _slot_hold_s(self, concurrency: int) -> float:
@@ -292,10 +320,16 @@ class _LlmLoadModel:
         )
 
     def tpot_p95_s(self, concurrency: int, arrival_rps: float | None = None) -> float:
-        """p95 over requests of their mean TPOT: a request whose life catches more prefills than average runs
-        slower; the tail grows with the prefill share (fitted on benchmarks/simulation.py's grid)."""
+        """p95 over requests of their mean TPOT. An answer decoding for D seconds sits through a Poisson number
+        of other prompts' prefills (rate λ, each p seconds with CV² c): their total has variance λ·D·p²(1 + c),
+        so its TPOT spreads by √(share·p(1 + c)/D) of the mean (share = λp), most for long prompts and short
+        answers. The batch size rises and falls with the prefills too: a share term fitted on the grid."""
         latency = self.token_latency(concurrency, arrival_rps)
-        return latency.tpot_s * (1 + TPOT_TAIL_BASE + TPOT_TAIL_PER_PREFILL_SHARE * latency.prefill_share)
+        if not math.isfinite(latency.tpot_s):
+            return math.inf
+        decoding_s = max(self.demand.output_tokens - 1, 1) * latency.tpot_s
+        stall_spread = math.sqrt(latency.prefill_share * self.prefill_mean_s * (1 + self.prefill_cv2) / decoding_s)
+        return latency.tpot_s * (1 + TPOT_TAIL_PER_PREFILL_SHARE * latency.prefill_share + Z_95 * stall_spread)
 
     def largest_concurrency_meeting_tpot(self, limit: int) -> int:
         target = self.demand.tpot_p95_ms
@@ -313,29 +347,39 @@ class _LlmLoadModel:
     def ttft_floor_s(self) -> float:
         return self.replica.prefill_s(1, self.demand.prompt_tokens_p95)
 
-    def _waits_s(self, concurrency: int, arrival_rps: float, slots: int) -> list[tuple[float, float]]:
-        """(mean, p95) of the waits before the first token: for a slot, and behind other prefills (M/G/1:
-        prompts vary in length)."""
+    def slot_queue(self, arrival_rps: float, slots: int) -> SlotQueue:
         if len(self._holds) <= slots:
             self._holds = [0.0, *(self._slot_hold_s(n) for n in range(1, slots + 1))]
-        slot_queue = SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots)
-        slot_wait = (
-            slot_queue.mean_wait_s() * self.service_variability,
-            slot_queue.wait_p95_s() * self.service_variability,
+        return SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots, SLOT_PEAKEDNESS)
+
+    def within_ceiling(self, arrival_rps: float, slots: int, saturation_rps: float) -> bool:
+        """Whether a replica may carry `arrival_rps`: at most the stage's utilization of its saturation, and few
+        enough arrivals waiting for a slot that the p95 request does not (SLOT_WAIT_CEILING)."""
+        if arrival_rps > self.demand.stage.max_utilization * saturation_rps:
+            return False
+        return self.slot_queue(arrival_rps, slots).p_wait <= SLOT_WAIT_CEILING
+
+    def ceiling_rps(self, slots: int, saturation_rps: float) -> float:
+        """The highest rate `within_ceiling` accepts."""
+        return highest_feasible_rate(
+            0.0,
+            self.demand.stage.max_utilization * saturation_rps,
+            lambda rate: self.within_ceiling(rate, slots, saturation_rps),
         )
-        prefill_wait = (
-            mg1_mean_wait_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2),
-            mg1_wait_p95_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2),
-        )
-        return [slot_wait, prefill_wait]
 
     def ttft_s(self, concurrency: int, arrival_rps: float, slots: int) -> tuple[float, float]:
-        """(mean, p95) time to first token. The p95 adds the spreads above the means (own prompt, waits) in
-        quadrature: a p95 prompt rarely meets a p95 wait, so summing p95s would plan for a far rarer request."""
-        waits = self._waits_s(concurrency, arrival_rps, slots)
-        mean = self.token_latency(concurrency, arrival_rps).ttft_s + sum(wait_mean for wait_mean, _ in waits)
-        spreads = [self.prefill_p95_s - self.prefill_mean_s, *(p95 - wait_mean for wait_mean, p95 in waits)]
-        return mean, mean + math.hypot(*spreads)
+        """(mean, p95) time to first token. Before a slot is free: the own prompt's prefill, the decode step it
+        joins and the wait behind other prefills (M/G/1: prompts vary in length), whose spreads above their
+        means add in quadrature (a p95 prompt rarely meets a p95 wait). Then the wait for a slot, which a few
+        per cent of requests have: `p95_after_a_wait_s` puts it on top of that."""
+        prefill_wait_mean = mg1_mean_wait_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2)
+        prefill_wait_p95 = mg1_wait_p95_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2)
+        mean = self.token_latency(concurrency, arrival_rps).ttft_s + prefill_wait_mean
+        p95 = mean + math.hypot(self.prefill_p95_s - self.prefill_mean_s, prefill_wait_p95 - prefill_wait_mean)
+        slot_queue = self.slot_queue(arrival_rps, slots)
+        slot_wait_mean = slot_queue.mean_wait_s() * self.service_variability
+        wait_rate = slot_queue.drain_rate / self.service_variability
+        return mean + slot_wait_mean, p95_after_a_wait_s(mean, p95, slot_queue.p_wait, wait_rate)
 
     def ttft_p95_s(self, concurrency: int, arrival_rps: float, slots: int) -> float:
         return self.ttft_s(concurrency, arrival_rps, slots)[1]
@@ -375,7 +419,7 @@ class _LlmLoadModel:
             else:
                 concurrency = self.concurrency_at(per_replica_rps, slots)
             utilization = per_replica_rps / saturation_rps
-            if utilization > rules.max_utilization or concurrency > slots:
+            if concurrency > slots or not self.within_ceiling(per_replica_rps, slots, saturation_rps):
                 continue
             ttft_s = self.ttft_p95_s(concurrency, per_replica_rps, slots)
             if d.ttft_p95_ms is not None and ttft_s * 1e3 > d.ttft_p95_ms:
@@ -383,21 +427,26 @@ class _LlmLoadModel:
             sizing = self._sizing(
                 candidate, replicas, serving, slots, concurrency, utilization, ttft_s, saturation_rps, per_replica_rps
             )
-            return replace(sizing, target_rps=self._target_rps(per_replica_rps, slots, saturation_rps))
+            ceiling_rps = self.ceiling_rps(slots, saturation_rps)
+            return replace(
+                sizing,
+                target_rps=self._target_rps(per_replica_rps, slots, ceiling_rps),
+                utilization_limit=ceiling_rps / saturation_rps,
+            )
         return _blocked(
             candidate, "replicas", f"needs more than {MAX_REPLICAS} replicas to carry the load within the targets"
         )
 
-    def _target_rps(self, planned_rps: float, slots: int, saturation_rps: float) -> float:
-        """The most one replica carries within the TTFT target and the utilization cap (what an autoscaler holds)."""
-        d, rules = self.demand, self.demand.stage
+    def _target_rps(self, planned_rps: float, slots: int, ceiling_rps: float) -> float:
+        """The most one replica carries within the TTFT target and the ceiling (what an autoscaler holds)."""
+        d = self.demand
 
         def feasible(rate: float) -> bool:
             concurrency = self.concurrency_at(rate, slots)
             within_ttft = d.ttft_p95_ms is None or self.ttft_p95_s(concurrency, rate, slots) * 1e3 <= d.ttft_p95_ms
             return concurrency <= slots and within_ttft
 
-        return highest_feasible_rate(planned_rps, rules.max_utilization * saturation_rps, feasible)
+        return highest_feasible_rate(planned_rps, ceiling_rps, feasible)
 
     def _required_rps(self, slots: int) -> float:
         """Peak request rate to plan for: the given rate, the users' rate, or a throughput floor."""

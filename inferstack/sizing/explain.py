@@ -179,13 +179,16 @@ def _device_line(chosen: Priced, ranked: list[Priced]) -> str:
 
 
 def _replica_line(demand: Demand, sizing: object) -> str:
-    from inferstack.sizing.evaluate import Sizing
+    from inferstack.sizing.evaluate import SLOT_WAIT_CEILING, Sizing
 
     assert isinstance(sizing, Sizing)
     rules = demand.stage
+    limit = f"limit {rules.max_utilization:.0%}"
+    if 0 < sizing.utilization_limit < rules.max_utilization - 0.005:
+        limit = f"limit {sizing.utilization_limit:.0%}, where {SLOT_WAIT_CEILING:.0%} of requests would wait for a slot"
     line = (
         f"{sizing.replicas} replica(s), each at {sizing.utilization:.0%} of its saturation at peak "
-        f"(limit {rules.max_utilization:.0%}), {sizing.concurrency_per_replica} request(s) in flight per replica"
+        f"({limit}), {sizing.concurrency_per_replica} request(s) in flight per replica"
     )
     if rules.spare_replicas:
         line += (

@@ -254,9 +254,12 @@ class LlmReplica:
             return self._gpu_seconds(flops, weights, 0.0, prompts * prompt_tokens)
         return flops / self._cpu_flops_per_s() + weights / self._cpu_bandwidth_bytes_per_s()
 
-    def batch_s(self, concurrency: int, prompt_tokens: int, output_tokens: int) -> float:
-        """Seconds to serve `concurrency` requests together: their prefill, then every decode step."""
-        mean_context = prompt_tokens + output_tokens // 2
+    def batch_s(
+        self, concurrency: int, prompt_tokens: int, output_tokens: int, context_tokens: int | None = None
+    ) -> float:
+        """Seconds to serve `concurrency` requests together: their prefill, then every decode step at a mean
+        context of `context_tokens` per sequence (default: halfway through an answer of fixed length)."""
+        mean_context = prompt_tokens + output_tokens // 2 if context_tokens is None else context_tokens
         return self.prefill_s(concurrency, prompt_tokens) + output_tokens * self.decode_step_s(
             concurrency, mean_context
         )

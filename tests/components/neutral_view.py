@@ -23,7 +23,7 @@ from typing import Any
 
 import inferstack_rules as guardrails  # policy/, on the path from conftest.py
 
-from inferstack import preview
+from inferstack import pulumi_mocks
 from inferstack.preview import PROVIDER_TYPE_PREFIX, Recording, RegisteredResource
 from inferstack.spec import CLOUDS
 
@@ -197,18 +197,18 @@ def dependencies_recorded() -> Iterator[dict[str, dict[str, list[str]]]]:
     """Record each registration's property dependencies, which the engine passes to stack rules and
     `inferstack.preview` does not keep (filled in as the program under it registers)."""
     captured: dict[str, dict[str, list[str]]] = {}
-    register = preview._RecordingMonitor.RegisterResource
+    register = pulumi_mocks.RecordingMonitor.RegisterResource
 
     def recording_register(self: Any, request: Any) -> Any:
         response = register(self, request)
         captured[response.urn] = {key: list(deps.urns) for key, deps in request.propertyDependencies.items()}
         return response
 
-    preview._RecordingMonitor.RegisterResource = recording_register  # type: ignore[method-assign]
+    pulumi_mocks.RecordingMonitor.RegisterResource = recording_register  # type: ignore[method-assign]
     try:
         yield captured
     finally:
-        preview._RecordingMonitor.RegisterResource = register  # type: ignore[method-assign]
+        pulumi_mocks.RecordingMonitor.RegisterResource = register  # type: ignore[method-assign]
 
 
 def guarded_resources(recording: Recording, dependencies: Dependencies | None = None) -> list[guardrails.PlainResource]:

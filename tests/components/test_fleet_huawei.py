@@ -14,7 +14,7 @@ import pulumi
 import pytest
 import yaml
 
-from inferstack import preview
+from inferstack import pulumi_mocks
 from inferstack.components import InferenceServer, Network, huawei
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
@@ -305,13 +305,13 @@ def test_the_group_and_the_load_balancer_are_replaced_delete_first(run: Any, mon
     """A successor group cannot take the same name (nor the GPU quota), a successor load balancer the same elastic
     IP, while the old one exists; the template, bound to the group, must be created before the old one goes."""
     delete_first: dict[str, bool] = {}
-    register = preview._RecordingMonitor.RegisterResource
+    register = pulumi_mocks.RecordingMonitor.RegisterResource
 
     def recording_options(monitor: Any, request: Any) -> Any:
         delete_first[request.name] = request.deleteBeforeReplace
         return register(monitor, request)
 
-    monkeypatch.setattr(preview._RecordingMonitor, "RegisterResource", recording_options)
+    monkeypatch.setattr(pulumi_mocks.RecordingMonitor, "RegisterResource", recording_options)
     _fleet(run, **PUBLIC)
     assert (delete_first["chat-group"], delete_first["chat-lb"], delete_first["chat-template"]) == (True, True, False)
 

@@ -17,7 +17,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from inferstack import preview
+from inferstack import preview, pulumi_mocks
 from inferstack.components import InferenceServer
 from inferstack.preview import Recording, preview_deployment
 from inferstack.spec import Stage
@@ -69,13 +69,13 @@ def options(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Options]]:
     """The options of every registration of the runs in a test, by resource name (the recording keeps `protect`
     and `ignore_changes` only)."""
     seen: dict[str, Options] = {}
-    register = preview._RecordingMonitor.RegisterResource
+    register = pulumi_mocks.RecordingMonitor.RegisterResource
 
     def recording_options(monitor: Any, request: Any) -> Any:
         seen[request.name] = Options(request.protect, request.deleteBeforeReplace, tuple(request.replaceOnChanges))
         return register(monitor, request)
 
-    monkeypatch.setattr(preview._RecordingMonitor, "RegisterResource", recording_options)
+    monkeypatch.setattr(pulumi_mocks.RecordingMonitor, "RegisterResource", recording_options)
     yield seen
 
 

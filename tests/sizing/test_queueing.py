@@ -1,6 +1,7 @@
 """The queueing formulas against published worked examples and textbook closed forms."""
 
 import math
+import random
 
 import pytest
 
@@ -13,6 +14,7 @@ from inferstack.sizing.queueing import (
     mg1_wait_p95_s,
     mmm_mean_wait_s,
     mmm_wait_p95_s,
+    p95_after_a_wait_s,
 )
 
 
@@ -127,3 +129,38 @@ def test_the_slot_queue_solves_the_birth_death_chain_worked_by_hand():
     assert queue.p_wait == pytest.approx(7.5 / 11.5, rel=1e-12)
     assert queue.drain_rate == pytest.approx(0.2, rel=1e-12)
     assert queue.mean_wait_s() == pytest.approx(7.5 / 11.5 / 0.2, rel=1e-12)
+
+
+def test_a_peaked_slot_queue_raises_the_chains_distribution_to_the_power_one_over_z():
+    # The hand-worked chain above with peakedness 2: weights 1, √1.5, √1.5·√1, then × √(5/6) per state beyond 3.
+    queue = SlotQueue.solve(1.0, lambda n: 1 + n / 2, 3, peakedness=2.0)
+    top = math.sqrt(1.5) * math.sqrt(5 / 6)
+    at_or_above = top / (1 - math.sqrt(5 / 6))
+    assert queue.p_wait == pytest.approx(at_or_above / (1 + 2 * math.sqrt(1.5) + at_or_above), rel=1e-12)
+    assert queue.drain_rate == pytest.approx(0.2, rel=1e-12)  # once waiting, the queue drains as before
+
+
+@pytest.mark.parametrize(("servers", "arrival_rate", "service_s"), [(26, 1.4, 13.0), (55, 2.3, 19.0)])
+def test_peaked_traffic_finds_every_slot_busy_more_often_than_poisson(servers, arrival_rate, service_s):
+    poisson = SlotQueue.solve(arrival_rate, lambda _: service_s, servers)
+    peaked = SlotQueue.solve(arrival_rate, lambda _: service_s, servers, peakedness=1.3)
+    assert poisson.p_wait == pytest.approx(erlang_c(servers, arrival_rate * service_s), rel=1e-9)
+    assert 1.2 * poisson.p_wait < peaked.p_wait < 1.0
+
+
+def test_p95_after_a_wait_is_unchanged_without_a_wait_and_adds_the_exponential_when_every_request_waits():
+    assert p95_after_a_wait_s(0.2, 0.3, 0.0, 1.0) == 0.3
+    # X nearly constant at 1 s, every request waits Exp(2/s): the p95 is 1 + ln 20 / 2.
+    assert p95_after_a_wait_s(1.0, 1.0 + 1e-7, 1.0, 2.0) == pytest.approx(1 + math.log(20) / 2, rel=1e-4)
+
+
+@pytest.mark.parametrize("p_wait", [0.02, 0.05, 0.2])
+def test_p95_after_a_wait_matches_sampling_the_sum(p_wait):
+    # X = 0.1 s + Exp(κ) with mean 0.2 s (κ = 10/s); a share p_wait of requests then waits Exp(1.5/s).
+    rng = random.Random(11)
+    draws = sorted(
+        0.1 + rng.expovariate(10.0) + (rng.expovariate(1.5) if rng.random() < p_wait else 0.0)
+        for _ in range(400_000)
+    )
+    p95_x = 0.1 + math.log(20) / 10
+    assert p95_after_a_wait_s(0.2, p95_x, p_wait, 1.5) == pytest.approx(draws[380_000], rel=0.01)

@@ -72,28 +72,11 @@ def test_a_full_kv_cache_makes_requests_wait_for_blocks():
     assert tight.ttft_p95_ms > 3 * roomy.ttft_p95_ms
 
 
-# Points where the closed forms still miss (mostly utilisation above the planner's 80 % cap: the p95 sits where a
-# few per cent of requests wait for a slot, and the slot queue's tail is longer than M/M(n)/m's).
-KNOWN_MISSES = {
-    "llama-3.1-8b bf16 1xL40S chat @85%",
-    "llama-3.1-8b bf16 1xL40S rag @60%",  # TPOT 16 % low
-    "llama-3.1-8b bf16 1xL40S rag @85%",
-    "qwen3-32b fp8 1xH100-SXM chat @85%",
-    "llama-3.3-70b bf16 4xA100-SXM4-80GB chat @85%",
-}
-
-
-@pytest.mark.parametrize(
-    "point",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="TTFT p95 off by > 15 %"))
-        if p.label in KNOWN_MISSES
-        else p
-        for p in simulation.GRID
-    ],
-    ids=lambda p: p.label,
-)
+@pytest.mark.parametrize("point", simulation.GRID, ids=lambda p: p.label)
 def test_the_planners_p95_latencies_agree_with_the_simulation_within_15_percent(point):
-    result = simulation.run_point(point, requests=simulation.TEST_REQUESTS)
+    at_ceiling = point.utilization is None
+    result = simulation.run_point(
+        point, requests=simulation.TEST_REQUESTS_AT_CEILING if at_ceiling else simulation.TEST_REQUESTS
+    )
     errors = {metric: result.error(metric) for metric in simulation.METRICS}
     assert all(abs(error) <= simulation.TOLERANCE for error in errors.values()), errors

@@ -1,0 +1,71 @@
+"""The planner's queueing view of one LLM replica: the slot hold, the TPOT tail and the slot-wait ceiling."""
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from inferstack.sizing.evaluate import (
+    SLOT_WAIT_CEILING,
+    TPOT_TAIL_PER_PREFILL_SHARE,
+    Z_95,
+    _LlmLoadModel,
+    predict_llm_replica,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import simulation
+
+RAG_ON_L40S = simulation.GridPoint("llama-3.1-8b", "bf16", "L40S", 1, "rag", None)
+CHAT_ON_H100 = simulation.GridPoint("llama-3.1-8b", "bf16", "H100-SXM", 1, "chat", None)
+
+
+def _model(point):
+    demand = simulation._demand(point)
+    prediction = predict_llm_replica(demand, simulation._candidate(point), 1.0)
+    return demand, prediction, _LlmLoadModel(demand, prediction.replica)
+
+
+def test_a_slot_is_held_at_the_time_averaged_context_of_the_batch():
+    # Long answers hold their slot longer, so the running batch reads prompt + output·(1 + CV²)/2 tokens per
+    # sequence on average, more than a fixed-length answer's prompt + output/2: the hold is the TPOT model's.
+    demand, prediction, model = _model(RAG_ON_L40S)
+    replica = prediction.replica
+    assert demand.kv_context_tokens > demand.prompt_tokens + demand.output_tokens // 2
+    expected = replica.prefill_s(8, demand.prompt_tokens) + demand.output_tokens * replica.decode_step_s(
+        8, demand.kv_context_tokens
+    )
+    assert model.cycle_s(8) == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_tpot_tail_widens_with_the_spread_of_the_prefill_stalls_an_answer_sits_through():
+    demand, prediction, model = _model(RAG_ON_L40S)
+    rate = 0.6 * prediction.saturation_rps
+    concurrency = model.concurrency_at(rate, prediction.slots)
+    latency = model.token_latency(concurrency, rate)
+    decoding_s = (demand.output_tokens - 1) * latency.tpot_s
+    stalls = rate * decoding_s  # prefills of 3,000-token prompts during one answer: about ten
+    assert 5 < stalls < 20
+    spread = math.sqrt(stalls * model.prefill_mean_s**2 * (1 + model.prefill_cv2)) / decoding_s
+    expected = latency.tpot_s * (1 + TPOT_TAIL_PER_PREFILL_SHARE * latency.prefill_share + Z_95 * spread)
+    assert model.tpot_p95_s(concurrency, rate) == pytest.approx(expected, rel=1e-9)
+    assert Z_95 * spread > 0.1  # for long prompts the stalls' spread is a tenth of the TPOT or more
+
+
+@pytest.mark.parametrize("point", [RAG_ON_L40S, CHAT_ON_H100], ids=lambda p: p.shape)
+def test_the_ceiling_is_where_the_slot_queue_makes_2_percent_of_arrivals_wait_or_the_utilization_cap(point):
+    demand, prediction, model = _model(point)
+    ceiling, slots = prediction.ceiling_rps, prediction.slots
+    assert ceiling <= demand.stage.max_utilization * prediction.saturation_rps * (1 + 1e-9)
+    assert model.slot_queue(ceiling, slots).p_wait <= SLOT_WAIT_CEILING
+    at_cap = math.isclose(ceiling, demand.stage.max_utilization * prediction.saturation_rps, rel_tol=1e-6)
+    assert at_cap or model.slot_queue(ceiling * 1.001, slots).p_wait > SLOT_WAIT_CEILING
+
+
+def test_a_replica_with_few_slots_is_capped_by_its_slot_queue_below_the_utilization_cap():
+    # 26 slots of 3,000-token prompts: 2 % of arrivals would wait for a slot at about 68 % of saturation.
+    _, prediction, _ = _model(RAG_ON_L40S)
+    assert prediction.ceiling_rps < 0.75 * prediction.saturation_rps
+    _, roomy, _ = _model(CHAT_ON_H100)  # 256 slots: the 80 % cap binds first
+    assert roomy.ceiling_rps == pytest.approx(0.8 * roomy.saturation_rps, rel=1e-6)
