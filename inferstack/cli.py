@@ -1,4 +1,4 @@
-"""The `inferstack` command line: plan, estimate, models, gpus, catalog, preview, diff, pin.
+"""The `inferstack` command line: plan, estimate, models, gpus, catalog, preview, diff, pin, loadtest, calibrate.
 
 Tables for people (rich), `--json` for machines. Errors a user can fix are printed as such, without a
 traceback, and exit non-zero: 2 for bad input, 3 when no deployment is feasible.
@@ -35,6 +35,7 @@ from inferstack.spec import (
 
 if TYPE_CHECKING:
     from inferstack.plan import PlanReport
+    from inferstack.sizing.calibration import Calibration
     from inferstack.sizing.models import ResolvedModel
     from inferstack.spec import WorkloadSpec
 
@@ -71,7 +72,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     write_plot = _plot_writer() if args.plot else None  # before planning: a missing extra fails at once
     spec = load_workload(args.workload)
     report = plan_workload(spec, clouds=args.cloud, region=args.region, prices_file=args.prices,
-                           alternatives=None if write_plot else ALTERNATIVES_SHOWN)
+                           alternatives=None if write_plot else ALTERNATIVES_SHOWN,
+                           calibration=_calibration(args))
     if write_plot:
         with _progress(args, f"Drawing {args.plot}…"):
             write_plot(report, args.plot)
@@ -279,6 +281,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
         input_tokens=args.input_tokens,
         output_tokens=args.output_tokens,
         gpu_memory_utilization=args.gpu_memory_utilization,
+        calibration=_calibration(args),
     )
     if args.json:
         _print_json(result)
@@ -399,6 +402,41 @@ def _cmd_pin(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- loadtest ------------------------------------------------------------------------------------------
+
+
+def _cmd_loadtest(args: argparse.Namespace) -> int:
+    try:
+        from inferstack.loadtest import run_from_args
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] != "aiohttp":
+            raise
+        raise MissingExtraError("inferstack loadtest", "aiohttp", "aiohttp", ["loadtest"]) from None
+    return run_from_args(args)
+
+
+# ---- calibrate -----------------------------------------------------------------------------------------
+
+
+def _calibration(args: argparse.Namespace) -> Calibration | None:
+    """`--calibration FILE` of plan and estimate, read (None without the flag)."""
+    from inferstack.sizing.calibration import load_calibration
+
+    return load_calibration(args.calibration) if args.calibration else None
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from inferstack.sizing.calibration import calibrate
+
+    text = calibrate(args.results).model_dump_json(indent=2) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        args.output.write_text(text)
+        sys.stderr.write(f"wrote {args.output}: use it with `inferstack plan WORKLOAD --calibration {args.output}`\n")
+    return 0
+
+
 # ---- manifest ------------------------------------------------------------------------------------------
 
 
@@ -454,6 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
         "cost/latency frontier, the chosen plans and the targets, into FILE (.svg or .png; pip install "
         "'inferstack[plot]')",
     )
+    plan.add_argument("--calibration", type=Path, metavar="FILE",
+                      help="measured speeds (`inferstack calibrate`), used where model, engine and hardware match")
     plan.set_defaults(handler=_cmd_plan)
 
     est = commands.add_parser("estimate", help="memory and speed of one model on given hardware")
@@ -502,6 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="tokens generated per request (LLMs, default 128, at least 1); 0 or unset for encoders and other models",
     )
     est.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9)
+    est.add_argument("--calibration", type=Path, metavar="FILE",
+                     help="measured speeds (`inferstack calibrate`), used where model, engine and GPU match")
     est.add_argument("--json", action="store_true")
     est.set_defaults(handler=_cmd_estimate)
 
@@ -584,6 +626,34 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the stack's config, e.g. stacks/Pulumi.aws-prod.yaml")
     pin.add_argument("--json", action="store_true", help="print the pinned plan")
     pin.set_defaults(handler=_cmd_pin)
+
+    load = commands.add_parser("loadtest", help="drive an OpenAI-compatible endpoint; measure TTFT, TPOT, throughput")
+    load.add_argument("url", help="the server's address, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)")
+    load.add_argument("--workload", type=Path, help="send its traffic shape at its plan's rate; compare with the plan")
+    load.add_argument("--cloud", choices=CLOUDS, help="with --workload: that cloud's plan (default: the cheapest)")
+    load.add_argument("--fleet", action="store_true",
+                      help="with --workload: URL is the load balancer; send the fleet's rate, not one server's share")
+    load.add_argument("--model", help="model name to request (default: the first at URL/v1/models)")
+    load.add_argument("--api", choices=("chat", "completions"), default="chat", help="endpoint (default chat)")
+    load.add_argument("--requests", type=_positive_int, default=100, help="requests to send (default 100)")
+    shape = load.add_mutually_exclusive_group()
+    shape.add_argument("--rate", type=_positive_float, help="Poisson arrivals, requests per second")
+    shape.add_argument("--concurrency", type=_positive_int,
+                       help="requests in flight (default 1 without --rate or --workload; --sweep's upper bound)")
+    load.add_argument("--input-tokens", type=_positive_int, help="prompt tokens (default 512, or the workload's)")
+    load.add_argument("--output-tokens", type=_positive_int, help="tokens to generate (default 128, or the workload's)")
+    load.add_argument("--duration", type=_positive_float, default=600.0,
+                      help="seconds at most; requests in flight then are cut and counted as failed (default 600)")
+    load.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key (Bearer)")
+    load.add_argument("--sweep", action="store_true", help="concurrency 1, 2, 4 … until throughput stops rising")
+    load.add_argument("--seed", type=_non_negative_int, default=0, help="seed of arrivals and token counts")
+    load.add_argument("--json", action="store_true")
+    load.set_defaults(handler=_cmd_loadtest)
+
+    cal = commands.add_parser("calibrate", help="turn `loadtest --workload --json` results into a calibration file")
+    cal.add_argument("results", nargs="+", type=Path, metavar="RESULT", help="loadtest --json output files")
+    cal.add_argument("--output", type=Path, metavar="FILE", help="write here (default: print)")
+    cal.set_defaults(handler=_cmd_calibrate)
 
     manifest = commands.add_parser("manifest", help="write manifest.json (path, size, sha256) for a model folder")
     manifest.add_argument("model_dir", type=Path, help="the folder you upload under the plan's bucket prefix")

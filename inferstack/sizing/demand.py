@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from inferstack.errors import InputError, Problem
 from inferstack.sizing.models import ResolvedModel
 from inferstack.spec import Stage, WorkloadSpec
+
+if TYPE_CHECKING:
+    from inferstack.sizing.calibration import Calibration
 
 # Targets used when the spec gives none (interactive use): a first token within 2 s, then text faster
 # than reading speed (≥ 10 tokens/s); other models answer within 1 s.
@@ -63,6 +67,7 @@ class Demand:
     min_requests_per_s: float | None
     stage: StageRules
     assumptions: list[str] = field(default_factory=list)
+    calibration: Calibration | None = None  # measured speed of some deployments (`plan --calibration`)
 
     @property
     def sequence_tokens(self) -> int:

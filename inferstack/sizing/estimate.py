@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from inferstack.errors import input_error
+from inferstack.sizing.calibration import Calibration, CalibrationRow, hardware_key
 from inferstack.sizing.hardware import CpuSpec, GpuSpec
 from inferstack.sizing.items import MAX_BATCH, ItemServer
 from inferstack.sizing.kernels import served_precision
@@ -85,9 +86,12 @@ def estimate(
     input_tokens: int = 512,
     output_tokens: int | None = None,
     gpu_memory_utilization: float = 0.9,
+    calibration: Calibration | None = None,
 ) -> Estimate:
     """Estimate one configuration. `concurrency="max"` uses the most sequences that fit in memory (LLMs) or the
-    saturating batch (other models). `output_tokens` defaults to 128 for LLMs and 0 for other models."""
+    saturating batch (other models). `output_tokens` defaults to 128 for LLMs and 0 for other models.
+    `calibration`: measured speeds that replace the model's for a GPU deployment they match (a CPU server's row
+    names its instance type, which an estimate does not have)."""
     if (gpu is None) == (cpu is None):
         raise input_error("hardware", "give either a GPU or a CPU", fix="pass --gpu ID [--gpus N] or --cpu-cores ...")
     if not 0 < gpu_memory_utilization <= 1:
@@ -108,6 +112,9 @@ def estimate(
             input_tokens,
             output_tokens,
             gpu_memory_utilization,
+            measured=calibration.match(model.name, precision.value, engine.value, hardware_key(gpu.id, gpus, ""))
+            if calibration and gpu else None,
+            calibration_source=calibration.source if calibration else "",
         )
     return _estimate_items(model, precision, engine, gpu, gpus, cpu, ram_gib, concurrency, input_tokens)
 
@@ -147,6 +154,9 @@ def _estimate_llm(
     input_tokens: int,
     output_tokens: int,
     gpu_memory_utilization: float,
+    *,
+    measured: CalibrationRow | None,
+    calibration_source: str,
 ) -> Estimate:
     assert model.arch is not None
     if gpu is not None and (problem := model.arch.tensor_parallel_problem(gpus)):
@@ -163,8 +173,12 @@ def _estimate_llm(
         cpu=cpu,
         ram_gib=ram_gib or 0.0,
         gpu_memory_utilization=gpu_memory_utilization,
+        prefill_time_factor=measured.ttft_factor if measured else 1.0,
+        decode_time_factor=measured.tpot_factor if measured else 1.0,
     )
     notes: list[str] = _kernel_notes(engine, precision, gpu)
+    if measured:
+        notes.append(measured.sentence(calibration_source))
     sequence = input_tokens + output_tokens
     memory_known = gpu is not None or ram_gib is not None
     max_concurrency = replica.max_concurrency(sequence) if memory_known else None

@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from inferstack.sizing.calibration import CalibrationRow, hardware_key
 from inferstack.sizing.catalog import Offer
 from inferstack.sizing.demand import Demand
 from inferstack.sizing.items import ItemServer
@@ -147,9 +148,19 @@ def size_candidate(demand: Demand, candidate: Candidate) -> Sizing:
 # ---- LLMs ----------------------------------------------------------------------------------------------
 
 
+def calibration_row(demand: Demand, candidate: Candidate) -> CalibrationRow | None:
+    """The measured speed of this model, precision, engine and hardware, when the calibration has it."""
+    if demand.calibration is None:
+        return None
+    offer = candidate.offer
+    hardware = hardware_key(offer.gpu.id if offer.gpu else None, offer.gpu_count, offer.name)
+    return demand.calibration.match(demand.model.name, candidate.precision.value, candidate.engine.value, hardware)
+
+
 def _llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
     offer = candidate.offer
     assert demand.model.arch is not None
+    measured = calibration_row(demand, candidate)
     return LlmReplica(
         arch=demand.model.arch,
         precision=candidate.precision,
@@ -159,6 +170,8 @@ def _llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
         gpus=max(offer.gpu_count, 1),
         cpu=offer.cpu,
         ram_gib=offer.memory_gib,
+        prefill_time_factor=measured.ttft_factor if measured else 1.0,
+        decode_time_factor=measured.tpot_factor if measured else 1.0,
     )
 
 

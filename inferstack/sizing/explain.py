@@ -59,6 +59,11 @@ def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]
     else:
         lines.append(f"Predicted p95 latency at peak: {sizing.latency_p95_ms:.0f} ms{_target(demand.latency_p95_ms)}.")
     lines.extend(f"{note[0].upper()}{note[1:]}." for note in sizing.candidate.notes)
+    from inferstack.sizing.evaluate import calibration_row
+
+    if demand.calibration and (measured := calibration_row(demand, sizing.candidate)):
+        sentence = measured.sentence(demand.calibration.source)
+        lines.append(f"{sentence[0].upper()}{sentence[1:]}.")
     return lines
 
 

@@ -60,6 +60,9 @@ class LlmReplica:
     cpu: CpuSpec | None = None
     ram_gib: float = 0.0
     gpu_memory_utilization: float = 0.9
+    # Measured over modelled step times for this deployment (sizing/calibration.py); 1.0 where none was measured.
+    prefill_time_factor: float = 1.0
+    decode_time_factor: float = 1.0
 
     @cached_property
     def on_gpu(self) -> bool:
@@ -230,6 +233,9 @@ class LlmReplica:
 
     def decode_step_s(self, batch: int, context_tokens: int) -> float:
         """Seconds for one decode step of `batch` sequences at `context_tokens` each (= TPOT)."""
+        return self.decode_time_factor * self._modelled_decode_step_s(batch, context_tokens)
+
+    def _modelled_decode_step_s(self, batch: int, context_tokens: int) -> float:
         kv_bytes = batch * self.kv_bytes_per_sequence_per_device(context_tokens)
         flops = batch * self.arch.decode_flops(context_tokens)
         weights = self.weights_read_bytes(batch)
@@ -239,6 +245,9 @@ class LlmReplica:
 
     def prefill_s(self, prompts: int, prompt_tokens: int) -> float:
         """Seconds to prefill `prompts` prompts of `prompt_tokens` each, batched together."""
+        return self.prefill_time_factor * self._modelled_prefill_s(prompts, prompt_tokens)
+
+    def _modelled_prefill_s(self, prompts: int, prompt_tokens: int) -> float:
         flops = prompts * self.arch.prefill_flops(prompt_tokens)
         weights = self.weights_read_bytes(prompts * prompt_tokens)
         if self.on_gpu:

@@ -13,7 +13,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from inferstack.errors import InputError, Problem, input_error, with_article
@@ -32,6 +32,7 @@ from inferstack.plan import (
     Price,
     Serving,
 )
+from inferstack.sizing.calibration import Calibration
 from inferstack.sizing.catalog import (
     CATALOG_REGIONS,
     STALE_PRICE_DAYS,
@@ -88,13 +89,16 @@ def plan_workload(
     region: str | None = None,
     prices_file: Path | None = None,
     alternatives: int | None = ALTERNATIVES_SHOWN,
+    calibration: Calibration | None = None,
 ) -> PlanReport:
     """Plan `spec` on each allowed cloud. `clouds`/`region` narrow the spec's placement (CLI flags).
+    `calibration`: measured speeds that replace the model's where they match (`plan --calibration`).
 
     `alternatives`: runners-up kept per cloud, cheapest first; None keeps every feasible one (`plan --plot`).
     When no cloud has a feasible deployment, the report carries the nearest feasible changes.
     """
-    report = plan_once(spec, clouds=clouds, region=region, prices_file=prices_file, alternatives=alternatives)
+    report = plan_once(spec, clouds=clouds, region=region, prices_file=prices_file, alternatives=alternatives,
+                       calibration=calibration)
     if any(o.chosen for o in report.clouds):
         return report
     from inferstack.sizing.suggest import nearest_feasible_changes
@@ -115,6 +119,7 @@ def plan_once(
     region: str | None = None,
     prices_file: Path | None = None,
     alternatives: int | None = ALTERNATIVES_SHOWN,
+    calibration: Calibration | None = None,
 ) -> PlanReport:
     """One planning pass, without looking for nearest feasible changes."""
     if spec.engine not in PLANNABLE_ENGINES:
@@ -126,7 +131,7 @@ def plan_once(
         )
     _check_accelerator_names(spec)
     model = resolve(spec.model)
-    demand = demand_of(spec, model)
+    demand = replace(demand_of(spec, model), calibration=calibration)
     book = PriceBook.load(prices_file)
     currency = spec.placement.currency
     if book.rates.convert(1.0, "USD", currency) is None:

@@ -18,7 +18,7 @@ import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +64,8 @@ class SimulatedLatency:
     mean_concurrency: float
 
 
-def _length_sampler(rng: random.Random, mean: int, p95: int, low: int, high: int) -> Any:
+def length_sampler(rng: random.Random, mean: int, p95: int, low: int, high: int) -> Callable[[], int]:
+    """Token counts drawn from the lognormal through `mean` and `p95`, clipped to [low, high]."""
     sigma = lognormal_sigma(mean, p95)
     mu = math.log(mean) - sigma**2 / 2
 
@@ -188,8 +189,7 @@ def simulate_plan(spec: WorkloadSpec, plan: DeploymentPlan, requests: int = 4000
     perf, slots = plan.performance, plan.serving.max_num_seqs
     if slots is None or perf.ttft_p95_ms is None or perf.tpot_p95_ms is None:
         raise ValueError(f"{plan.workload} is not an LLM plan: nothing to simulate")
-    serving = max(plan.replicas - STAGES[plan.stage].spare_replicas, 1)
-    rate = perf.load_requests_per_s / serving
+    rate = perf.load_requests_per_s / serving_replicas(plan)
     replica = predict_llm_replica(demand, candidate, rate, slots).replica
     traffic = TrafficShape.of(demand)
     simulated = simulate_replica(replica, traffic, arrival_rps=rate, slots=slots, requests=requests, seed=seed)
@@ -210,8 +210,8 @@ def simulate_plan(spec: WorkloadSpec, plan: DeploymentPlan, requests: int = 4000
 def _draw_requests(traffic: TrafficShape, arrival_rps: float, count: int, seed: int) -> list[_Request]:
     rng = random.Random(seed)
     max_prompt = max(traffic.max_model_len - 1, 1)
-    draw_prompt = _length_sampler(rng, traffic.prompt_tokens, traffic.prompt_tokens_p95, 1, max_prompt)
-    draw_output = _length_sampler(rng, traffic.output_tokens, traffic.output_tokens_p95, 1, traffic.max_model_len)
+    draw_prompt = length_sampler(rng, traffic.prompt_tokens, traffic.prompt_tokens_p95, 1, max_prompt)
+    draw_output = length_sampler(rng, traffic.output_tokens, traffic.output_tokens_p95, 1, traffic.max_model_len)
     clock, drawn = 0.0, []
     for _ in range(count):
         clock += rng.expovariate(arrival_rps)
@@ -258,9 +258,15 @@ def _engine(
             yield event
 
 
-def _p95(values: list[float]) -> float:
+def serving_replicas(plan: DeploymentPlan) -> int:
+    """Replicas the plan sized to carry its peak load: production's spare is down in the sizing case."""
+    return max(plan.replicas - STAGES[plan.stage].spare_replicas, 1)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile (`fraction` 0.95: the p95) of a non-empty list."""
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+    return ordered[min(len(ordered) - 1, max(math.ceil(fraction * len(ordered)) - 1, 0))]
 
 
 def _summarise(workload: list[_Request], server: _Server, end_s: float) -> SimulatedLatency:
@@ -271,8 +277,8 @@ def _summarise(workload: list[_Request], server: _Server, end_s: float) -> Simul
     return SimulatedLatency(
         requests=len(counted),
         ttft_mean_ms=sum(ttft) / len(ttft) * 1e3,
-        ttft_p95_ms=_p95(ttft) * 1e3,
-        tpot_p95_ms=_p95(tpot) * 1e3 if tpot else 0.0,
-        latency_p95_ms=_p95(latency) * 1e3,
+        ttft_p95_ms=percentile(ttft, 0.95) * 1e3,
+        tpot_p95_ms=percentile(tpot, 0.95) * 1e3 if tpot else 0.0,
+        latency_p95_ms=percentile(latency, 0.95) * 1e3,
         mean_concurrency=server.busy_area / end_s if end_s else 0.0,
     )
