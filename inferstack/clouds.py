@@ -23,13 +23,15 @@ Adding a fifth cloud:
 
 1. its id in the `Cloud` Literal (`inferstack/spec.py`) and one `CloudFacts` entry below;
 2. one backend module, `inferstack/components/<id>.py` (a `@register_backend` `CloudBackend` with its capability
-   table), and its provider in the `pulumi` extra (pyproject.toml);
+   table), its provider in the `pulumi` extra (pyproject.toml) and its guide `docs/deploy-<id>.md`;
 3. its data: instance and price rows (`sizing/data/instances.csv`, `prices.csv`), and a price refresh module
    `inferstack/sizing/refresh/<id>.py`;
 4. its server-side facts in `bootstrap/files` (metadata endpoint, bucket grammar, request signing, secret store)
    and its boot disk's throughput formula (`sizing/coldstart.py` `block_volume_bytes_per_s`):
    `tests/test_clouds.py` and `tests/bootstrap/test_bootstrap_clouds.py` say which are missing;
-5. its tests: `tests/components/test_<id>.py` and its rows in the parametrized matrices.
+5. the policy pack's rules for its resource types (`policy/inferstack_rules.py`, from `PROVIDER_PACKAGES` on;
+   the pack cannot import this module);
+6. its tests: `tests/components/test_<id>.py` and its rows in the parametrized matrices.
 """
 
 from __future__ import annotations
