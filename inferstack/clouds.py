@@ -5,8 +5,9 @@
 
 One frozen `CloudFacts` entry per cloud, keyed by its id in `CLOUD_FACTS` (in the order the CLI lists clouds). The
 spec (`CLOUDS`, `PROVIDER_REGION_KEYS`), sizing (catalog region, region names, cold start), `inferstack diff`, the
-bootstrap renderer, the components' backends and the plot read their per-cloud facts from here; a new literal dict
-keyed by cloud ids elsewhere fails `tests/test_clouds.py`. Pure Python: no Pulumi, no pydantic.
+bootstrap renderer, the components' backends, the extras' messages and the plot read their per-cloud facts from
+here; a new literal dict keyed by cloud ids elsewhere fails `tests/test_clouds.py`. Pure Python: no Pulumi, no
+pydantic.
 
 What stays outside, and why:
 
@@ -23,7 +24,8 @@ Adding a fifth cloud:
 
 1. its id in the `Cloud` Literal (`inferstack/spec.py`) and one `CloudFacts` entry below;
 2. one backend module, `inferstack/components/<id>.py` (a `@register_backend` `CloudBackend` with its capability
-   table), its provider in the `pulumi` extra (pyproject.toml) and its guide `docs/deploy-<id>.md`;
+   table), its extra named after it in pyproject.toml (Pulumi and `pip_package`) and its guide
+   `docs/deploy-<id>.md`;
 3. its data: instance and price rows (`sizing/data/instances.csv`, `prices.csv`), and a price refresh module
    `inferstack/sizing/refresh/<id>.py`;
 4. its server-side facts in `bootstrap/files` (metadata endpoint, bucket grammar, request signing, secret store)
@@ -57,7 +59,7 @@ class CloudFacts:
     """The Pulumi package of its provider: resource and lookup tokens start with it (`alicloud:ecs/instance:...`)
     and its stack config keys live under it."""
     pip_package: str
-    """The distribution that installs the provider's Python SDK (in the `pulumi` extra)."""
+    """The distribution that installs the provider's Python SDK (in the cloud's extra, `inferstack[<id>]`)."""
     region_pattern: re.Pattern[str]
     """The shape of its region names, to catch a region meant for another cloud or a typo before it silently becomes
     a priced "substitute" (`re.fullmatch` it: `$` alone admits a final newline)."""
@@ -78,6 +80,11 @@ class CloudFacts:
     def region_config_key(self) -> str:
         """The stack config key its Pulumi provider reads its region from (`aws:region`)."""
         return f"{self.pulumi_package}:region"
+
+    @property
+    def provider_module(self) -> str:
+        """The provider SDK's Python module (`pulumi_alicloud`)."""
+        return self.pip_package.replace("-", "_")
 
     @property
     def backend_module(self) -> str:
