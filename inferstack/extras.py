@@ -11,6 +11,7 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import MissingExtraError
 from inferstack.spec import CLOUDS
 
@@ -27,11 +28,9 @@ class CloudExtra:
     provider_name: str
 
 
-CLOUD_EXTRAS: Mapping[str, CloudExtra] = {
-    "aws": CloudExtra("aws", "pulumi_aws", "the AWS provider"),
-    "gcp": CloudExtra("gcp", "pulumi_gcp", "the Google Cloud provider"),
-    "alibaba": CloudExtra("alibaba", "pulumi_alicloud", "the Alibaba Cloud provider"),
-    "huawei": CloudExtra("huawei", "pulumi_huaweicloud", "the Huawei Cloud provider"),
+CLOUD_EXTRAS: Mapping[str, CloudExtra] = {  # named after its cloud; the provider is the cloud's registry entry's
+    facts.id: CloudExtra(facts.id, facts.provider_module, f"the {facts.display_name} provider")
+    for facts in CLOUD_FACTS.values()
 }
 ALL_CLOUDS_EXTRA = "all"
 

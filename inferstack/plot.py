@@ -21,12 +21,12 @@ from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.plan import DeploymentPlan, PlanReport
 from inferstack.sizing.demand import Demand, demand_of
 from inferstack.sizing.models import resolve
 
 PLOT_SUFFIXES = (".svg", ".png")
-CLOUD_COLOURS = {"aws": "#ff9900", "gcp": "#4285f4", "alibaba": "#e4393c", "huawei": "#7b3fb0"}
 FIGURE_INCHES_PER_PANEL = (4.6, 5.4)
 MIN_FIGURE_INCHES_WIDE = 10.0  # room for the two-line title and the legend under two panels
 DPI = 120
@@ -89,10 +89,10 @@ def _panels(demand: Demand, plans: list[DeploymentPlan]) -> list[Panel]:
 
 def _draw_panel(axis: Axes, panel: Panel, plans: list[DeploymentPlan], report: PlanReport) -> None:
     points = [(x, _cost(plan), plan) for plan in plans if (x := panel.value(plan)) is not None]
-    for cloud, colour in CLOUD_COLOURS.items():
+    for cloud, facts in CLOUD_FACTS.items():
         mine = [(x, y) for x, y, plan in points if plan.cloud == cloud]
         if mine:
-            axis.scatter([x for x, _ in mine], [y for _, y in mine], s=22, color=colour, alpha=0.55,
+            axis.scatter([x for x, _ in mine], [y for _, y in mine], s=22, color=facts.plot_colour, alpha=0.55,
                          label=f"{cloud} offers", edgecolors="none")
     if panel.latency and points:
         frontier = cost_latency_frontier([(x, y) for x, y, _ in points])
@@ -104,8 +104,8 @@ def _draw_panel(axis: Axes, panel: Panel, plans: list[DeploymentPlan], report: P
                     key=lambda pair: _cost(pair[0]))
     for stacked, (plan, x) in enumerate(chosen):  # labels stacked upwards, cheapest lowest: near-ties stay legible
         best = plan is report.best
-        marker = axis.scatter([x], [_cost(plan)], s=180 if best else 110, marker="*", color=CLOUD_COLOURS[plan.cloud],
-                              edgecolors="black", linewidths=0.8, zorder=3,
+        marker = axis.scatter([x], [_cost(plan)], s=180 if best else 110, marker="*",
+                              color=CLOUD_FACTS[plan.cloud].plot_colour, edgecolors="black", linewidths=0.8, zorder=3,
                               label="chosen plan per cloud (★ best overall is larger)" if best else None)
         marker.set_gid(f"chosen-{plan.cloud}-{panel.key}")
         axis.annotate(chosen_label(plan, best=best), (x, _cost(plan)), xytext=(8, -4 + 10 * stacked),

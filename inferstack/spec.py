@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import InputError, Problem, input_error, shown_value
 
 # ---- values that reach a shell, a unit file, a URL or a path -------------------------------------------
@@ -70,7 +71,8 @@ MAX_DOCUMENT_VALUES = 10_000  # scalars and collections after YAML aliases are e
 MAX_DOCUMENT_DEPTH = 32
 
 Cloud = Literal["aws", "gcp", "alibaba", "huawei"]
-CLOUDS: tuple[Cloud, ...] = ("aws", "gcp", "alibaba", "huawei")
+"""The clouds inferstack knows; each one's facts are its entry in `inferstack.clouds.CLOUD_FACTS`."""
+CLOUDS: tuple[Cloud, ...] = tuple(facts.id for facts in CLOUD_FACTS.values())
 Stage = Literal["validation", "internal", "production"]
 STAGES: tuple[Stage, ...] = get_args(Stage)
 ModelKind = Literal["llm", "encoder", "vision", "image_generation", "speech"]
@@ -376,7 +378,7 @@ class Placement(_Strict):
     """Where the deployment may run and what it may cost."""
 
     clouds: list[Cloud] = Field(
-        default_factory=lambda: list(CLOUDS), min_length=1, description="Clouds to consider: aws, gcp, alibaba, huawei."
+        default_factory=lambda: list(CLOUDS), min_length=1, description=f"Clouds to consider: {', '.join(CLOUDS)}."
     )
     regions: dict[Cloud, list[RegionName]] = Field(
         default_factory=dict,
@@ -670,12 +672,7 @@ def load_workload(path: str | Path) -> WorkloadSpec:
 
 #### The workload a stack deploys ####
 
-PROVIDER_REGION_KEYS: dict[str, str] = {
-    "aws": "aws:region",
-    "gcp": "gcp:region",
-    "alibaba": "alicloud:region",
-    "huawei": "huaweicloud:region",
-}
+PROVIDER_REGION_KEYS: dict[str, str] = {facts.id: facts.region_config_key for facts in CLOUD_FACTS.values()}
 """The stack config key each cloud's Pulumi provider reads its region from."""
 
 

@@ -40,6 +40,10 @@ from typing import Any, Protocol
 
 #### Resource types (the providers' type tokens, exactly) ####
 
+PROVIDER_PACKAGES = {"aws": "aws", "gcp": "gcp", "alicloud": "alibaba", "huaweicloud": "huawei"}
+"""The cloud of each provider package, the first part of its type tokens: inferstack.clouds' `pulumi_package`s,
+restated because the pack imports nothing from inferstack (tests/policy checks that the two agree)."""
+
 # AWS, pulumi-aws 7.
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -1292,9 +1296,8 @@ _STORAGE_GRANT_TYPES = {
 
 
 def check_storage_grants(resource: ResourceInput, report_violation: ReportViolation) -> None:
-    cloud = resource.resource_type.split(":", 1)[0]
-    check = {"aws": _aws_identity, "gcp": _gcp_identity, "alicloud": _alibaba_identity,
-             "huaweicloud": _huawei_identity}.get(cloud)
+    check = {"aws": _aws_identity, "gcp": _gcp_identity, "alibaba": _alibaba_identity,
+             "huawei": _huawei_identity}.get(_cloud_of(resource.resource_type))
     if check is not None:
         check(resource, report_violation)
 
@@ -2903,8 +2906,7 @@ def _opened(stack: Stack, resource: StackResource) -> list[Opening]:
 
 
 def _cloud_of(resource_type: str) -> str:
-    return {"aws": "aws", "gcp": "gcp", "alicloud": "alibaba", "huaweicloud": "huawei"}.get(
-        resource_type.split(":", 1)[0], "")
+    return PROVIDER_PACKAGES.get(resource_type.split(":", 1)[0], "")
 
 
 def _listener_ports_on_load_balancers(stack: Stack, serving: tuple[int, ...],

@@ -12,3 +12,10 @@ def test_spec_sizing_plan_and_bootstrap_do_not_import_pulumi():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_the_cloud_registry_imports_nothing_but_the_standard_library():
+    code = ("import sys, inferstack.clouds; "
+            "print(sorted(m for m in sys.modules if m.startswith(('inferstack.', 'pulumi', 'pydantic'))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "['inferstack.clouds']"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from inferstack.bootstrap.files.cloud_access import BUCKET_NAME_PATTERNS
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import Problem
 from inferstack.plan import DeploymentPlan
 from inferstack.spec import REGION_PATTERN, Cloud
@@ -39,7 +39,7 @@ Endpoint = Annotated[str, StringConstraints(pattern=ENDPOINT_PATTERN)]
 
 def bucket_problem(cloud: Cloud, bucket: str, field: str) -> Problem | None:
     """A Problem when `bucket` is not a bucket name on `cloud` (the grammar the server's own code checks too)."""
-    rule = BUCKET_NAME_PATTERNS[cloud]
+    rule = CLOUD_FACTS[cloud].bucket_name_pattern
     if re.fullmatch(rule, bucket):
         return None
     return Problem(field, f"is not a bucket name that {cloud} accepts", value=bucket,

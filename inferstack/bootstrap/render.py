@@ -44,6 +44,7 @@ from inferstack.bootstrap.runtimes import (
     resolve_mode,
     server_args,
 )
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan
 from inferstack.spec import Cloud
@@ -67,10 +68,6 @@ READY_TIMEOUT_S = 1800
 BUNDLE_PREFIX = "inferstack/bootstrap/"
 """Where bundles live in the model bucket; the server's identity may read this prefix (and the model's)."""
 BUNDLE_FORMAT = "inferstack-bundle/1"
-
-# Clouds whose instance metadata server demands no session token (the components' capability
-# `metadata-hardening` is unsupported there): boot.sh lets only root reach its HTTP port (phase metadata_firewall).
-METADATA_FIREWALL_CLOUDS: frozenset[Cloud] = frozenset({"gcp", "huawei"})
 
 # Every value in bootstrap.env matches this (typed upstream; checked again here, as a renderer's invariant).
 _ENV_VALUE = re.compile(r"[A-Za-z0-9._:/@+=,\[\]-]*")
@@ -234,7 +231,7 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
         service += [("User", RUNTIME_USER), ("Group", RUNTIME_USER), ("Environment", f"HOME={RUNTIME_HOME}"),
                     ("WorkingDirectory", RUNTIME_HOME)]
     service.append(("EnvironmentFile", f"{CONFIG_DIR}/model.env"))
-    if cloud in METADATA_FIREWALL_CLOUDS:  # the rules are gone after a reboot; the server never starts without them
+    if CLOUD_FACTS[cloud].metadata_firewall:  # the rules are gone after a reboot; the server never starts without them
         service.append(("ExecStartPre", f"+{LIB_DIR}/boot.sh --phase metadata_firewall"))
     if options.hub_token_secret:
         service += [("EnvironmentFile", f"-{SERVER_SECRETS}"),
@@ -300,7 +297,7 @@ def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions,
         "NVME_EXPECTED": "1" if plan.local_nvme_gb else "0", "SYNC_WORKERS": str(SYNC_WORKERS),
         "READY_TIMEOUT_S": str(READY_TIMEOUT_S), "STORAGE_ENDPOINT": options.storage_endpoint or "",
         "METADATA_ENDPOINT": options.metadata_endpoint or "",
-        "METADATA_FIREWALL": "1" if cloud in METADATA_FIREWALL_CLOUDS else "0",
+        "METADATA_FIREWALL": "1" if CLOUD_FACTS[cloud].metadata_firewall else "0",
         "TRITON_BACKEND": plan.serving.backend or "",
         "NVIDIA_DRIVER_BRANCH": NVIDIA_DRIVER_BRANCH,
         "NVIDIA_CONTAINER_TOOLKIT_VERSION": NVIDIA_CONTAINER_TOOLKIT_VERSION,

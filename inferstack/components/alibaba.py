@@ -80,7 +80,6 @@ from inferstack.components.core import (
 )
 from inferstack.errors import InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
-from inferstack.spec import PROVIDER_REGION_KEYS
 
 #### Constants ####
 
@@ -184,8 +183,6 @@ class AlibabaBackend(CloudBackend):
     """Alibaba Cloud (international and China sites)."""
 
     cloud = "alibaba"
-    display_name = "Alibaba Cloud"
-    region_config_key = PROVIDER_REGION_KEYS["alibaba"]
     capabilities: ClassVar[Mapping[Capability, Support]] = {
         Capability.METADATA_HARDENING: supported(
             "ECS http_tokens=required: the metadata server answers only token (hardened-mode) requests. A single "

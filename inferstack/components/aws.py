@@ -70,7 +70,6 @@ from inferstack.components.core import (
 )
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan, Fleet
-from inferstack.spec import PROVIDER_REGION_KEYS
 
 #### Constants ####
 
@@ -150,8 +149,6 @@ class AwsBackend(CloudBackend):
     """Amazon Web Services."""
 
     cloud = "aws"
-    display_name = "AWS"
-    region_config_key = PROVIDER_REGION_KEYS["aws"]
     capabilities: ClassVar[Mapping[Capability, Support]] = {
         Capability.METADATA_HARDENING: supported("IMDSv2 required (http_tokens=required), hop limit 1"),
         Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported("S3 Block Public Access, all four settings on; ACLs off "

@@ -32,10 +32,10 @@ import pulumi
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from inferstack.bootstrap.render import user_data_gzip
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import InputError, Problem, input_error, with_article
 from inferstack.extras import require_cloud
 from inferstack.plan import DeploymentPlan
-from inferstack.sizing.coldstart import DRIVER_READY_IMAGE
 from inferstack.spec import CLOUDS, Cloud, problems_from_validation
 
 #### Capabilities ####
@@ -100,9 +100,10 @@ def unsupported(why: str) -> Support:
 
 
 def driver_ready_image(cloud: Cloud, note: str) -> Support:
-    """Whether the cloud's GPU servers boot with the NVIDIA driver is one fact, kept where the cold-start estimate
-    reads it (sizing/coldstart.py DRIVER_READY_IMAGE); the cloud's note says how, or why not."""
-    return Support(DRIVER_READY_IMAGE[cloud], note)
+    """Whether the cloud's GPU servers boot with the NVIDIA driver is one fact, kept in the cloud's registry entry,
+    which the cold-start estimate reads too (`CloudFacts.driver_ready_image`); the cloud's note says how, or why
+    not."""
+    return Support(CLOUD_FACTS[cloud].driver_ready_image, note)
 
 
 @dataclass(frozen=True)
@@ -424,9 +425,6 @@ class CloudBackend(ABC):
     """One cloud's resources. Subclasses keep the method order and banners of this class."""
 
     cloud: ClassVar[Cloud]
-    display_name: ClassVar[str]
-    region_config_key: ClassVar[str]
-    """The provider's config key for its region, e.g. `aws:region`."""
     capabilities: ClassVar[Mapping[Capability, Support]]
     """Every Capability, each with how it is done or why it is missing."""
     assets_certificate: ClassVar[CertificateRule | None]
@@ -436,6 +434,16 @@ class CloudBackend(ABC):
     domain and takes none."""
     brought_ids: ClassVar[BroughtIds]
     """The form of each id a user brings instead of a created network, firewall or identity."""
+
+    @property
+    def display_name(self) -> str:
+        """The cloud's name in messages (`CloudFacts.display_name`)."""
+        return CLOUD_FACTS[self.cloud].display_name
+
+    @property
+    def region_config_key(self) -> str:
+        """The provider's config key for its region, e.g. `aws:region` (`CloudFacts.region_config_key`)."""
+        return CLOUD_FACTS[self.cloud].region_config_key
 
     #### Region ####
 
@@ -550,7 +558,7 @@ class CloudBackend(ABC):
 #### Registry ####
 
 # The Pulumi package of each cloud's provider: resource and lookup tokens start with it ("aws:ec2/...").
-PROVIDER_PACKAGES: Mapping[str, Cloud] = {"aws": "aws", "gcp": "gcp", "alicloud": "alibaba", "huaweicloud": "huawei"}
+PROVIDER_PACKAGES: Mapping[str, Cloud] = {facts.pulumi_package: facts.id for facts in CLOUD_FACTS.values()}
 
 BackendType = TypeVar("BackendType", bound=type[CloudBackend])
 _BACKENDS: dict[str, type[CloudBackend]] = {}
@@ -571,9 +579,10 @@ def backend_for(cloud: str, *, field: str = "cloud") -> CloudBackend:
     """The backend for `cloud`, importing its module on first use (provider SDKs are slow to import)."""
     if cloud not in CLOUDS:
         raise input_error(field, "is not a cloud inferstack knows", value=cloud, fix=f"use one of {', '.join(CLOUDS)}")
-    if cloud not in _BACKENDS and importlib.util.find_spec(f"{__package__}.{cloud}") is not None:
+    module = CLOUD_FACTS[cloud].backend_module
+    if cloud not in _BACKENDS and importlib.util.find_spec(module) is not None:
         require_cloud(cloud, f"deploying on {cloud} (inferstack.components)")
-        importlib.import_module(f"{__package__}.{cloud}")
+        importlib.import_module(module)
     if cloud not in _BACKENDS:
         ready = ", ".join(available_clouds()) or "none"
         raise input_error(field, "has no provisioning module yet", value=cloud, fix=f"deploy on one of: {ready}")
@@ -582,7 +591,7 @@ def backend_for(cloud: str, *, field: str = "cloud") -> CloudBackend:
 
 def available_clouds() -> list[str]:
     """Clouds whose provisioning module exists in this installation."""
-    return [c for c in CLOUDS if c in _BACKENDS or importlib.util.find_spec(f"{__package__}.{c}") is not None]
+    return [c for c in CLOUDS if c in _BACKENDS or importlib.util.find_spec(CLOUD_FACTS[c].backend_module) is not None]
 
 
 #### Names and tags ####

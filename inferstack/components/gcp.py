@@ -67,7 +67,6 @@ from inferstack.components.core import (
 )
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan
-from inferstack.spec import PROVIDER_REGION_KEYS
 
 #### Constants ####
 
@@ -260,8 +259,6 @@ class GcpBackend(CloudBackend):
     """Google Cloud."""
 
     cloud = "gcp"
-    display_name = "Google Cloud"
-    region_config_key = PROVIDER_REGION_KEYS["gcp"]
     capabilities: ClassVar[Mapping[Capability, Support]] = {
         Capability.METADATA_HARDENING: unsupported(
             "the GCE metadata server has no session tokens and no hop limit: it demands only the header "

@@ -73,7 +73,6 @@ from inferstack.components.core import (
 )
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan, Fleet
-from inferstack.spec import PROVIDER_REGION_KEYS
 
 #### Constants ####
 
@@ -185,8 +184,6 @@ class HuaweiBackend(CloudBackend):
     """Huawei Cloud."""
 
     cloud = "huawei"
-    display_name = "Huawei Cloud"
-    region_config_key = PROVIDER_REGION_KEYS["huawei"]
     capabilities: ClassVar[Mapping[Capability, Support]] = {
         Capability.METADATA_HARDENING: unsupported(
             "the ECS metadata service (169.254.169.254) has no session-token mode and pulumi_huaweicloud 0.0.12 "

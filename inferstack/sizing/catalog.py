@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import Problem, input_error
 from inferstack.sizing.hardware import (
     CATALOG_GPU_IDS,
@@ -28,12 +29,7 @@ from inferstack.sizing.hardware import (
 from inferstack.spec import CLOUDS, CURRENCY_PATTERN, REGION_PATTERN, Cloud, parse_document, read_input_file
 
 # The region each cloud's specs were catalogued for (shared/catalog/README.md).
-CATALOG_REGIONS: dict[Cloud, str] = {
-    "aws": "us-east-1",
-    "gcp": "us-central1",
-    "alibaba": "ap-southeast-1",
-    "huawei": "ap-southeast-3",
-}
+CATALOG_REGIONS: dict[Cloud, str] = {facts.id: facts.catalog_region for facts in CLOUD_FACTS.values()}
 _ATTACHED = re.compile(r"^(?P<machine>[\w-]+)\+(?P<count>\d+)x\s*(?P<accelerator>[\w-]+)$")
 
 

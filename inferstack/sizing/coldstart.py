@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.plan import COLD_START_PHASES, ColdStart, ColdStartPhase, ColdStartPhaseName
 from inferstack.spec import Cloud
 
@@ -30,20 +31,12 @@ MB = 10**6
 MIB = 2**20
 
 #### Per-cloud facts ####
-
-DRIVER_READY_IMAGE: Mapping[Cloud, bool] = {"aws": True, "gcp": True, "alibaba": False, "huawei": True}
-"""Whether GPU servers boot an image with the NVIDIA driver preinstalled. The one source of this fact: the clouds'
-capability tables (`Capability.DRIVER_READY_IMAGE`, inferstack/components) read it from here, with their reasons.
-Huawei's is offered per region and flavor; where it is missing the bootstrap installs the driver and this estimate is
-short by the driver phase (assumption: the region offers it)."""
-
-BLOCK_VOLUME: Mapping[Cloud, str] = {"aws": "gp3", "gcp": "pd-balanced", "alibaba": "ESSD PL1", "huawei": "GPSSD"}
-"""The boot disk each cloud's servers get (components: aws gp3, gcp pd-balanced or hyperdisk-balanced, alibaba
-cloud_essd at its default PL1, huawei GPSSD); the model lives there when the server has no local NVMe."""
+# Whether a cloud's GPU image has the driver, and which boot disk its servers get: inferstack.clouds.CLOUD_FACTS.
 
 
 def block_volume_bytes_per_s(cloud: Cloud, disk_gib: int) -> float:
-    """Sequential throughput of the boot disk, at the size the plan gives it, with no extra throughput provisioned."""
+    """Sequential throughput of the boot disk (`CloudFacts.block_volume`), at the size the plan gives it, with no
+    extra throughput provisioned."""
     if cloud == "aws":
         # gp3: 125 MiB/s baseline, provisionable to 1000 MiB/s (EC2 API EbsBlockDevice.Throughput, "Minimum value of
         # 125. Maximum value of 1000", docs.aws.amazon.com, read 2026-12-01); the components provision none.
@@ -57,9 +50,11 @@ def block_volume_bytes_per_s(cloud: Cloud, disk_gib: int) -> float:
         # ESSD PL1: min(120 + 0.5 x GiB, 350) MB/s (alibabacloud.com ESSD performance table; assumption: formula
         # recalled, not re-read 2026-12-01).
         return min(120 + 0.5 * disk_gib, 350) * MB
-    # Huawei GPSSD: min(250, 100 + 0.5 x GiB) MiB/s (support.huaweicloud.com/intl/en-us/usermanual-cce-autopilot/
-    # cce_11_0613.html, "EVS Disk Specifications", read 2026-12-01).
-    return min(250, 100 + 0.5 * disk_gib) * MIB
+    if cloud == "huawei":
+        # GPSSD: min(250, 100 + 0.5 x GiB) MiB/s (support.huaweicloud.com/intl/en-us/usermanual-cce-autopilot/
+        # cce_11_0613.html, "EVS Disk Specifications", read 2026-12-01).
+        return min(250, 100 + 0.5 * disk_gib) * MIB
+    raise ValueError(f"no boot-disk throughput for cloud {cloud!r}: add its block volume's formula here")
 
 
 #### Phase figures ####
@@ -148,7 +143,7 @@ def _fast(phase: ColdStartPhaseName) -> ColdStartPhase:
 def _driver(server: Server) -> ColdStartPhase:
     if server.device != "gpu":
         return ColdStartPhase(phase="driver", seconds=0, basis="CPU server")
-    if DRIVER_READY_IMAGE[server.cloud]:
+    if CLOUD_FACTS[server.cloud].driver_ready_image:
         return ColdStartPhase(phase="driver", seconds=0, basis=f"{server.cloud}: driver-ready image")
     return ColdStartPhase(phase="driver", seconds=DRIVER_INSTALL_S,
                           basis=f"{server.cloud}: no driver-ready image; install and reboot (5-12 min)")
@@ -195,7 +190,7 @@ def model_disk_bytes_per_s(server: Server) -> tuple[float, str]:
     """Where the model lives on the server (the sync's destination) and how fast that disk moves bytes."""
     if server.local_nvme_gb:
         return LOCAL_NVME_BYTES_PER_S, "local NVMe"
-    return block_volume_bytes_per_s(server.cloud, server.disk_gib), BLOCK_VOLUME[server.cloud]
+    return block_volume_bytes_per_s(server.cloud, server.disk_gib), CLOUD_FACTS[server.cloud].block_volume
 
 
 def download_bytes_per_s(server: Server) -> tuple[float, str]:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import InputError, Problem, input_error, with_article
 from inferstack.plan import (
     HOURS_PER_MONTH,
@@ -196,12 +197,7 @@ def _chosen_clouds(spec: WorkloadSpec, clouds: Iterable[Cloud] | None, region: s
 
 # The shape of each cloud's region names (us-east-1, us-central1, ap-southeast-1, ap-southeast-3), to catch
 # a region meant for another cloud or a typo before it silently becomes a priced "substitute".
-REGION_PATTERNS: dict[Cloud, re.Pattern[str]] = {
-    "aws": re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"),
-    "gcp": re.compile(r"^[a-z]+-[a-z]+\d+$"),
-    "alibaba": re.compile(r"^[a-z]{2}-[a-z]+(-\d+)?$"),
-    "huawei": re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$"),
-}
+REGION_PATTERNS: dict[Cloud, re.Pattern[str]] = {facts.id: facts.region_pattern for facts in CLOUD_FACTS.values()}
 
 
 def _clouds_of_region(spec: WorkloadSpec, region: str) -> list[Cloud]:

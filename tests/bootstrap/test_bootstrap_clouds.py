@@ -29,6 +29,8 @@ from cloud_access import AccessError, Credentials, ObjectStore, Retry
 from hypothesis import given
 from hypothesis import strategies as st
 
+from inferstack.clouds import CLOUD_FACTS
+
 REGIONS = {"aws": "eu-west-1", "gcp": "europe-west4", "alibaba": "cn-hangzhou", "huawei": "ap-southeast-3"}
 BUCKET = "models-bucket"
 PREFIX = "models/tiny llama/q8+0/"
@@ -61,6 +63,15 @@ def sync_args(store: CloudStore, metadata: str, root: Path, *extra: str) -> list
 def secret_args(store: CloudStore, metadata: str, out: Path, *secrets: str) -> list[str]:
     return ["--cloud", store.cloud, "--region", store.region, *[a for s in secrets for a in ("--secret", s)],
             "--out", str(out), "--endpoint", store.url, "--metadata-endpoint", metadata, "--auth-grace-s", "0"]
+
+
+def test_the_server_programs_know_every_cloud_of_the_registry() -> None:
+    """They cannot import inferstack.clouds: a cloud added there needs its metadata server, bucket grammar and
+    secret store here too, and the registry reads its bucket grammar from here."""
+    assert cloud_access.CLOUDS == tuple(CLOUD_FACTS) == tuple(REGIONS)
+    assert set(cloud_access.METADATA_ENDPOINTS) == set(fetch_secret.READERS) == set(CLOUD_FACTS)
+    assert {c: f.bucket_name_pattern for c, f in CLOUD_FACTS.items()} == cloud_access.BUCKET_NAME_PATTERNS
+    assert all(fetch_secret.default_endpoint(cloud, REGIONS[cloud]).startswith("https://") for cloud in CLOUD_FACTS)
 
 
 #### Every cloud, end to end ####

@@ -11,7 +11,7 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from inferstack.bootstrap.render import METADATA_FIREWALL_CLOUDS
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.components import Capability, available_clouds, backend_for
 from inferstack.components.core import (
     NETWORK_CIDR,
@@ -54,7 +54,7 @@ def test_the_deploy_guide_states_every_capability_as_the_code_does(cloud: str) -
 @pytest.mark.parametrize("cloud", FOUR_CLOUDS)
 def test_the_boot_script_guards_the_metadata_server_exactly_where_the_cloud_has_no_tokens(cloud: str) -> None:
     hardened = backend_for(cloud).support(Capability.METADATA_HARDENING)
-    assert (cloud in METADATA_FIREWALL_CLOUDS) is not hardened.available
+    assert CLOUD_FACTS[cloud].metadata_firewall is not hardened.available
     if not hardened.available:
         assert "host firewall" in hardened.note  # the capability names its mitigation
 
@@ -68,6 +68,13 @@ def test_all_four_backends_load_and_are_available() -> None:
     assert tuple(CLOUDS) == FOUR_CLOUDS
     assert available_clouds() == list(FOUR_CLOUDS)
     assert [backend_for(cloud).cloud for cloud in FOUR_CLOUDS] == list(FOUR_CLOUDS)
+
+
+@pytest.mark.parametrize("cloud", FOUR_CLOUDS)
+def test_each_backend_is_the_module_its_registry_entry_names_and_takes_its_names_from_there(cloud: str) -> None:
+    facts, backend = CLOUD_FACTS[cloud], backend_for(cloud)
+    assert type(backend).__module__ == facts.backend_module
+    assert (backend.display_name, backend.region_config_key) == (facts.display_name, f"{facts.pulumi_package}:region")
 
 
 def test_unique_names_are_deterministic_bounded_and_differ_per_account() -> None:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.components import Capability, InferenceServer, backend_for
 from inferstack.errors import InputError
 from inferstack.preview import preview_deployment
-from inferstack.sizing.coldstart import DRIVER_READY_IMAGE
 from inferstack.spec import CLOUDS
 from tests.components.conftest import CLOUD_ARGS
 from tests.sample_plans import sample_plan
@@ -104,4 +104,4 @@ def test_a_validation_plan_stays_one_server_without_a_load_balancer(cloud: str) 
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_the_capability_table_states_the_driver_ready_image_the_cold_start_estimate_reads(cloud: str) -> None:
     driver_ready = backend_for(cloud).support(Capability.DRIVER_READY_IMAGE).available
-    assert driver_ready is DRIVER_READY_IMAGE[cloud]  # type: ignore[index]
+    assert driver_ready is CLOUD_FACTS[cloud].driver_ready_image

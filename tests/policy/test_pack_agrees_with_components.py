@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from inferstack.bootstrap.render import BUNDLE_PREFIX
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.components import Capability, backend_for
 from inferstack.components import aws as aws_backend
 from inferstack.components import gcp as gcp_backend
@@ -18,7 +19,7 @@ from inferstack.preview import RegisteredResource
 from tests.policy import deployments
 from tests.policy.harness import Registered, Resource, check_recording, check_resource, check_stack, pack, rules
 
-CLOUD_OF_PACKAGE = {"aws": "aws", "gcp": "gcp", "alicloud": "alibaba", "huaweicloud": "huawei"}
+CLOUD_OF_PACKAGE = {facts.pulumi_package: cloud for cloud, facts in CLOUD_FACTS.items()}
 INSTANCE_TYPES = {"aws": rules.AWS_INSTANCE, "gcp": rules.GCP_INSTANCE, "alibaba": rules.ALI_INSTANCE,
                   "huawei": rules.HW_INSTANCE}
 # What a fleet's servers are made from, per cloud (rules.SERVER_TEMPLATE_TYPES, by cloud).
@@ -64,6 +65,10 @@ def labelled(request: pytest.FixtureRequest) -> tuple[str, Registered]:
 @pytest.fixture
 def deployment(labelled: tuple[str, Registered]) -> Registered:
     return labelled[1]
+
+
+def test_the_pack_knows_each_clouds_provider_package_as_the_registry_does() -> None:
+    assert rules.PROVIDER_PACKAGES == CLOUD_OF_PACKAGE
 
 
 def test_every_deployment_passes_every_policy(labelled: tuple[str, Registered]) -> None:

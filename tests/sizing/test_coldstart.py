@@ -12,11 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from inferstack.bootstrap.render import SYNC_WORKERS, shipped_copy
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.plan import COLD_START_PHASES, ColdStart, DeploymentPlan
 from inferstack.sizing import plan_workload
 from inferstack.sizing.coldstart import (
     DRIVER_INSTALL_S,
-    DRIVER_READY_IMAGE,
     SYNC_CONNECTIONS,
     Server,
     cold_start,
@@ -59,9 +59,9 @@ def test_the_boot_script_runs_the_plans_phases_after_the_vm_boot() -> None:
 def test_the_driver_takes_time_only_on_a_gpu_server_of_a_cloud_without_a_driver_ready_image(cloud: str) -> None:
     gpu = cold_start(dataclasses.replace(GPU_SERVER, cloud=cloud))  # type: ignore[arg-type]
     cpu = cold_start(dataclasses.replace(GPU_SERVER, cloud=cloud, runtime="llamacpp", device="cpu"))  # type: ignore[arg-type]
-    assert gpu.seconds("driver") == (0 if DRIVER_READY_IMAGE[cloud] else DRIVER_INSTALL_S)  # type: ignore[index]
+    assert gpu.seconds("driver") == (0 if CLOUD_FACTS[cloud].driver_ready_image else DRIVER_INSTALL_S)
     assert cpu.seconds("driver") == 0
-    assert DRIVER_READY_IMAGE["alibaba"] is False and DRIVER_READY_IMAGE["aws"] is True
+    assert CLOUD_FACTS["alibaba"].driver_ready_image is False and CLOUD_FACTS["aws"].driver_ready_image is True
 
 
 def test_local_nvme_loads_and_syncs_faster_than_the_boot_volume() -> None:

@@ -4,23 +4,24 @@ cloud's own pricing API says today.
     result = refresh_prices("aws", output=DEFAULT_PRICES_CSV)
     print(result.summary())
 
-One module per cloud (aws, gcp, alibaba, huawei) with the same names (see common.py); writer.py reads
-instances.csv and rewrites the prices CSV atomically. The SDKs are optional dependencies, imported only
-when their cloud is refreshed.
+One module per cloud (aws, gcp, alibaba, huawei: `CloudFacts.pricing_module`) with the same names (see common.py
+and `CloudPricing`), imported when its cloud is refreshed; writer.py reads instances.csv and rewrites the prices
+CSV atomically. The SDKs are optional dependencies, imported only when their cloud is refreshed.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import input_error
-from inferstack.sizing.refresh import alibaba, aws, gcp, huawei
 from inferstack.sizing.refresh.common import CloudPrices, InstanceSpec, PriceQuote, RefreshError, Sdk, format_price
 from inferstack.sizing.refresh.writer import PriceRow, read_instances, read_price_rows, replace_rows, write_price_rows
 
@@ -40,8 +41,6 @@ class CloudPricing(Protocol):
 
     def fetch_prices(self, client: Any, region: str, instances: Sequence[InstanceSpec] | None) -> CloudPrices: ...
 
-
-CLOUDS: dict[str, CloudPricing] = {"aws": aws, "gcp": gcp, "alibaba": alibaba, "huawei": huawei}
 
 
 class UnpricedType(BaseModel):
@@ -169,10 +168,10 @@ def _apply(rows: list[PriceRow], cloud: str, region: str, instances: Sequence[In
 
 
 def _cloud_module(cloud: str) -> CloudPricing:
-    if cloud not in CLOUDS:
+    if cloud not in CLOUD_FACTS:
         raise input_error("--cloud", "is not a cloud this refresh knows", value=cloud,
-                          fix=f"use one of: {', '.join(CLOUDS)}")
-    return CLOUDS[cloud]
+                          fix=f"use one of: {', '.join(CLOUD_FACTS)}")
+    return cast(CloudPricing, importlib.import_module(CLOUD_FACTS[cloud].pricing_module))
 
 
 def _instances_for(catalog: dict[str, list[InstanceSpec]], region: str, cloud: str) -> list[InstanceSpec]:
@@ -186,7 +185,7 @@ def _instances_for(catalog: dict[str, list[InstanceSpec]], region: str, cloud: s
     if not by_type:
         raise input_error("--cloud", f"instances.csv has no {cloud} instance types to price", value=cloud,
                           fix=f"add {cloud} rows to instances.csv"
-                          + ("" if CLOUDS[cloud].ALL_TYPES_UNSUPPORTED else ", or use --all-types"))
+                          + ("" if _cloud_module(cloud).ALL_TYPES_UNSUPPORTED else ", or use --all-types"))
     return list(by_type.values())
 
 
@@ -196,5 +195,5 @@ def _price_row(cloud: str, region: str, quote: PriceQuote, source_date: str) -> 
                     source_date=source_date, notes=quote.notes)
 
 
-__all__ = ["CLOUDS", "DEFAULT_INSTANCES_CSV", "DEFAULT_PRICES_CSV", "RefreshError", "RefreshResult",
+__all__ = ["DEFAULT_INSTANCES_CSV", "DEFAULT_PRICES_CSV", "RefreshError", "RefreshResult",
            "SpecDifference", "UnpricedType", "refresh_prices"]

@@ -1,0 +1,162 @@
+"""The clouds inferstack deploys to: each cloud's identity and facts, in one place.
+
+    from inferstack.clouds import CLOUD_FACTS
+    CLOUD_FACTS["alibaba"].region_config_key  # "alicloud:region"
+
+One frozen `CloudFacts` entry per cloud, keyed by its id in `CLOUD_FACTS` (in the order the CLI lists clouds). The
+spec (`CLOUDS`, `PROVIDER_REGION_KEYS`), sizing (catalog region, region names, cold start), `inferstack diff`, the
+bootstrap renderer, the components' backends, the extras' messages and the plot read their per-cloud facts from
+here; a new literal dict keyed by cloud ids elsewhere fails `tests/test_clouds.py`. Pure Python: no Pulumi, no
+pydantic.
+
+What stays outside, and why:
+
+- the programs that run on the server (`bootstrap/files/cloud_access.py`, `fetch_secret.py`, `model_sync.py`)
+  cannot import inferstack: their metadata endpoints, bucket-name grammar and signing hosts stay in them. The
+  bucket grammar is read from there (`CloudFacts.bucket_name_pattern`), never copied;
+- how a cloud provisions (capability table with reasons, brought-id forms, resources) is its backend module,
+  `inferstack.components.<id>` (`CloudFacts.backend_module`);
+- what its prices API answers is `inferstack.sizing.refresh.<id>` (`CloudFacts.pricing_module`);
+- the policy pack (`policy/`) ships alone and imports only the standard library: its provider-package map is
+  checked against this registry by `tests/policy/test_pack_agrees_with_components.py`.
+
+Adding a fifth cloud:
+
+1. its id in the `Cloud` Literal (`inferstack/spec.py`) and one `CloudFacts` entry below;
+2. one backend module, `inferstack/components/<id>.py` (a `@register_backend` `CloudBackend` with its capability
+   table), its extra named after it in pyproject.toml (Pulumi and `pip_package`) and its guide
+   `docs/deploy-<id>.md`;
+3. its data: instance and price rows (`sizing/data/instances.csv`, `prices.csv`), and a price refresh module
+   `inferstack/sizing/refresh/<id>.py`;
+4. its server-side facts in `bootstrap/files` (metadata endpoint, bucket grammar, request signing, secret store)
+   and its boot disk's throughput formula (`sizing/coldstart.py` `block_volume_bytes_per_s`):
+   `tests/test_clouds.py` and `tests/bootstrap/test_bootstrap_clouds.py` say which are missing;
+5. the policy pack's rules for its resource types (`policy/inferstack_rules.py`, from `PROVIDER_PACKAGES` on;
+   the pack cannot import this module);
+6. its tests: `tests/components/test_<id>.py` and its rows in the parametrized matrices.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from inferstack.spec import Cloud
+
+
+@dataclass(frozen=True)
+class CloudFacts:
+    """One cloud's identity and the facts about it that more than one layer reads."""
+
+    id: Cloud
+    """What the spec, plans, catalogs and `--cloud` call it."""
+    display_name: str
+    """Its name in messages ("Google Cloud")."""
+    pulumi_package: str
+    """The Pulumi package of its provider: resource and lookup tokens start with it (`alicloud:ecs/instance:...`)
+    and its stack config keys live under it."""
+    pip_package: str
+    """The distribution that installs the provider's Python SDK (in the cloud's extra, `inferstack[<id>]`)."""
+    region_pattern: re.Pattern[str]
+    """The shape of its region names, to catch a region meant for another cloud or a typo before it silently becomes
+    a priced "substitute" (`re.fullmatch` it: `$` alone admits a final newline)."""
+    catalog_region: str
+    """The region its instance specs were catalogued for (shared/catalog/README.md): the default region to plan in."""
+    driver_ready_image: bool
+    """Whether its GPU servers boot an image with the NVIDIA driver preinstalled. The cold-start estimate reads it,
+    and so do the capability tables (`Capability.DRIVER_READY_IMAGE`), which give the reasons."""
+    block_volume: str
+    """The boot disk its servers get; the model lives there when the server has no local NVMe."""
+    metadata_firewall: bool
+    """Whether its instance metadata server demands no session token (its `metadata-hardening` capability is
+    unsupported), so boot.sh lets only root reach its HTTP port (boot phase metadata_firewall)."""
+    plot_colour: str
+    """Its colour in `inferstack plan --plot`."""
+
+    @property
+    def region_config_key(self) -> str:
+        """The stack config key its Pulumi provider reads its region from (`aws:region`)."""
+        return f"{self.pulumi_package}:region"
+
+    @property
+    def provider_module(self) -> str:
+        """The provider SDK's Python module (`pulumi_alicloud`)."""
+        return self.pip_package.replace("-", "_")
+
+    @property
+    def backend_module(self) -> str:
+        """The module of its Pulumi backend (imported only when a plan deploys there: provider SDKs are slow)."""
+        return f"inferstack.components.{self.id}"
+
+    @property
+    def pricing_module(self) -> str:
+        """The module that refreshes its prices from its own pricing API."""
+        return f"inferstack.sizing.refresh.{self.id}"
+
+    @property
+    def bucket_name_pattern(self) -> str:
+        """Its bucket-name grammar, as the server's own code checks it (`re.fullmatch` it)."""
+        # The server-side file is the one source. Imported here, on use: the bootstrap package imports the spec,
+        # which imports this module.
+        from inferstack.bootstrap.files.cloud_access import BUCKET_NAME_PATTERNS
+
+        return BUCKET_NAME_PATTERNS[self.id]
+
+
+AWS = CloudFacts(
+    id="aws",
+    display_name="AWS",
+    pulumi_package="aws",
+    pip_package="pulumi-aws",
+    region_pattern=re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"),  # us-east-1, us-gov-west-1
+    catalog_region="us-east-1",
+    driver_ready_image=True,  # Deep Learning Base OSS Nvidia Driver GPU AMI
+    block_volume="gp3",
+    metadata_firewall=False,  # IMDSv2 tokens required
+    plot_colour="#ff9900",
+)
+GCP = CloudFacts(
+    id="gcp",
+    display_name="Google Cloud",
+    pulumi_package="gcp",
+    pip_package="pulumi-gcp",
+    region_pattern=re.compile(r"^[a-z]+-[a-z]+\d+$"),  # us-central1, europe-west4
+    catalog_region="us-central1",
+    driver_ready_image=True,  # Canonical's Ubuntu accelerator image
+    block_volume="pd-balanced",  # hyperdisk-balanced on the machine families that take only Hyperdisk
+    metadata_firewall=True,
+    plot_colour="#4285f4",
+)
+ALIBABA = CloudFacts(
+    id="alibaba",
+    display_name="Alibaba Cloud",
+    pulumi_package="alicloud",
+    pip_package="pulumi-alicloud",
+    region_pattern=re.compile(r"^[a-z]{2}-[a-z]+(-\d+)?$"),  # ap-southeast-1, cn-hangzhou
+    catalog_region="ap-southeast-1",
+    driver_ready_image=False,  # the bootstrap installs the driver
+    block_volume="ESSD PL1",  # cloud_essd at its default performance level
+    metadata_firewall=False,  # hardened mode: tokens required
+    plot_colour="#e4393c",
+)
+HUAWEI = CloudFacts(
+    id="huawei",
+    display_name="Huawei Cloud",
+    pulumi_package="huaweicloud",
+    pip_package="pulumi-huaweicloud",
+    region_pattern=re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$"),  # ap-southeast-3, cn-north-4
+    catalog_region="ap-southeast-3",
+    # Offered per region and flavor; where it is missing the bootstrap installs the driver and the cold-start
+    # estimate is short by the driver phase (assumption: the region offers it).
+    driver_ready_image=True,
+    block_volume="GPSSD",
+    metadata_firewall=True,
+    plot_colour="#7b3fb0",
+)
+
+CLOUD_FACTS: Mapping[str, CloudFacts] = {facts.id: facts for facts in (AWS, GCP, ALIBABA, HUAWEI)}
+"""Every cloud inferstack knows, by id, in the order the CLI lists them. Keyed by `str`, so that a name not yet
+checked (a stack's config, `--cloud`) can be looked up."""
