@@ -14,8 +14,9 @@ import yaml
 
 from inferstack.cli import main
 from inferstack.components.program import deploy, read_stack_config
+from inferstack.diff import read_stack_workload
 from inferstack.errors import InputError
-from inferstack.pin import pin_stack, pinned_path
+from inferstack.pin import PinnedPlan, pin_stack, pinned_path, workload_sha256
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = "aws-prod"
@@ -118,3 +119,27 @@ def test_a_pin_for_an_infeasible_stack_is_not_written(project: Path) -> None:
     _stack_file(project).write_text(yaml.safe_dump(stack))
     assert main(["pin", str(_stack_file(project))]) == 3
     assert not pinned_path(_stack_file(project)).exists()
+
+
+#### The repository's own stacks ####
+
+SIZING_STACKS = sorted(  # a stack that gives a plan (inferstack:plan, planFile) deploys it as it is: no pin
+    path for path in (REPO / "stacks").glob("Pulumi.*.yaml")
+    if {"inferstack:workload", "inferstack:workloadFile"} & set(yaml.safe_load(path.read_text())["config"]))
+
+
+@pytest.mark.parametrize("stack_file", SIZING_STACKS, ids=lambda p: p.stem)
+def test_every_stack_that_sizes_a_workload_has_a_pin_written_for_that_workload(stack_file: Path) -> None:
+    pin = pinned_path(stack_file)
+    assert pin.is_file(), f"pin the stack: inferstack pin stacks/{stack_file.name}"
+    workload, _ = read_stack_workload(stack_file)
+    pinned = PinnedPlan.model_validate_json(pin.read_text())
+    assert pinned.workload_sha256 == workload_sha256(workload), f"re-pin: inferstack pin stacks/{stack_file.name}"
+
+
+def test_the_aws_prod_stack_deploys_its_committed_pin(run: Any, monkeypatch: Any) -> None:
+    monkeypatch.chdir(REPO)
+    config = yaml.safe_load((REPO / "stacks" / "Pulumi.aws-prod.yaml").read_text())["config"]
+    settings = run(lambda: read_stack_config(REPO), config=config, stack="aws-prod").value
+    pinned = PinnedPlan.model_validate_json((REPO / "stacks" / "Pulumi.aws-prod.plan.json").read_text())
+    assert settings.workload is None and settings.plan == pinned.chosen()
