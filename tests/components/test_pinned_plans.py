@@ -14,9 +14,10 @@ import yaml
 
 from inferstack.cli import main
 from inferstack.components.program import deploy, read_stack_config
-from inferstack.diff import read_stack_workload
+from inferstack.diff import diff_workload_files, read_stack_workload
 from inferstack.errors import InputError
 from inferstack.pin import PinnedPlan, pin_stack, pinned_path, workload_sha256
+from inferstack.sizing.planner import plan_workload
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = "aws-prod"
@@ -143,3 +144,29 @@ def test_the_aws_prod_stack_deploys_its_committed_pin(run: Any, monkeypatch: Any
     settings = run(lambda: read_stack_config(REPO), config=config, stack="aws-prod").value
     pinned = PinnedPlan.model_validate_json((REPO / "stacks" / "Pulumi.aws-prod.plan.json").read_text())
     assert settings.workload is None and settings.plan == pinned.chosen()
+
+
+def test_a_price_change_alone_changes_no_deployment_and_the_diff_shows_it(run: Any, project: Path) -> None:
+    # The pinned plan's server type becomes ten times dearer (a catalog or price update, nothing else).
+    _, pinned = pin_stack(_stack_file(project))
+    chosen = pinned.chosen()
+    dearer = project / "prices.yaml"
+    dearer.write_text(yaml.safe_dump({"prices": [{
+        "cloud": "aws", "region": chosen.region, "instance_type": chosen.instance_type,
+        "price_per_hour": 10 * chosen.price.hourly_per_instance.amount, "currency": "USD",
+        "source": "a price update", "date": "2026-11-30"}]}))
+    fresh = plan_workload(pinned.report.workload, clouds=["aws"], prices_file=dearer).outcome("aws").chosen
+    assert fresh is not None and fresh.instance_type != chosen.instance_type  # re-planning would move
+
+    def program() -> Any:
+        return deploy(read_stack_config(project)).plan
+
+    config = {**_config(project), "inferstack:pricesFile": str(dearer)}
+    assert run(program, config=config, stack=STACK).value == chosen
+
+    diff = diff_workload_files([_stack_file(project), _stack_file(project)], prices_file=dearer)
+    assert not diff.changed and diff.workload_changes == []  # the workload did not change
+    (drift,) = diff.catalog_changes  # the price alone did, since the pin
+    assert drift.cloud == "aws" and chosen.instance_type in (drift.before or "")
+    assert fresh.instance_type in (drift.after or "")
+    assert "Re-planned today it would be" in (diff.pin or "")
