@@ -1,18 +1,19 @@
-"""Wall time of `inferstack plan` over the full catalog, interpreter start included.
+"""Wall and CPU time of `inferstack plan` over the full catalog, interpreter start included.
 
-    python benchmarks/plan_speed.py [--runs 15]
+    python benchmarks/plan_speed.py [--runs 15] [--check]
 
-Runs the installed `inferstack` command on every sample workload (all four clouds, every catalog offer),
-for the table people read and for --json, and prints the best and median wall time per case. Target
-(issue "Sizing"): under 300 ms. Timing depends on the machine and its load, so this prints figures and
-does not fail; compare runs on the same machine.
+Runs `python -m inferstack.cli plan` from this checkout (its code, not whichever copy is installed) on every
+sample workload (all four clouds, every catalog offer), for the table people read and for --json, and prints
+the best and median wall time and the median CPU time (user + system) per case, after the bare interpreter
+start for scale. Target (issue "Sizing"): `--json` median under 300 ms. Timing depends on the machine and its
+load, so this is a figure, not a test: it exits non-zero only with --check, when a `--json` median misses the
+target. Compare runs on the same machine under the same load; CPU time is the steadier figure on a busy one.
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -21,10 +22,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 0.300
+MIN_RUNS = 10  # the issue asks for the median of at least 10 runs
 
 
 def timings(command: list[str], runs: int) -> tuple[list[float], list[float]]:
-    """Wall seconds and CPU seconds (user + system) of each run of `command`."""
+    """Wall seconds and CPU seconds (user + system) of each run of `command`, run from the checkout's root."""
     walls, cpus = [], []
     for _ in range(runs):
         before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
@@ -35,19 +37,39 @@ def timings(command: list[str], runs: int) -> tuple[list[float], list[float]]:
     return walls, cpus
 
 
-def main() -> None:
+def row(workload: str, output: str, walls: list[float], cpus: list[float], target: bool) -> str:
+    median = statistics.median(walls)
+    verdict = ("yes" if median < TARGET_S else "no") if target else "–"
+    return (
+        f"| {workload} | {output} | {min(walls) * 1e3:.0f} ms | {median * 1e3:.0f} ms | "
+        f"{statistics.median(cpus) * 1e3:.0f} ms | {verdict} |"
+    )
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=15, help=f"runs per case, at least {MIN_RUNS} (default 15)")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a --json median misses the target")
     args = parser.parse_args()
-    executable = shutil.which("inferstack", path=str(Path(sys.executable).parent)) or "inferstack"
-    print("| workload | output | wall best | wall median | CPU median | median < 300 ms |")
+    if args.runs < MIN_RUNS:
+        parser.error(f"--runs must be at least {MIN_RUNS}, got {args.runs}")
+    # `-m` from the root imports this checkout's package, ahead of an installed or editable copy.
+    command = [sys.executable, "-m", "inferstack.cli", "plan"]
+    print(f"{args.runs} runs per case; target: --json median < {TARGET_S * 1e3:.0f} ms")
+    print("| workload | output | wall best | wall median | CPU median | median < target |")
     print("|---|---|---:|---:|---:|---|")
+    print(row("(python start)", "–", *timings([sys.executable, "-c", "pass"], args.runs), target=False))
+    missed = []
     for workload in sorted((ROOT / "examples" / "workloads").glob("*.yaml")):
         for label, extra in (("table", []), ("json", ["--json"])):
-            walls, cpus = timings([executable, "plan", str(workload), *extra], args.runs)
-            median = statistics.median(walls)
-            print(f"| {workload.name} | {label} | {min(walls) * 1e3:.0f} ms | {median * 1e3:.0f} ms | "
-                  f"{statistics.median(cpus) * 1e3:.0f} ms | {'yes' if median < TARGET_S else 'no'} |")
+            walls, cpus = timings([*command, str(workload.relative_to(ROOT)), *extra], args.runs)
+            print(row(workload.name, label, walls, cpus, target=label == "json"), flush=True)
+            if label == "json" and statistics.median(walls) >= TARGET_S:
+                missed.append(workload.name)
+    if missed:
+        print(f"--json median at or over {TARGET_S * 1e3:.0f} ms: {', '.join(missed)}")
+    return 1 if args.check and missed else 0
+
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
