@@ -143,8 +143,9 @@ def plan_once(
             fix=f"use one of {', '.join(sorted(book.rates.usd_per_unit))} or add the rate in a --prices file",
         )
     today = run_date()
+    shared: dict[tuple[object, ...], Sizing] = {}
     outcomes = [
-        _plan_cloud(demand, cloud, _regions(spec, cloud, region), book, today, alternatives)
+        _plan_cloud(demand, cloud, _regions(spec, cloud, region), book, today, shared, alternatives)
         for cloud in _chosen_clouds(spec, clouds, region)
     ]
     ranked = sorted((o.chosen for o in outcomes if o.chosen and o.chosen.price.monthly_ranking),
@@ -237,8 +238,9 @@ def _rates_for(book: PriceBook, currency: str) -> dict[str, float]:
 # ---- one cloud -----------------------------------------------------------------------------------------
 
 
-def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBook,
-                today: datetime.date, alternatives: int | None = ALTERNATIVES_SHOWN) -> CloudOutcome:
+def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBook, today: datetime.date,
+                shared: dict[tuple[object, ...], Sizing], alternatives: int | None = ALTERNATIVES_SHOWN
+                ) -> CloudOutcome:
     excluded: Counter[str] = Counter()
     blockers: dict[str, list[tuple[float, str]]] = {}
     priced: list[Priced] = []
@@ -251,7 +253,7 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
         if isinstance(candidate_or_reason, str):
             excluded[candidate_or_reason] += 1
             continue
-        sizing = size_candidate(demand, candidate_or_reason)
+        sizing = _size(demand, candidate_or_reason, shared)
         if sizing.blocked is not None:
             blockers.setdefault(sizing.blocked.kind, []).append((sizing.blocked.gap, f"{offer.name}: {sizing.blocked}"))
             continue
@@ -273,6 +275,27 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
         blocked_by=[] if plans else _summarise_blocks(blockers, excluded),
         candidates_checked=checked,
     )
+
+
+def shared_sizing_key(candidate: Candidate) -> tuple[object, ...] | None:
+    """All that sizing reads of a GPU offer: its accelerators and what runs on them, not its name, vCPUs or host
+    memory (a calibration row, too, names GPU hardware by id and count). GPU offers (of any cloud) that agree on it
+    are sized once; CPU offers, one by one (None)."""
+    offer = candidate.offer
+    if offer.gpu is None:
+        return None
+    return (offer.gpu, offer.gpu_count, candidate.engine, candidate.precision, candidate.dtype, candidate.notes)
+
+
+def _size(demand: Demand, candidate: Candidate, shared: dict[tuple[object, ...], Sizing]) -> Sizing:
+    """`size_candidate`, reusing the sizing of an offer with the same `shared_sizing_key` (the costly part of a plan:
+    a cloud lists the same accelerators in several sizes of host, and the clouds share accelerators)."""
+    key = shared_sizing_key(candidate)
+    if key is None:
+        return size_candidate(demand, candidate)
+    if key not in shared:
+        shared[key] = size_candidate(demand, candidate)
+    return replace(shared[key], candidate=candidate)
 
 
 def _over_budget(demand: Demand, sizing: Sizing, region: str, price: Price) -> tuple[str, tuple[float, str]] | None:

@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 from inferstack.errors import InputError
 from inferstack.sizing import planner
 from inferstack.sizing.catalog import offers
+from inferstack.sizing.demand import demand_of
+from inferstack.sizing.evaluate import size_candidate
+from inferstack.sizing.models import resolve
 from inferstack.sizing.planner import plan_workload
 from inferstack.spec import WorkloadSpec, load_workload, parse_workload
 
@@ -135,6 +138,25 @@ def test_impossible_slo_reports_blockers_and_nearest_feasible_changes():
 def test_plannable_engines_only():
     with pytest.raises(InputError, match="engine"):
         plan_workload(workload("chat-8b-public.yaml", engine="trtllm"))
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in WORKLOADS.glob("*.yaml")))
+def test_gpu_offers_with_the_same_accelerators_are_sized_alike(name):
+    # The planner sizes each shared_sizing_key once, so a GPU offer's sizing must read nothing else of the offer
+    # (host vCPUs or memory, name, cloud): every catalog offer sized on its own agrees.
+    spec = load_workload(WORKLOADS / name)
+    demand = demand_of(spec, resolve(spec.model))
+    first, shared = {}, 0
+    for offer in offers():
+        candidate = planner._candidate(demand, offer)
+        if isinstance(candidate, str) or (key := planner.shared_sizing_key(candidate)) is None:
+            continue
+        sizing = size_candidate(demand, candidate)
+        if key in first:
+            shared += 1
+            assert sizing == replace(first[key], candidate=candidate), offer.name
+        first.setdefault(key, sizing)
+    assert shared > 0
 
 
 def test_plan_carries_sources_and_rationale():
