@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from inferstack.errors import InputError, Problem
@@ -74,29 +75,30 @@ class Demand:
         """Mean tokens one sequence holds in the KV cache at the end of its answer."""
         return self.prompt_tokens + self.output_tokens
 
-    @property
+    # The length statistics below are cached: the planner's queueing model reads them thousands of times a plan.
+    @cached_property
     def prompt_tokens_cv2(self) -> float:
         """Squared coefficient of variation of the prompt length (lognormal through the mean and p95)."""
         return math.expm1(lognormal_sigma(self.prompt_tokens, self.prompt_tokens_p95) ** 2)
 
-    @property
+    @cached_property
     def output_tokens_cv2(self) -> float:
         """Squared coefficient of variation of the output length (lognormal through the mean and p95)."""
         return math.expm1(lognormal_sigma(self.output_tokens, self.output_tokens_p95) ** 2)
 
-    @property
+    @cached_property
     def sequence_tokens_cv(self) -> float:
         """Coefficient of variation of prompt + output (independent lengths)."""
         variance = self.prompt_tokens**2 * self.prompt_tokens_cv2 + self.output_tokens**2 * self.output_tokens_cv2
         return math.sqrt(variance) / self.sequence_tokens
 
-    @property
+    @cached_property
     def kv_sequence_tokens(self) -> int:
         """Tokens one running sequence holds in the KV cache, averaged over time: a long answer holds its blocks
         longer, so the cache sees E[(prompt + output)·output] / E[output] = prompt + output·(1 + CV²)."""
         return round(self.prompt_tokens + self.output_tokens * (1 + self.output_tokens_cv2))
 
-    @property
+    @cached_property
     def kv_context_tokens(self) -> int:
         """Mean context of the running batch, averaged over time (what a decode step reads per sequence)."""
         return round(self.prompt_tokens + self.output_tokens * (1 + self.output_tokens_cv2) / 2)
