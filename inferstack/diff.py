@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from inferstack.errors import input_error
-from inferstack.pin import PinnedPlan, pinned_path, workload_sha256
+from inferstack.pin import PinnedPlan, pinned_path
 from inferstack.plan import CloudOutcome, DeploymentPlan, Money, PlanReport, Price
 from inferstack.spec import (
     CLOUDS,
@@ -593,7 +593,7 @@ def _matching_pin(text: str | None, report: PlanReport | None) -> PinnedPlan | N
         pinned = PinnedPlan.model_validate_json(text)
     except ValidationError:
         return None
-    return pinned if pinned.workload_sha256 == workload_sha256(report.workload) else None
+    return pinned if pinned.written_for(report.workload) else None
 
 
 def _with_pins(diff: PlanDiff, base: PlanReport | None, head: PlanReport, head_path: Path,

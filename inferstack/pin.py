@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inferstack import __version__
-from inferstack.errors import InfeasibleError, InputError, input_error
+from inferstack.errors import InputError, input_error
 from inferstack.plan import DeploymentPlan, PlanReport
 from inferstack.spec import ModelSpec, WorkloadSpec, problems_from_validation
 
@@ -34,6 +34,10 @@ class PinnedPlan(BaseModel):
     written_on: str = Field(description="The run date the plan was made on (prices are aged against it).")
     workload_sha256: str = Field(description="Hash of the workload as the stack sizes it (workload_sha256).")
     report: PlanReport = Field(description="The plan report for the stack's cloud; its chosen plan is deployed.")
+
+    def written_for(self, workload: WorkloadSpec) -> bool:
+        """Whether this pin was written for `workload` as the stack sizes it now."""
+        return self.workload_sha256 == workload_sha256(workload)
 
     def chosen(self) -> DeploymentPlan:
         (outcome,) = self.report.clouds
@@ -65,11 +69,7 @@ def pin_stack(stack_file: Path) -> tuple[Path, PinnedPlan]:
     workload, prices_file = read_stack_workload(stack_file)
     (cloud,) = workload.placement.clouds
     report = plan_workload(workload, clouds=[cloud], prices_file=prices_file)
-    outcome = report.outcome(cloud)
-    if outcome.chosen is None:
-        reasons = "; ".join(outcome.blocked_by) or "no candidate fits"
-        raise InfeasibleError(f"{stack_file}: no feasible deployment on {cloud}: {reasons}. Fix: relax the SLOs, the "
-                              "budget or the placement (`inferstack plan` suggests how); nothing was written")
+    report.outcome(cloud).require_chosen(str(stack_file), after="; nothing was written")
     pinned = PinnedPlan(inferstack_version=__version__, written_on=run_date().isoformat(),
                         workload_sha256=workload_sha256(workload), report=report)
     path = pinned_path(stack_file)
@@ -84,7 +84,7 @@ def read_pinned(path: Path, workload: WorkloadSpec, *, stack_file: str) -> Deplo
     except ValidationError as error:
         raise InputError(problems_from_validation(error, prefix=path.name),
                          source=f"{path} (rewrite it: inferstack pin {stack_file})") from None
-    if pinned.workload_sha256 != workload_sha256(workload):
+    if not pinned.written_for(workload):
         raise input_error("inferstack:workload", f"changed since its plan was pinned in {path.name} on "
                           f"{pinned.written_on} (the workload, or the stack's cloud, stage or region)",
                           fix=f"re-plan with `inferstack pin {stack_file}`, review the new plan (inferstack diff) "

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from inferstack.errors import InfeasibleError
 from inferstack.spec import (
     CURRENCY_PATTERN,
     GPU_NAME_PATTERN,
@@ -345,6 +346,15 @@ class CloudOutcome(_Frozen):
     chosen: DeploymentPlan | None
     alternatives: list[DeploymentPlan]
     blocked_by: list[str] = Field(description="Why no deployment was feasible (empty when one was chosen).")
+
+    def require_chosen(self, where: str, *, after: str = "") -> DeploymentPlan:
+        """The chosen deployment, or InfeasibleError naming `where` and the planner's reasons (`after` adds a
+        sentence to the fix)."""
+        if self.chosen is not None:
+            return self.chosen
+        reasons = "; ".join(self.blocked_by) or "no candidate fits"
+        raise InfeasibleError(f"{where}: no feasible deployment on {self.cloud}: {reasons}. Fix: relax the SLOs, the "
+                              f"budget or the placement (`inferstack plan` suggests how){after}")
     candidates_checked: int
 
 

@@ -48,7 +48,7 @@ from inferstack.components.core import (
     parse_cidrs,
     validate_args,
 )
-from inferstack.errors import InfeasibleError, InputError, Problem, input_error
+from inferstack.errors import InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
 from inferstack.spec import Cloud, WorkloadSpec, for_stack, parse_document, parse_workload
 
@@ -703,12 +703,7 @@ def size_workload(workload: WorkloadSpec, cloud: Cloud, *, field: str = "workloa
         raise input_error(field, "cannot be sized: inferstack.sizing.plan_workload is not available",
                           fix="pass a plan instead (inferstack plan WORKLOAD --json)") from None
     workload = for_stack(workload, cloud, region=backend_for(cloud).configured_region(), cloud_field=field)
-    outcome = plan_workload(workload, clouds=[cloud], prices_file=prices_file).outcome(cloud)
-    if outcome.chosen is None:
-        reasons = "; ".join(outcome.blocked_by) or "no candidate fits"
-        raise InfeasibleError(f"{field}: no feasible deployment on {cloud}: {reasons}. "
-                              "Fix: relax the SLOs, the budget or the placement (`inferstack plan` suggests how)")
-    return outcome.chosen
+    return plan_workload(workload, clouds=[cloud], prices_file=prices_file).outcome(cloud).require_chosen(field)
 
 
 def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: CloudBackend,

@@ -10,6 +10,7 @@ import pytest
 import inferstack.sizing
 from inferstack.components import InferenceServer
 from inferstack.errors import InfeasibleError, InputError
+from inferstack.plan import CloudOutcome
 from inferstack.spec import parse_workload
 from tests.sample_plans import sample_plan
 
@@ -28,7 +29,8 @@ def test_workload_is_sized_for_the_cloud_and_deployed(run: Any) -> None:
 
 
 def test_workload_with_no_feasible_deployment_fails_with_the_reasons(run: Any, monkeypatch: Any) -> None:
-    blocked = SimpleNamespace(chosen=None, blocked_by=["no GPU in us-east-1 fits 140 GiB", "budget 100 USD"])
+    blocked = CloudOutcome.model_construct(cloud="aws", chosen=None,
+                                           blocked_by=["no GPU in us-east-1 fits 140 GiB", "budget 100 USD"])
     report = SimpleNamespace(outcome=lambda cloud: blocked)
     monkeypatch.setattr(inferstack.sizing, "plan_workload", lambda spec, **options: report, raising=False)
 
@@ -71,7 +73,8 @@ def test_stack_sizes_its_workload_with_the_price_overrides_it_names(monkeypatch:
 
     def plan_workload(spec: Any, **options: Any) -> Any:
         calls.append({"spec": spec, **options})
-        return SimpleNamespace(outcome=lambda cloud: SimpleNamespace(chosen=chosen, blocked_by=[]))
+        return SimpleNamespace(outcome=lambda cloud: CloudOutcome.model_construct(cloud=cloud, chosen=chosen,
+                                                                                   blocked_by=[]))
 
     monkeypatch.setattr(inferstack.sizing, "plan_workload", plan_workload, raising=False)
     result = preview_stack({"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:stage": "validation",
