@@ -33,6 +33,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from inferstack.bootstrap.render import user_data_gzip
 from inferstack.clouds import CLOUD_FACTS
+from inferstack.components.observability import AlarmKind
 from inferstack.errors import InputError, Problem, input_error, with_article
 from inferstack.extras import require_cloud
 from inferstack.plan import DeploymentPlan
@@ -455,6 +456,8 @@ class CloudBackend(ABC):
     domain and takes none."""
     brought_ids: ClassVar[BroughtIds]
     """The form of each id a user brings instead of a created network, firewall or identity."""
+    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {}
+    """Alarm kinds the cloud publishes no metric for, each with the reason; every other rule gets an alarm."""
     notification_target: ClassVar[ValueRule | None] = None
     """What `alarm_notification` names here: where the fleet's alarms notify (an SNS topic, a notification channel, a
     contact group, an SMN topic)."""

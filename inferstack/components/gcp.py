@@ -24,6 +24,8 @@ from inferstack.components.core import (
     NONCURRENT_VERSIONS_KEPT,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
+    AlarmsRequest,
+    AlarmsResult,
     BroughtIds,
     BundleRequest,
     Capability,
@@ -65,6 +67,7 @@ from inferstack.components.core import (
     unique_name,
     unsupported,
 )
+from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan
 
@@ -214,6 +217,18 @@ SERVING_PORT_NAME = "http"
 # and the load balancer only counts a server full at its saturation. 0.8 is also the autoscaler's own default.
 LB_UTILIZATION_TARGET = 0.8
 
+# Alarms read Cloud Monitoring's load-balancing metrics (Google Cloud metrics list, "loadbalancing"; Cloud Load
+# Balancing docs, "Monitoring metrics"), one per load-balancer kind: the global external Application Load Balancer
+# publishes https/... on the https_lb_rule resource, the regional internal one https/internal/... on
+# internal_http_lb_rule; both label a series with its backend service (backend_target_name). backend_latencies is a
+# distribution in ms from the request's dispatch to the backend until the backend's last byte (end to end at the
+# backend); request_count carries response_code_class (500 for 5xx). The group's size is
+# compute.googleapis.com/instance_group/size on the instance_group resource.
+LB_METRICS: Mapping[str, tuple[str, str]] = {
+    "external": ("https_lb_rule", "loadbalancing.googleapis.com/https"),
+    "internal": ("internal_http_lb_rule", "loadbalancing.googleapis.com/https/internal"),
+}
+
 # Compute Engine limits: autohealing's initial delay and a rolling update's min_ready_sec are 0..3600 s (pulumi_gcp
 # RegionInstanceGroupManager auto_healing_policies.initial_delay_sec, update_policy.min_ready_sec); connection
 # draining at most 3600 s (backend service connection_draining_timeout_sec).
@@ -315,6 +330,15 @@ class GcpBackend(CloudBackend):
     }
     assets_certificate = None  # a Google-managed certificate is issued for the domain
     # A name alone, a path (the provider's ids) or a self link; a user-managed service account or the default one.
+    notification_target = ValueRule(
+        "a Cloud Monitoring notification channel's name, projects/PROJECT/notificationChannels/ID (gcloud beta "
+        "monitoring channels list)",
+        r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]{1,20}",
+        "projects/my-project/notificationChannels/1234567890123456789")
+    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {
+        AlarmKind.UNHEALTHY_SERVERS: "Cloud Monitoring has no metric of backend health-check states (they are read "
+                                     "by the backendServices.getHealth API only); the group's autohealing replaces a "
+                                     "server that fails its health check"}
     brought_ids = BroughtIds(
         network=ValueRule("a VPC network's name, id or self link",
                           rf"({SELF_LINK}projects/{PROJECT_ID}/global/networks/)?{RESOURCE_NAME}",
@@ -558,7 +582,26 @@ class GcpBackend(CloudBackend):
                                      "time_window_sec": fleet.scale_in_cooldown_s}},
             opts=child_options(parent, depends_on=[front_end.backend]))
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
-                           load_balancer_address=front_end.address, group_id=group.id)
+                           load_balancer_address=front_end.address, group_id=group.id,
+                           watched={"backend_service": front_end.backend.name, "group": group.name,  # type: ignore[attr-defined]
+                                    "scheme": "external" if request.internet_facing else "internal"})
+
+    #### Monitoring ####
+
+    def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
+        """One Cloud Monitoring alert policy per rule on the load balancer's and the group's metrics, each notifying
+        the notification channel."""
+        watched = request.fleet.watched
+        policies = [gcp.monitoring.AlertPolicy(
+            f"{name}-alert-{rule.kind.value}", display_name=f"inferstack {name}: {rule.kind.value}", combiner="OR",
+            conditions=[{"display_name": rule.kind.value, "condition_threshold": pulumi.Output.all(
+                watched["backend_service"], watched["group"]).apply(
+                    lambda names, rule=rule: _alert_condition(rule, str(watched["scheme"]), *names))}],
+            documentation={"content": f"inferstack {name}: {rule.summary}", "mime_type": "text/markdown"},
+            notification_channels=[request.notification_target] if request.notification_target else [],
+            severity="ERROR", user_labels=gcp_labels(request.tags), opts=child_options(parent))
+            for rule in alarm_rules(request.plan) if rule.kind not in self.unwatched_alarms]
+        return AlarmsResult(alarm_ids=[policy.name for policy in policies])
 
     #### Offline preview ####
 
@@ -941,6 +984,31 @@ class _FrontEnd:
     """Where the API domain points: the load balancer's IP address."""
     backend: pulumi.Resource
     """The backend service (the autoscaler's utilization is its requests)."""
+
+
+def _alert_condition(rule: AlarmRule, scheme: str, backend_service: str, group: str) -> dict[str, Any]:
+    """A rule's threshold condition (AlertPolicyConditionConditionThreshold), on one-minute alignments."""
+    duration = f"{rule.minutes * 60}s"
+    if rule.kind is AlarmKind.FLEET_AT_CEILING:
+        return {"filter": f'resource.type = "instance_group" AND resource.label.instance_group_name = "{group}" AND '
+                          'metric.type = "compute.googleapis.com/instance_group/size"',
+                "comparison": "COMPARISON_GE", "threshold_value": rule.threshold, "duration": duration,
+                "aggregations": [{"alignment_period": "60s", "per_series_aligner": "ALIGN_MIN"}]}
+    resource, prefix = LB_METRICS[scheme]
+    backend = f'resource.type = "{resource}" AND resource.label.backend_target_name = "{backend_service}"'
+    if rule.kind is AlarmKind.LATENCY:
+        # A distribution: its one-minute deltas merged across series, then their 95th percentile.
+        return {"filter": f'{backend} AND metric.type = "{prefix}/backend_latencies"',
+                "comparison": "COMPARISON_GT", "threshold_value": rule.threshold, "duration": duration,
+                "aggregations": [{"alignment_period": "60s", "per_series_aligner": "ALIGN_DELTA",
+                                  "cross_series_reducer": "REDUCE_PERCENTILE_95"}]}
+    assert rule.kind is AlarmKind.ERROR_RATE, rule.kind
+    # A ratio condition: 5xx answers over all answers, compared with a fraction.
+    rate = [{"alignment_period": "60s", "per_series_aligner": "ALIGN_RATE", "cross_series_reducer": "REDUCE_SUM"}]
+    requests = f'{backend} AND metric.type = "{prefix}/request_count"'
+    return {"filter": f"{requests} AND metric.label.response_code_class = 500", "aggregations": rate,
+            "denominator_filter": requests, "denominator_aggregations": rate,
+            "comparison": "COMPARISON_GT", "threshold_value": rule.threshold / 100, "duration": duration}
 
 
 def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
