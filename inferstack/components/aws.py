@@ -923,8 +923,9 @@ def _alarm_condition(rule: AlarmRule, dimensions: Mapping[str, pulumi.Input[str]
         return {**per_minute, "metric_name": "HealthyHostCount", "dimensions": dimensions, "statistic": "Minimum",
                 "comparison_operator": "GreaterThanOrEqualToThreshold", "threshold": rule.threshold}
     if rule.kind is AlarmKind.LATENCY:
-        return {**per_minute, "metric_name": "TargetResponseTime", "dimensions": dimensions, "extended_statistic": "p95",
-                "comparison_operator": "GreaterThanThreshold", "threshold": rule.threshold / 1000}
+        return {**per_minute, "metric_name": "TargetResponseTime", "dimensions": dimensions,
+                "extended_statistic": "p95", "comparison_operator": "GreaterThanThreshold",
+                "threshold": rule.threshold / 1000}
     # Error rate: server errors as a percentage of requests, by metric math (no request: no data, not breaching).
     balancer = {"LoadBalancer": dimensions["LoadBalancer"]}
     return {"comparison_operator": "GreaterThanThreshold", "threshold": rule.threshold, "metric_queries": [

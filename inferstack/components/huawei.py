@@ -15,8 +15,8 @@ import functools
 import hashlib
 import ipaddress
 import json
-import os
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -815,8 +815,8 @@ def _alarm_condition(plan: DeploymentPlan, rule: AlarmRule) -> dict[str, Any]:
     metric, rollup, comparison, unit = ELB_ALARM_METRICS[rule.kind]
     period, count = (1, rule.minutes) if rule.minutes <= 5 else (300, math.ceil(rule.minutes / 5))
     value = errors_per_s(plan, rule) if rule.kind is AlarmKind.ERROR_RATE else rule.threshold
-    return {"metric_name": metric, "period": period, "count": count, "filter": rollup, "comparison_operator": comparison,
-            "value": value, "unit": unit, "alarm_level": 2}
+    return {"metric_name": metric, "period": period, "count": count, "filter": rollup,
+            "comparison_operator": comparison, "value": value, "unit": unit, "alarm_level": 2}
 
 
 def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
