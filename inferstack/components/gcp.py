@@ -594,9 +594,7 @@ class GcpBackend(CloudBackend):
         watched = request.fleet.watched
         policies = [gcp.monitoring.AlertPolicy(
             f"{name}-alert-{rule.kind.value}", display_name=f"inferstack {name}: {rule.kind.value}", combiner="OR",
-            conditions=[{"display_name": rule.kind.value, "condition_threshold": pulumi.Output.all(
-                watched["backend_service"], watched["group"]).apply(
-                    lambda names, rule=rule: _alert_condition(rule, str(watched["scheme"]), *names))}],
+            conditions=[_watched_condition(rule, watched)],
             documentation={"content": f"inferstack {name}: {rule.summary}", "mime_type": "text/markdown"},
             notification_channels=[request.notification_target] if request.notification_target else [],
             severity="ERROR", user_labels=gcp_labels(request.tags), opts=child_options(parent))
@@ -984,6 +982,14 @@ class _FrontEnd:
     """Where the API domain points: the load balancer's IP address."""
     backend: pulumi.Resource
     """The backend service (the autoscaler's utilization is its requests)."""
+
+
+def _watched_condition(rule: AlarmRule, watched: Mapping[str, pulumi.Input[str]]) -> Any:
+    """A rule's AlertPolicyCondition, once the backend service's and the group's names are known."""
+    scheme = str(watched["scheme"])
+    threshold = pulumi.Output.all(watched["backend_service"], watched["group"]).apply(
+        lambda names: _alert_condition(rule, scheme, names[0], names[1]))
+    return {"display_name": rule.kind.value, "condition_threshold": threshold}
 
 
 def _alert_condition(rule: AlarmRule, scheme: str, backend_service: str, group: str) -> dict[str, Any]:
