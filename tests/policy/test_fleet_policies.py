@@ -26,7 +26,8 @@ ONLY_LB = ("a fleet's serving port admits its load balancer only (the load balan
            "Google's front ends 130.211.0.0/22, 35.191.0.0/16); callers reach the load balancer")
 LB_FIREWALL = ("only a load balancer's own firewall opens 443 and 80 to callers; servers admit the load balancer "
                "only")
-ADVISORY = {"public-api-has-api-key"}  # the hand-built fleets store no API key; the advisory says so
+ADVISORY = {"public-api-has-api-key", "fleet-watched-by-alarms"}  # the hand-built fleets store no API key
+# and carry no alarms; the advisories say so
 CLOUDS = sorted(fleets.FLEETS)
 
 Props = dict[str, Any]
