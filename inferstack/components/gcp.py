@@ -224,6 +224,11 @@ LB_UTILIZATION_TARGET = 0.8
 # distribution in ms from the request's dispatch to the backend until the backend's last byte (end to end at the
 # backend); request_count carries response_code_class (500 for 5xx). The group's size is
 # compute.googleapis.com/instance_group/size on the instance_group resource.
+# The load balancer's access log: every request, written by the load balancer to Cloud Logging (Cloud Load Balancing
+# docs, "Logging and monitoring": backend service logConfig, sampleRate 0.0-1.0), kept by the project's _Default log
+# bucket (30 days unless changed; Cloud Logging, "Routing and storage overview"). It holds request metadata (client
+# address, URL, status, latency), never request bodies.
+LB_REQUEST_LOG: Any = {"enable": True, "sample_rate": 1.0}  # both backend services' LogConfigArgsDict
 LB_METRICS: Mapping[str, tuple[str, str]] = {
     "external": ("https_lb_rule", "loadbalancing.googleapis.com/https"),
     "internal": ("internal_http_lb_rule", "loadbalancing.googleapis.com/https/internal"),
@@ -1038,7 +1043,8 @@ def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
             group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
             max_rate_per_instance=_max_rate(request))],
         protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
-        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan), opts=opts)
+        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan),
+        log_config=LB_REQUEST_LOG, opts=opts)
     address = gcp.compute.GlobalAddress(f"{name}-lb-address", name=_gcp_name(name, "lb-address"), ip_version="IPV4",
                                         labels=labels, opts=opts)
     certificate = gcp.compute.ManagedSslCertificate(
@@ -1088,7 +1094,8 @@ def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
             group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
             max_rate_per_instance=_max_rate(request))],
         protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
-        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan), opts=opts)
+        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan),
+        log_config=LB_REQUEST_LOG, opts=opts)
     # The forwarding rules need the network's proxy-only subnetwork (one per network and region): say so clearly.
     subnetwork = pulumi.Output.all(request.load_balancer_subnet_ids[0], _proxy_only_ranges(parent, request.network_id),
                                    region).apply(lambda values: _with_proxy_only(*values))

@@ -154,3 +154,11 @@ def test_a_single_server_has_no_alarms_and_a_plan_without_an_slo_no_latency_alar
     fleet = sample_plan("aws", "gpu-llm", "production")
     kinds = {rule.kind for rule in alarm_rules(fleet.model_copy(update={"slo": None}))}
     assert AlarmKind.LATENCY not in kinds and AlarmKind.FLEET_AT_CEILING in kinds
+
+
+def test_google_clouds_load_balancer_logs_every_request() -> None:
+    result = preview_workload(WORKLOAD, cloud="gcp")
+    backends = [r for r in result.resources
+                if r.type in ("gcp:compute/backendService:BackendService",
+                              "gcp:compute/regionBackendService:RegionBackendService") and r.name.endswith("-backend")]
+    assert backends and all(b.inputs["logConfig"] == {"enable": True, "sampleRate": 1.0} for b in backends)
