@@ -1337,6 +1337,10 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": _group_outputs,
     "gcp:compute/regionAutoscaler:RegionAutoscaler": _regional("autoscalers"),
     "gcp:compute/healthCheck:HealthCheck": _global("healthChecks"),
+    # An alert policy's name is its path, with an id Cloud Monitoring assigns (a number).
+    "gcp:monitoring/alertPolicy:AlertPolicy": lambda c: (
+        f"projects/{c.account}/alertPolicies/{int(c.digest[:15], 16)}",
+        {"name": f"projects/{c.account}/alertPolicies/{int(c.digest[:15], 16)}"}),
     "gcp:compute/regionHealthCheck:RegionHealthCheck": _regional("healthChecks"),
     "gcp:compute/securityPolicy:SecurityPolicy": _global("securityPolicies"),
     "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy": _regional("securityPolicies"),
