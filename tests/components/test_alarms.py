@@ -18,11 +18,12 @@ from inferstack.components.observability import AlarmKind, alarm_rules, errors_p
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import PreviewResult, RegisteredResource, preview_workload
+from inferstack.spec import Cloud
 from tests.sample_plans import sample_plan
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOAD = REPO / "examples" / "workloads" / "chat-8b-public.yaml"
-CLOUDS = ["aws", "gcp", "alibaba", "huawei"]
+CLOUDS: list[Cloud] = ["aws", "gcp", "alibaba", "huawei"]
 
 TARGETS = {
     "aws": "arn:aws:sns:us-east-1:123456789012:inference-alarms",
@@ -123,7 +124,7 @@ def test_every_alarm_notifies_the_configured_target(notified_preview: tuple[str,
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
-def test_without_a_target_the_alarms_exist_and_notify_nobody_but_alibabas_own_contact_group(cloud: str) -> None:
+def test_without_a_target_the_alarms_exist_and_notify_nobody_but_alibabas_own_contact_group(cloud: Cloud) -> None:
     result = preview_workload(WORKLOAD, cloud=cloud)
     alarms = _alarms(cloud, result)
     assert alarms
@@ -135,7 +136,7 @@ def test_without_a_target_the_alarms_exist_and_notify_nobody_but_alibabas_own_co
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
-def test_a_target_not_of_the_clouds_form_is_refused_before_anything_is_created(cloud: str) -> None:
+def test_a_target_not_of_the_clouds_form_is_refused_before_anything_is_created(cloud: Cloud) -> None:
     with pytest.raises(InputError) as error:
         preview_workload(WORKLOAD, cloud=cloud, config={"inferstack:alarmNotification": MALFORMED[cloud]})
     assert "alarm_notification" in str(error.value) and MALFORMED[cloud] in str(error.value)
