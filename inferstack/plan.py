@@ -169,6 +169,18 @@ class Performance(_Frozen):
     concurrency_per_replica: int = Field(description="Requests in flight per replica at peak.")
 
 
+class Objectives(_Frozen):
+    """The service levels the plan was sized to hold: the workload's `slo`, with the planner's defaults where it gave
+    none. What the deployment's alarms compare measurements with (components/observability.py)."""
+
+    ttft_p95_ms: float | None = Field(description="95th-percentile time to first token (LLMs, interactive).")
+    tpot_p95_ms: float | None = Field(description="95th-percentile time per output token (LLMs, interactive).")
+    latency_p95_ms: float | None = Field(
+        description="95th-percentile end-to-end latency per request: the workload's target; for LLMs, the TTFT "
+                    "target plus the TPOT target for each further token of a p95-long answer. None: no latency "
+                    "target (batch work).")
+
+
 class Serving(_Frozen):
     """How the runtime is started: what the bootstrap renders into the service unit."""
 
@@ -320,6 +332,9 @@ class DeploymentPlan(_Frozen):
     fleet: Fleet | None = Field(
         default=None, description="The autoscaled group behind a load balancer; None: one server on its own "
                                   "(validation and internal plans of one replica).")
+    slo: Objectives | None = Field(
+        default=None, description="The service levels the plan holds (its alarms' thresholds). The planner writes it "
+                                  "on every plan; None only in plans written before it existed.")
 
     @property
     def request_timeout_s(self) -> int:

@@ -3032,6 +3032,34 @@ def check_fleet_zones(stack: Stack, report_violation: ReportViolation) -> None:
                              "stage)", group.resource.urn)
 
 
+# A managed group is watched when the stack holds an alarm on its load balancer's metrics (what inferstack's
+# components/<cloud>.py create_alarms registers): by cloud, the alarm type and whether an alarm's inputs read them.
+FLEET_ALARMS: Mapping[str, tuple[str, Callable[[Mapping[str, Any]], bool]]] = {
+    "aws": ("aws:cloudwatch/metricAlarm:MetricAlarm",
+            lambda p: p.get("namespace") == "AWS/ApplicationELB"
+            and p.get("metricName") in ("UnHealthyHostCount", "HealthyHostCount", "TargetResponseTime")),
+    "gcp": ("gcp:monitoring/alertPolicy:AlertPolicy",
+            lambda p: any("loadbalancing.googleapis.com/" in str((c.get("conditionThreshold") or {}).get("filter"))
+                          for c in _items(p.get("conditions")) if isinstance(c, Mapping))),
+    "alibaba": ("alicloud:cms/alarm:Alarm", lambda p: p.get("project") == "acs_alb"),
+    "huawei": ("huaweicloud:Cse/alarmrule:Alarmrule",
+               lambda p: isinstance(p.get("metric"), Mapping) and p["metric"].get("namespace") == "SYS.ELB"),
+}
+
+
+def check_fleet_alarms(stack: Stack, report_violation: ReportViolation) -> None:
+    groups = managed_groups(stack)
+    if not groups:
+        raise NotApplicable("the stack has no managed group")
+    for group in groups:
+        alarm_type, watches = FLEET_ALARMS[group.cloud]
+        if not any(watches(alarm.props) for alarm in stack.of_type(alarm_type)):
+            report_violation(f"managed group {group.resource.name} has no alarm on its load balancer ({alarm_type} "
+                             "on unhealthy servers, latency or healthy servers): nobody learns that it fails or is "
+                             "full; inferstack creates them with every fleet (docs/deploy-<cloud>.md, Alarms)",
+                             group.resource.urn)
+
+
 #### The rule set ####
 
 RESOURCE_RULES = [
@@ -3090,6 +3118,9 @@ STACK_RULES = [
               config_schema=SERVING_PORTS_SCHEMA),
     StackRule("fleet-spans-zones", "Every managed group spans at least minZones zones (default 2, production's).",
               check_fleet_zones, config_schema=MIN_ZONES_SCHEMA),
+    StackRule("fleet-watched-by-alarms", "Every managed group's load balancer is watched by alarms of the cloud's "
+              "monitoring (unhealthy servers, latency, healthy servers at the ceiling).", check_fleet_alarms,
+              severity="medium", level="advisory"),
 ]
 
 

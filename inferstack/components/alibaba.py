@@ -36,6 +36,8 @@ from inferstack.components.core import (
     NETWORK_CIDR,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
+    AlarmsRequest,
+    AlarmsResult,
     BroughtIds,
     BundleRequest,
     Capability,
@@ -78,6 +80,7 @@ from inferstack.components.core import (
     unique_name,
     unsupported,
 )
+from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules, errors_per_s
 from inferstack.errors import InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
 
@@ -168,6 +171,19 @@ QPS_DECIMALS = 3  # CreateScalingRule TargetValue is kept to three decimal place
 # The event-triggered task behind a target tracking rule checks the metric once a minute (verify): scale-in waits
 # for scale_in_cooldown_s of consecutive checks below target (ess.ScalingRule scale_in_evaluation_count).
 METRIC_PERIOD_S = 60
+
+# Alarms read the ALB's CloudMonitor metrics (namespace acs_alb, dimension loadBalancerId, statistic Value; SLB docs,
+# "ALB monitoring metrics"): LoadBalancerUnHealthyHostCount and LoadBalancerHealthyHostCount (servers),
+# LoadBalancerUpstreamResponseTime (the backends' response time, ms; an average: CloudMonitor publishes no percentile
+# of it) and LoadBalancerHTTPCodeUpstream5XX (the backends' 5xx answers per second; CloudMonitor alarms compare one
+# metric with a number, so the error budget is a rate at the plan's peak load: observability.errors_per_s).
+ALB_NAMESPACE = "acs_alb"
+ALB_ALARM_METRICS: Mapping[AlarmKind, tuple[str, str]] = {
+    AlarmKind.UNHEALTHY_SERVERS: ("LoadBalancerUnHealthyHostCount", ">"),
+    AlarmKind.LATENCY: ("LoadBalancerUpstreamResponseTime", ">"),
+    AlarmKind.ERROR_RATE: ("LoadBalancerHTTPCodeUpstream5XX", ">"),
+    AlarmKind.FLEET_AT_CEILING: ("LoadBalancerHealthyHostCount", ">="),
+}
 # ess.LifecycleHook heartbeat_timeout: 30-21600 s (Auto Scaling CreateLifecycleHook; verify).
 MAX_LIFECYCLE_HOOK_S = 21600
 # A CAS certificate as ALB's listener takes it: the certificate id, a dash and the CAS region, as the provider's
@@ -236,6 +252,9 @@ class AlibabaBackend(CloudBackend):
     api_certificate = CAS_CERTIFICATE  # ALB serves a certificate you hold in CAS (module docstring)
     # Resource ids: a prefix and lowercase letters and digits; RAM role names: 1 to 64 letters, digits, periods and
     # hyphens (RAM API reference, CreateRole).
+    # A CloudMonitor alarm contact group, by name (cms.Alarm contact_groups); names may be Chinese.
+    notification_target = ValueRule("the name of a CloudMonitor alarm contact group",
+                                    r"[-A-Za-z0-9_.\u4e00-\u9fff]{2,64}", "inference-oncall")
     brought_ids = BroughtIds(
         network=ValueRule("a VPC id", r"vpc-[a-z0-9]{1,64}", "vpc-bp1a2b3c4d5e6f7g8h9i0"),
         subnet=ValueRule("a vSwitch id", r"vsw-[a-z0-9]{1,64}", "vsw-bp1a2b3c4d5e6f7g8h9i0"),
@@ -482,7 +501,29 @@ class AlibabaBackend(CloudBackend):
             f"{name}: point {domain} at the load balancer with a CNAME record to {dns_name}; the endpoint serves "
             f"CAS certificate {certificate}, which must cover {domain}", resource=parent))
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{domain}"),
-                           load_balancer_address=load_balancer.dns_name, group_id=group.id)
+                           load_balancer_address=load_balancer.dns_name, group_id=group.id,
+                           watched={"load_balancer": load_balancer.id})
+
+    #### Monitoring ####
+
+    def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
+        """One CloudMonitor alarm rule per rule on the ALB's metrics, notifying the contact group. CloudMonitor
+        alarms need a contact group: without one, an empty group is created, to which contacts can be added."""
+        opts = child_options(parent)
+        contacts: pulumi.Input[str] = request.notification_target or alicloud.cms.AlarmContactGroup(
+            f"{name}-alarm-contacts", alarm_contact_group_name=_account_name(parent, name, "alarms"),
+            describe=f"inferstack {name}: alarms of the fleet", opts=opts).alarm_contact_group_name
+        dimensions = pulumi.Output.from_input(request.fleet.watched["load_balancer"]).apply(
+            lambda balancer: json.dumps([{"loadBalancerId": balancer}]))
+        alarms = [alicloud.cms.Alarm(
+            f"{name}-alarm-{rule.kind.value}", name=f"inferstack {name}: {rule.kind.value}", project=ALB_NAMESPACE,
+            metric=ALB_ALARM_METRICS[rule.kind][0], metric_dimensions=dimensions, period=METRIC_PERIOD_S,
+            contact_groups=[contacts], escalations_critical={
+                "statistics": "Value", "comparison_operator": ALB_ALARM_METRICS[rule.kind][1],
+                "threshold": _alarm_threshold(request.plan, rule), "times": rule.minutes},
+            tags=request.tags, opts=opts)
+            for rule in alarm_rules(request.plan)]
+        return AlarmsResult(alarm_ids=[alarm.id for alarm in alarms])
 
     #### Offline preview ####
 
@@ -748,6 +789,12 @@ def _cdn_origin_role(parent: pulumi.Resource, name: str) -> StrOutput:
 
 
 #### Helpers: identity ####
+
+
+def _alarm_threshold(plan: DeploymentPlan, rule: AlarmRule) -> str:
+    """A rule's threshold as CloudMonitor takes it: text, in its metric's unit."""
+    value = errors_per_s(plan, rule) if rule.kind is AlarmKind.ERROR_RATE else rule.threshold
+    return f"{value:g}"
 
 
 def _account_name(parent: pulumi.Resource, name: str, purpose: str, *, max_length: int = 64) -> StrOutput:

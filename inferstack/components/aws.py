@@ -26,6 +26,8 @@ from inferstack.components.core import (
     NONCURRENT_VERSIONS_KEPT,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
+    AlarmsRequest,
+    AlarmsResult,
     BroughtIds,
     BundleRequest,
     Capability,
@@ -68,6 +70,7 @@ from inferstack.components.core import (
     supported,
     unique_name,
 )
+from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan, Fleet
 
@@ -143,6 +146,16 @@ SECONDS_PER_MINUTE = 60
 SCALE_IN_LOAD_FRACTION = 0.5
 SCALE_IN_EVALUATION_MINUTES = 15
 
+# Alarms read the Application Load Balancer's own metrics (ELB User Guide, "CloudWatch metrics for your Application
+# Load Balancer"), published every minute with no agent: UnHealthyHostCount and HealthyHostCount per target group
+# (dimensions TargetGroup, LoadBalancer), TargetResponseTime in seconds (percentile statistics such as p95 allowed),
+# HTTPCode_Target_5XX_Count and RequestCount per load balancer. TargetResponseTime runs from the request leaving the
+# load balancer until the target's response starts: for a streamed answer that is close to its first token, for a
+# whole answer its full time; so a p95 over the end-to-end objective is over the SLO either way.
+ELB_NAMESPACE = "AWS/ApplicationELB"
+# An SNS topic's ARN (SNS API reference, CreateTopic: names of 1-256 letters, digits, hyphens and underscores).
+ARN_SNS_TOPIC = r"arn:aws(-cn|-us-gov)?:sns:[a-z]{2}(-[a-z]+)+-\d:\d{12}:[A-Za-z0-9_-]{1,256}"
+
 
 @register_backend
 class AwsBackend(CloudBackend):
@@ -199,6 +212,8 @@ class AwsBackend(CloudBackend):
         example="arn:aws:acm:us-east-1:123456789012:certificate/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0")
     # EC2 resource ids: a prefix and 8 or 17 hexadecimal digits; IAM names: the API's pattern [\w+=,.@-]{1,128}
     # (IAM API reference, CreateInstanceProfile).
+    notification_target = ValueRule("the ARN of an SNS topic (alarms notify it when they fire and when they clear)",
+                                    ARN_SNS_TOPIC, "arn:aws:sns:us-east-1:123456789012:inference-alarms")
     brought_ids = BroughtIds(
         network=ValueRule("a VPC id", r"vpc-[0-9a-f]{8}([0-9a-f]{9})?", "vpc-0a1b2c3d4e5f67890"),
         subnet=ValueRule("a subnet id", r"subnet-[0-9a-f]{8}([0-9a-f]{9})?", "subnet-0a1b2c3d4e5f67890"),
@@ -472,7 +487,24 @@ class AwsBackend(CloudBackend):
             f"{name}: point {request.api_domain} at {address} (a CNAME, or a Route 53 alias record)",
             resource=parent))
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
-                           load_balancer_address=balancer.dns_name, group_id=group.id)
+                           load_balancer_address=balancer.dns_name, group_id=group.id,
+                           watched={"load_balancer": balancer.arn_suffix, "target_group": targets.arn_suffix})
+
+    #### Monitoring ####
+
+    def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
+        """One CloudWatch alarm per rule on the load balancer's metrics; each notifies the SNS topic when it fires and
+        when it clears."""
+        actions = [request.notification_target] if request.notification_target else []
+        dimensions = {"LoadBalancer": request.fleet.watched["load_balancer"],
+                      "TargetGroup": request.fleet.watched["target_group"]}
+        alarms = [aws.cloudwatch.MetricAlarm(
+            f"{name}-alarm-{rule.kind.value}", alarm_description=f"inferstack {name}: {rule.summary}",
+            evaluation_periods=rule.minutes, datapoints_to_alarm=rule.minutes, alarm_actions=actions,
+            ok_actions=actions, treat_missing_data="notBreaching", tags=request.tags,
+            **_alarm_condition(rule, dimensions), opts=child_options(parent))
+            for rule in alarm_rules(request.plan)]
+        return AlarmsResult(alarm_ids=[alarm.arn for alarm in alarms])
 
     #### Offline preview ####
 
@@ -879,6 +911,30 @@ def _scaling_policies(parent: pulumi.Resource, name: str, fleet: Fleet, group: a
         datapoints_to_alarm=SCALE_IN_EVALUATION_MINUTES, comparison_operator="LessThanThreshold",
         threshold=target_per_minute * SCALE_IN_LOAD_FRACTION, treat_missing_data="breaching",
         alarm_actions=[scale_in.arn], tags=tags, opts=opts)
+
+
+def _alarm_condition(rule: AlarmRule, dimensions: Mapping[str, pulumi.Input[str]]) -> dict[str, Any]:
+    """The metric and comparison of one rule's alarm, in one-minute periods (MetricAlarm arguments)."""
+    per_minute = {"namespace": ELB_NAMESPACE, "period": SECONDS_PER_MINUTE}
+    if rule.kind is AlarmKind.UNHEALTHY_SERVERS:
+        return {**per_minute, "metric_name": "UnHealthyHostCount", "dimensions": dimensions, "statistic": "Maximum",
+                "comparison_operator": "GreaterThanThreshold", "threshold": rule.threshold}
+    if rule.kind is AlarmKind.FLEET_AT_CEILING:
+        return {**per_minute, "metric_name": "HealthyHostCount", "dimensions": dimensions, "statistic": "Minimum",
+                "comparison_operator": "GreaterThanOrEqualToThreshold", "threshold": rule.threshold}
+    if rule.kind is AlarmKind.LATENCY:
+        return {**per_minute, "metric_name": "TargetResponseTime", "dimensions": dimensions,
+                "extended_statistic": "p95", "comparison_operator": "GreaterThanThreshold",
+                "threshold": rule.threshold / 1000}
+    # Error rate: server errors as a percentage of requests, by metric math (no request: no data, not breaching).
+    balancer = {"LoadBalancer": dimensions["LoadBalancer"]}
+    return {"comparison_operator": "GreaterThanThreshold", "threshold": rule.threshold, "metric_queries": [
+        {"id": "errors", "metric": {"namespace": ELB_NAMESPACE, "metric_name": "HTTPCode_Target_5XX_Count",
+                                    "dimensions": balancer, "stat": "Sum", "period": SECONDS_PER_MINUTE}},
+        {"id": "requests", "metric": {"namespace": ELB_NAMESPACE, "metric_name": "RequestCount",
+                                      "dimensions": balancer, "stat": "Sum", "period": SECONDS_PER_MINUTE}},
+        {"id": "error_rate", "expression": "100 * FILL(errors, 0) / requests", "label": "server errors, % of requests",
+         "return_data": True}]}
 
 
 def _elb_name_prefix(name: str) -> str:

@@ -33,6 +33,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from inferstack.bootstrap.render import user_data_gzip
 from inferstack.clouds import CLOUD_FACTS
+from inferstack.components.observability import AlarmKind
 from inferstack.errors import InputError, Problem, input_error, with_article
 from inferstack.extras import require_cloud
 from inferstack.plan import DeploymentPlan
@@ -361,6 +362,27 @@ class FleetResult:
     """The load balancer's DNS name or address, where the API domain must point."""
     group_id: StrOutput
     """The managed group's id."""
+    watched: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """What the fleet's alarms watch, in the cloud's own terms (`create_alarms` of the same backend reads it): the
+    load balancer's, server group's and managed group's ids or names, by role."""
+
+
+@dataclass(frozen=True)
+class AlarmsRequest:
+    """The alarms of a fleet (`observability.alarm_rules` of its plan), on the metrics its backend publishes."""
+
+    plan: DeploymentPlan
+    fleet: FleetResult
+    notification_target: str | None
+    """Where alarms notify (`CloudBackend.notification_target`, checked); None: nowhere, their state shows in the
+    cloud's console (Alibaba: a contact group is created, its alarms need one)."""
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class AlarmsResult:
+    alarm_ids: list[StrOutput]
+    """One per rule, in the order of the rules."""
 
 
 #### Offline preview answers ####
@@ -434,6 +456,11 @@ class CloudBackend(ABC):
     domain and takes none."""
     brought_ids: ClassVar[BroughtIds]
     """The form of each id a user brings instead of a created network, firewall or identity."""
+    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {}
+    """Alarm kinds the cloud publishes no metric for, each with the reason; every other rule gets an alarm."""
+    notification_target: ClassVar[ValueRule | None] = None
+    """What `alarm_notification` names here: where the fleet's alarms notify (an SNS topic, a notification channel, a
+    contact group, an SMN topic)."""
 
     @property
     def display_name(self) -> str:
@@ -499,6 +526,12 @@ class CloudBackend(ABC):
         supported (elsewhere a fleet's servers are created one by one, with a warning)."""
         raise NotImplementedError(f"{self.display_name} states {Capability.MANAGED_FLEET.value} but has no "
                                   "create_fleet")
+
+    #### Monitoring ####
+
+    def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
+        """The fleet's alarms, one per rule of `observability.alarm_rules`, notifying the request's target."""
+        raise NotImplementedError(f"{self.display_name} has no create_alarms")
 
     #### Offline preview ####
 

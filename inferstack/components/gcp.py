@@ -24,6 +24,8 @@ from inferstack.components.core import (
     NONCURRENT_VERSIONS_KEPT,
     SUBNET_RANGES,
     WEB_EGRESS_PORTS,
+    AlarmsRequest,
+    AlarmsResult,
     BroughtIds,
     BundleRequest,
     Capability,
@@ -65,6 +67,7 @@ from inferstack.components.core import (
     unique_name,
     unsupported,
 )
+from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan
 
@@ -214,6 +217,23 @@ SERVING_PORT_NAME = "http"
 # and the load balancer only counts a server full at its saturation. 0.8 is also the autoscaler's own default.
 LB_UTILIZATION_TARGET = 0.8
 
+# Alarms read Cloud Monitoring's load-balancing metrics (Google Cloud metrics list, "loadbalancing"; Cloud Load
+# Balancing docs, "Monitoring metrics"), one per load-balancer kind: the global external Application Load Balancer
+# publishes https/... on the https_lb_rule resource, the regional internal one https/internal/... on
+# internal_http_lb_rule; both label a series with its backend service (backend_target_name). backend_latencies is a
+# distribution in ms from the request's dispatch to the backend until the backend's last byte (end to end at the
+# backend); request_count carries response_code_class (500 for 5xx). The group's size is
+# compute.googleapis.com/instance_group/size on the instance_group resource.
+# The load balancer's access log: every request, written by the load balancer to Cloud Logging (Cloud Load Balancing
+# docs, "Logging and monitoring": backend service logConfig, sampleRate 0.0-1.0), kept by the project's _Default log
+# bucket (30 days unless changed; Cloud Logging, "Routing and storage overview"). It holds request metadata (client
+# address, URL, status, latency), never request bodies.
+LB_REQUEST_LOG: Any = {"enable": True, "sample_rate": 1.0}  # both backend services' LogConfigArgsDict
+LB_METRICS: Mapping[str, tuple[str, str]] = {
+    "external": ("https_lb_rule", "loadbalancing.googleapis.com/https"),
+    "internal": ("internal_http_lb_rule", "loadbalancing.googleapis.com/https/internal"),
+}
+
 # Compute Engine limits: autohealing's initial delay and a rolling update's min_ready_sec are 0..3600 s (pulumi_gcp
 # RegionInstanceGroupManager auto_healing_policies.initial_delay_sec, update_policy.min_ready_sec); connection
 # draining at most 3600 s (backend service connection_draining_timeout_sec).
@@ -315,6 +335,15 @@ class GcpBackend(CloudBackend):
     }
     assets_certificate = None  # a Google-managed certificate is issued for the domain
     # A name alone, a path (the provider's ids) or a self link; a user-managed service account or the default one.
+    notification_target = ValueRule(
+        "a Cloud Monitoring notification channel's name, projects/PROJECT/notificationChannels/ID (gcloud beta "
+        "monitoring channels list)",
+        r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]{1,20}",
+        "projects/my-project/notificationChannels/1234567890123456789")
+    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {
+        AlarmKind.UNHEALTHY_SERVERS: "Cloud Monitoring has no metric of backend health-check states (they are read "
+                                     "by the backendServices.getHealth API only); the group's autohealing replaces a "
+                                     "server that fails its health check"}
     brought_ids = BroughtIds(
         network=ValueRule("a VPC network's name, id or self link",
                           rf"({SELF_LINK}projects/{PROJECT_ID}/global/networks/)?{RESOURCE_NAME}",
@@ -558,7 +587,24 @@ class GcpBackend(CloudBackend):
                                      "time_window_sec": fleet.scale_in_cooldown_s}},
             opts=child_options(parent, depends_on=[front_end.backend]))
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
-                           load_balancer_address=front_end.address, group_id=group.id)
+                           load_balancer_address=front_end.address, group_id=group.id,
+                           watched={"backend_service": front_end.backend.name, "group": group.name,  # type: ignore[attr-defined]
+                                    "scheme": "external" if request.internet_facing else "internal"})
+
+    #### Monitoring ####
+
+    def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
+        """One Cloud Monitoring alert policy per rule on the load balancer's and the group's metrics, each notifying
+        the notification channel."""
+        watched = request.fleet.watched
+        policies = [gcp.monitoring.AlertPolicy(
+            f"{name}-alert-{rule.kind.value}", display_name=f"inferstack {name}: {rule.kind.value}", combiner="OR",
+            conditions=[_watched_condition(rule, watched)],
+            documentation={"content": f"inferstack {name}: {rule.summary}", "mime_type": "text/markdown"},
+            notification_channels=[request.notification_target] if request.notification_target else [],
+            severity="ERROR", user_labels=gcp_labels(request.tags), opts=child_options(parent))
+            for rule in alarm_rules(request.plan) if rule.kind not in self.unwatched_alarms]
+        return AlarmsResult(alarm_ids=[policy.name for policy in policies])
 
     #### Offline preview ####
 
@@ -943,6 +989,39 @@ class _FrontEnd:
     """The backend service (the autoscaler's utilization is its requests)."""
 
 
+def _watched_condition(rule: AlarmRule, watched: Mapping[str, pulumi.Input[str]]) -> Any:
+    """A rule's AlertPolicyCondition, once the backend service's and the group's names are known."""
+    scheme = str(watched["scheme"])
+    threshold = pulumi.Output.all(watched["backend_service"], watched["group"]).apply(
+        lambda names: _alert_condition(rule, scheme, names[0], names[1]))
+    return {"display_name": rule.kind.value, "condition_threshold": threshold}
+
+
+def _alert_condition(rule: AlarmRule, scheme: str, backend_service: str, group: str) -> dict[str, Any]:
+    """A rule's threshold condition (AlertPolicyConditionConditionThreshold), on one-minute alignments."""
+    duration = f"{rule.minutes * 60}s"
+    if rule.kind is AlarmKind.FLEET_AT_CEILING:
+        return {"filter": f'resource.type = "instance_group" AND resource.label.instance_group_name = "{group}" AND '
+                          'metric.type = "compute.googleapis.com/instance_group/size"',
+                "comparison": "COMPARISON_GE", "threshold_value": rule.threshold, "duration": duration,
+                "aggregations": [{"alignment_period": "60s", "per_series_aligner": "ALIGN_MIN"}]}
+    resource, prefix = LB_METRICS[scheme]
+    backend = f'resource.type = "{resource}" AND resource.label.backend_target_name = "{backend_service}"'
+    if rule.kind is AlarmKind.LATENCY:
+        # A distribution: its one-minute deltas merged across series, then their 95th percentile.
+        return {"filter": f'{backend} AND metric.type = "{prefix}/backend_latencies"',
+                "comparison": "COMPARISON_GT", "threshold_value": rule.threshold, "duration": duration,
+                "aggregations": [{"alignment_period": "60s", "per_series_aligner": "ALIGN_DELTA",
+                                  "cross_series_reducer": "REDUCE_PERCENTILE_95"}]}
+    assert rule.kind is AlarmKind.ERROR_RATE, rule.kind
+    # A ratio condition: 5xx answers over all answers, compared with a fraction.
+    rate = [{"alignment_period": "60s", "per_series_aligner": "ALIGN_RATE", "cross_series_reducer": "REDUCE_SUM"}]
+    requests = f'{backend} AND metric.type = "{prefix}/request_count"'
+    return {"filter": f"{requests} AND metric.label.response_code_class = 500", "aggregations": rate,
+            "denominator_filter": requests, "denominator_aggregations": rate,
+            "comparison": "COMPARISON_GT", "threshold_value": rule.threshold / 100, "duration": duration}
+
+
 def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
                             group: gcp.compute.RegionInstanceGroupManager, placement: _Placement) -> _FrontEnd:
     """A global external Application Load Balancer (EXTERNAL_MANAGED): HTTPS on 443 with a Google-managed
@@ -964,7 +1043,8 @@ def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
             group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
             max_rate_per_instance=_max_rate(request))],
         protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
-        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan), opts=opts)
+        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan),
+        log_config=LB_REQUEST_LOG, opts=opts)
     address = gcp.compute.GlobalAddress(f"{name}-lb-address", name=_gcp_name(name, "lb-address"), ip_version="IPV4",
                                         labels=labels, opts=opts)
     certificate = gcp.compute.ManagedSslCertificate(
@@ -1014,7 +1094,8 @@ def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
             group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
             max_rate_per_instance=_max_rate(request))],
         protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
-        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan), opts=opts)
+        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan),
+        log_config=LB_REQUEST_LOG, opts=opts)
     # The forwarding rules need the network's proxy-only subnetwork (one per network and region): say so clearly.
     subnetwork = pulumi.Output.all(request.load_balancer_subnet_ids[0], _proxy_only_ranges(parent, request.network_id),
                                    region).apply(lambda values: _with_proxy_only(*values))
@@ -1256,6 +1337,10 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": _group_outputs,
     "gcp:compute/regionAutoscaler:RegionAutoscaler": _regional("autoscalers"),
     "gcp:compute/healthCheck:HealthCheck": _global("healthChecks"),
+    # An alert policy's name is its path, with an id Cloud Monitoring assigns (a number).
+    "gcp:monitoring/alertPolicy:AlertPolicy": lambda c: (
+        f"projects/{c.account}/alertPolicies/{int(c.digest[:15], 16)}",
+        {"name": f"projects/{c.account}/alertPolicies/{int(c.digest[:15], 16)}"}),
     "gcp:compute/regionHealthCheck:RegionHealthCheck": _regional("healthChecks"),
     "gcp:compute/securityPolicy:SecurityPolicy": _global("securityPolicies"),
     "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy": _regional("securityPolicies"),

@@ -15,6 +15,7 @@ import functools
 import hashlib
 import ipaddress
 import json
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,8 @@ from inferstack.components.core import (
     NETWORK_CIDR,
     NONCURRENT_VERSION_DAYS,
     SUBNET_RANGES,
+    AlarmsRequest,
+    AlarmsResult,
     BroughtIds,
     BundleRequest,
     Capability,
@@ -71,6 +74,7 @@ from inferstack.components.core import (
     unique_name,
     unsupported,
 )
+from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules, errors_per_s
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan, Fleet
 
@@ -179,6 +183,22 @@ SCALE_OUT_PERIODS, SCALE_IN_PERIODS = 1, 3
 CPU_TARGET_BOUNDS_PERCENT = (10, 95)
 
 
+# Alarms read the dedicated ELB's Cloud Eye metrics (ELB User Guide, "ELB Monitoring Metrics": namespace SYS.ELB,
+# dimension lbaas_instance_id, one-minute raw data): m9_abnormal_servers and ma_normal_servers (servers failing and
+# passing the health check), m14_l7_rt (layer-7 response time in ms from the client's request to the last byte of the
+# answer; an average: Cloud Eye publishes no percentile of it) and m16_l7_upstream_5xx (the backends' 5xx answers per
+# second; a Cloud Eye condition compares one metric with a number, so the error budget is a rate at the plan's peak
+# load: observability.errors_per_s). (metric, rollup, comparison, unit) per alarm kind.
+ELB_NAMESPACE = "SYS.ELB"
+ELB_DIMENSION = "lbaas_instance_id"
+ELB_ALARM_METRICS: Mapping[AlarmKind, tuple[str, str, str, str]] = {
+    AlarmKind.UNHEALTHY_SERVERS: ("m9_abnormal_servers", "max", ">", "count"),
+    AlarmKind.LATENCY: ("m14_l7_rt", "average", ">", "ms"),
+    AlarmKind.ERROR_RATE: ("m16_l7_upstream_5xx", "average", ">", "count/s"),
+    AlarmKind.FLEET_AT_CEILING: ("ma_normal_servers", "min", ">=", "count"),
+}
+ALARM_DESCRIPTION_LENGTH = 256
+
 @register_backend
 class HuaweiBackend(CloudBackend):
     """Huawei Cloud."""
@@ -253,6 +273,11 @@ class HuaweiBackend(CloudBackend):
         example="233a325e5e3e4ce8beeb320aa714cc12")
     # VPC, subnet and security group ids are UUIDs; agency names: at most 64 characters (IAM API reference,
     # CreateAgency), held here to letters, digits, periods, underscores and hyphens.
+    # An SMN topic's URN (SMN API reference, CreateTopic: urn:smn:region:project id:name; names of 1-255 letters,
+    # digits, hyphens and underscores starting with a letter or digit).
+    notification_target = ValueRule("the URN of an SMN topic (urn:smn:REGION:PROJECT_ID:NAME)",
+                                    r"urn:smn:[a-z]{2}(-[a-z]+)+-\d+:[0-9a-f]{32}:[A-Za-z0-9][A-Za-z0-9_-]{0,254}",
+                                    "urn:smn:ap-southeast-3:0123456789abcdef0123456789abcdef:inference-alarms")
     brought_ids = BroughtIds(
         network=ValueRule("a VPC id (a UUID)", UUID, "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"),
         subnet=ValueRule("a subnet id (a UUID)", UUID, "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"),
@@ -483,7 +508,25 @@ class HuaweiBackend(CloudBackend):
             f"{name}: point {request.api_domain} at {address} (a DNS A record); the HTTPS listener serves ELB "
             f"certificate {request.api_certificate}, which must cover {request.api_domain}", resource=parent))
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
-                           load_balancer_address=balancer.address, group_id=group.id)
+                           load_balancer_address=balancer.address, group_id=group.id,
+                           watched={"load_balancer": balancer.id})
+
+    #### Monitoring ####
+
+    def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
+        """One Cloud Eye alarm rule per rule on the dedicated ELB's metrics, notifying the SMN topic when it fires
+        and when it clears. (pulumi_huaweicloud 0.0.12 files Cloud Eye's alarm rule under `cse`.)"""
+        target = request.notification_target
+        actions = [{"type": "notification", "notification_lists": [target]}] if target else []
+        rules = [hw.cse.Alarmrule(
+            f"{name}-alarm-{rule.kind.value}", alarm_name=_alarm_name(name, rule),
+            alarm_description=f"inferstack {name}: {rule.summary}"[:ALARM_DESCRIPTION_LENGTH],
+            metric={"namespace": ELB_NAMESPACE, "metric_name": ELB_ALARM_METRICS[rule.kind][0],
+                    "dimensions": [{"name": ELB_DIMENSION, "value": request.fleet.watched["load_balancer"]}]},
+            conditions=[_alarm_condition(request.plan, rule)], alarm_actions=actions, ok_actions=actions,
+            alarm_action_enabled=bool(target), alarm_enabled=True, opts=child_options(parent))
+            for rule in alarm_rules(request.plan)]
+        return AlarmsResult(alarm_ids=[rule.id for rule in rules])
 
     def _user_data(self, parent: pulumi.Resource, plan: DeploymentPlan, user_data: StrOutput) -> StrOutput:
         """The user data as ECS and AS take it: Base64 of gzip, at most 32 KB of gzip (the provider passes Base64
@@ -757,6 +800,23 @@ class _LoadBalancer:
     pool_id: StrOutput
     """The backend server group the AS group adds its servers to."""
     health_check: hw.dedicatedelb.Monitor
+    id: StrOutput
+    """The load balancer's id (its Cloud Eye metrics' dimension)."""
+
+
+def _alarm_name(name: str, rule: AlarmRule) -> str:
+    """Cloud Eye alarm names: 1-128 letters, digits, underscores and hyphens."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", f"inferstack-{name}-{rule.kind.value}")[:128]
+
+
+def _alarm_condition(plan: DeploymentPlan, rule: AlarmRule) -> dict[str, Any]:
+    """A rule's condition: one-minute raw data for up to five minutes (Cloud Eye counts at most 5 periods), else
+    five-minute averages."""
+    metric, rollup, comparison, unit = ELB_ALARM_METRICS[rule.kind]
+    period, count = (1, rule.minutes) if rule.minutes <= 5 else (300, math.ceil(rule.minutes / 5))
+    value = errors_per_s(plan, rule) if rule.kind is AlarmKind.ERROR_RATE else rule.threshold
+    return {"metric_name": metric, "period": period, "count": count, "filter": rollup,
+            "comparison_operator": comparison, "value": value, "unit": unit, "alarm_level": 2}
 
 
 def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
@@ -801,7 +861,7 @@ def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
         http_method="GET", status_code="200", interval=HEALTH_INTERVAL_S, timeout=HEALTH_TIMEOUT_S,
         max_retries=HEALTH_RISE, max_retries_down=HEALTH_FALL, opts=opts)
     address = eip.address if eip is not None else balancer.ipv4_address
-    return _LoadBalancer(address=address, pool_id=pool.id, health_check=health_check)
+    return _LoadBalancer(address=address, pool_id=pool.id, health_check=health_check, id=balancer.id)
 
 
 def _caller_acl(parent: pulumi.Resource, name: str, request: FleetRequest) -> hw.dedicatedelb.Ipgroup | None:

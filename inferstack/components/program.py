@@ -19,6 +19,8 @@ Config keys (namespace `inferstack:`; region from the provider's own key, e.g. `
     apiDomain           the domain of a fleet's HTTPS endpoint (required when the plan is a fleet: production)
     apiCertificate      that domain's certificate where the cloud needs one (docs/deploy-<cloud>.md)
     pricesFile          price overrides used when sizing the workload (docs/pricing.md)
+    alarmNotification   where a fleet's alarms notify (SNS topic ARN, notification channel, CMS contact group, SMN
+                        topic URN; docs/deploy-<cloud>.md); without it alarms show in the console only
     protectServers      protect the servers from deletion and replacement (default: true in production);
                         false lifts the protection in place for a rollout (docs/deploy-<cloud>.md)
     networkId, subnetIds, securityGroupIds, instanceIdentity, modelBucket, assetsBucket, loadBalancerSubnetIds
@@ -108,6 +110,10 @@ class StackConfig(BaseModel):
     """Extra tags on every resource."""
     prices_file: str | None = Field(default=None, alias="pricesFile")
     """Price-override file used when sizing the workload (docs/pricing.md)."""
+    alarm_notification: str | None = Field(default=None, alias="alarmNotification")
+    """Where a fleet's alarms notify: SNS topic ARN (aws), notification channel projects/P/notificationChannels/N
+    (gcp), CloudMonitor contact group name (alibaba), SMN topic URN (huawei); without it alarms only show in the
+    console."""
 
 
 _KNOWN_KEYS = {field.alias or name for name, field in StackConfig.model_fields.items()} | set(_SECRET_KEYS)
@@ -317,7 +323,7 @@ def _server_args(config: StackConfig) -> InferenceServerArgs:
                             "tags": config.tags}
     for key in ("network_id", "subnet_ids", "security_group_ids", "instance_identity", "model_bucket",
                 "assets_bucket", "assets_domain", "assets_certificate", "protect_servers", "api_domain",
-                "api_certificate", "load_balancer_subnet_ids"):
+                "api_certificate", "load_balancer_subnet_ids", "alarm_notification"):
         if getattr(config, key) is not None:
             args[key] = getattr(config, key)
     secrets = pulumi.Config(NAMESPACE)

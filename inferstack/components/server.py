@@ -28,6 +28,7 @@ from inferstack import bootstrap
 from inferstack.bootstrap.render import BUNDLE_PREFIX, RenderedBootstrap
 from inferstack.components.core import (
     ARGS_CONFIG,
+    AlarmsRequest,
     BundleRequest,
     Capability,
     CloudBackend,
@@ -422,6 +423,11 @@ class InferenceServerArgs(TypedDict):
     where it has one, and Pulumi's `protect`, so that `pulumi up` refuses a change that would replace them before
     creating anything. Set false for one `pulumi up` to lift both in place, roll the change out with the next one
     (each server is deleted, then recreated), then set it back."""
+    alarm_notification: NotRequired[str]
+    """Where a fleet's alarms notify: an SNS topic ARN on AWS, a Monitoring notification channel
+    (projects/P/notificationChannels/N) on Google Cloud, a CloudMonitor alarm contact group name on Alibaba Cloud, an
+    SMN topic URN on Huawei Cloud. Without it the alarms are created all the same and their state shows in the cloud's
+    console (on Alibaba Cloud an empty contact group is created for them)."""
     tags: NotRequired[Mapping[str, str]]
     """Tags merged over the defaults (project, stack, workload, managed-by)."""
 
@@ -494,6 +500,8 @@ class InferenceServer(pulumi.ComponentResource):
                 internet_facing=internet_facing, allowed_cidrs=tuple(self.allowed_cidrs), network_cidr=network_cidr,
                 api_domain=checked["api_domain"], api_certificate=checked.get("api_certificate"),
                 protected=protected, tags=self._tags))
+            self.backend.create_alarms(self, name, AlarmsRequest(
+                plan=self.plan, fleet=fleet, notification_target=checked.get("alarm_notification"), tags=self._tags))
             self.endpoint_url = fleet.endpoint_url
             self.endpoint_urls = pulumi.Output.all(fleet.endpoint_url)
             self.load_balancer_address = pulumi.Output.from_input(fleet.load_balancer_address)
@@ -751,6 +759,7 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
                                     f"endpoint open beyond private networks ({', '.join(public)})",
                                     fix="give public subnets for the load balancer; subnet_ids are the servers' "
                                     "private subnets (with NAT egress)"))
+    problems += _notification_problems(checked, backend, name)
     secrets = "api_key" in checked or "hub_token" in checked
     for capability, wanted, fix in (
         (Capability.PRIVATE_CDN_ORIGIN, static_assets, "set static_assets to false"),
@@ -793,6 +802,18 @@ def _unused_endpoint_problems(checked: Mapping[str, Any], backend: CloudBackend,
         if not used and isinstance(certificate, str) and rule is not None:
             problems.append(rule.problem(f"{name}.{endpoint}_certificate", certificate))
     return [problem for problem in problems if problem]
+
+
+def _notification_problems(checked: Mapping[str, Any], backend: CloudBackend, name: str) -> list[Problem]:
+    """`alarm_notification` must have its cloud's form: it reaches the alarms' actions as it is written."""
+    target, rule = checked.get("alarm_notification"), backend.notification_target
+    if target is None:
+        return []
+    if rule is None:
+        return [Problem(f"{name}.alarm_notification", f"is not used on {backend.display_name}: it has no alarms",
+                        value=target, fix="leave it out")]
+    problem = rule.problem(f"{name}.alarm_notification", target)
+    return [problem] if problem else []
 
 
 def _runs_as_fleet(plan: DeploymentPlan, backend: CloudBackend, name: str) -> bool:

@@ -28,6 +28,7 @@ from inferstack.plan import (
     MemoryBreakdown,
     ModelArtifact,
     Money,
+    Objectives,
     Performance,
     PlanReport,
     Price,
@@ -561,7 +562,18 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         warnings=warnings(demand, priced) + _ceiling_warning(spec, sizing),
         cold_start=start,
         fleet=fleet,
+        slo=_objectives(demand),
     )
+
+
+def _objectives(demand: Demand) -> Objectives:
+    """The targets the plan holds; an LLM's end-to-end bound is its TTFT target plus its TPOT target for each further
+    token of a p95-long answer (both p95s summed: a bound, not a percentile)."""
+    latency = demand.latency_p95_ms
+    if latency is None and demand.ttft_p95_ms is not None and demand.tpot_p95_ms is not None:
+        latency = demand.ttft_p95_ms + demand.tpot_p95_ms * max(demand.output_tokens_p95 - 1, 0)
+    return Objectives(ttft_p95_ms=demand.ttft_p95_ms, tpot_p95_ms=demand.tpot_p95_ms,
+                      latency_p95_ms=round(latency, 1) if latency is not None else None)
 
 
 def _fleet(spec: WorkloadSpec, sizing: Sizing, estimate: ColdStart) -> Fleet | None:

@@ -314,7 +314,7 @@ def test_scale_in_removes_one_server_per_cooldown_while_load_stays_below_half_th
     scale_in = _policy(recording, "SimpleScaling")
     assert (scale_in["adjustmentType"], scale_in["scalingAdjustment"]) == ("ChangeInCapacity", -1)
     assert scale_in["cooldown"] == plan.fleet.scale_in_cooldown_s
-    alarm = _one(recording, ALARM).inputs
+    (alarm,) = [r.inputs for r in recording.of_type(ALARM) if r.inputs.get("metricName") == "RequestCountPerTarget"]
     (scale_in_policy,) = [r for r in recording.of_type(POLICY) if r.inputs["policyType"] == "SimpleScaling"]
     assert alarm["alarmActions"] == [scale_in_policy.outputs["arn"]]
     assert (alarm["namespace"], alarm["metricName"], alarm["statistic"]) == (

@@ -58,8 +58,8 @@ def test_the_pack_introduces_itself_with_every_policy_and_its_enforcement_level(
     info = analyzer.GetAnalyzerInfo(empty_pb2.Empty())
     assert info.name == "inferstack-guardrails"
     levels = {p.name: analyzer_pb2.EnforcementLevel.Name(p.enforcementLevel) for p in info.policies}
-    assert levels == {p.name: ("ADVISORY" if p is pack.public_api_has_api_key else "MANDATORY")
-                      for p in pack.POLICIES}
+    advisory = {pack.public_api_has_api_key.name, "fleet-watched-by-alarms"}
+    assert levels == {p.name: ("ADVISORY" if p.name in advisory else "MANDATORY") for p in pack.POLICIES}
     kinds = {p.name: analyzer_pb2.PolicyType.Name(p.policy_type) for p in info.policies}
     stack_policies = {name for name, kind in kinds.items() if kind == "POLICY_TYPE_STACK"}
     assert stack_policies == {p.name for p in pack.STACK_POLICIES}

@@ -252,3 +252,13 @@ def test_a_region_of_another_cloud_is_a_clear_error(cloud, region):
 def test_a_region_with_a_trailing_line_is_refused_whole(region):
     with pytest.raises(InputError, match=r"--region: is not an aws region name"):
         plan_workload(load_workload(WORKLOADS / "chat-70b.yaml"), clouds=["aws"], region=region)
+
+
+def test_a_plan_carries_the_slo_it_holds_with_an_llms_end_to_end_bound():
+    # chat-8b-public: ttft 1000 ms, tpot 60 ms, answers of 800 tokens at p95: 1000 + 60 x 799 ms end to end.
+    report = plan_workload(load_workload(WORKLOADS / "chat-8b-public.yaml"), clouds=["aws"])
+    plan = report.outcome("aws").chosen
+    assert plan is not None and plan.slo is not None
+    assert (plan.slo.ttft_p95_ms, plan.slo.tpot_p95_ms) == (1000, 60)
+    assert plan.slo.latency_p95_ms == 1000 + 60 * 799
+    assert plan.performance.latency_p95_ms <= plan.slo.latency_p95_ms

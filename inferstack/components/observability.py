@@ -1,0 +1,83 @@
+"""What a deployment's alarms watch, and at what thresholds: cloud-neutral, derived from the plan.
+
+Each cloud maps these rules onto its own metrics in its backend (`create_alarms`): the load balancer's view of the
+fleet (unhealthy servers, latency, server errors, healthy servers at the group's ceiling), which every cloud
+publishes without an agent. The thresholds come from the plan: the latency objective is the plan's SLO
+(`plan.slo.latency_p95_ms`), the ceiling its fleet's `max_replicas`, the error budget a share of its requests.
+
+GPU memory and disk alarms need the servers' own metrics, shipped by the cloud's agent; the bootstrap does not
+install an agent yet (docs/deploy-<cloud>.md, "Alarms"), so they are not among the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from inferstack.plan import DeploymentPlan
+
+# The share of answers that may fail (HTTP 5xx from the servers) before the alarm fires. An assumption, not a
+# measured figure: 5 % over the window is far outside a healthy server's error rate and inside what a user notices.
+ERROR_RATE_PERCENT = 5.0
+# How long a condition must hold before its alarm fires. A server is out of the load balancer after a minute of failed
+# health checks (aws.py: 4 x 15 s); five minutes keeps a single slow check from paging anyone.
+UNHEALTHY_MINUTES = 5
+LATENCY_MINUTES = 10
+ERROR_RATE_MINUTES = 5
+# The fleet sits at its ceiling for a quarter of an hour: the autoscaler cannot add servers and the load still grows.
+CEILING_MINUTES = 15
+
+
+class AlarmKind(str, Enum):
+    """The conditions every fleet is watched for."""
+
+    UNHEALTHY_SERVERS = "unhealthy-servers"
+    """A server behind the load balancer fails its health check."""
+    LATENCY = "latency"
+    """Requests take longer than the plan's end-to-end latency objective."""
+    ERROR_RATE = "error-rate"
+    """Too many answers from the servers are HTTP 5xx."""
+    FLEET_AT_CEILING = "fleet-at-ceiling"
+    """As many healthy servers as the fleet may have: it cannot grow further."""
+
+
+@dataclass(frozen=True)
+class AlarmRule:
+    """One condition, with the threshold the plan implies, in the units named by its kind."""
+
+    kind: AlarmKind
+    threshold: float
+    """UNHEALTHY_SERVERS: servers (fires above it); LATENCY: milliseconds; ERROR_RATE: percent of requests;
+    FLEET_AT_CEILING: servers (fires at or above it)."""
+    minutes: int
+    """How long the condition holds before the alarm fires."""
+    summary: str
+    """One sentence for the alarm's description: what it means and what to do."""
+
+
+def alarm_rules(plan: DeploymentPlan) -> list[AlarmRule]:
+    """The alarms a fleet's plan calls for (none for a single server: it has no load balancer to watch it)."""
+    fleet = plan.fleet
+    if fleet is None:
+        return []
+    rules = [AlarmRule(AlarmKind.UNHEALTHY_SERVERS, 0, UNHEALTHY_MINUTES,
+                       "a server fails the load balancer's health check: look at its boot and runtime logs; the "
+                       "group replaces it after the health-check grace")]
+    latency = plan.slo.latency_p95_ms if plan.slo is not None else None
+    if latency is not None:
+        rules.append(AlarmRule(AlarmKind.LATENCY, latency, LATENCY_MINUTES,
+                               f"requests take longer than the plan's end-to-end objective of {latency:g} ms (its "
+                               "SLO): the fleet is short of capacity, or a server is slow"))
+    rules.append(AlarmRule(AlarmKind.ERROR_RATE, ERROR_RATE_PERCENT, ERROR_RATE_MINUTES,
+                           f"more than {ERROR_RATE_PERCENT:g} % of answers are server errors (HTTP 5xx): look at the "
+                           "runtime and gateway logs"))
+    rules.append(AlarmRule(AlarmKind.FLEET_AT_CEILING, fleet.max_replicas, CEILING_MINUTES,
+                           f"the fleet runs its ceiling of {fleet.max_replicas} healthy servers: it cannot grow, so "
+                           "more load breaks the SLO; raise scaling.max_replicas (and the GPU quota) or shed load"))
+    return rules
+
+
+def errors_per_s(plan: DeploymentPlan, rule: AlarmRule) -> float:
+    """An ERROR_RATE rule as server errors per second at the plan's peak load, for clouds whose alarms compare one
+    metric with a number and cannot divide two metrics."""
+    return round(plan.performance.load_requests_per_s * rule.threshold / 100, 4)
