@@ -614,7 +614,7 @@ class InferenceServer(pulumi.ComponentResource):
                 "tags": self._tags}, opts=child_options(self)).attachment
         rendered = pulumi.Output.all(
             model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None])
-        ).apply(lambda refs: self._render_bootstrap(*refs, plan=canary.plan))
+        ).apply(lambda refs: self._render_bootstrap(refs[0], refs[1], refs[2], plan=canary.plan))
         bundle = self.backend.create_bundle(self, name, BundleRequest(
             bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
             content=rendered.apply(lambda r: r.bundle), tags=self._tags))
