@@ -33,3 +33,24 @@ def test_a_public_canary_deployment_passes_every_policy_and_the_pack_reads_the_c
     assert report.violations == [], report.messages()
     read = {resource_type for types in report.checked.values() for resource_type in types}
     assert {r.type for r in canary} <= read
+
+
+def test_a_canary_backend_outside_the_cloud_armor_policy_of_its_url_map_is_refused() -> None:
+    """With callers limited, the canary's backend service carries the main one's Cloud Armor policy; one without it
+    would serve the callers the main one refuses (a share of every caller's requests)."""
+    full = sample_plan("gcp", "gpu-llm", "production")
+    plan = share_of(full, 90, role="main").model_copy(update={
+        "canary": CanaryPlan(weight=10, plan=share_of(full, 10, role="canary"))})
+    limited = {**deployments.CLOUD_SETTINGS["gcp"], "inferstack:allowedCidrs": ["203.0.113.0/24"],
+               "inferstack:apiKey": deployments.API_KEY}
+    with deployments.dependencies_recorded() as dependencies:
+        result = preview_deployment(plan, limited)
+    registered = Registered(Recording(result.resources, [], result.outputs), dependencies)
+    assert check_recording(registered).violations == []
+    canary = registered.named("server-canary-backend")
+    assert canary.inputs.get("securityPolicy") == registered.named("server-backend").inputs.get("securityPolicy")
+    kept = {prop: names for prop, names in registered.dependency_names(canary.name).items() if prop != "securityPolicy"}
+    stripped = registered.with_inputs(canary.name, {k: v for k, v in canary.inputs.items() if k != "securityPolicy"},
+                                      dependencies=kept)
+    messages = check_recording(stripped).messages()
+    assert any("routes to backend services under different Cloud Armor policies" in m for m in messages), messages
