@@ -82,3 +82,17 @@ def test_a_one_server_plan_has_no_load_balancer_to_split_and_says_so() -> None:
     plan = plan_workload(workload, clouds=["aws"]).outcome("aws").chosen
     assert plan.fleet is None and plan.canary is None
     assert any(w.startswith("canary: this plan is one server") for w in plan.warnings)
+
+
+def test_plan_output_and_the_plan_diff_show_the_canary() -> None:
+    from inferstack.diff import diff_reports
+    from inferstack.report import _plan_details
+
+    base = plan_workload(parse_workload(BASE), clouds=["aws"])
+    head = plan_workload(parse_workload({**BASE, "canary": {**CANARY, "weight": 10}}), clouds=["aws"])
+    details = "\n".join(_plan_details(head))
+    assert "canary: canary 10 %: llama-3.1-8b fp8" in details and "The canary group takes 10 %" in details
+    (cloud,) = diff_reports(base, head).clouds
+    changed = {change.field: change.after for change in cloud.changes}
+    assert changed["canary.weight"] == 10 and changed["canary.plan.precision"] == "fp8"
+    assert changed["canary.plan.instance_count"] == head.outcome("aws").chosen.canary.plan.instance_count
