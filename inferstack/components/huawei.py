@@ -786,7 +786,9 @@ def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
     protect = {"protect": True} if request.protected else {}
     # The load balancer takes the IPv4 (Neutron) subnet id, not the VPC subnet id that ECS and AS take.
     subnet = _lookup(parent, SUBNET_LOOKUP, {"id": request.load_balancer_subnet_ids[0]})
-    peak_rps = plan.fleet.max_replicas * plan.performance.capacity_requests_per_s / plan.replicas
+    # Both groups' ceilings at saturation when a canary shares the load balancer.
+    peak_rps = sum(p.fleet.max_replicas * p.performance.capacity_requests_per_s / p.replicas
+                   for p in (plan, *([request.canary.plan] if request.canary else [])) if p.fleet is not None)
     flavors = _lookup(parent, ELB_FLAVORS_LOOKUP, {"type": "L7"})
     eip = _eip(parent, f"{name}-lb-eip", request.tags, **protect) if request.internet_facing else None
     balancer = hw.dedicatedelb.Loadbalancer(
