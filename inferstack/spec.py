@@ -499,13 +499,13 @@ class WorkloadSpec(_Strict):
 
     @model_validator(mode="after")
     def _canary_differs(self) -> WorkloadSpec:
-        if self.canary is not None and self.canary_workload().version == self.version:
+        if self.canary is not None and self.canary_workload().served_version == self.served_version:
             raise ValueError("canary: its model, precision, engine and KV-cache type are all the workload's own; "
                              "change at least one (the new version), or drop canary")
         return self
 
     @property
-    def version(self) -> tuple[Any, ...]:
+    def served_version(self) -> tuple[Any, ...]:
         """What a canary may change: the model, precision, engine and KV-cache type."""
         return (self.model, self.precision, self.engine, self.kv_cache_dtype)
 

@@ -946,7 +946,8 @@ def _weighted_rule(parent: pulumi.Resource, name: str, https: alicloud.alb.Liste
                    canary_servers: alicloud.alb.ServerGroup, canary: CanaryRequest) -> None:
     """Every path of the HTTPS listener to both server groups by weight. A listener's default action takes no weights
     (alb ListenerDefaultActionForwardGroupConfigServerGroupTupleArgs has a server group id only); a forwarding rule's
-    does (RuleRuleActionForwardGroupConfigServerGroupTupleArgs.weight: 0 to 100)."""
+    does (RuleRuleActionForwardGroupConfigServerGroupTupleArgs.weight: 0 to 100; 0 "from version 1.264.0" of the
+    Terraform provider, which pulumi-alicloud 4.0.0 is past: its docs name resources "Available since v1.295.0")."""
     alicloud.alb.Rule(
         f"{name}-canary-split", listener_id=https.id, rule_name=f"{name}-canary-split", priority=1,
         rule_conditions=[{"type": "Path", "path_config": {"values": ["/*"]}}],
