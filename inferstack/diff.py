@@ -158,6 +158,16 @@ QUANTITIES: tuple[_Quantity, ...] = (
         2,
     ),
     _Quantity("performance.utilization", "utilization at peak (%)", lambda p: _percent(p.performance.utilization), "%"),
+    # The canary group (sizing/canary.py): the lines above are the main group's.
+    _Quantity("canary.weight", "canary's share of requests (%)", lambda p: p.canary.weight if p.canary else None, "%"),
+    _Quantity("canary.plan.model.name", "canary model", lambda p: p.canary.plan.model.name if p.canary else None),
+    _Quantity("canary.plan.precision", "canary precision", lambda p: p.canary.plan.precision if p.canary else None),
+    _Quantity("canary.plan.offer", "canary instance type", lambda p: p.canary.plan.offer if p.canary else None),
+    _Quantity("canary.plan.instance_count", "canary instances",
+              lambda p: p.canary.plan.instance_count if p.canary else None),
+    _Quantity("canary.plan.price.monthly_ranking.amount", "canary cost per month",
+              lambda p: p.canary.plan.price.monthly_ranking.amount
+              if p.canary and p.canary.plan.price.monthly_ranking else None, None, 2),
 )
 
 

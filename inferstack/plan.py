@@ -335,6 +335,10 @@ class DeploymentPlan(_Frozen):
     slo: Objectives | None = Field(
         default=None, description="The service levels the plan holds (its alarms' thresholds). The planner writes it "
                                   "on every plan; None only in plans written before it existed.")
+    canary: CanaryPlan | None = Field(
+        default=None, description="The workload's canary: a second group behind the same load balancer, taking its "
+                                  "weight in % of the requests; this plan's own group then carries the rest and is "
+                                  "sized for it (sizing/canary.py). None: no canary.")
 
     @property
     def request_timeout_s(self) -> int:
@@ -350,7 +354,22 @@ class DeploymentPlan(_Frozen):
         gpus = f" ({self.accelerator.count}x {self.accelerator.name})" if self.accelerator else ""
         price = self.price
         cost = f"{price.monthly_ranking or price.monthly}/month" if price.monthly else "price unknown"
-        return f"{self.instance_count}x {self.instance_type}{gpus} on {self.cloud} {self.region}, {cost}"
+        canary = f"; {self.canary.summary()}" if self.canary else ""
+        return f"{self.instance_count}x {self.instance_type}{gpus} on {self.cloud} {self.region}, {cost}{canary}"
+
+
+class CanaryPlan(_Frozen):
+    """A canary's share of the requests and the plan of its group: the canary version as it would run at full
+    traffic (what promoting it deploys), with its replicas, fleet, price and load cut to its share."""
+
+    weight: int = Field(ge=0, le=100, description="Percent of the requests the canary group takes.")
+    plan: DeploymentPlan = Field(description="The canary group's plan.")
+
+    def summary(self) -> str:
+        return f"canary {self.weight} %: {self.plan.model.name} {self.plan.precision}, {self.plan.summary()}"
+
+
+DeploymentPlan.model_rebuild()
 
 
 class CloudOutcome(_Frozen):

@@ -262,6 +262,7 @@ def _plan_details(report: PlanReport) -> list[str]:
             continue
         lines += [f"  • {line}" for line in outcome.chosen.rationale]
         lines += [f"  ! {warning}" for warning in outcome.chosen.warnings]
+        lines += _canary_details(outcome.chosen)
         if outcome.alternatives:
             lines.append("  alternatives:")
             lines += [f"    {alternative.summary()}" for alternative in outcome.alternatives]
@@ -279,6 +280,16 @@ def _plan_details(report: PlanReport) -> list[str]:
         "* = price from another region; STALE = price over a year old; doubtful prices lose ties within 5 %"
     )
     return lines
+
+
+def _canary_details(plan: DeploymentPlan) -> list[str]:
+    """The canary group under its cloud's reasons: what it runs, its share, why that many servers (the table's columns
+    are the main group's)."""
+    canary = plan.canary
+    if canary is None:
+        return []
+    return [f"  canary: {canary.summary()}", f"    • {canary.plan.rationale[-1]}",
+            *(f"    ! {warning}" for warning in canary.plan.warnings if warning not in plan.warnings)]
 
 
 def _passed_over(report: PlanReport) -> list[str]:

@@ -426,6 +426,37 @@ def _model_form(value: Any) -> str:
     return "str" if isinstance(value, str) else "ModelSpec"
 
 
+ModelChoice = Annotated[
+    Annotated[ModelReference, Tag("str")] | Annotated[ModelSpec, Tag("ModelSpec")],
+    Discriminator(_model_form),
+]
+"""A built-in model name, or a model description (`ModelSpec`)."""
+MAX_CANARY_WEIGHT = 100
+
+
+class Canary(_Strict):
+    """A second version of the service behind the same endpoint, taking `weight` % of the requests: the new model (or
+    its revision, precision or engine) on a managed group of its own, sized for its share (docs/pull-requests.md).
+    Promote: move the canary's fields to the workload's own and drop `canary`; abort: weight 0, then drop `canary`."""
+
+    model: ModelChoice | None = Field(
+        default=None, description="The canary's model: a built-in name or a model description; default: the "
+        "workload's model (then change its precision, engine or KV-cache type).")
+    precision: PrecisionField | None = Field(
+        default=None, description="The canary's weight precision (the values of the workload's precision); default: "
+        "the workload's.")
+    engine: EngineField | None = Field(
+        default=None, description="The canary's inference engine (the values of the workload's engine); default: the "
+        "workload's.")
+    kv_cache_dtype: KvCacheDtypeField | None = Field(
+        default=None, description="The canary's KV-cache type (the values of the workload's kv_cache_dtype); default: "
+        "the workload's.")
+    weight: int = Field(
+        strict=True, ge=0, le=MAX_CANARY_WEIGHT,
+        description="Percent of the requests the canary takes: a whole number from 0 to 100 (0: none, while its "
+        "servers stay for inspection; drop `canary` to remove them).")
+
+
 class WorkloadSpec(_Strict):
     """An inference workload: the model, its precision, the traffic, the targets and the placement."""
 
@@ -460,6 +491,30 @@ class WorkloadSpec(_Strict):
         default=Scaling(),
         description="The autoscaled fleet's ceiling (max_replicas); the floor is the plan's replicas.",
     )
+    canary: Canary | None = Field(
+        default=None,
+        description="A canary: the new version (model, precision, engine or KV-cache type) and the percent of the "
+        "requests it takes, e.g. {model: llama-3.1-8b, precision: fp8, weight: 10}; a fleet only.",
+    )
+
+    @model_validator(mode="after")
+    def _canary_differs(self) -> WorkloadSpec:
+        if self.canary is not None and self.canary_workload().served_version == self.served_version:
+            raise ValueError("canary: its model, precision, engine and KV-cache type are all the workload's own; "
+                             "change at least one (the new version), or drop canary")
+        return self
+
+    @property
+    def served_version(self) -> tuple[Any, ...]:
+        """What a canary may change: the model, precision, engine and KV-cache type."""
+        return (self.model, self.precision, self.engine, self.kv_cache_dtype)
+
+    def canary_workload(self) -> WorkloadSpec:
+        """The workload as its canary version would run at full traffic (what promoting it deploys)."""
+        assert self.canary is not None, "canary_workload needs a canary"
+        overrides = {key: getattr(self.canary, key) for key in ("model", "precision", "engine", "kv_cache_dtype")
+                     if getattr(self.canary, key) is not None}
+        return self.model_copy(update={**overrides, "canary": None})
 
     @property
     def model_name(self) -> str:
@@ -471,7 +526,8 @@ class WorkloadSpec(_Strict):
 # ---- errors -------------------------------------------------------------------------------------------
 
 SPEC_MODELS: dict[str, type[BaseModel]] = {
-    model.__name__: model for model in (TokenCount, ModelSpec, Traffic, Slo, Placement, Scaling, WorkloadSpec)
+    model.__name__: model
+    for model in (TokenCount, ModelSpec, Traffic, Slo, Placement, Scaling, Canary, WorkloadSpec)
 }
 # Parts of a pydantic error location that name a union branch or a validator, not a field.
 _NOT_FIELDS = ("str", "ModelSpec", "int", "float", "TokenCount", "[key]")
@@ -552,6 +608,11 @@ def parse_workload(data: Any, *, source: str | None = None, base_dir: Path | Non
     if base_dir is not None and isinstance(spec.model, ModelSpec) and spec.model.config is not None:
         resolved = spec.model.config if spec.model.config.is_absolute() else base_dir / spec.model.config
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"config": resolved})})
+    canary_model = spec.canary.model if spec.canary is not None else None
+    if base_dir is not None and isinstance(canary_model, ModelSpec) and canary_model.config is not None:
+        resolved = canary_model.config if canary_model.config.is_absolute() else base_dir / canary_model.config
+        canary = spec.canary.model_copy(update={"model": canary_model.model_copy(update={"config": resolved})})  # type: ignore[union-attr]
+        spec = spec.model_copy(update={"canary": canary})
     return spec
 
 

@@ -2678,6 +2678,25 @@ def _gcp_redirect_only(stack: Stack, url_map: StackResource) -> bool:
     return redirect.get("httpsRedirect") is True and not routes
 
 
+GCP_ARMOR_POLICIES = ("gcp:compute/securityPolicy:SecurityPolicy",
+                      "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy")
+
+
+def _gcp_one_armor(stack: Stack, url_map: StackResource, mapped: list[Backend],
+                   report_violation: ReportViolation) -> None:
+    """The backend services one URL map routes to (a canary's weighted backend services) share one Cloud Armor policy:
+    callers one of them refuses must not reach the other."""
+    armors = {b.resource.name: sorted(a.urn for a in _linked_of(stack, b.resource, ("securityPolicy",),
+                                                               *GCP_ARMOR_POLICIES))
+              or ([str(stack.known(b.resource.props, "securityPolicy"))]
+                  if stack.known(b.resource.props, "securityPolicy") else []) for b in mapped}
+    if len({tuple(urns) for urns in armors.values()}) > 1:
+        shown = ", ".join(f"{name}: {'a Cloud Armor policy' if urns else 'none'}" for name, urns in armors.items())
+        report_violation(f"URL map {url_map.name} routes to backend services under different Cloud Armor policies "
+                         f"({shown}), so callers one refuses reach the other: give every backend service of the URL "
+                         "map the same securityPolicy", url_map.urn)
+
+
 def _gcp_listener(stack: Stack, rule: StackResource, backends: list[Backend],
                   report_violation: ReportViolation) -> Listener:
     text = stack.known(rule.props, "portRange") or next(iter(stack.items(stack.known(rule.props, "ports"))), None)
@@ -2697,8 +2716,10 @@ def _gcp_listener(stack: Stack, rule: StackResource, backends: list[Backend],
                              "so the pack cannot read its TLS versions: use an SSL policy of this stack with "
                              "minTlsVersion TLS_1_2", proxy.urn)
         for url_map in _linked_of(stack, proxy, ("urlMap",), *GCP_URL_MAPS):
-            forwards += [b for b in backends if _linked(
+            mapped = [b for b in backends if _linked(
                 stack, url_map, ("defaultService", "pathMatchers", "hostRules", "defaultRouteAction"), b.resource)]
+            _gcp_one_armor(stack, url_map, mapped, report_violation)
+            forwards += mapped
     for proxy in http:
         maps = _linked_of(stack, proxy, ("urlMap",), *GCP_URL_MAPS)
         redirects = bool(maps) and all(_gcp_redirect_only(stack, m) for m in maps)
@@ -3110,7 +3131,8 @@ STACK_RULES = [
               "secret store.", check_public_api_key, severity="medium", level="advisory"),
     StackRule("load-balancer-https-front-ends",
               "Load balancers made of several resources hold up together: HTTPS proxies and listeners have a TLS 1.2+ "
-              "policy of the stack, plain HTTP only redirects, every backend has a health check of the stack.",
+              "policy of the stack, plain HTTP only redirects, every backend has a health check of the stack, the "
+              "backends of one Google Cloud URL map share one Cloud Armor policy.",
               check_https_front_ends),
     StackRule("load-balancer-only-public-listener",
               "Only a load balancer's own firewall opens 443 and 80 to callers; a managed group's serving port "

@@ -40,6 +40,7 @@ from inferstack.components.core import (
     AlarmsResult,
     BroughtIds,
     BundleRequest,
+    CanaryRequest,
     Capability,
     CertificateRule,
     CloudBackend,
@@ -458,44 +459,17 @@ class AlibabaBackend(CloudBackend):
         return result
 
     def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
-        plan, fleet = request.plan, request.plan.fleet
-        assert fleet is not None, "create_fleet is called for a plan with a fleet"
+        assert request.plan.fleet is not None, "create_fleet is called for a plan with a fleet"
         certificate = _api_certificate(request.api_certificate)
         servers = _server_group(parent, name, request)
         load_balancer = _load_balancer(parent, name, request)
-        _listeners(parent, name, request, load_balancer, servers, certificate)
-        template = _launch_template(parent, name, request, provider=self.display_name)
-        group = alicloud.ess.ScalingGroup(
-            f"{name}-group", scaling_group_name=_account_name(parent, name, "servers"),
-            min_size=fleet.min_replicas, max_size=fleet.max_replicas, vswitch_ids=list(request.server_subnet_ids),
-            multi_az_policy="BALANCE", launch_template_id=template.id, launch_template_version="Latest",
-            # ECS: a stopped or released server; LOAD_BALANCER: one that fails ALB's health check. Either is
-            # removed and released (scaling_policy), and a new one created to keep min_size.
-            health_check_types=["ECS", "LOAD_BALANCER"], scaling_policy="release",
-            default_cooldown=fleet.scale_out_cooldown_s,
-            removal_policies=["OldestScalingConfiguration", "OldestInstance"],
-            spot_instance_remedy=True if plan.spot else None,
-            group_deletion_protection=request.protected, tags=request.tags,
-            opts=server_options(parent, request.protected))
-        # The plan's grace: a new server stays in Pending:Wait, out of the load balancer and so never judged by its
-        # health check, until the hook times out and CONTINUEs; then ESS adds it to the ALB server group.
-        grace = alicloud.ess.LifecycleHook(
-            f"{name}-grace", scaling_group_id=group.id, name=f"{name}-grace", lifecycle_transition="SCALE_OUT",
-            heartbeat_timeout=fleet.health_check_grace_s, default_result="CONTINUE", opts=child_options(parent))
-        attachment = alicloud.ess.AlbServerGroupAttachment(
-            f"{name}-group-alb", scaling_group_id=group.id, alb_server_group_id=servers.id,
-            port=plan.serving.port, weight=100, force_attach=True,
-            opts=child_options(parent, depends_on=[grace]))
-        alicloud.ess.ScalingRule(
-            f"{name}-requests-per-server", scaling_group_id=group.id, scaling_rule_name=f"{name}-requests-per-server",
-            scaling_rule_type="TargetTrackingScalingRule", metric_name=ALB_QPS_PER_SERVER_METRIC,
-            alarm_dimension={"dimension_key": ALB_SERVER_GROUP_DIMENSION, "dimension_value": servers.id},
-            # Both count requests per second: the plan's target as is, to ESS's precision.
-            target_value=_qps_target(fleet.target_requests_per_s),
-            # A new server adds capacity once the lifecycle hook lets it into the load balancer: at the grace.
-            estimated_instance_warmup=fleet.health_check_grace_s,
-            scale_in_evaluation_count=math.ceil(fleet.scale_in_cooldown_s / METRIC_PERIOD_S),
-            disable_scale_in=False, opts=child_options(parent, depends_on=[attachment]))
+        https = _listeners(parent, name, request, load_balancer, servers, certificate)
+        group = _scaling_group(parent, name, request, servers, provider=self.display_name)
+        if request.canary is not None:  # the same group, from the canary's plan, and a weighted rule to both
+            canary = request.for_canary()
+            canary_servers = _server_group(parent, f"{name}-canary", canary)
+            _scaling_group(parent, f"{name}-canary", canary, canary_servers, provider=self.display_name)
+            _weighted_rule(parent, name, https, servers, canary_servers, request.canary)
         domain = request.api_domain
         load_balancer.dns_name.apply(lambda dns_name: pulumi.log.info(
             f"{name}: point {domain} at the load balancer with a CNAME record to {dns_name}; the endpoint serves "
@@ -914,7 +888,7 @@ def _zone_mappings(name: str, ids: Sequence[str],
 
 
 def _listeners(parent: pulumi.Resource, name: str, request: FleetRequest, load_balancer: alicloud.alb.LoadBalancer,
-               servers: alicloud.alb.ServerGroup, certificate: str) -> None:
+               servers: alicloud.alb.ServerGroup, certificate: str) -> alicloud.alb.Listener:
     """HTTPS on 443 to the servers; HTTP on 80 only redirects; both limited to the allowed networks by an ACL."""
     opts = child_options(parent)
     timeout_s = request.plan.request_timeout_s
@@ -951,6 +925,7 @@ def _listeners(parent: pulumi.Resource, name: str, request: FleetRequest, load_b
             "protocol": "HTTPS", "port": str(LISTENER_PORTS["https"]), "http_code": ALB_HTTPS_REDIRECT_CODE}}],
         opts=opts)
     _callers_acl(parent, name, request, {"https": https, "http": http})
+    return https
 
 
 def _callers_acl(parent: pulumi.Resource, name: str, request: FleetRequest,
@@ -971,6 +946,62 @@ def _callers_acl(parent: pulumi.Resource, name: str, request: FleetRequest,
     for label, listener in listeners.items():
         alicloud.alb.ListenerAclAttachment(f"{name}-{label}-callers", listener_id=listener.id, acl_id=acl.id,
                                            acl_type="White", opts=child_options(parent, depends_on=[entries]))
+
+
+def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest, servers: alicloud.alb.ServerGroup, *,
+                   provider: str) -> alicloud.ess.ScalingGroup:
+    """The plan's servers as an ESS group from a launch template, added to the ALB server group after the grace, scaled
+    on requests per server."""
+    plan, fleet = request.plan, request.plan.fleet
+    assert fleet is not None
+    template = _launch_template(parent, name, request, provider=provider)
+    group = alicloud.ess.ScalingGroup(
+        f"{name}-group", scaling_group_name=_account_name(parent, name, "servers"),
+        min_size=fleet.min_replicas, max_size=fleet.max_replicas, vswitch_ids=list(request.server_subnet_ids),
+        multi_az_policy="BALANCE", launch_template_id=template.id, launch_template_version="Latest",
+        # ECS: a stopped or released server; LOAD_BALANCER: one that fails ALB's health check. Either is
+        # removed and released (scaling_policy), and a new one created to keep min_size.
+        health_check_types=["ECS", "LOAD_BALANCER"], scaling_policy="release",
+        default_cooldown=fleet.scale_out_cooldown_s,
+        removal_policies=["OldestScalingConfiguration", "OldestInstance"],
+        spot_instance_remedy=True if plan.spot else None,
+        group_deletion_protection=request.protected, tags=request.tags,
+        opts=server_options(parent, request.protected))
+    # The plan's grace: a new server stays in Pending:Wait, out of the load balancer and so never judged by its
+    # health check, until the hook times out and CONTINUEs; then ESS adds it to the ALB server group.
+    grace = alicloud.ess.LifecycleHook(
+        f"{name}-grace", scaling_group_id=group.id, name=f"{name}-grace", lifecycle_transition="SCALE_OUT",
+        heartbeat_timeout=fleet.health_check_grace_s, default_result="CONTINUE", opts=child_options(parent))
+    attachment = alicloud.ess.AlbServerGroupAttachment(
+        f"{name}-group-alb", scaling_group_id=group.id, alb_server_group_id=servers.id,
+        port=plan.serving.port, weight=100, force_attach=True,
+        opts=child_options(parent, depends_on=[grace]))
+    alicloud.ess.ScalingRule(
+        f"{name}-requests-per-server", scaling_group_id=group.id, scaling_rule_name=f"{name}-requests-per-server",
+        scaling_rule_type="TargetTrackingScalingRule", metric_name=ALB_QPS_PER_SERVER_METRIC,
+        alarm_dimension={"dimension_key": ALB_SERVER_GROUP_DIMENSION, "dimension_value": servers.id},
+        # Both count requests per second: the plan's target as is, to ESS's precision.
+        target_value=_qps_target(fleet.target_requests_per_s),
+        # A new server adds capacity once the lifecycle hook lets it into the load balancer: at the grace.
+        estimated_instance_warmup=fleet.health_check_grace_s,
+        scale_in_evaluation_count=math.ceil(fleet.scale_in_cooldown_s / METRIC_PERIOD_S),
+        disable_scale_in=False, opts=child_options(parent, depends_on=[attachment]))
+    return group
+
+
+def _weighted_rule(parent: pulumi.Resource, name: str, https: alicloud.alb.Listener, servers: alicloud.alb.ServerGroup,
+                   canary_servers: alicloud.alb.ServerGroup, canary: CanaryRequest) -> None:
+    """Every path of the HTTPS listener to both server groups by weight. A listener's default action takes no weights
+    (alb ListenerDefaultActionForwardGroupConfigServerGroupTupleArgs has a server group id only); a forwarding rule's
+    does (RuleRuleActionForwardGroupConfigServerGroupTupleArgs.weight: 0 to 100; 0 "from version 1.264.0" of the
+    Terraform provider, which pulumi-alicloud 4.0.0 is past: its docs name resources "Available since v1.295.0")."""
+    alicloud.alb.Rule(
+        f"{name}-canary-split", listener_id=https.id, rule_name=f"{name}-canary-split", priority=1,
+        rule_conditions=[{"type": "Path", "path_config": {"values": ["/*"]}}],
+        rule_actions=[{"order": 1, "type": "ForwardGroup", "forward_group_config": {"server_group_tuples": [
+            {"server_group_id": servers.id, "weight": canary.main_weight},
+            {"server_group_id": canary_servers.id, "weight": canary.weight}]}}],
+        opts=child_options(parent))
 
 
 def _launch_template(parent: pulumi.Resource, name: str, request: FleetRequest, *,

@@ -469,12 +469,14 @@ class AwsBackend(CloudBackend):
         template = _launch_template(parent, name, request, _server_image(parent, plan),
                                     _user_data(parent, plan, request.user_data))
         targets = _target_group(parent, name, request)
+        canary = request.for_canary() if request.canary else None
+        canary_targets = _target_group(parent, f"{name}-canary", canary) if canary else None
         balancer = _load_balancer(parent, name, request)
         certificate = request.api_certificate or _issued_certificate(parent, name, request.api_domain, request.tags)
         aws.lb.Listener(
             f"{name}-https", load_balancer_arn=balancer.arn, port=LISTENER_PORTS["https"], protocol="HTTPS",
             ssl_policy=LOAD_BALANCER_TLS_POLICY, certificate_arn=certificate,
-            default_actions=[{"type": "forward", "target_group_arn": targets.arn}], tags=request.tags, opts=protected)
+            default_actions=[_forward(request, targets, canary_targets)], tags=request.tags, opts=protected)
         aws.lb.Listener(
             f"{name}-http", load_balancer_arn=balancer.arn, port=LISTENER_PORTS["http"], protocol="HTTP",
             default_actions=[{"type": "redirect", "redirect": {
@@ -482,6 +484,12 @@ class AwsBackend(CloudBackend):
             tags=request.tags, opts=protected)
         group = _group(parent, name, request, template, targets)
         _scaling_policies(parent, name, fleet, group, balancer, targets, request.tags)
+        if canary is not None and canary_targets is not None:  # the same group, from the canary's plan
+            canary_template = _launch_template(parent, f"{name}-canary", canary, _server_image(parent, canary.plan),
+                                               _user_data(parent, canary.plan, canary.user_data))
+            canary_group = _group(parent, f"{name}-canary", canary, canary_template, canary_targets)
+            _scaling_policies(parent, f"{name}-canary", _fleet(canary.plan), canary_group, balancer, canary_targets,
+                              request.tags)
         # DNS stays yours: say where the domain must point.
         balancer.dns_name.apply(lambda address: pulumi.log.info(
             f"{name}: point {request.api_domain} at {address} (a CNAME, or a Route 53 alias record)",
@@ -808,6 +816,17 @@ def _target_group(parent: pulumi.Resource, name: str, request: FleetRequest) -> 
                       "healthy_threshold": HEALTHY_THRESHOLD, "unhealthy_threshold": UNHEALTHY_THRESHOLD},
         tags=_named(request.tags, f"{name}-targets"),
         opts=fleet_options(parent, request.protected))
+
+
+def _forward(request: FleetRequest, targets: aws.lb.TargetGroup,
+             canary_targets: aws.lb.TargetGroup | None) -> aws.lb.ListenerDefaultActionArgsDict:
+    """To the servers' target group; with a canary, weighted between the two groups (ListenerDefaultActionForward-
+    TargetGroupArgs: weights 0-999, relative; ELB User Guide, "Listener rules", weighted target groups)."""
+    if request.canary is None or canary_targets is None:
+        return {"type": "forward", "target_group_arn": targets.arn}
+    return {"type": "forward", "forward": {"target_groups": [
+        {"arn": targets.arn, "weight": request.canary.main_weight},
+        {"arn": canary_targets.arn, "weight": request.canary.weight}]}}
 
 
 def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest) -> aws.lb.LoadBalancer:

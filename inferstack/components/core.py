@@ -16,6 +16,7 @@ data checked against the plan's region, zone selection, and the offline preview'
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -352,6 +353,31 @@ class FleetRequest:
     issues one for the domain."""
     protected: bool
     tags: Mapping[str, str]
+    canary: CanaryRequest | None = None
+    """The plan's canary (`plan.canary`): a second group behind the same load balancer, with weighted routing."""
+
+    def for_canary(self) -> FleetRequest:
+        """The request for the canary's group: its plan, identity and boot script; the same network and endpoint."""
+        assert self.canary is not None, "for_canary needs a canary"
+        return dataclasses.replace(self, plan=self.canary.plan, attachment=self.canary.attachment,
+                                   user_data=self.canary.user_data, canary=None)
+
+
+@dataclass(frozen=True)
+class CanaryRequest:
+    """A canary group: built as the main group is (`FleetRequest.for_canary`), from its own plan and boot script."""
+
+    plan: DeploymentPlan
+    """The canary version's plan, its fleet sized for its share of the requests (sizing/canary.py)."""
+    weight: int
+    """Percent of the requests the load balancer sends to the canary group; the main group takes the rest."""
+    attachment: pulumi.Input[str]
+    """The canary servers' identity (it reads the canary model's prefix)."""
+    user_data: StrOutput
+
+    @property
+    def main_weight(self) -> int:
+        return 100 - self.weight
 
 
 @dataclass(frozen=True)

@@ -571,8 +571,15 @@ class GcpBackend(CloudBackend):
         placement = _placement(parent, plan)
         template = _instance_template(parent, name, request, placement, provider=self.display_name)
         group = _instance_group(parent, name, request, template, placement)
+        canary = None
+        if request.canary is not None:  # the same group, from the canary's plan
+            canary_request, canary_placement = request.for_canary(), _placement(parent, request.canary.plan)
+            canary_template = _instance_template(parent, f"{name}-canary", canary_request, canary_placement,
+                                                 provider=self.display_name)
+            canary = _Canary(canary_request, _instance_group(parent, f"{name}-canary", canary_request,
+                                                             canary_template, canary_placement))
         front_end = (_external_load_balancer if request.internet_facing else _internal_load_balancer)(
-            parent, name, request, group, placement)
+            parent, name, request, group, placement, canary)
         # Load-balancing utilization counts the backend service's requests: the autoscaler needs the group to be its
         # backend first. Initialization period (cooldown_period): a new server is not counted during its cold start.
         gcp.compute.RegionAutoscaler(
@@ -586,6 +593,8 @@ class GcpBackend(CloudBackend):
                 "scale_in_control": {"max_scaled_in_replicas": {"fixed": 1},
                                      "time_window_sec": fleet.scale_in_cooldown_s}},
             opts=child_options(parent, depends_on=[front_end.backend]))
+        if canary is not None and front_end.canary_backend is not None:
+            _canary_autoscaler(parent, name, canary, front_end.canary_backend)
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
                            load_balancer_address=front_end.address, group_id=group.id,
                            watched={"backend_service": front_end.backend.name, "group": group.name,  # type: ignore[attr-defined]
@@ -987,6 +996,43 @@ class _FrontEnd:
     """Where the API domain points: the load balancer's IP address."""
     backend: pulumi.Resource
     """The backend service (the autoscaler's utilization is its requests)."""
+    canary_backend: pulumi.Resource | None = None
+    """The canary group's backend service, when the plan has a canary."""
+
+
+@dataclass(frozen=True)
+class _Canary:
+    """A canary group (`FleetRequest.canary`): its request (its plan) and its managed instance group."""
+
+    request: FleetRequest
+    group: gcp.compute.RegionInstanceGroupManager
+
+
+def _routing(backend: pulumi.Resource, canary_backend: pulumi.Resource | None,
+             request: FleetRequest) -> dict[str, Any]:
+    """The URL map's default: the backend service; with a canary, weighted backend services (both Application Load
+    Balancers take them in their URL map's defaultRouteAction; "If defaultRouteAction specifies any
+    weightedBackendServices, defaultService must not be set", pulumi_gcp URLMap and RegionUrlMap docstrings)."""
+    if request.canary is None or canary_backend is None:
+        return {"default_service": backend.id}  # type: ignore[attr-defined]
+    return {"default_route_action": {"weighted_backend_services": [
+        {"backend_service": backend.id, "weight": request.canary.main_weight},  # type: ignore[attr-defined]
+        {"backend_service": canary_backend.id, "weight": request.canary.weight}]}}  # type: ignore[attr-defined]
+
+
+def _canary_autoscaler(parent: pulumi.Resource, name: str, canary: _Canary, backend: pulumi.Resource) -> None:
+    """The canary group's autoscaler: the main group's settings, from the canary's plan."""
+    fleet = canary.request.plan.fleet
+    assert fleet is not None
+    gcp.compute.RegionAutoscaler(
+        f"{name}-canary-autoscaler", name=_gcp_name(name, "canary-autoscaler"), target=canary.group.self_link,
+        description=f"inferstack {name} canary: {fleet.target_requests_per_s} requests/s per server",
+        autoscaling_policy={
+            "min_replicas": fleet.min_replicas, "max_replicas": fleet.max_replicas, "mode": "ON",
+            "cooldown_period": fleet.scale_out_cooldown_s,
+            "load_balancing_utilization": {"target": LB_UTILIZATION_TARGET},
+            "scale_in_control": {"max_scaled_in_replicas": {"fixed": 1}, "time_window_sec": fleet.scale_in_cooldown_s}},
+        opts=child_options(parent, depends_on=[backend]))
 
 
 def _watched_condition(rule: AlarmRule, watched: Mapping[str, pulumi.Input[str]]) -> Any:
@@ -1023,7 +1069,8 @@ def _alert_condition(rule: AlarmRule, scheme: str, backend_service: str, group: 
 
 
 def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
-                            group: gcp.compute.RegionInstanceGroupManager, placement: _Placement) -> _FrontEnd:
+                            group: gcp.compute.RegionInstanceGroupManager, placement: _Placement,
+                            canary: _Canary | None = None) -> _FrontEnd:
     """A global external Application Load Balancer (EXTERNAL_MANAGED): HTTPS on 443 with a Google-managed
     certificate, HTTP on 80 only redirecting; the same pattern as the static assets' CDN, separate resources."""
     opts, plan, labels = child_options(parent), request.plan, gcp_labels(request.tags)
@@ -1036,15 +1083,21 @@ def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
             match=gcp.compute.SecurityPolicyRuleMatchArgs(versioned_expr="SRC_IPS_V1", config=(
                 gcp.compute.SecurityPolicyRuleMatchConfigArgs(src_ip_ranges=rule.sources))))
             for rule in armor_rules(sources)], opts=opts) if sources is not None else None
-    backend = gcp.compute.BackendService(
-        f"{name}-backend", name=_gcp_name(name, "backend"), load_balancing_scheme="EXTERNAL_MANAGED",
-        health_checks=health.id, security_policy=armor.id if armor else None,
-        backends=[gcp.compute.BackendServiceBackendArgs(
-            group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
-            max_rate_per_instance=_max_rate(request))],
-        protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
-        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan),
-        log_config=LB_REQUEST_LOG, opts=opts)
+    def backend_service(role: str, request: FleetRequest,
+                        group: gcp.compute.RegionInstanceGroupManager) -> gcp.compute.BackendService:
+        plan = request.plan  # the canary's own plan for its backend (its rate and timeout); the same armor
+        return gcp.compute.BackendService(
+            f"{role}-backend", name=_gcp_name(role, "backend"), load_balancing_scheme="EXTERNAL_MANAGED",
+            health_checks=health.id, security_policy=armor.id if armor else None,
+            backends=[gcp.compute.BackendServiceBackendArgs(
+                group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
+                max_rate_per_instance=_max_rate(request))],
+            protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
+            connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(role, plan),
+            log_config=LB_REQUEST_LOG, opts=opts)
+
+    backend = backend_service(name, request, group)
+    canary_backend = backend_service(f"{name}-canary", canary.request, canary.group) if canary else None
     address = gcp.compute.GlobalAddress(f"{name}-lb-address", name=_gcp_name(name, "lb-address"), ip_version="IPV4",
                                         labels=labels, opts=opts)
     certificate = gcp.compute.ManagedSslCertificate(
@@ -1052,8 +1105,8 @@ def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
         managed={"domains": [request.api_domain]}, opts=opts)
     tls = gcp.compute.SSLPolicy(f"{name}-api-tls", name=_gcp_name(name, "api-tls"), profile="MODERN",
                                 min_tls_version="TLS_1_2", opts=opts)
-    urls = gcp.compute.URLMap(f"{name}-api-urls", name=_gcp_name(name, "api-urls"), default_service=backend.id,
-                              opts=opts)
+    urls = gcp.compute.URLMap(f"{name}-api-urls", name=_gcp_name(name, "api-urls"),
+                              **_routing(backend, canary_backend, request), opts=opts)
     https = gcp.compute.TargetHttpsProxy(
         f"{name}-api-https", name=_gcp_name(name, "api-https"), url_map=urls.id, ssl_certificates=[certificate.id],
         ssl_policy=tls.id, opts=opts)
@@ -1069,11 +1122,12 @@ def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
     address.address.apply(lambda ip: pulumi.log.info(
         f"{name}: point the DNS A record of {request.api_domain} at {ip}; the Google-managed certificate is issued "
         f"after that (up to an hour); https://{request.api_domain} serves once it is active", resource=parent))
-    return _FrontEnd(address=address.address, backend=backend)
+    return _FrontEnd(address=address.address, backend=backend, canary_backend=canary_backend)
 
 
 def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
-                            group: gcp.compute.RegionInstanceGroupManager, placement: _Placement) -> _FrontEnd:
+                            group: gcp.compute.RegionInstanceGroupManager, placement: _Placement,
+                            canary: _Canary | None = None) -> _FrontEnd:
     """A regional internal Application Load Balancer (INTERNAL_MANAGED) on an address of the load balancer's
     subnetwork: HTTPS on 443 with a Certificate Manager certificate that Google issues once a DNS authorization
     record exists (a private address gives Google nothing to reach), HTTP on 80 only redirecting."""
@@ -1087,15 +1141,21 @@ def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
             match=gcp.compute.RegionSecurityPolicyRuleMatchArgs(versioned_expr="SRC_IPS_V1", config=(
                 gcp.compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=rule.sources))))
             for rule in armor_rules(armor_sources(request) or [request.network_cidr])], opts=opts)
-    backend = gcp.compute.RegionBackendService(
-        f"{name}-backend", name=_gcp_name(name, "backend"), load_balancing_scheme="INTERNAL_MANAGED",
-        health_checks=health.id, security_policy=armor.id,
-        backends=[gcp.compute.RegionBackendServiceBackendArgs(
-            group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
-            max_rate_per_instance=_max_rate(request))],
-        protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
-        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(name, plan),
-        log_config=LB_REQUEST_LOG, opts=opts)
+    def backend_service(role: str, request: FleetRequest,
+                        group: gcp.compute.RegionInstanceGroupManager) -> gcp.compute.RegionBackendService:
+        plan = request.plan  # the canary's own plan for its backend (its rate and timeout); the same armor
+        return gcp.compute.RegionBackendService(
+            f"{role}-backend", name=_gcp_name(role, "backend"), load_balancing_scheme="INTERNAL_MANAGED",
+            health_checks=health.id, security_policy=armor.id,
+            backends=[gcp.compute.RegionBackendServiceBackendArgs(
+                group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
+                max_rate_per_instance=_max_rate(request))],
+            protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
+            connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(role, plan),
+            log_config=LB_REQUEST_LOG, opts=opts)
+
+    backend = backend_service(name, request, group)
+    canary_backend = backend_service(f"{name}-canary", canary.request, canary.group) if canary else None
     # The forwarding rules need the network's proxy-only subnetwork (one per network and region): say so clearly.
     subnetwork = pulumi.Output.all(request.load_balancer_subnet_ids[0], _proxy_only_ranges(parent, request.network_id),
                                    region).apply(lambda values: _with_proxy_only(*values))
@@ -1113,8 +1173,8 @@ def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
         managed={"domains": [request.api_domain], "dns_authorizations": [authorization.id]}, opts=opts)
     tls = gcp.compute.RegionSslPolicy(f"{name}-api-tls", name=_gcp_name(name, "api-tls"), profile="MODERN",
                                       min_tls_version="TLS_1_2", opts=opts)
-    urls = gcp.compute.RegionUrlMap(f"{name}-api-urls", name=_gcp_name(name, "api-urls"), default_service=backend.id,
-                                    opts=opts)
+    urls = gcp.compute.RegionUrlMap(f"{name}-api-urls", name=_gcp_name(name, "api-urls"),
+                                    **_routing(backend, canary_backend, request), opts=opts)
     https = gcp.compute.RegionTargetHttpsProxy(
         f"{name}-api-https", name=_gcp_name(name, "api-https"), url_map=urls.id,
         certificate_manager_certificates=[certificate.id], ssl_policy=tls.id, opts=opts)
@@ -1131,7 +1191,7 @@ def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
         f"{name}: point the DNS A record of {request.api_domain} (a private zone your callers resolve) at "
         f"{values[0]}, and add {_dns_records(values[1])} for the certificate: Google issues it once that record "
         "resolves", resource=parent))
-    return _FrontEnd(address=address.address, backend=backend)
+    return _FrontEnd(address=address.address, backend=backend, canary_backend=canary_backend)
 
 
 def _with_proxy_only(subnetwork: str, proxy_ranges: Sequence[str], region: str) -> str:

@@ -35,6 +35,7 @@ from inferstack.components.core import (
     AlarmsResult,
     BroughtIds,
     BundleRequest,
+    CanaryRequest,
     Capability,
     CertificateRule,
     CloudBackend,
@@ -469,6 +470,27 @@ class HuaweiBackend(CloudBackend):
         assert request.api_certificate is not None, "Huawei issues no certificate: api_certificate is required"
         zones = _zones_offering(parent, plan.instance_type, plan.zones)
         balancer = _load_balancer(parent, name, request, zones)
+        group = self._scaling_group(parent, name, request, zones, balancer.pool_id, balancer.health_check)
+        if request.canary is not None:  # the same group, from the canary's plan, in a pool of its own
+            canary = request.for_canary()
+            canary_pool = _canary_pool(parent, name, canary, balancer)
+            _weighted_policy(parent, name, balancer, canary_pool, request.canary)
+            canary_zones = _zones_offering(parent, canary.plan.instance_type, canary.plan.zones)
+            self._scaling_group(parent, f"{name}-canary", canary, canary_zones, canary_pool.pool_id,
+                                canary_pool.health_check)
+        balancer.address.apply(lambda address: pulumi.log.info(
+            f"{name}: point {request.api_domain} at {address} (a DNS A record); the HTTPS listener serves ELB "
+            f"certificate {request.api_certificate}, which must cover {request.api_domain}", resource=parent))
+        return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
+                           load_balancer_address=balancer.address, group_id=group.id,
+                           watched={"load_balancer": balancer.load_balancer_id})
+
+    def _scaling_group(self, parent: pulumi.Resource, name: str, request: FleetRequest,
+                       zones: pulumi.Output[list[str]], pool_id: StrOutput,
+                       health_check: pulumi.Resource) -> hw.as_.Group:
+        """The plan's servers as an AS group from an AS configuration, members of the ELB pool `pool_id`."""
+        plan, fleet = request.plan, request.plan.fleet
+        assert fleet is not None
         template = _server_template(parent, name, request, self._user_data(parent, plan, request.user_data))
         group = hw.as_.Group(
             f"{name}-group", scaling_group_name=_as_name(name, "fleet"), scaling_configuration_id=template.id,
@@ -480,7 +502,7 @@ class HuaweiBackend(CloudBackend):
             availability_zones=zones, multi_az_scaling_policy="EQUILIBRIUM_DISTRIBUTE",
             min_instance_number=fleet.min_replicas, desire_instance_number=fleet.min_replicas,
             max_instance_number=fleet.max_replicas,
-            lbaas_listeners=[{"pool_id": balancer.pool_id, "protocol_port": plan.serving.port}],
+            lbaas_listeners=[{"pool_id": pool_id, "protocol_port": plan.serving.port}],
             # A server is judged by the ELB's health check (checked every minute), once its grace period is over;
             # an unhealthy one is removed and replaced.
             health_periodic_audit_method="ELB_AUDIT", health_periodic_audit_time=AS_HEALTH_AUDIT_MINUTES,
@@ -496,7 +518,7 @@ class HuaweiBackend(CloudBackend):
             delete_instances="yes", force_delete=True, tags=request.tags,
             # Scaling policies (and operators) move the expected count; `pulumi up` must not reset it to the floor.
             opts=server_options(parent, request.protected, ignore_changes=["desireInstanceNumber"],
-                                depends_on=[balancer.health_check]))
+                                depends_on=[health_check]))
         if plan.device == "cpu":
             _cpu_scaling(parent, name, group, plan, fleet)
         else:
@@ -504,12 +526,7 @@ class HuaweiBackend(CloudBackend):
                             f"fleet: it holds the plan's floor of {fleet.min_replicas} servers; raise the AS group's "
                             f"expected instances by hand, up to {fleet.max_replicas} (docs/deploy-huawei.md)",
                             resource=parent)
-        balancer.address.apply(lambda address: pulumi.log.info(
-            f"{name}: point {request.api_domain} at {address} (a DNS A record); the HTTPS listener serves ELB "
-            f"certificate {request.api_certificate}, which must cover {request.api_domain}", resource=parent))
-        return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
-                           load_balancer_address=balancer.address, group_id=group.id,
-                           watched={"load_balancer": balancer.id})
+        return group
 
     #### Monitoring ####
 
@@ -800,8 +817,9 @@ class _LoadBalancer:
     pool_id: StrOutput
     """The backend server group the AS group adds its servers to."""
     health_check: hw.dedicatedelb.Monitor
-    id: StrOutput
+    load_balancer_id: StrOutput
     """The load balancer's id (its Cloud Eye metrics' dimension)."""
+    https_listener_id: StrOutput
 
 
 def _alarm_name(name: str, rule: AlarmRule) -> str:
@@ -827,7 +845,9 @@ def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
     protect = {"protect": True} if request.protected else {}
     # The load balancer takes the IPv4 (Neutron) subnet id, not the VPC subnet id that ECS and AS take.
     subnet = _lookup(parent, SUBNET_LOOKUP, {"id": request.load_balancer_subnet_ids[0]})
-    peak_rps = plan.fleet.max_replicas * plan.performance.capacity_requests_per_s / plan.replicas
+    # Both groups' ceilings at saturation when a canary shares the load balancer.
+    peak_rps = sum(p.fleet.max_replicas * p.performance.capacity_requests_per_s / p.replicas
+                   for p in (plan, *([request.canary.plan] if request.canary else [])) if p.fleet is not None)
     flavors = _lookup(parent, ELB_FLAVORS_LOOKUP, {"type": "L7"})
     eip = _eip(parent, f"{name}-lb-eip", request.tags, **protect) if request.internet_facing else None
     balancer = hw.dedicatedelb.Loadbalancer(
@@ -847,6 +867,8 @@ def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
         # No retry on another server after a timeout or error: a generation is not replayed (the SDK's docstring
         # says "health check retries"; the ELB API's enable_member_retry is the retry of a request).
         enable_member_retry=False, ip_group=acl_id, access_policy=acl_policy,
+        # A canary's weighted forwarding policy (_canary_pool) is advanced forwarding.
+        advanced_forwarding_enabled=True if request.canary is not None else None,
         description=f"inferstack {name}: the API over HTTPS", tags=request.tags, opts=opts)
     http = hw.dedicatedelb.Listener(
         f"{name}-http", loadbalancer_id=balancer.id, protocol="HTTP", protocol_port=HTTP_PORT, ip_group=acl_id,
@@ -856,12 +878,51 @@ def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
     # Least connections: a streamed answer holds its connection for its whole generation.
     pool = hw.dedicatedelb.Pool(f"{name}-pool", listener_id=https.id, protocol="HTTP", lb_method="LEAST_CONNECTIONS",
                                 description=f"inferstack {name}: the fleet's servers", opts=opts)
-    health_check = hw.dedicatedelb.Monitor(
-        f"{name}-health", pool_id=pool.id, protocol="HTTP", port=plan.serving.port, url_path=plan.serving.health_path,
+    health_check = _monitor(f"{name}-health", pool.id, plan, opts)
+    address = eip.address if eip is not None else balancer.ipv4_address
+    return _LoadBalancer(address=address, pool_id=pool.id, health_check=health_check, load_balancer_id=balancer.id,
+                         https_listener_id=https.id)
+
+
+def _monitor(resource_name: str, pool_id: StrOutput, plan: DeploymentPlan,
+             opts: pulumi.ResourceOptions) -> hw.dedicatedelb.Monitor:
+    """The pool's health check on the plan's readiness path and port."""
+    return hw.dedicatedelb.Monitor(
+        resource_name, pool_id=pool_id, protocol="HTTP", port=plan.serving.port, url_path=plan.serving.health_path,
         http_method="GET", status_code="200", interval=HEALTH_INTERVAL_S, timeout=HEALTH_TIMEOUT_S,
         max_retries=HEALTH_RISE, max_retries_down=HEALTH_FALL, opts=opts)
-    address = eip.address if eip is not None else balancer.ipv4_address
-    return _LoadBalancer(address=address, pool_id=pool.id, health_check=health_check, id=balancer.id)
+
+
+@dataclass(frozen=True)
+class _CanaryPool:
+    pool_id: StrOutput
+    health_check: hw.dedicatedelb.Monitor
+
+
+def _canary_pool(parent: pulumi.Resource, name: str, canary: FleetRequest, balancer: _LoadBalancer) -> _CanaryPool:
+    """The canary group's pool on the same load balancer, health-checked as the main pool is."""
+    plan, opts = canary.plan, child_options(parent)
+    pool = hw.dedicatedelb.Pool(f"{name}-canary-pool", loadbalancer_id=balancer.load_balancer_id, protocol="HTTP",
+                                lb_method="LEAST_CONNECTIONS", description=f"inferstack {name}: the canary's servers",
+                                opts=opts)
+    health_check = _monitor(f"{name}-canary-health", pool.id, plan, opts)
+    return _CanaryPool(pool_id=pool.id, health_check=health_check)
+
+
+def _weighted_policy(parent: pulumi.Resource, name: str, balancer: _LoadBalancer, canary_pool: _CanaryPool,
+                     weights: CanaryRequest) -> None:
+    """Every path of the HTTPS listener to the main and the canary pool by weight: REDIRECT_TO_POOL with
+    redirect_pools_configs (pool_id, weight), an advanced-forwarding policy (pulumi_huaweicloud 0.0.12
+    dedicatedelb.L7policy and L7policyRedirectPoolsConfigArgs; ELB API v3 CreateL7Policy, redirect_pools_config).
+    (verify) the weight range the ELB v3 API takes (the SDK states none); 0-100 is used here."""
+    opts = child_options(parent)
+    policy = hw.dedicatedelb.L7policy(
+        f"{name}-canary-split", listener_id=balancer.https_listener_id, action="REDIRECT_TO_POOL", priority=1,
+        redirect_pools_configs=[{"pool_id": balancer.pool_id, "weight": weights.main_weight},
+                                {"pool_id": canary_pool.pool_id, "weight": weights.weight}],
+        description=f"inferstack {name}: {weights.weight} % of the requests to the canary", opts=opts)
+    hw.dedicatedelb.L7rule(f"{name}-canary-every-path", l7policy_id=policy.id, type="PATH", compare_type="STARTS_WITH",
+                           value="/", opts=opts)
 
 
 def _caller_acl(parent: pulumi.Resource, name: str, request: FleetRequest) -> hw.dedicatedelb.Ipgroup | None:

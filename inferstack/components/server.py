@@ -30,6 +30,7 @@ from inferstack.components.core import (
     ARGS_CONFIG,
     AlarmsRequest,
     BundleRequest,
+    CanaryRequest,
     Capability,
     CloudBackend,
     FirewallRequest,
@@ -493,13 +494,14 @@ class InferenceServer(pulumi.ComponentResource):
         user_data = pulumi.Output.all(rendered, bundle).apply(lambda values: values[0].user_data)
         protected = _protects_servers(checked, self.plan)
         if self.fleet:
+            canary = self._canary(checked, model_bucket, secrets) if self.plan.canary else None
             fleet = self.backend.create_fleet(self, name, FleetRequest(
                 plan=self.plan, network_id=network_id, server_subnet_ids=subnet_ids,
                 load_balancer_subnet_ids=lb_subnet_ids, firewall_ids=firewall_ids,
                 load_balancer_firewall_id=lb_firewall_id, attachment=attachment, user_data=user_data,
                 internet_facing=internet_facing, allowed_cidrs=tuple(self.allowed_cidrs), network_cidr=network_cidr,
                 api_domain=checked["api_domain"], api_certificate=checked.get("api_certificate"),
-                protected=protected, tags=self._tags))
+                protected=protected, tags=self._tags, canary=canary))
             self.backend.create_alarms(self, name, AlarmsRequest(
                 plan=self.plan, fleet=fleet, notification_target=checked.get("alarm_notification"), tags=self._tags))
             self.endpoint_url = fleet.endpoint_url
@@ -603,11 +605,36 @@ class InferenceServer(pulumi.ComponentResource):
         self.identity_id = self.identity.identity_id
         return self.identity.attachment
 
+    def _canary(self, checked: Mapping[str, Any], model_bucket: Any, secrets: ServerSecrets | None) -> CanaryRequest:
+        """The canary group's own identity (reading the canary model's prefix only) and boot script, made as the main
+        group's are; the backend builds its group behind the same load balancer (`FleetRequest.canary`)."""
+        canary = self.plan.canary
+        assert canary is not None
+        name = f"{self._name}-canary"
+        if "instance_identity" in checked:
+            attachment = checked["instance_identity"]
+            pulumi.log.warn(f"{self._name}: the canary servers take the brought identity too: it must also read "
+                            f"{canary.plan.model.bucket_prefix} in the model bucket")
+        else:
+            attachment = ServerIdentity(f"{name}-identity", {
+                "cloud": canary.plan.cloud, "model_bucket": model_bucket,
+                "model_prefix": canary.plan.model.bucket_prefix, "secret_ids": secrets.grant_ids if secrets else [],
+                "tags": self._tags}, opts=child_options(self)).attachment
+        rendered = pulumi.Output.all(
+            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None])
+        ).apply(lambda refs: self._render_bootstrap(refs[0], refs[1], refs[2], plan=canary.plan))
+        bundle = self.backend.create_bundle(self, name, BundleRequest(
+            bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
+            content=rendered.apply(lambda r: r.bundle), tags=self._tags))
+        user_data = pulumi.Output.all(rendered, bundle).apply(lambda values: values[0].user_data)
+        return CanaryRequest(plan=canary.plan, weight=canary.weight, attachment=attachment, user_data=user_data)
+
     def _render_bootstrap(self, model_bucket: str, api_key_ref: str | None,
-                          hub_token_ref: str | None) -> RenderedBootstrap:
-        options = bootstrap.BootstrapOptions(model_bucket=model_bucket, region=self.plan.region,
+                          hub_token_ref: str | None, plan: DeploymentPlan | None = None) -> RenderedBootstrap:
+        plan = plan or self.plan
+        options = bootstrap.BootstrapOptions(model_bucket=model_bucket, region=plan.region,
                                              api_key_secret=api_key_ref, hub_token_secret=hub_token_ref)
-        return bootstrap.render_bootstrap(self.plan, self.plan.cloud, options)
+        return bootstrap.render_bootstrap(plan, plan.cloud, options)
 
 
 def plan_summary(plan: DeploymentPlan) -> dict[str, Any]:
@@ -734,6 +761,8 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
                                 f"({', '.join(public)})", fix="pass a secret API key, e.g. "
                                 "`pulumi config set --secret inferstack:apiKey $(openssl rand -hex 32)`"))
     problems += backend.plan_problems(plan, field=f"{name}.plan")
+    if plan.canary is not None:
+        problems += backend.plan_problems(plan.canary.plan, field=f"{name}.plan.canary.plan")
     problems += backend.brought_ids.problems(checked, name)
     brought_bucket = checked.get("model_bucket")
     if isinstance(brought_bucket, str):  # its name reaches the server: the cloud's own bucket grammar, nothing else

@@ -101,6 +101,10 @@ def plan_workload(
     """
     report = plan_once(spec, clouds=clouds, region=region, prices_file=prices_file, alternatives=alternatives,
                        calibration=calibration)
+    if spec.canary is not None and any(o.chosen for o in report.clouds):
+        from inferstack.sizing.canary import with_canary
+
+        report = with_canary(report, prices_file=prices_file, calibration=calibration)
     if any(o.chosen for o in report.clouds):
         return report
     from inferstack.sizing.suggest import nearest_feasible_changes
