@@ -20,6 +20,7 @@ from inferstack.spec import (
     REGION_PATTERN,
     SOURCE_URI_PATTERN,
     WORKLOAD_NAME_PATTERN,
+    Cache,
     Cloud,
     Engine,
     KvCacheDtype,
@@ -320,6 +321,9 @@ class DeploymentPlan(_Frozen):
     fleet: Fleet | None = Field(
         default=None, description="The autoscaled group behind a load balancer; None: one server on its own "
                                   "(validation and internal plans of one replica).")
+    cache: Cache | None = Field(
+        default=None, description="The workload's inference cache (a managed Redis the gateway keeps deterministic "
+                                  "answers in), as the workload gives it; None: no cache.")
 
     @property
     def request_timeout_s(self) -> int:
