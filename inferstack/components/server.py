@@ -462,6 +462,10 @@ class InferenceServer(pulumi.ComponentResource):
         checked = _with_models(validate_args(InferenceServerArgs, args, name), name)
         self.plan = _resolve_plan(checked, name)
         self.backend = backend_for(self.plan.cloud, field=f"{name}.cloud")
+        if self.plan.cache is not None:  # the gateway caches (bootstrap), but no cloud creates the Redis yet
+            raise input_error(f"{name}.plan.cache", "asks for an inference cache, whose managed Redis the components "
+                              "do not create yet", value=self.plan.cache.model_dump(),
+                              fix="remove `cache:` from the workload (and re-plan) until they do")
         networks = _check_placement(checked, self.plan, self.backend, name)
         self.allowed_cidrs = [str(n) for n in networks]
         super().__init__("inferstack:index:InferenceServer", name, None, opts)
