@@ -16,6 +16,7 @@ mapping, checked with pydantic here). Attribute docstrings become the schema's d
 """
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,13 @@ from pydantic import with_config
 from typing_extensions import NotRequired, TypedDict
 
 from inferstack import bootstrap
+from inferstack.bootstrap.gateway import CacheEndpoint
 from inferstack.bootstrap.render import BUNDLE_PREFIX, RenderedBootstrap
 from inferstack.components.core import (
     ARGS_CONFIG,
+    CACHE_AUTH_TOKEN_PATTERN,
     BundleRequest,
+    CacheRequest,
     Capability,
     CloudBackend,
     FirewallRequest,
@@ -41,6 +45,7 @@ from inferstack.components.core import (
     ServersRequest,
     StaticAssetsRequest,
     backend_for,
+    checked_cache_token,
     child_options,
     default_tags,
     domain_problem,
@@ -291,6 +296,8 @@ class ServerSecretsArgs(TypedDict):
     """Endpoint API key; stored encrypted, read by the server at boot."""
     hub_token: NotRequired[pulumi.Input[str]]
     """Model-hub token; stored encrypted, read by the server at boot."""
+    cache_auth: NotRequired[pulumi.Input[str]]
+    """The inference cache's Redis AUTH token; stored encrypted, read by the gateway at each start."""
     tags: NotRequired[Mapping[str, str]]
     """Tags merged over the defaults (project, stack, managed-by)."""
 
@@ -302,6 +309,8 @@ class ServerSecrets(pulumi.ComponentResource):
     """Where the API key is stored (AWS SSM parameter name), never the key; None without an API key."""
     hub_token_ref: pulumi.Output[str | None]
     """Where the model-hub token is stored, never the token; None without a token."""
+    cache_auth_ref: pulumi.Output[str | None]
+    """Where the inference cache's AUTH token is stored, never the token; None without a cache."""
     secret_ids: pulumi.Output[list[str]]
     """The stored secrets' ids, for ServerIdentity.secret_ids."""
 
@@ -317,12 +326,13 @@ class ServerSecrets(pulumi.ComponentResource):
         self.grant_ids = result.grant_ids
         self.api_key_ref = pulumi.Output.from_input(result.refs.get("api-key"))
         self.hub_token_ref = pulumi.Output.from_input(result.refs.get("hub-token"))
+        self.cache_auth_ref = pulumi.Output.from_input(result.refs.get("cache-auth"))
         self.secret_ids = pulumi.Output.all(*result.grant_ids)
         self.register_outputs({"api_key_ref": self.api_key_ref, "hub_token_ref": self.hub_token_ref,
-                               "secret_ids": self.secret_ids})
+                               "cache_auth_ref": self.cache_auth_ref, "secret_ids": self.secret_ids})
 
 
-_SECRET_NAMES = {"api_key": "api-key", "hub_token": "hub-token"}
+_SECRET_NAMES = {"api_key": "api-key", "hub_token": "hub-token", "cache_auth": "cache-auth"}
 
 
 @with_config(ARGS_CONFIG)
@@ -385,6 +395,11 @@ class InferenceServerArgs(TypedDict):
     hub_token: NotRequired[pulumi.Input[str]]
     """Hugging Face Hub token (pass a Pulumi secret); the server reads it at each start and gives it to the runtime
     as HF_TOKEN, for files it downloads from the hub."""
+    cache_auth_token: NotRequired[pulumi.Input[str]]
+    """AUTH token of the inference cache's managed Redis, for a plan with a cache (pass a Pulumi secret): 16 to 32
+    letters, digits and _ + - =, with an uppercase letter, a lowercase letter and a digit (the form every cloud's Redis
+    accepts). Stored in the cloud's secret store, read by the gateway at each start. Google Cloud's Memorystore
+    generates its own: leave it out there."""
     static_assets: NotRequired[bool]
     """Create a private bucket behind an HTTPS CDN for static files (default true)."""
     assets_domain: NotRequired[str]
@@ -462,10 +477,6 @@ class InferenceServer(pulumi.ComponentResource):
         checked = _with_models(validate_args(InferenceServerArgs, args, name), name)
         self.plan = _resolve_plan(checked, name)
         self.backend = backend_for(self.plan.cloud, field=f"{name}.cloud")
-        if self.plan.cache is not None:  # the gateway caches (bootstrap), but no cloud creates the Redis yet
-            raise input_error(f"{name}.plan.cache", "asks for an inference cache, whose managed Redis the components "
-                              "do not create yet", value=self.plan.cache.model_dump(),
-                              fix="remove `cache:` from the workload (and re-plan) until they do")
         networks = _check_placement(checked, self.plan, self.backend, name)
         self.allowed_cidrs = [str(n) for n in networks]
         super().__init__("inferstack:index:InferenceServer", name, None, opts)
@@ -479,17 +490,19 @@ class InferenceServer(pulumi.ComponentResource):
         firewall_ids, lb_firewall_id = self._firewall(checked, network_id, network_cidr)
         model_bucket, logs_bucket = self._model_store(checked, force_destroy=not production)
         self._static_assets(checked, logs_bucket, force_destroy=not production)
-        secrets = self._secrets(checked)
+        protected = _protects_servers(checked, self.plan)
+        cache = self._cache(checked, network_id, subnet_ids, network_cidr, firewall_ids, protected)
+        secrets = self._secrets(checked, cache.auth_token if cache else None)
         attachment = self._identity(checked, model_bucket, secrets)
+        cache_endpoint = self._cache_endpoint(cache, secrets)
         rendered = pulumi.Output.all(
-            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None])
+            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint
         ).apply(lambda refs: self._render_bootstrap(*refs))
         bundle = self.backend.create_bundle(self, name, BundleRequest(
             bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
             content=rendered.apply(lambda r: r.bundle), tags=self._tags))
         # The user data names the bundle: a server boots only once the bundle is stored.
         user_data = pulumi.Output.all(rendered, bundle).apply(lambda values: values[0].user_data)
-        protected = _protects_servers(checked, self.plan)
         if self.fleet:
             fleet = self.backend.create_fleet(self, name, FleetRequest(
                 plan=self.plan, network_id=network_id, server_subnet_ids=subnet_ids,
@@ -579,10 +592,32 @@ class InferenceServer(pulumi.ComponentResource):
         self.static_assets_url = self.static_assets.url
         self.static_assets_policy = self.static_assets.required_bucket_policy
 
-    def _secrets(self, checked: Mapping[str, Any]) -> ServerSecrets | None:
-        if "api_key" not in checked and "hub_token" not in checked:
+    def _cache(self, checked: Mapping[str, Any], network_id: Any, subnet_ids: list[Any], network_cidr: Any,
+               firewall_ids: list[Any], protected: bool) -> Any:
+        """The managed Redis of a plan with a cache (the backend's CacheResult), or None."""
+        if self.plan.cache is None:
+            return None
+        token = checked.get("cache_auth_token")
+        return self.backend.create_cache(self, self._name, CacheRequest(
+            plan=self.plan, network_id=network_id, subnet_ids=subnet_ids, network_cidr=network_cidr,
+            server_firewall_ids=firewall_ids, firewall_created="security_group_ids" not in checked,
+            auth_token=None if token is None else checked_cache_token(token, f"{self._name}.cache_auth_token"),
+            highly_available=self.plan.stage == "production", protected=protected, tags=self._tags))
+
+    def _cache_endpoint(self, cache: Any, secrets: "ServerSecrets | None") -> pulumi.Output[CacheEndpoint | None]:
+        """Where the gateway finds the cache: address, port, CA and the token's reference (never the token)."""
+        if cache is None or secrets is None:
+            return pulumi.Output.from_input(None)
+        return pulumi.Output.all(cache.host, cache.port, secrets.cache_auth_ref, cache.ca_certificate).apply(
+            lambda values: CacheEndpoint(host=values[0], port=values[1], auth_secret=values[2],
+                                         ca_certificate=values[3], verify=cache.verify))
+
+    def _secrets(self, checked: Mapping[str, Any], cache_auth: Any = None) -> ServerSecrets | None:
+        if "api_key" not in checked and "hub_token" not in checked and cache_auth is None:
             return None
         secrets_args: ServerSecretsArgs = {"cloud": self.plan.cloud, "tags": self._tags}
+        if cache_auth is not None:
+            secrets_args["cache_auth"] = cache_auth
         if "api_key" in checked:
             secrets_args["api_key"] = checked["api_key"]
         if "hub_token" in checked:
@@ -599,10 +634,10 @@ class InferenceServer(pulumi.ComponentResource):
         self.identity_id = self.identity.identity_id
         return self.identity.attachment
 
-    def _render_bootstrap(self, model_bucket: str, api_key_ref: str | None,
-                          hub_token_ref: str | None) -> RenderedBootstrap:
+    def _render_bootstrap(self, model_bucket: str, api_key_ref: str | None, hub_token_ref: str | None,
+                          cache: CacheEndpoint | None = None) -> RenderedBootstrap:
         options = bootstrap.BootstrapOptions(model_bucket=model_bucket, region=self.plan.region,
-                                             api_key_secret=api_key_ref, hub_token_secret=hub_token_ref)
+                                             api_key_secret=api_key_ref, hub_token_secret=hub_token_ref, cache=cache)
         return bootstrap.render_bootstrap(self.plan, self.plan.cloud, options)
 
 
@@ -755,11 +790,13 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
                                     f"endpoint open beyond private networks ({', '.join(public)})",
                                     fix="give public subnets for the load balancer; subnet_ids are the servers' "
                                     "private subnets (with NAT egress)"))
-    secrets = "api_key" in checked or "hub_token" in checked
+    secrets = "api_key" in checked or "hub_token" in checked or plan.cache is not None
+    problems += _cache_problems(checked, plan, backend, name)
     for capability, wanted, fix in (
         (Capability.PRIVATE_CDN_ORIGIN, static_assets, "set static_assets to false"),
         (Capability.SPOT_CAPACITY, plan.spot, "plan without spot capacity"),
         (Capability.SECRET_STORE, secrets, "leave the secrets out"),
+        (Capability.MANAGED_CACHE, plan.cache is not None, "remove `cache:` from the workload and re-plan"),
     ):
         problem = backend.require(capability, field=f"{name}.{capability.value}", fix=fix) if wanted else None
         if problem:
@@ -783,6 +820,28 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
         _warn_missing(backend, Capability.SECRET_SCOPED_GRANTS, name)
     _warn_missing(backend, Capability.METADATA_HARDENING, name)
     return networks
+
+
+def _cache_problems(checked: Mapping[str, Any], plan: DeploymentPlan, backend: CloudBackend,
+                    name: str) -> list[Problem]:
+    """The cache's AUTH token: given where the cloud takes one (a plan with a cache), of the form all accept when its
+    value is known here; left out where the cloud generates its own or there is no cache."""
+    token = checked.get("cache_auth_token")
+    field = f"{name}.cache_auth_token"
+    if plan.cache is None or backend.cache_generates_auth:
+        if token is None:
+            return []
+        why = "the plan has no cache" if plan.cache is None else f"{backend.display_name} generates the AUTH token"
+        return [Problem(field, f"is not used: {why}", value="(secret, not shown)", fix="leave it out")]
+    if token is None:
+        return [Problem(field, "is required for a plan with a cache (the managed Redis's AUTH token)",
+                        fix="pass a secret, e.g. `pulumi config set --secret inferstack:cacheAuthToken "
+                            "$(openssl rand -base64 18 | tr -dc A-Za-z0-9 | head -c 24)Aa1`")]
+    if isinstance(token, str) and not re.fullmatch(CACHE_AUTH_TOKEN_PATTERN, token):
+        return [Problem(field, "is not an AUTH token every managed Redis accepts", value="(secret, not shown)",
+                        fix="give 16 to 32 letters, digits and _ + - =, with an uppercase letter, a lowercase letter "
+                            "and a digit")]
+    return []
 
 
 def _unused_endpoint_problems(checked: Mapping[str, Any], backend: CloudBackend, name: str, *, api: bool,
