@@ -507,7 +507,7 @@ class AlibabaBackend(CloudBackend):
         assert request.auth_token is not None, "Tair takes the stack's AUTH token as its password"
         opts = child_options(parent)
         vswitch = request.subnet_ids[0]
-        found = alicloud.vpc.get_switches_output(ids=[vswitch], opts=invoke_options(parent))
+        found = alicloud.vpc.get_switches_output(ids=pulumi.Output.all(vswitch), opts=invoke_options(parent))
         zone = found.vswitches.apply(lambda vswitches: str(vswitches[0].zone_id))
         cache = alicloud.kvstore.Instance(
             f"{name}-cache", db_instance_name=f"{name}-cache", instance_type="Redis",
