@@ -39,7 +39,7 @@ API_PREFIXES = {"vllm": ("/v1/",), "llamacpp": ("/v1/",), "triton": ("/v2/models
 
 CACHE_AUTH_FILE = "/run/inferstack-secrets/cache.env"
 """`REDIS_AUTH=<token>`, written by fetch_secret.py at the gateway's start (root only); nginx's master reads it."""
-CACHE_LUA_DIR = "/usr/local/lib/inferstack/lua"
+CACHE_LUA_DIR = "/usr/local/lib/inferstack"
 """Where the bundle puts inferstack_cache.lua (files/), the cache's logic in the gateway."""
 CACHE_STATUS_LISTEN = "127.0.0.1:9180"
 """The cache's counters (GET /cache-status: hits, misses, errors, stores, hit_rate), on loopback only."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import fetch_bundle
 import pytest
 from sample_plans import sample_plan
 
@@ -31,6 +32,7 @@ def test_a_cached_plan_ships_the_lua_module_the_ca_and_fetches_the_token_at_the_
     files = bundle_files(plan, options(cache=endpoint))
     assert files[f"{gateway.CACHE_LUA_DIR}/inferstack_cache.lua"].startswith("-- inferstack inference cache")
     assert files[gateway.CACHE_CA_FILE] == CA
+    assert all(fetch_bundle.ALLOWED_PATH.fullmatch(path) for path in files)  # the server's loader installs them all
     config = files[gateway.CONFIG_PATH]
     assert 'host = "10.64.3.4", port = 6378' in config and "ttl_seconds = 900" in config
     assert f"lua_ssl_trusted_certificate {gateway.CACHE_CA_FILE};" in config and "verify = true" in config
@@ -43,7 +45,7 @@ def test_a_cached_plan_ships_the_lua_module_the_ca_and_fetches_the_token_at_the_
 
 def test_without_a_cache_nothing_of_it_is_rendered() -> None:
     files = bundle_files(sample_plan("gcp", "gpu-llm"), options())
-    assert not any("lua" in path for path in files) and "lua" not in files[gateway.CONFIG_PATH]
+    assert not any(path.endswith((".lua", ".pem")) for path in files) and "lua" not in files[gateway.CONFIG_PATH]
     assert "REDIS_AUTH" not in files["/etc/systemd/system/inferstack-gateway.service"]
 
 
