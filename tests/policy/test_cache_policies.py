@@ -20,7 +20,7 @@ TOKEN = "Cache-policy_0123456789"
 RULE = "managed-redis-private-tls-auth"
 REDIS_TYPES = {"aws": "aws:elasticache/replicationGroup:ReplicationGroup", "gcp": "gcp:redis/instance:Instance",
                "alibaba": "alicloud:kvstore/instance:Instance", "huawei": "huaweicloud:Dcs/instance:Instance"}
-POLICY = next(p for p in pack.POLICIES if p.name == RULE)
+POLICY = pack.managed_redis_private_tls_auth
 
 
 @cache
