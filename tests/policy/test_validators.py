@@ -671,9 +671,11 @@ BACKEND_CASES = [
 REDIS = pack.managed_redis_private_tls_auth
 AWS_REDIS = {"description": "cache", "engine": "redis", "nodeType": "cache.t4g.small", "subnetGroupName": "inf-cache",
              "securityGroupIds": ["sg-0123456789abcdef0"], "transitEncryptionEnabled": True,
-             "transitEncryptionMode": "required", "atRestEncryptionEnabled": True, "authToken": "Cache-token_0123456789"}
-GCP_REDIS = {"memorySizeGb": 1.0, "tier": "BASIC", "authEnabled": True, "transitEncryptionMode": "SERVER_AUTHENTICATION",
-             "authorizedNetwork": "projects/p/global/networks/n", "connectMode": "DIRECT_PEERING"}
+             "transitEncryptionMode": "required", "atRestEncryptionEnabled": True,
+             "authToken": "Cache-token_0123456789"}
+GCP_REDIS = {"memorySizeGb": 1.0, "tier": "BASIC", "authEnabled": True,
+             "transitEncryptionMode": "SERVER_AUTHENTICATION", "authorizedNetwork": "projects/p/global/networks/n",
+             "connectMode": "DIRECT_PEERING"}
 ALI_REDIS = {"instanceType": "Redis", "engineVersion": "7.0", "sslEnable": "Enable", "vpcAuthMode": "Open",
              "password": "Cache-token_0123456789", "vswitchId": "vsw-1", "securityGroupId": "sg-1",
              "securityIps": ["127.0.0.1"]}
