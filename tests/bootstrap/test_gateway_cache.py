@@ -151,6 +151,7 @@ def test_a_temperature_0_request_asked_twice_reaches_the_runtime_once(tmp_path: 
         assert 0 < ttl <= 600
         second = ask(gateway_, "/v1/completions", reordered)
         assert second == (200, first[1], "HIT")
+        assert gateway_.request("POST", "/v1/completions", body=request)[0] == 401  # the key before the cache
         assert [path for _, path, _ in gateway_.runtime.seen] == ["/v1/completions"]  # once, not twice
         counters = status(status_port)
         assert (counters["hits"], counters["misses"], counters["stores"]) == (1, 1, 1)
