@@ -43,8 +43,10 @@ $(BIN)/.installed: pyproject.toml requirements/dev.lock
 	touch $@
 
 # Tools the checks run for real: shellcheck, cloud-init's schema validator, debootstrap and systemd-analyze for
-# the boot test (which builds a Debian 12 root file system under .cache/), nginx for the gateway, git for plan diffs.
-SYSTEM_PACKAGES := shellcheck cloud-init debootstrap systemd util-linux tar ca-certificates git nginx
+# the boot test (which builds a Debian 12 root file system under .cache/), nginx for the gateway, git for plan diffs;
+# the gateway's inference cache: its Lua module and Redis client, and Debian's redis-server (TLS, with openssl's CA).
+SYSTEM_PACKAGES := shellcheck cloud-init debootstrap systemd util-linux tar ca-certificates git nginx \
+	libnginx-mod-http-lua lua-nginx-redis lua-cjson redis-server redis-tools openssl
 system-packages:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

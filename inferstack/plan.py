@@ -20,6 +20,7 @@ from inferstack.spec import (
     REGION_PATTERN,
     SOURCE_URI_PATTERN,
     WORKLOAD_NAME_PATTERN,
+    Cache,
     Cloud,
     Engine,
     KvCacheDtype,
@@ -339,6 +340,9 @@ class DeploymentPlan(_Frozen):
         default=None, description="The workload's canary: a second group behind the same load balancer, taking its "
                                   "weight in % of the requests; this plan's own group then carries the rest and is "
                                   "sized for it (sizing/canary.py). None: no canary.")
+    cache: Cache | None = Field(
+        default=None, description="The workload's inference cache (a managed Redis the gateway keeps deterministic "
+                                  "answers in), as the workload gives it; None: no cache.")
 
     @property
     def request_timeout_s(self) -> int:

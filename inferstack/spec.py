@@ -421,6 +421,27 @@ class Scaling(_Strict):
     )
 
 
+MAX_CACHE_TTL_S = 2_592_000  # 30 days: an answer older than that is stale for any model worth caching
+MAX_CACHE_HIT_RATE = 0.9  # planning for less than a tenth of the load on a guess is not planning
+
+
+class Cache(_Strict):
+    """An inference cache: a managed Redis in the deployment's private network (TLS and auth) in which the gateway on
+    every server keeps the answers to deterministic requests (temperature 0, embeddings, classification), keyed by
+    the model's revision and the normalised request, for `ttl_seconds`. A miss or a Redis outage only costs the
+    runtime's answer. Example: `cache: {ttl_seconds: 3600, expected_hit_rate: 0.2}`."""
+
+    ttl_seconds: int = Field(
+        ge=1, le=MAX_CACHE_TTL_S,
+        description=f"How long a cached answer is served, in seconds (1 to {MAX_CACHE_TTL_S}, 30 days).",
+    )
+    expected_hit_rate: float = Field(
+        default=0.0, ge=0.0, le=MAX_CACHE_HIT_RATE,
+        description=f"Share of peak requests you expect the cache to answer (0 to {MAX_CACHE_HIT_RATE}); the plan is "
+        "sized for the rest: request rate and concurrency x (1 - hit rate). Default 0: sized for the full load.",
+    )
+
+
 def _model_form(value: Any) -> str:
     """`model:` is a built-in name (a string) or a description (anything else, checked as a ModelSpec)."""
     return "str" if isinstance(value, str) else "ModelSpec"
@@ -491,6 +512,12 @@ class WorkloadSpec(_Strict):
         default=Scaling(),
         description="The autoscaled fleet's ceiling (max_replicas); the floor is the plan's replicas.",
     )
+    cache: Cache | None = Field(
+        default=None,
+        description="An inference cache in a managed Redis (TLS, auth, private network), e.g. {ttl_seconds: 3600, "
+        "expected_hit_rate: 0.2}; none by default.",
+    )
+
     canary: Canary | None = Field(
         default=None,
         description="A canary: the new version (model, precision, engine or KV-cache type) and the percent of the "
@@ -527,7 +554,7 @@ class WorkloadSpec(_Strict):
 
 SPEC_MODELS: dict[str, type[BaseModel]] = {
     model.__name__: model
-    for model in (TokenCount, ModelSpec, Traffic, Slo, Placement, Scaling, Canary, WorkloadSpec)
+    for model in (TokenCount, ModelSpec, Traffic, Slo, Placement, Scaling, Canary, Cache, WorkloadSpec)
 }
 # Parts of a pydantic error location that name a union branch or a validator, not a field.
 _NOT_FIELDS = ("str", "ModelSpec", "int", "float", "TokenCount", "[key]")

@@ -93,3 +93,4 @@ load_balancer_backends_on_serving_port = _BY_NAME["load-balancer-backends-on-ser
 load_balancer_https_front_ends = _BY_NAME["load-balancer-https-front-ends"]
 load_balancer_only_public_listener = _BY_NAME["load-balancer-only-public-listener"]
 fleet_spans_zones = _BY_NAME["fleet-spans-zones"]
+managed_redis_private_tls_auth = _BY_NAME["managed-redis-private-tls-auth"]

@@ -3081,6 +3081,108 @@ def check_fleet_alarms(stack: Stack, report_violation: ReportViolation) -> None:
                              group.resource.urn)
 
 
+#### Managed Redis (the inference cache): private, TLS, AUTH ####
+
+AWS_REPLICATION_GROUP = "aws:elasticache/replicationGroup:ReplicationGroup"
+AWS_CACHE_CLUSTER = "aws:elasticache/cluster:Cluster"
+GCP_REDIS = "gcp:redis/instance:Instance"
+ALI_KVSTORE = "alicloud:kvstore/instance:Instance"
+ALI_KVSTORE_CONNECTION = "alicloud:kvstore/connection:Connection"
+HW_DCS = "huaweicloud:Dcs/instance:Instance"
+
+
+def _public_sources(values: Any) -> list[str]:
+    """The whitelist entries (IPs or CIDRs) outside the private networks; anything unreadable counts as public."""
+    public = []
+    for value in _items(values):
+        for text in str(value).split(","):
+            try:
+                network = ipaddress.ip_network(text.strip(), strict=False)
+            except ValueError:
+                public.append(text.strip())
+                continue
+            if not (is_private(network) or network.is_loopback):
+                public.append(text.strip())
+    return public
+
+
+def _check_aws_redis(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if _flag(props.get("transitEncryptionEnabled")) is not True:
+        report_violation("the Redis replication group does not encrypt in transit: set transitEncryptionEnabled true")
+    elif props.get("transitEncryptionMode") == "preferred":
+        report_violation("the Redis replication group still accepts plain connections (transitEncryptionMode "
+                         "preferred): set it to required")
+    if not props.get("authToken") and not props.get("userGroupIds"):
+        report_violation("the Redis replication group needs no AUTH: set authToken (a secret) or userGroupIds")
+    if _flag(props.get("atRestEncryptionEnabled")) is not True:
+        report_violation("the Redis replication group is not encrypted at rest: set atRestEncryptionEnabled true")
+    if not props.get("subnetGroupName") or not _items(props.get("securityGroupIds")):
+        report_violation("the Redis replication group has no subnet group and security group of the stack: place it "
+                         "in the VPC's private subnets behind a security group that admits the servers only")
+
+
+def _check_aws_cache_cluster(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if props.get("engine") != "memcached" and props.get("replicationGroupId") is None:
+        report_violation("a standalone ElastiCache cluster takes no AUTH token: use a replication group with "
+                         "transitEncryptionEnabled, authToken and atRestEncryptionEnabled")
+
+
+def _check_gcp_redis(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if _flag(props.get("authEnabled")) is not True:
+        report_violation("the Memorystore instance answers without AUTH: set authEnabled true")
+    if props.get("transitEncryptionMode") != "SERVER_AUTHENTICATION":
+        report_violation("the Memorystore instance does not use TLS: set transitEncryptionMode SERVER_AUTHENTICATION")
+    if not props.get("authorizedNetwork"):
+        report_violation("the Memorystore instance is on the project's default network: set authorizedNetwork to the "
+                         "deployment's network")
+
+
+def _check_ali_kvstore(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if props.get("sslEnable") not in ("Enable", "Update"):
+        report_violation("the Tair instance does not use TLS: set sslEnable Enable")
+    if props.get("vpcAuthMode") == "Close":
+        report_violation("the Tair instance answers without a password in the VPC (vpcAuthMode Close): set it to Open")
+    if not props.get("password") and not props.get("kmsEncryptedPassword"):
+        report_violation("the Tair instance has no password: set password (a secret)")
+    if not props.get("vswitchId"):
+        report_violation("the Tair instance is not in a vSwitch of the VPC: set vswitchId")
+    public = _public_sources(props.get("securityIps"))
+    if public:
+        report_violation(f"the Tair whitelist admits public addresses ({', '.join(public)}): admit the servers' "
+                         "security group (securityGroupId) or private ranges only")
+
+
+def _check_ali_kvstore_connection(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    report_violation("a kvstore connection gives the Tair instance a public endpoint: reach it from the VPC only")
+
+
+def _check_hw_dcs(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if _flag(props.get("sslEnable")) is not True:
+        report_violation("the DCS instance does not use SSL: set sslEnable true (Redis 6.0 basic edition)")
+    if not props.get("password"):
+        report_violation("the DCS instance allows password-free access: set password (a secret)")
+    if _flag(props.get("enablePublicip")) is True or props.get("publicipId"):
+        report_violation("the DCS instance has a public address: reach it from the VPC only")
+    if _flag(props.get("whitelistEnable")) is False:
+        report_violation("the DCS whitelist is off, so every address in the VPC reaches the instance: enable it")
+    for whitelist in _items(props.get("whitelists")):
+        public = _public_sources((whitelist or {}).get("ipAddresses") if isinstance(whitelist, Mapping) else None)
+        if public:
+            report_violation(f"the DCS whitelist admits public addresses ({', '.join(public)}): admit the servers' "
+                             "subnets only")
+
+
+_MANAGED_REDIS: dict[str, Callable[[Mapping[str, Any], ReportViolation], None]] = {
+    AWS_REPLICATION_GROUP: _check_aws_redis, AWS_CACHE_CLUSTER: _check_aws_cache_cluster, GCP_REDIS: _check_gcp_redis,
+    ALI_KVSTORE: _check_ali_kvstore, ALI_KVSTORE_CONNECTION: _check_ali_kvstore_connection, HW_DCS: _check_hw_dcs}
+
+
+def check_managed_redis(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    check = _MANAGED_REDIS.get(resource.resource_type)
+    if check is not None:
+        check(resource.props, report_violation)
+
+
 #### The rule set ####
 
 RESOURCE_RULES = [
@@ -3113,6 +3215,10 @@ RESOURCE_RULES = [
                  "Load balancers forward to a serving port and health-check the serving health path there (target "
                  "groups, backend services, server groups, pools).", check_backends, lambda t: t in _BACKENDS,
                  config_schema=SERVING_PORTS_SCHEMA),
+    ResourceRule("managed-redis-private-tls-auth",
+                 "A managed Redis (ElastiCache, Memorystore, Tair, DCS) lives in the private network with no public "
+                 "endpoint or whitelist entry, encrypts in transit (TLS) and requires AUTH; ElastiCache also at rest.",
+                 check_managed_redis, lambda t: t in _MANAGED_REDIS, severity="critical"),
 ]
 STACK_RULES = [
     StackRule("buckets-have-public-access-block",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from inferstack.bootstrap.gateway import CacheEndpoint
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import Problem
 from inferstack.plan import DeploymentPlan
@@ -83,6 +84,11 @@ class BootstrapOptions(BaseModel):
         default=None,
         description="Instance-metadata endpoint override (tests); None uses the cloud's link-local metadata "
                     "server.",
+    )
+    cache: CacheEndpoint | None = Field(
+        default=None,
+        description="The deployment's managed Redis, for a plan with a cache: the gateway keeps deterministic answers "
+                    "there (TLS, AUTH token fetched from the secret store at each start). None: no cache.",
     )
 
 

@@ -145,6 +145,9 @@ def _check_inputs(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions)
     problem = bucket_problem(cloud, options.model_bucket, "options.model_bucket")
     if problem:
         raise input_error(problem.field, problem.message, value=problem.value, fix=problem.fix)
+    if options.cache is not None and plan.cache is None:
+        raise input_error("options.cache", "is given for a plan without a cache", value=options.cache.host,
+                          fix="plan a workload with a `cache:` block, or leave the cache endpoint out")
     expected_format = {"vllm": ("safetensors",), "llamacpp": ("gguf",), "triton": ("onnx",)}[plan.serving.runtime]
     if plan.model.artifact_format not in expected_format:
         raise input_error("plan.model.artifact_format", f"{plan.serving.runtime} cannot serve this format",
@@ -259,6 +262,9 @@ def gateway_unit(cloud: Cloud, options: BootstrapOptions) -> str:
     if options.api_key_secret:
         service.append(("ExecStartPre", fetch_secret_command(cloud, options, {"API_KEY": options.api_key_secret},
                                                              gateway.KEY_MAP, "nginx-bearer-map")))
+    if options.cache:  # the Redis AUTH token, read by nginx's master (root) before its workers start
+        service.append(("ExecStartPre", fetch_secret_command(cloud, options, {"REDIS_AUTH": options.cache.auth_secret},
+                                                             gateway.CACHE_AUTH_FILE, "env")))
     nginx = f"/usr/sbin/nginx -c {gateway.CONFIG_PATH}"
     service += [("ExecStartPre", f"{nginx} -t -q"), ("ExecStart", nginx), ("ExecReload", f"{nginx} -s reload"),
                 ("Restart", "on-failure"), ("RestartSec", "5"), ("SyslogIdentifier", "inferstack-gateway")]
@@ -308,6 +314,8 @@ def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions,
         "PIP_VERSION": pin.pip_version if mode == "native" else "",
         "APT_PACKAGES": ",".join(pin.apt_packages) if mode == "native" else "",
     }
+    if options.cache:  # the gateway's caching path: Debian's and Ubuntu's packages (gateway.CACHE_APT_PACKAGES)
+        settings["GATEWAY_APT_PACKAGES"] = ",".join(gateway.CACHE_APT_PACKAGES)
     for key, value in settings.items():
         if not _ENV_VALUE.fullmatch(value):
             raise ValueError(f"bootstrap.env {key}={value!r} has characters outside {_ENV_VALUE.pattern}")
@@ -328,9 +336,14 @@ def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, 
     ]
     if mode == "native" and plan.serving.runtime == "llamacpp":
         files.append(FileSpec(f"{LIB_DIR}/llamacpp_server.py", shipped_copy("llamacpp_server.py"), "0644"))
+    if options.cache:
+        files.append(FileSpec(f"{gateway.CACHE_LUA_DIR}/inferstack_cache.lua", shipped_copy("inferstack_cache.lua"),
+                              "0644"))
+        if options.cache.ca_certificate:
+            files.append(FileSpec(gateway.CACHE_CA_FILE, options.cache.ca_certificate, "0644"))
     files += [
-        FileSpec(gateway.CONFIG_PATH, gateway.gateway_config(plan, api_key=options.api_key_secret is not None),
-                 "0644"),
+        FileSpec(gateway.CONFIG_PATH, gateway.gateway_config(plan, api_key=options.api_key_secret is not None,
+                                                             cache=options.cache), "0644"),
         FileSpec(f"{UNIT_DIR}/inferstack-server.service", server_unit(plan, cloud, options, mode), "0644"),
         FileSpec(f"{UNIT_DIR}/inferstack-gateway.service", gateway_unit(cloud, options), "0644"),
     ]

@@ -83,6 +83,9 @@ class Capability(str, Enum):
     REQUEST_AUTOSCALING = "request-autoscaling"
     """The fleet scales on requests per server, on the cloud's native metric, holding the plan's target, with a
     scale-out warm-up of the plan's cold start and a slow scale-in."""
+    MANAGED_CACHE = "managed-cache"
+    """A workload's `cache:` gets the cloud's managed Redis in the deployment's network: TLS in transit, an AUTH token
+    kept in the secret store, reachable from the servers only, never from a public address."""
 
 
 @dataclass(frozen=True)
@@ -411,6 +414,64 @@ class AlarmsResult:
     """One per rule, in the order of the rules."""
 
 
+@dataclass(frozen=True)
+class CacheRequest:
+    """A plan with a cache (`plan.cache`): the managed Redis the servers' gateways keep deterministic answers in."""
+
+    plan: DeploymentPlan
+    network_id: pulumi.Input[str]
+    subnet_ids: Sequence[pulumi.Input[str]]
+    """The servers' subnets (private ones for a fleet): the Redis is placed in them, in zone order."""
+    network_cidr: pulumi.Input[str]
+    server_firewall_ids: Sequence[pulumi.Input[str]]
+    """The servers' firewalls (security groups; the network tag on Google Cloud): the only sources the Redis admits."""
+    firewall_created: bool
+    """The servers' firewalls are this stack's: their egress to the Redis port is opened here too (a brought one is
+    its owner's to open)."""
+    auth_token: pulumi.Input[str] | None
+    """The AUTH token (a Pulumi secret, CACHE_AUTH_TOKEN_PATTERN); None where the cloud generates it
+    (`CloudBackend.cache_generates_auth`)."""
+    highly_available: bool
+    """A replica in a second zone with automatic failover (production)."""
+    protected: bool
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class CacheResult:
+    host: StrOutput
+    """The Redis endpoint's private address or DNS name."""
+    port: pulumi.Output[int]
+    """Its TLS port."""
+    auth_token: StrOutput
+    """The AUTH token to store in the secret store (secret): the one given, or the cloud's generated one."""
+    ca_certificate: pulumi.Output[str | None]
+    """PEM CA certificate(s) to verify the server with; None: the system trust store."""
+    verify: bool
+    """Whether the gateway can verify the server's certificate (a CA known at deploy time)."""
+
+
+# The AUTH token every cloud that takes one accepts: ElastiCache 16-128 printable characters without spaces, '"', '/'
+# or '@' (pulumi_aws ReplicationGroup.auth_token -> AWS AUTH docs); Tair 8-32 characters of three classes among upper,
+# lower, digits and `!@#$%^&*()_+-=` (pulumi_alicloud kvstore.Instance.password); DCS 8-32 characters of three classes,
+# specials `~!@#$^&*()-_=+|{}:,<.>/?` (pulumi_huaweicloud dcs.Instance.password); and the server's secret fetch writes
+# only [A-Za-z0-9._~+/=:@-] (fetch_secret.SAFE_VALUE). So: 16-32 of letters, digits and _+-=, with an upper, a lower
+# and a digit.
+CACHE_AUTH_TOKEN_PATTERN = r"^(?=.*[A-Z])(?=.*[a-z])(?=.*[0-9])[A-Za-z0-9_+=-]{16,32}$"
+
+
+def checked_cache_token(token: pulumi.Input[str], field: str) -> pulumi.Output[str]:
+    """The token, refused (when its value is known) unless every cloud accepts it; stays secret."""
+    def check(value: str) -> str:
+        if not re.fullmatch(CACHE_AUTH_TOKEN_PATTERN, value):
+            raise input_error(field, "is not an AUTH token every managed Redis accepts", value="(secret, not shown)",
+                              fix="give 16 to 32 characters of letters, digits and _ + - =, with an uppercase letter, "
+                                  "a lowercase letter and a digit")
+        return value
+
+    return pulumi.Output.secret(token).apply(check)
+
+
 #### Offline preview answers ####
 
 PreviewResource = Callable[["PreviewContext"], tuple[str, dict[str, Any]]]
@@ -487,6 +548,8 @@ class CloudBackend(ABC):
     notification_target: ClassVar[ValueRule | None] = None
     """What `alarm_notification` names here: where the fleet's alarms notify (an SNS topic, a notification channel, a
     contact group, an SMN topic)."""
+    cache_generates_auth: ClassVar[bool] = False
+    """The cloud generates the managed Redis's AUTH token itself (so the stack gives none)."""
 
     @property
     def display_name(self) -> str:
@@ -546,6 +609,12 @@ class CloudBackend(ABC):
 
     @abstractmethod
     def create_servers(self, parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult: ...
+
+    #### Cache ####
+
+    def create_cache(self, parent: pulumi.Resource, name: str, request: CacheRequest) -> CacheResult:
+        """The managed Redis of a plan with a cache (Capability.MANAGED_CACHE)."""
+        raise NotImplementedError(f"{self.display_name} creates no managed Redis")
 
     def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
         """The managed group behind an HTTPS load balancer; only called where Capability.MANAGED_FLEET is

@@ -28,6 +28,8 @@ from inferstack.components.core import (
     AlarmsResult,
     BroughtIds,
     BundleRequest,
+    CacheRequest,
+    CacheResult,
     Capability,
     CloudBackend,
     FirewallRequest,
@@ -182,6 +184,13 @@ SELF_LINK = r"(https://www\.googleapis\.com/compute/v1/)?"
 # Egress: WEB_EGRESS_PORTS, and nothing else (a deny-all egress rule sits below the allow). The metadata server
 # (DNS, NTP, tokens) is always reachable on GCP.
 ALLOW_PRIORITY = 1000
+# The inference cache: Memorystore for Redis with AUTH (Google generates the AUTH string, an output) and TLS with
+# server authentication, whose CA is the instance's own (server_ca_certs); a TLS instance listens on 6378
+# (pulumi_gcp redis.Instance docstrings: auth_enabled, transit_encryption_mode, server_ca_certs, port). Direct peering
+# (the default connect mode) puts it on the deployment's network without a service-networking connection. 1 GB is
+# the smallest capacity (M1).
+CACHE_REDIS_VERSION = "REDIS_7_0"
+CACHE_MEMORY_GB = 1
 DENY_EGRESS_PRIORITY = 65000
 
 MODEL_READER_ROLE = "roles/storage.objectViewer"
@@ -327,6 +336,11 @@ class GcpBackend(CloudBackend):
             "Google-managed certificate for the API domain, SSL policy MODERN with TLS 1.2 or newer, port 80 "
             "redirecting to HTTPS, backend timeout of the plan's request timeout; callers other than the whole "
             "internet are limited by a Cloud Armor policy"),
+        Capability.MANAGED_CACHE: supported(
+            f"Memorystore for Redis ({CACHE_REDIS_VERSION}, {CACHE_MEMORY_GB} GB; STANDARD_HA in production) on the "
+            "deployment's network by direct peering: AUTH (Google generates the string, kept in Secret Manager), TLS "
+            "with server authentication against the instance's CA; egress rules let only the servers' tag reach it "
+            "(Memorystore has no firewall of its own)"),
         Capability.REQUEST_AUTOSCALING: supported(
             "a regional autoscaler on load-balancing utilization: each server's capacity is the plan's requests per "
             "second / 0.8 (balancing mode RATE) and the utilization target 0.8, so the plan's rate per server is "
@@ -344,6 +358,7 @@ class GcpBackend(CloudBackend):
         AlarmKind.UNHEALTHY_SERVERS: "Cloud Monitoring has no metric of backend health-check states (they are read "
                                      "by the backendServices.getHealth API only); the group's autohealing replaces a "
                                      "server that fails its health check"}
+    cache_generates_auth = True  # Memorystore's AUTH string is Google's (the auth_string output)
     brought_ids = BroughtIds(
         network=ValueRule("a VPC network's name, id or self link",
                           rf"({SELF_LINK}projects/{PROJECT_ID}/global/networks/)?{RESOURCE_NAME}",
@@ -614,6 +629,36 @@ class GcpBackend(CloudBackend):
             severity="ERROR", user_labels=gcp_labels(request.tags), opts=child_options(parent))
             for rule in alarm_rules(request.plan) if rule.kind not in self.unwatched_alarms]
         return AlarmsResult(alarm_ids=[policy.name for policy in policies])
+
+    #### Cache ####
+
+    def create_cache(self, parent: pulumi.Resource, name: str, request: CacheRequest) -> CacheResult:
+        """Memorystore for Redis on the deployment's network (direct peering): AUTH, TLS with the instance's CA; the
+        VPC's egress lets only the servers' tag reach it."""
+        opts = child_options(parent)
+        cache = gcp.redis.Instance(
+            f"{name}-cache", name=_gcp_name(name, "cache", max_length=40), region=request.plan.region,
+            tier="STANDARD_HA" if request.highly_available else "BASIC", memory_size_gb=CACHE_MEMORY_GB,
+            redis_version=CACHE_REDIS_VERSION, authorized_network=request.network_id, connect_mode="DIRECT_PEERING",
+            auth_enabled=True, transit_encryption_mode="SERVER_AUTHENTICATION",
+            display_name="inferstack inference cache", labels=gcp_labels(request.tags),
+            opts=child_options(parent, protect=True if request.protected else None,
+                               additional_secret_outputs=["authString"]))
+        cache_range = cache.reserved_ip_range.apply(lambda r: r or "")
+        # Memorystore takes no firewall of its own: the network's egress decides who reaches its range. The servers'
+        # tag may (their firewall otherwise allows only the web); every other instance of the network may not.
+        gcp.compute.Firewall(
+            f"{name}-cache-egress", name=_gcp_name(name, "cache-egress"), network=request.network_id,
+            direction="EGRESS", allows=[{"protocol": "tcp", "ports": [cache.port.apply(str)]}],
+            destination_ranges=[cache_range], target_tags=list(request.server_firewall_ids), priority=ALLOW_PRIORITY,
+            description="Redis, the inference cache: the servers only", opts=opts)
+        gcp.compute.Firewall(
+            f"{name}-cache-deny", name=_gcp_name(name, "cache-deny"), network=request.network_id, direction="EGRESS",
+            denies=[{"protocol": "all"}], destination_ranges=[cache_range], priority=ALLOW_PRIORITY + 1,
+            description="Redis, the inference cache: no other instance of the network", opts=opts)
+        ca = cache.server_ca_certs.apply(lambda certs: "".join(c.cert for c in certs or [] if c.cert) or None)
+        return CacheResult(host=cache.host, port=cache.port, auth_token=pulumi.Output.secret(cache.auth_string),
+                           ca_certificate=ca, verify=True)
 
     #### Offline preview ####
 
@@ -1389,6 +1434,10 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "gcp:compute/targetHttpsProxy:TargetHttpsProxy": _global("targetHttpsProxies"),
     "gcp:compute/globalForwardingRule:GlobalForwardingRule": _global("forwardingRules"),
     "gcp:compute/instance:Instance": _instance_outputs,
+    "gcp:redis/instance:Instance": lambda c: (f"projects/{c.account}/locations/{c.region}/instances/{c.name}", {
+        "host": c.private_ip, "port": 6378, "reservedIpRange": f"10.200.{int(c.digest[:2], 16)}.0/29",
+        "authString": f"preview-{c.digest[:32]}",
+        "serverCaCerts": [{"cert": "-----BEGIN CERTIFICATE-----\nUFJFVklFVw==\n-----END CERTIFICATE-----\n"}]}),
     # A fleet: Cloud NAT, the group, its autoscaler and its load balancer.
     "gcp:compute/router:Router": _regional("routers"),
     "gcp:compute/routerNat:RouterNat": lambda c: (

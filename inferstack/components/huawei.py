@@ -35,6 +35,8 @@ from inferstack.components.core import (
     AlarmsResult,
     BroughtIds,
     BundleRequest,
+    CacheRequest,
+    CacheResult,
     CanaryRequest,
     Capability,
     CertificateRule,
@@ -199,6 +201,13 @@ ELB_ALARM_METRICS: Mapping[AlarmKind, tuple[str, str, str, str]] = {
     AlarmKind.FLEET_AT_CEILING: ("ma_normal_servers", "min", ">=", "count"),
 }
 ALARM_DESCRIPTION_LENGTH = 256
+# The inference cache: DCS for Redis 6.0 basic edition, which takes SSL (pulumi_huaweicloud dcs.Instance.ssl_enable;
+# DCS docs: SSL for Redis 6.0 basic instances, verify per region) and whitelists; the flavors are the 1 GB single-node
+# and master/standby specifications of the DCS specification table (verify with dcs.get_flavors in your region).
+CACHE_ENGINE_VERSION = "6.0"
+CACHE_CAPACITY_GB = 1
+CACHE_FLAVORS = {False: "redis.single.xu1.large.1", True: "redis.ha.xu1.large.r2.1"}
+CACHE_PORT = 6379
 
 @register_backend
 class HuaweiBackend(CloudBackend):
@@ -253,6 +262,11 @@ class HuaweiBackend(CloudBackend):
             "(tls-1-2-fs-with-1-3) and the ELB certificate you upload (api_certificate), HTTP on 80 redirected to it, "
             "health checks on the plan's health path, listener timeouts of the plan's request timeout (at most 300 s "
             "on Huawei), callers limited by an ELB IP address group"),
+        Capability.MANAGED_CACHE: supported(
+            f"DCS for Redis {CACHE_ENGINE_VERSION} basic edition ({CACHE_CAPACITY_GB} GB; master/standby in "
+            "production) in the servers' subnet: SSL on, password, a whitelist of the servers' subnets (these "
+            "instances take whitelists, not security groups). Its SSL certificate comes from Huawei's own CA, which "
+            "the provider does not expose: the gateway encrypts but does not verify the server's certificate"),
         Capability.REQUEST_AUTOSCALING: unsupported(
             "Auto Scaling acts only on Cloud Eye alarms over the group's own metrics (SYS.AS: CPU, memory, network, "
             "disk, averaged per server); ELB's request rates are per load balancer, listener or backend group, never "
@@ -551,6 +565,35 @@ class HuaweiBackend(CloudBackend):
         return checked_user_data(plan, user_data, _provider_region(parent), provider=self.display_name,
                                  encode=functools.partial(compressed_user_data, limit_bytes=USER_DATA_LIMIT_BYTES,
                                                           service="ECS"))
+
+    #### Cache ####
+
+    def create_cache(self, parent: pulumi.Resource, name: str, request: CacheRequest) -> CacheResult:
+        """DCS for Redis 6.0 (basic edition, master/standby in production) in the servers' first subnet: SSL, password,
+        a whitelist of the servers' subnets only."""
+        assert request.auth_token is not None, "DCS takes the stack's AUTH token as its password"
+        opts = child_options(parent)
+        subnets = [hw.vpc.get_subnet_output(id=subnet, opts=invoke_options(parent)) for subnet in request.subnet_ids]
+        cache = hw.dcs.Instance(
+            f"{name}-cache", name=f"{name}-cache", engine="Redis", engine_version=CACHE_ENGINE_VERSION,
+            capacity=CACHE_CAPACITY_GB, flavor=CACHE_FLAVORS[request.highly_available], vpc_id=request.network_id,
+            subnet_id=subnets[0].id, availability_zones=[subnets[0].availability_zone], password=request.auth_token,
+            ssl_enable=True, whitelist_enable=True,
+            # Redis 4.0/5.0/6.0 basic instances take whitelists, not security groups (DCS security white paper).
+            whitelists=[{"group_name": "inferstack-servers", "ip_addresses": [subnet.cidr for subnet in subnets]}],
+            description="inferstack inference cache", tags=request.tags,
+            opts=child_options(parent, protect=True if request.protected else None))
+        for index, group in enumerate(request.server_firewall_ids):
+            if request.firewall_created:  # the servers' group has no egress but its listed rules
+                hw.vpc.SecgroupRule(f"{name}-egress-cache-{index}", security_group_id=group, direction="egress",
+                                    ethertype="IPv4", protocol="tcp", port_range_min=CACHE_PORT,
+                                    port_range_max=CACHE_PORT, remote_ip_prefix=cache.private_ip.apply(
+                                        lambda ip: f"{ip}/32"), description="Redis, the inference cache", opts=opts)
+        # DCS's SSL certificate comes from Huawei's own CA, downloaded through the console or API (no provider
+        # output): the connection is encrypted, the server's certificate is not verified (Capability.MANAGED_CACHE).
+        return CacheResult(host=cache.private_ip, port=pulumi.Output.from_input(CACHE_PORT),
+                           auth_token=pulumi.Output.secret(request.auth_token),
+                           ca_certificate=pulumi.Output.from_input(None), verify=False)
 
     #### Offline preview ####
 
@@ -1048,6 +1091,8 @@ def _named(c: PreviewContext) -> tuple[str, dict[str, Any]]:
 
 
 _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
+    "huaweicloud:Dcs/instance:Instance": lambda c: (f"{c.digest[:8]}-{c.digest[8:12]}-{c.digest[12:16]}", {
+        "privateIp": c.private_ip, "port": 6379, "domainName": f"redis-{c.digest[:8]}.dcs.huaweicloud.com"}),
     "huaweicloud:Vpc/vpc:Vpc": lambda c: (_uuid(c.digest), {"cidr": c.inputs["cidr"]}),
     "huaweicloud:Vpc/eip:Eip": lambda c: (_uuid(c.digest), {"address": c.public_ip}),
     "huaweicloud:Obs/bucket:Bucket": _bucket_outputs,
@@ -1121,7 +1166,8 @@ _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
     "huaweicloud:DedicatedElb/getFlavors:getFlavors": lambda a, c: _preview_elb_flavors(a.get("type", "L7"), c),
     # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
     "huaweicloud:Vpc/getSubnet:getSubnet": lambda a, c: {
-        "id": a["id"], "ipv4SubnetId": _ipv4_subnet_id(a["id"]), "status": "ACTIVE", "region": c.region},
+        "id": a["id"], "ipv4SubnetId": _ipv4_subnet_id(a["id"]), "status": "ACTIVE", "region": c.region,
+        "availabilityZone": f"{c.region}a", "cidr": "10.64.0.0/20"},
     "huaweicloud:Vpc/getVpc:getVpc": lambda a, c: {"id": a["id"], "cidr": "192.168.0.0/16", "region": c.region},
     "huaweicloud:Obs/getBuckets:getBuckets": lambda a, c: {
         "id": c.region, "buckets": [{"bucket": a["bucket"], "region": c.region, "storageClass": "STANDARD",

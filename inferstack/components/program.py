@@ -12,6 +12,7 @@ Config keys (namespace `inferstack:`; region from the provider's own key, e.g. `
     stage               validation | internal | production: overrides the workload's stage
     allowedCidrs        networks that may call the API (default: the server's own network only)
     apiKey, hubToken    secrets (`pulumi config set --secret`)
+    cacheAuthToken      secret: the inference cache's Redis AUTH token, for a workload with `cache:` (not on gcp)
     staticAssets        create the CDN + assets bucket (default true)
     assetsDomain        the domain the CDN serves (required on gcp, alibaba, huawei; optional on aws)
     assetsCertificate   that domain's certificate where the cloud needs one (aws: ACM ARN in us-east-1;
@@ -58,7 +59,7 @@ from inferstack.spec import (
 
 NAMESPACE = "inferstack"
 SERVER_NAME = "server"
-_SECRET_KEYS = {"apiKey": "api_key", "hubToken": "hub_token"}
+_SECRET_KEYS = {"apiKey": "api_key", "hubToken": "hub_token", "cacheAuthToken": "cache_auth_token"}
 
 
 class StackConfig(BaseModel):

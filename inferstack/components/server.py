@@ -16,6 +16,7 @@ mapping, checked with pydantic here). Attribute docstrings become the schema's d
 """
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,14 @@ from pydantic import with_config
 from typing_extensions import NotRequired, TypedDict
 
 from inferstack import bootstrap
+from inferstack.bootstrap.gateway import CacheEndpoint
 from inferstack.bootstrap.render import BUNDLE_PREFIX, RenderedBootstrap
 from inferstack.components.core import (
     ARGS_CONFIG,
+    CACHE_AUTH_TOKEN_PATTERN,
     AlarmsRequest,
     BundleRequest,
+    CacheRequest,
     CanaryRequest,
     Capability,
     CloudBackend,
@@ -43,6 +47,7 @@ from inferstack.components.core import (
     ServersRequest,
     StaticAssetsRequest,
     backend_for,
+    checked_cache_token,
     child_options,
     default_tags,
     domain_problem,
@@ -293,6 +298,8 @@ class ServerSecretsArgs(TypedDict):
     """Endpoint API key; stored encrypted, read by the server at boot."""
     hub_token: NotRequired[pulumi.Input[str]]
     """Model-hub token; stored encrypted, read by the server at boot."""
+    cache_auth: NotRequired[pulumi.Input[str]]
+    """The inference cache's Redis AUTH token; stored encrypted, read by the gateway at each start."""
     tags: NotRequired[Mapping[str, str]]
     """Tags merged over the defaults (project, stack, managed-by)."""
 
@@ -304,6 +311,8 @@ class ServerSecrets(pulumi.ComponentResource):
     """Where the API key is stored (AWS SSM parameter name), never the key; None without an API key."""
     hub_token_ref: pulumi.Output[str | None]
     """Where the model-hub token is stored, never the token; None without a token."""
+    cache_auth_ref: pulumi.Output[str | None]
+    """Where the inference cache's AUTH token is stored, never the token; None without a cache."""
     secret_ids: pulumi.Output[list[str]]
     """The stored secrets' ids, for ServerIdentity.secret_ids."""
 
@@ -319,12 +328,13 @@ class ServerSecrets(pulumi.ComponentResource):
         self.grant_ids = result.grant_ids
         self.api_key_ref = pulumi.Output.from_input(result.refs.get("api-key"))
         self.hub_token_ref = pulumi.Output.from_input(result.refs.get("hub-token"))
+        self.cache_auth_ref = pulumi.Output.from_input(result.refs.get("cache-auth"))
         self.secret_ids = pulumi.Output.all(*result.grant_ids)
         self.register_outputs({"api_key_ref": self.api_key_ref, "hub_token_ref": self.hub_token_ref,
-                               "secret_ids": self.secret_ids})
+                               "cache_auth_ref": self.cache_auth_ref, "secret_ids": self.secret_ids})
 
 
-_SECRET_NAMES = {"api_key": "api-key", "hub_token": "hub-token"}
+_SECRET_NAMES = {"api_key": "api-key", "hub_token": "hub-token", "cache_auth": "cache-auth"}
 
 
 @with_config(ARGS_CONFIG)
@@ -387,6 +397,11 @@ class InferenceServerArgs(TypedDict):
     hub_token: NotRequired[pulumi.Input[str]]
     """Hugging Face Hub token (pass a Pulumi secret); the server reads it at each start and gives it to the runtime
     as HF_TOKEN, for files it downloads from the hub."""
+    cache_auth_token: NotRequired[pulumi.Input[str]]
+    """AUTH token of the inference cache's managed Redis, for a plan with a cache (pass a Pulumi secret): 16 to 32
+    letters, digits and _ + - =, with an uppercase letter, a lowercase letter and a digit (the form every cloud's Redis
+    accepts). Stored in the cloud's secret store, read by the gateway at each start. Google Cloud's Memorystore
+    generates its own: leave it out there."""
     static_assets: NotRequired[bool]
     """Create a private bucket behind an HTTPS CDN for static files (default true)."""
     assets_domain: NotRequired[str]
@@ -482,19 +497,21 @@ class InferenceServer(pulumi.ComponentResource):
         firewall_ids, lb_firewall_id = self._firewall(checked, network_id, network_cidr)
         model_bucket, logs_bucket = self._model_store(checked, force_destroy=not production)
         self._static_assets(checked, logs_bucket, force_destroy=not production)
-        secrets = self._secrets(checked)
+        protected = _protects_servers(checked, self.plan)
+        cache = self._cache(checked, network_id, subnet_ids, network_cidr, firewall_ids, protected)
+        secrets = self._secrets(checked, cache.auth_token if cache else None)
         attachment = self._identity(checked, model_bucket, secrets)
+        cache_endpoint = self._cache_endpoint(cache, secrets)
         rendered = pulumi.Output.all(
-            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None])
+            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint
         ).apply(lambda refs: self._render_bootstrap(*refs))
         bundle = self.backend.create_bundle(self, name, BundleRequest(
             bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
             content=rendered.apply(lambda r: r.bundle), tags=self._tags))
         # The user data names the bundle: a server boots only once the bundle is stored.
         user_data = pulumi.Output.all(rendered, bundle).apply(lambda values: values[0].user_data)
-        protected = _protects_servers(checked, self.plan)
         if self.fleet:
-            canary = self._canary(checked, model_bucket, secrets) if self.plan.canary else None
+            canary = self._canary(checked, model_bucket, secrets, cache_endpoint) if self.plan.canary else None
             fleet = self.backend.create_fleet(self, name, FleetRequest(
                 plan=self.plan, network_id=network_id, server_subnet_ids=subnet_ids,
                 load_balancer_subnet_ids=lb_subnet_ids, firewall_ids=firewall_ids,
@@ -585,10 +602,32 @@ class InferenceServer(pulumi.ComponentResource):
         self.static_assets_url = self.static_assets.url
         self.static_assets_policy = self.static_assets.required_bucket_policy
 
-    def _secrets(self, checked: Mapping[str, Any]) -> ServerSecrets | None:
-        if "api_key" not in checked and "hub_token" not in checked:
+    def _cache(self, checked: Mapping[str, Any], network_id: Any, subnet_ids: list[Any], network_cidr: Any,
+               firewall_ids: list[Any], protected: bool) -> Any:
+        """The managed Redis of a plan with a cache (the backend's CacheResult), or None."""
+        if self.plan.cache is None:
+            return None
+        token = checked.get("cache_auth_token")
+        return self.backend.create_cache(self, self._name, CacheRequest(
+            plan=self.plan, network_id=network_id, subnet_ids=subnet_ids, network_cidr=network_cidr,
+            server_firewall_ids=firewall_ids, firewall_created="security_group_ids" not in checked,
+            auth_token=None if token is None else checked_cache_token(token, f"{self._name}.cache_auth_token"),
+            highly_available=self.plan.stage == "production", protected=protected, tags=self._tags))
+
+    def _cache_endpoint(self, cache: Any, secrets: "ServerSecrets | None") -> pulumi.Output[CacheEndpoint | None]:
+        """Where the gateway finds the cache: address, port, CA and the token's reference (never the token)."""
+        if cache is None or secrets is None:
+            return pulumi.Output.from_input(None)
+        return pulumi.Output.all(cache.host, cache.port, secrets.cache_auth_ref, cache.ca_certificate).apply(
+            lambda values: CacheEndpoint(host=values[0], port=values[1], auth_secret=values[2],
+                                         ca_certificate=values[3], verify=cache.verify))
+
+    def _secrets(self, checked: Mapping[str, Any], cache_auth: Any = None) -> ServerSecrets | None:
+        if "api_key" not in checked and "hub_token" not in checked and cache_auth is None:
             return None
         secrets_args: ServerSecretsArgs = {"cloud": self.plan.cloud, "tags": self._tags}
+        if cache_auth is not None:
+            secrets_args["cache_auth"] = cache_auth
         if "api_key" in checked:
             secrets_args["api_key"] = checked["api_key"]
         if "hub_token" in checked:
@@ -605,7 +644,8 @@ class InferenceServer(pulumi.ComponentResource):
         self.identity_id = self.identity.identity_id
         return self.identity.attachment
 
-    def _canary(self, checked: Mapping[str, Any], model_bucket: Any, secrets: ServerSecrets | None) -> CanaryRequest:
+    def _canary(self, checked: Mapping[str, Any], model_bucket: Any, secrets: ServerSecrets | None,
+                cache_endpoint: pulumi.Output[CacheEndpoint | None]) -> CanaryRequest:
         """The canary group's own identity (reading the canary model's prefix only) and boot script, made as the main
         group's are; the backend builds its group behind the same load balancer (`FleetRequest.canary`)."""
         canary = self.plan.canary
@@ -621,19 +661,19 @@ class InferenceServer(pulumi.ComponentResource):
                 "model_prefix": canary.plan.model.bucket_prefix, "secret_ids": secrets.grant_ids if secrets else [],
                 "tags": self._tags}, opts=child_options(self)).attachment
         rendered = pulumi.Output.all(
-            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None])
-        ).apply(lambda refs: self._render_bootstrap(refs[0], refs[1], refs[2], plan=canary.plan))
+            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint
+        ).apply(lambda refs: self._render_bootstrap(refs[0], refs[1], refs[2], refs[3], plan=canary.plan))
         bundle = self.backend.create_bundle(self, name, BundleRequest(
             bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
             content=rendered.apply(lambda r: r.bundle), tags=self._tags))
         user_data = pulumi.Output.all(rendered, bundle).apply(lambda values: values[0].user_data)
         return CanaryRequest(plan=canary.plan, weight=canary.weight, attachment=attachment, user_data=user_data)
 
-    def _render_bootstrap(self, model_bucket: str, api_key_ref: str | None,
-                          hub_token_ref: str | None, plan: DeploymentPlan | None = None) -> RenderedBootstrap:
+    def _render_bootstrap(self, model_bucket: str, api_key_ref: str | None, hub_token_ref: str | None,
+                          cache: CacheEndpoint | None = None, plan: DeploymentPlan | None = None) -> RenderedBootstrap:
         plan = plan or self.plan
         options = bootstrap.BootstrapOptions(model_bucket=model_bucket, region=plan.region,
-                                             api_key_secret=api_key_ref, hub_token_secret=hub_token_ref)
+                                             api_key_secret=api_key_ref, hub_token_secret=hub_token_ref, cache=cache)
         return bootstrap.render_bootstrap(plan, plan.cloud, options)
 
 
@@ -789,11 +829,13 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
                                     fix="give public subnets for the load balancer; subnet_ids are the servers' "
                                     "private subnets (with NAT egress)"))
     problems += _notification_problems(checked, backend, name)
-    secrets = "api_key" in checked or "hub_token" in checked
+    secrets = "api_key" in checked or "hub_token" in checked or plan.cache is not None
+    problems += _cache_problems(checked, plan, backend, name)
     for capability, wanted, fix in (
         (Capability.PRIVATE_CDN_ORIGIN, static_assets, "set static_assets to false"),
         (Capability.SPOT_CAPACITY, plan.spot, "plan without spot capacity"),
         (Capability.SECRET_STORE, secrets, "leave the secrets out"),
+        (Capability.MANAGED_CACHE, plan.cache is not None, "remove `cache:` from the workload and re-plan"),
     ):
         problem = backend.require(capability, field=f"{name}.{capability.value}", fix=fix) if wanted else None
         if problem:
@@ -817,6 +859,28 @@ def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: 
         _warn_missing(backend, Capability.SECRET_SCOPED_GRANTS, name)
     _warn_missing(backend, Capability.METADATA_HARDENING, name)
     return networks
+
+
+def _cache_problems(checked: Mapping[str, Any], plan: DeploymentPlan, backend: CloudBackend,
+                    name: str) -> list[Problem]:
+    """The cache's AUTH token: given where the cloud takes one (a plan with a cache), of the form all accept when its
+    value is known here; left out where the cloud generates its own or there is no cache."""
+    token = checked.get("cache_auth_token")
+    field = f"{name}.cache_auth_token"
+    if plan.cache is None or backend.cache_generates_auth:
+        if token is None:
+            return []
+        why = "the plan has no cache" if plan.cache is None else f"{backend.display_name} generates the AUTH token"
+        return [Problem(field, f"is not used: {why}", value="(secret, not shown)", fix="leave it out")]
+    if token is None:
+        return [Problem(field, "is required for a plan with a cache (the managed Redis's AUTH token)",
+                        fix="pass a secret, e.g. `pulumi config set --secret inferstack:cacheAuthToken "
+                            "$(openssl rand -base64 18 | tr -dc A-Za-z0-9 | head -c 24)Aa1`")]
+    if isinstance(token, str) and not re.fullmatch(CACHE_AUTH_TOKEN_PATTERN, token):
+        return [Problem(field, "is not an AUTH token every managed Redis accepts", value="(secret, not shown)",
+                        fix="give 16 to 32 letters, digits and _ + - =, with an uppercase letter, a lowercase letter "
+                            "and a digit")]
+    return []
 
 
 def _unused_endpoint_problems(checked: Mapping[str, Any], backend: CloudBackend, name: str, *, api: bool,

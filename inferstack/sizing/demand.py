@@ -128,6 +128,7 @@ def demand_of(spec: WorkloadSpec, model: ResolvedModel) -> Demand:
     users = math.ceil(traffic.concurrent_users * traffic.peak_factor) if traffic.concurrent_users else None
     if traffic.peak_factor > 1:
         assumptions.append(f"peak = {traffic.peak_factor:g} x the given load")
+    rps, users = _after_cache(spec, rps, users, assumptions)
     llm = model.is_llm
     ttft = slo.ttft_p95_ms
     tpot = slo.tpot_p95_ms
@@ -168,6 +169,21 @@ def demand_of(spec: WorkloadSpec, model: ResolvedModel) -> Demand:
         stage=STAGES[spec.stage],
         assumptions=assumptions,
     )
+
+
+def _after_cache(spec: WorkloadSpec, rps: float | None, users: int | None,
+                 assumptions: list[str]) -> tuple[float | None, int | None]:
+    """The load the runtime still carries when the workload's cache answers `expected_hit_rate` of the requests: the
+    request rate and the concurrency x (1 - hit rate) (a hit is answered by the gateway in about a Redis round trip,
+    so it holds no runtime slot)."""
+    cache = spec.cache
+    if cache is None or cache.expected_hit_rate == 0:
+        return rps, users
+    remaining = 1 - cache.expected_hit_rate
+    assumptions.append(f"cache: {cache.expected_hit_rate:.0%} of requests expected from the cache, so the runtime is "
+                       f"sized for {remaining:.0%} of the peak load")
+    return (rps * remaining if rps is not None else None,
+            max(1, math.ceil(users * remaining)) if users is not None else None)
 
 
 def _check_token_targets(spec: WorkloadSpec, model: ResolvedModel) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from inferstack.plan import ColdStart, Fleet, Price
@@ -145,6 +146,26 @@ def _model_line(demand: Demand, chosen: Priced) -> str:
     return (
         f"{model.display_name} ({params} parameters) at {candidate.precision.value} on {candidate.engine.value}{split}."
     )
+
+
+def cache_line(demand: Demand) -> list[str]:
+    """The cache's sentence: the load the runtime was sized for once the expected hits are taken off."""
+    cache, traffic = demand.spec.cache, demand.spec.traffic
+    if cache is None:
+        return []
+    if cache.expected_hit_rate == 0:
+        return [f"Inference cache (managed Redis, {cache.ttl_seconds} s TTL): no hit rate stated, so the runtime is "
+                "sized for the full load."]
+    given = []
+    if traffic.requests_per_s is not None:
+        given.append(f"{traffic.requests_per_s * traffic.peak_factor:g} requests/s x (1 - "
+                     f"{cache.expected_hit_rate:g}) = {demand.requests_per_s:g} requests/s")
+    if traffic.concurrent_users is not None:
+        given.append(f"{math.ceil(traffic.concurrent_users * traffic.peak_factor)} in flight x (1 - "
+                     f"{cache.expected_hit_rate:g}) -> {demand.concurrent_users}")
+    return [f"Inference cache (managed Redis, {cache.ttl_seconds} s TTL) expected to answer "
+            f"{cache.expected_hit_rate:.0%} of requests: the runtime is sized for the load that remains, "
+            f"{' and '.join(given)}."]
 
 
 def _load_line(demand: Demand) -> str:

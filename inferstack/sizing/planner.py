@@ -502,7 +502,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         if offer.gpu
         else None
     )
-    from inferstack.sizing.explain import cold_start_line, fleet_line, rationale, warnings
+    from inferstack.sizing.explain import cache_line, cold_start_line, fleet_line, rationale, warnings
 
     disk_gib = int(math.ceil(disk / 10) * 10)
     start = cold_start(Server(cloud=cloud, runtime=runtime, device=device, model_gib=size_gib,
@@ -562,11 +562,12 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
             concurrency_per_replica=sizing.concurrency_per_replica,
         ),
         price=priced.price,
-        rationale=rationale(demand, priced, ranked) + fleet_notes,
+        rationale=rationale(demand, priced, ranked) + cache_line(demand) + fleet_notes,
         warnings=warnings(demand, priced) + _ceiling_warning(spec, sizing),
         cold_start=start,
         fleet=fleet,
         slo=_objectives(demand),
+        cache=spec.cache,
     )
 
 
@@ -589,7 +590,9 @@ def _fleet(spec: WorkloadSpec, sizing: Sizing, estimate: ColdStart) -> Fleet | N
     return Fleet(
         min_replicas=sizing.replicas,
         max_replicas=max(ceiling, sizing.replicas),
-        target_requests_per_s=round(sizing.target_rps, 4),
+        # The load balancer counts the requests the cache answers too: a server carries its target of runtime
+        # requests at target / (1 - hit rate) requests in all.
+        target_requests_per_s=round(sizing.target_rps / (1 - (spec.cache.expected_hit_rate if spec.cache else 0)), 4),
         cold_start_s=start,
         health_check_grace_s=health_check_grace_s(start),
         scale_out_cooldown_s=start,

@@ -33,15 +33,19 @@ from pathlib import Path
 import pytest
 import yaml
 from bootstrap_fakes import ACCESS_KEY, SECRET_KEY, free_port, metadata_server, s3_client, s3_server, upload_model
+from redis_fakes import AUTH_TOKEN as CACHE_AUTH_TOKEN
+from redis_fakes import Redis, missing_redis, redis_server
 from sample_plans import sample_plan
 from tiny_gguf import write_tiny_llama
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
+from inferstack.bootstrap.gateway import CACHE_AUTH_FILE, CacheEndpoint
 from inferstack.bootstrap.manifest import write_manifest
 from inferstack.bootstrap.render import RenderedBootstrap
 from inferstack.bootstrap.runtimes import RUNTIME_PORT
 from inferstack.plan import COLD_START_PHASES
 from inferstack.sizing.coldstart import parse_phase_lines
+from inferstack.spec import Cache
 
 pytestmark = pytest.mark.e2e
 
@@ -59,6 +63,8 @@ API_KEY = "sk-e2e-0123456789abcdef"
 API_KEY_PARAMETER = "/inferstack/e2e/api-key"
 HUB_TOKEN = "hf_e2e0123456789"
 HUB_TOKEN_PARAMETER = "/inferstack/e2e/hub-token"
+CACHE_AUTH_PARAMETER = "/inferstack/e2e/cache-auth"
+"""The inference cache's AUTH token: the gateway caches in Debian's redis-server on loopback (TLS, AUTH)."""
 
 
 def missing_prerequisite() -> str | None:
@@ -67,7 +73,7 @@ def missing_prerequisite() -> str | None:
     for tool in ("debootstrap", "chroot", "mount", "umount", "tar"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (apt-get install debootstrap)"
-    return None
+    return missing_redis()
 
 
 @dataclass
@@ -174,12 +180,14 @@ class Deployment:
     storage: str
     port: int
     model_dir: Path
+    redis: Redis
 
 
 @pytest.fixture(scope="module")
 def deployment(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     """Model in the bucket, API key in SSM, user data rendered and applied: write_files, then runcmd."""
-    with s3_server() as storage, metadata_server() as metadata:
+    with s3_server() as storage, metadata_server() as metadata, \
+            redis_server(tmp_path_factory.mktemp("redis")) as redis:
         model_dir = tmp_path_factory.mktemp("model")
         write_tiny_llama(model_dir / "tiny-llama-f32.gguf", seed=1)
         (model_dir / "README.md").write_text("inferstack end-to-end test model: random weights.\n")
@@ -189,21 +197,25 @@ def deployment(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
         ssm = boto3.client("ssm", endpoint_url=storage, region_name="us-east-1", aws_access_key_id=ACCESS_KEY,
                            aws_secret_access_key=SECRET_KEY)
-        for name, value in ((API_KEY_PARAMETER, API_KEY), (HUB_TOKEN_PARAMETER, HUB_TOKEN)):
+        for name, value in ((API_KEY_PARAMETER, API_KEY), (HUB_TOKEN_PARAMETER, HUB_TOKEN),
+                            (CACHE_AUTH_PARAMETER, CACHE_AUTH_TOKEN)):
             ssm.put_parameter(Name=name, Value=value, Type="SecureString", Overwrite=True)
         port = free_port()
         plan = sample_plan("aws", "cpu-llm")
         plan = plan.model_copy(update={
             "model": plan.model.model_copy(update={"name": "tiny-llama", "bucket_prefix": PREFIX}),
-            "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": 2})})
+            "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": 2}),
+            "cache": Cache(ttl_seconds=600)})
         result = render_bootstrap(plan, "aws", BootstrapOptions(
             model_bucket=BUCKET, region="us-east-1", api_key_secret=API_KEY_PARAMETER,
             hub_token_secret=HUB_TOKEN_PARAMETER, install_mode="native",
-            storage_endpoint=storage, secret_endpoint=storage, metadata_endpoint=metadata))
+            storage_endpoint=storage, secret_endpoint=storage, metadata_endpoint=metadata,
+            cache=CacheEndpoint(host="127.0.0.1", port=redis.port, auth_secret=CACHE_AUTH_PARAMETER,
+                                ca_certificate=redis.ca.read_text())))
         store_bundle(storage, result)
         apply_cloud_config(chroot, result.user_data)
         wait_for_boot(chroot)
-        yield Deployment(chroot, storage, port, model_dir)
+        yield Deployment(chroot, storage, port, model_dir, redis)
 
 
 def store_bundle(storage: str, result: RenderedBootstrap) -> None:
@@ -420,3 +432,78 @@ def test_an_unreachable_storage_endpoint_is_retried_then_fails_clearly(deploymen
     assert log.count("retry GET e2e-models/models/tiny-llama/f32/manifest.json: attempt") == 4
     assert "sync FAILED: object storage unreachable or access denied" in log
     assert "phase=model_sync status=failed" in log
+
+
+#### The inference cache: the gateway in front of llama.cpp, Debian's redis-server on loopback (TLS, AUTH) ####
+
+
+def runtime_completions(box: Chroot) -> int:
+    """Completions that reached llama.cpp: its server (uvicorn) logs one access line per request."""
+    log = box.path("/var/log/fake-journal/inferstack-server.service.log")
+    return log.read_text().count('"POST /v1/completions HTTP/1.1"') if log.exists() else 0
+
+
+def cache_keys_after(redis: Redis, count: int) -> list[str]:
+    """The answer is stored just after the response: wait (bounded) until Redis holds `count` keys."""
+    deadline = time.monotonic() + 30
+    while len(keys := redis.keys()) < count:
+        assert time.monotonic() < deadline, f"Redis holds {keys}"
+        time.sleep(0.2)
+    return keys
+
+
+def access_log_with(box: Chroot, text: str) -> str:
+    """The gateway's access log once it holds `text` (nginx writes a request's line after its response)."""
+    deadline = time.monotonic() + 30
+    while text not in (log := box.read("/var/log/inferstack/gateway-access.log")):
+        assert time.monotonic() < deadline, log[-2000:]
+        time.sleep(0.2)
+    return log
+
+
+def test_a_temperature_0_completion_asked_twice_is_answered_once_by_llama_cpp(deployment: Deployment) -> None:
+    box, redis = deployment.box, deployment.redis
+    redis.cli("FLUSHALL")
+    before = runtime_completions(box)
+    first = complete(deployment.port, "the cache", API_KEY, temperature=0)
+    assert first[0] == 200, first
+    cache_keys_after(redis, 1)
+    second = complete(deployment.port, "the cache", API_KEY, temperature=0)
+    assert second == first  # the same answer, served from Redis
+    assert runtime_completions(box) == before + 1, boot_log(box)[-2000:]
+    assert "cache=MISS" in access_log_with(box, "cache=HIT")
+
+
+def test_a_sampled_completion_is_never_cached(deployment: Deployment) -> None:
+    box, redis = deployment.box, deployment.redis
+    redis.cli("FLUSHALL")
+    before = runtime_completions(box)
+    for _ in range(2):
+        assert complete(deployment.port, "sampled", API_KEY, temperature=0.8)[0] == 200
+    assert runtime_completions(box) == before + 2
+    assert redis.keys() == []
+
+
+def test_with_redis_stopped_completions_still_succeed(deployment: Deployment) -> None:
+    box, redis = deployment.box, deployment.redis
+    redis.stop()
+    try:
+        before = runtime_completions(box)
+        for _ in range(2):
+            status, body = complete(deployment.port, "no redis", API_KEY, temperature=0)
+            assert status == 200 and body["usage"]["completion_tokens"] > 0  # type: ignore[index]
+        assert runtime_completions(box) == before + 2
+        assert "cache=ERROR" in access_log_with(box, "cache=ERROR")
+    finally:
+        redis.start()
+
+
+def test_the_cache_token_lives_only_in_a_root_only_file_and_never_in_the_bootstrap(deployment: Deployment) -> None:
+    box = deployment.box
+    token_file = box.path(CACHE_AUTH_FILE)
+    assert token_file.read_text() == f"REDIS_AUTH={CACHE_AUTH_TOKEN}\n"
+    assert token_file.stat().st_uid == 0 and (token_file.stat().st_mode & 0o077) == 0
+    for path in ("/etc/inferstack/bootstrap.env", "/etc/inferstack/gateway.conf",
+                 "/etc/systemd/system/inferstack-gateway.service"):
+        assert CACHE_AUTH_TOKEN not in box.read(path)
+    assert CACHE_AUTH_TOKEN not in boot_log(box)

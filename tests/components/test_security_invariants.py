@@ -401,3 +401,72 @@ def _from_load_balancer(case: Case, rule: guardrails.StackResource, opening: gua
         return True
     network = opening.source.network  # the network the load balancer's nodes (or Google's proxies) live in
     return network is not None and network.version == 4 and network.subnet_of(NETWORK)  # type: ignore[arg-type]
+
+
+#### The inference cache: a managed Redis that only the servers reach, over TLS, with AUTH ####
+
+CACHE_TOKEN = "Cache-invariant_0123456789"
+CACHE_CASES = list(itertools.product(CLOUDS, ["internal", "production"], EXPOSURES))
+REDIS_TYPES = {"aws": guardrails.AWS_REPLICATION_GROUP, "gcp": guardrails.GCP_REDIS, "alibaba": guardrails.ALI_KVSTORE,
+               "huawei": guardrails.HW_DCS}
+
+
+@dataclass(frozen=True)
+class CacheCase:
+    cloud: str
+    recording: Recording
+    evaluation: guardrails.Evaluation
+
+    def redis(self) -> RegisteredResource:
+        (found,) = self.recording.of_type(REDIS_TYPES[self.cloud])
+        return found
+
+
+@pytest.fixture(scope="module", params=CACHE_CASES, ids=lambda c: "-".join(c))
+def cache_case(request: pytest.FixtureRequest) -> CacheCase:
+    from inferstack.spec import Cache
+
+    cloud, stage, exposure = request.param
+    plan = sample_plan(cloud, "gpu-llm", stage).model_copy(update={"cache": Cache(ttl_seconds=3600)})
+    args = {"plan": plan, **CLOUD_ARGS[cloud], **EXPOSURES[exposure]}
+    if not backend_for(cloud).cache_generates_auth:
+        args["cache_auth_token"] = CACHE_TOKEN
+    with dependencies_recorded() as dependencies:
+        recording = record(lambda: InferenceServer("inv", args), config=STACK_CONFIG, stack="invariants")
+    resources = guarded_resources(recording, dependencies)
+    return CacheCase(cloud, recording, guardrails.evaluate(resources, guardrail_config(plan)))
+
+
+def test_a_deployment_with_a_cache_passes_every_guardrail_and_the_redis_rule_read_it(cache_case: CacheCase) -> None:
+    assert [(finding.rule, finding.message) for finding in cache_case.evaluation.findings] == []
+    assert REDIS_TYPES[cache_case.cloud] in cache_case.evaluation.examined["managed-redis-private-tls-auth"]
+
+
+def test_the_redis_admits_the_servers_and_no_address_outside_the_network(cache_case: CacheCase) -> None:
+    inputs = cache_case.redis().inputs
+    recording = cache_case.recording
+    if cache_case.cloud == "aws":
+        (group_id,) = inputs["securityGroupIds"]
+        rules = [r.inputs for r in recording.of_type(guardrails.AWS_INGRESS_RULE)
+                 if r.inputs["securityGroupId"] == group_id]
+        servers = {r.id for r in recording.of_type(guardrails.AWS_SECURITY_GROUP) if r.name == "inv-firewall-sg"}
+        assert rules and {r.get("referencedSecurityGroupId") for r in rules} == servers
+        assert not any("cidrIpv4" in r or "cidrIpv6" in r for r in rules)
+    elif cache_case.cloud == "gcp":  # Memorystore has no public address; the network's egress picks who reaches it
+        assert inputs["authorizedNetwork"] == recording.of_type("gcp:compute/network:Network")[0].id
+    elif cache_case.cloud == "alibaba":
+        assert inputs["securityIps"] == ["127.0.0.1"]
+        assert inputs["securityGroupId"] == recording.of_type(guardrails.ALI_SECURITY_GROUP)[0].id
+    else:
+        addresses = [a for w in inputs["whitelists"] for a in w["ipAddresses"]]
+        assert addresses and all(ipaddress.ip_network(a).subnet_of(NETWORK) for a in addresses)
+        assert inputs["whitelistEnable"] is True
+
+
+def test_the_cache_token_never_reaches_user_data_or_any_plain_input(cache_case: CacheCase) -> None:
+    visible = json.dumps([r.masked_inputs for r in cache_case.recording.resources])
+    assert CACHE_TOKEN not in visible
+    for resource in cache_case.recording.resources:
+        for key in ("userData", "metadata", "instanceConfig", "content"):
+            assert CACHE_TOKEN not in json.dumps(resource.inputs.get(key, ""))
+    assert any("cache-auth" in r.name and r.custom for r in cache_case.recording.resources)

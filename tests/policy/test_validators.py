@@ -668,8 +668,39 @@ BACKEND_CASES = [
          rules.HW_AS_GROUP, {"lbaasListeners": [{"poolId": "pool-1", "protocolPort": 8000.0}]}, []),
 ]
 
+REDIS = pack.managed_redis_private_tls_auth
+AWS_REDIS = {"description": "cache", "engine": "redis", "nodeType": "cache.t4g.small", "subnetGroupName": "inf-cache",
+             "securityGroupIds": ["sg-0123456789abcdef0"], "transitEncryptionEnabled": True,
+             "transitEncryptionMode": "required", "atRestEncryptionEnabled": True,
+             "authToken": "Cache-token_0123456789"}
+GCP_REDIS = {"memorySizeGb": 1.0, "tier": "BASIC", "authEnabled": True,
+             "transitEncryptionMode": "SERVER_AUTHENTICATION", "authorizedNetwork": "projects/p/global/networks/n",
+             "connectMode": "DIRECT_PEERING"}
+ALI_REDIS = {"instanceType": "Redis", "engineVersion": "7.0", "sslEnable": "Enable", "vpcAuthMode": "Open",
+             "password": "Cache-token_0123456789", "vswitchId": "vsw-1", "securityGroupId": "sg-1",
+             "securityIps": ["127.0.0.1"]}
+HW_REDIS = {"engine": "Redis", "engineVersion": "6.0", "sslEnable": True, "password": "Cache-token_0123456789",
+            "whitelistEnable": True, "whitelists": [{"groupName": "servers", "ipAddresses": ["10.64.0.0/20"]}]}
+REDIS_CASES = [
+    Case("aws replication group with TLS, AUTH, encryption", REDIS, rules.AWS_REPLICATION_GROUP, AWS_REDIS, []),
+    Case("aws replication group without TLS or AUTH", REDIS, rules.AWS_REPLICATION_GROUP,
+         {**AWS_REDIS, "transitEncryptionEnabled": False, "authToken": None},
+         ["the Redis replication group does not encrypt in transit: set transitEncryptionEnabled true",
+          "the Redis replication group needs no AUTH: set authToken (a secret) or userGroupIds"]),
+    Case("gcp memorystore with AUTH and TLS on its network", REDIS, rules.GCP_REDIS, GCP_REDIS, []),
+    Case("gcp memorystore without TLS", REDIS, rules.GCP_REDIS, {**GCP_REDIS, "transitEncryptionMode": "DISABLED"},
+         ["the Memorystore instance does not use TLS: set transitEncryptionMode SERVER_AUTHENTICATION"]),
+    Case("alibaba tair with TLS, password, the servers' group", REDIS, rules.ALI_KVSTORE, ALI_REDIS, []),
+    Case("alibaba tair open to the internet", REDIS, rules.ALI_KVSTORE, {**ALI_REDIS, "securityIps": ["0.0.0.0/0"]},
+         ["the Tair whitelist admits public addresses (0.0.0.0/0): admit the servers' security group "
+          "(securityGroupId) or private ranges only"]),
+    Case("huawei dcs with SSL, password, a private whitelist", REDIS, rules.HW_DCS, HW_REDIS, []),
+    Case("huawei dcs without SSL", REDIS, rules.HW_DCS, {**HW_REDIS, "sslEnable": False},
+         ["the DCS instance does not use SSL: set sslEnable true (Redis 6.0 basic edition)"]),
+]
+
 CASES = (NETWORK_CASES + BUCKET_CASES + ENCRYPTION_CASES + METADATA_CASES + IDENTITY_CASES + CDN_CASES
-         + FLEET_TEMPLATE_CASES + LISTENER_CASES + BACKEND_CASES)
+         + FLEET_TEMPLATE_CASES + LISTENER_CASES + BACKEND_CASES + REDIS_CASES)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.policy.name}: {c.label}")

@@ -267,6 +267,10 @@ phase_gateway() {
         systemctl mask nginx.service >/dev/null
         apt_install nginx
     fi
+    if [ -n "${GATEWAY_APT_PACKAGES:-}" ]; then  # a plan with a cache: the caching path's modules
+        IFS=, read -r -a gateway_packages <<<"$GATEWAY_APT_PACKAGES"
+        apt_install "${gateway_packages[@]}"
+    fi
     [ -f "$GATEWAY_CONFIG" ] || fail "$GATEWAY_CONFIG is missing; the bundle was not installed"
     detail "$(nginx -v 2>&1 | head -n 1) in front of 127.0.0.1:$RUNTIME_PORT on port $PORT"
 }
