@@ -40,10 +40,14 @@ def size_processes(demand: Demand, candidate: Candidate, size: Callable[[Candida
     """`size` for each process count of `process_counts`; the feasible one with the fewest servers (fewer processes
     on a tie), with a note saying why, or the one-process sizing when none is feasible."""
     counts = process_counts(demand, candidate)
-    sizings = [size(replace(candidate, processes=n)) for n in counts]
+    single = size(candidate)
+    fewest_servers = max(demand.stage.min_replicas, 1 + demand.stage.spare_replicas)
+    if len(counts) == 1 or (single.feasible and single.replicas <= fewest_servers):
+        return single  # more processes cannot need fewer servers than the stage's least
+    sizings = [single, *(size(replace(candidate, processes=n)) for n in counts[1:])]
     feasible = [s for s in sizings if s.feasible]
-    if len(counts) == 1 or not feasible:
-        return sizings[0]
+    if not feasible:
+        return single
     best = min(feasible, key=lambda s: (s.replicas, s.processes))
     # On a CPU server the processes share the RAM: say when N copies do not fit (on GPUs each has its own cards).
     too_big = [s for s in sizings if s.blocked is not None and s.blocked.kind == "memory" and not s.candidate.on_gpu]

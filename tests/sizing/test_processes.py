@@ -95,8 +95,8 @@ def test_a_cpu_plan_runs_one_process_per_numa_node_when_that_needs_fewer_servers
 
 
 def test_two_processes_are_not_planned_where_two_copies_of_the_weights_do_not_fit(tmp_path, monkeypatch):
-    # Llama 3.1 405B at Q4_K_M: ~228 GiB of weights fit once in the server's 345.6 usable GiB, not twice.
-    spec = cpu_workload("llama-3.1-405b", "q4_k_m", 0.001, 3_600_000, 60_000)
+    # Llama 3.1 405B at Q4_K_M: ~229 GiB of weights fit once in the server's 345.6 usable GiB, not twice.
+    spec = cpu_workload("llama-3.1-405b", "q4_k_m", 0.02, 3_600_000, 60_000)  # two servers with one process
     offer = two_socket_server()
     wanted = demand(spec)
     candidate = planner._candidate(wanted, offer)
