@@ -308,6 +308,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
             isa=args.cpu_isa,
             ghz=args.cpu_ghz,
             description="command line",
+            numa_nodes=args.cpu_numa_nodes,
         )
     precision = args.precision or (Precision.BF16 if model.is_llm else (Precision.FP16 if gpu else Precision.FP32))
     engine = (
@@ -327,6 +328,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
         output_tokens=args.output_tokens,
         gpu_memory_utilization=args.gpu_memory_utilization,
         calibration=_calibration(args),
+        processes=args.processes,
     )
     if args.json:
         _print_json(result)
@@ -553,6 +555,11 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--cpu-isa", choices=("avx2", "avx512", "amx", "neon"), default="avx512")
     est.add_argument("--cpu-ghz", type=_positive_float, default=3.0, help="sustained all-core clock (default 3.0)")
     est.add_argument("--ram-gib", type=_positive_float, help="CPU server memory, for the fits check")
+    est.add_argument("--cpu-numa-nodes", type=_positive_int, default=1,
+                     help="NUMA nodes (sockets) the cores and bandwidth span; one process gets one node's bandwidth")
+    est.add_argument("--processes", type=_positive_int, default=1,
+                     help="model processes on the server, each with its own weights and KV cache, on --gpus/N GPUs "
+                     "or its share of the cores and RAM (default 1)")
     est.add_argument(
         "--precision",
         type=_enum_option(Precision),

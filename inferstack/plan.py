@@ -32,6 +32,9 @@ from inferstack.spec import (
 
 HOURS_PER_MONTH = 730  # the cloud providers' own convention for monthly estimates
 MIN_REQUEST_TIMEOUT_S = 120
+# The most model processes one server runs (`sizing/processes.py`): the most GPUs a plannable catalog server has,
+# one process each. It bounds a value that becomes systemd unit names and loopback ports on the server.
+MAX_PROCESSES_PER_SERVER = 8
 
 Runtime = Literal["vllm", "llamacpp", "triton"]
 ArtifactFormat = Literal["safetensors", "gguf", "onnx"]
@@ -143,7 +146,13 @@ class MemoryBreakdown(_Frozen):
     overhead_gib: float = Field(description="Runtime, CUDA context and activation peak.")
     kv_cache_gib: float = Field(description="Memory left for the KV cache on one device (0 for non-LLM models).")
     kv_cache_needed_gib: float = Field(description="KV cache needed on one device for the planned concurrency.")
-    total_gib: float = Field(description="weights + overhead + KV cache needed, on one device.")
+    total_gib: float = Field(
+        description="weights + overhead + KV cache needed, on one device; on a CPU plan, times `processes`.")
+    processes: int = Field(
+        default=1, ge=1,
+        description="Model processes per server: on a CPU plan they share the RAM (weights, overhead and KV cache "
+        "are one process's; total is all of them), on a GPU plan each has its own GPUs.",
+    )
     kv_cache_bytes_per_token: int = Field(
         description="KV bytes per token summed over the tensor-parallel group (includes head replication)."
     )
@@ -167,7 +176,7 @@ class Performance(_Frozen):
     utilization: float = Field(
         description="load / capacity per replica at peak (the planner keeps it at or below 0.8)."
     )
-    concurrency_per_replica: int = Field(description="Requests in flight per replica at peak.")
+    concurrency_per_replica: int = Field(description="Requests in flight per replica (model process) at peak.")
 
 
 class Objectives(_Frozen):
@@ -205,6 +214,11 @@ class Serving(_Frozen):
         default=None, gt=0, le=1, description="Fraction of GPU memory the engine takes (vLLM)."
     )
     tensor_parallel: int = Field(default=1, ge=1)
+    processes: int = Field(
+        default=1, ge=1, le=MAX_PROCESSES_PER_SERVER,
+        description="Model processes on each server, each with its own weights and KV cache, pinned to its own "
+        "GPU(s) or NUMA node, on loopback ports after `port`; the gateway balances across them.",
+    )
     dtype: Precision = Field(description="Weight precision (spec value).")
     quantization: Quantization | None = Field(
         default=None, description="Engine quantization flag (awq, gptq, fp8, ...), None for 16/32-bit weights."

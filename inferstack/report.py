@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from inferstack.errors import input_error
-from inferstack.plan import DeploymentPlan, PlanReport
+from inferstack.plan import DeploymentPlan, MemoryBreakdown, PlanReport
 from inferstack.sizing.estimate import Estimate
 
 if TYPE_CHECKING:
@@ -166,9 +166,9 @@ def _plan_column(plan: DeploymentPlan | None) -> list[Cell]:
         plan.device.upper(),
         gpus,
         str(plan.tensor_parallel),
+        str(plan.serving.processes),
         f"{plan.replicas} in {plan.zones} zone(s)",
-        f"{memory.weights_gib:.1f} + {memory.overhead_gib:.1f} + {memory.kv_cache_needed_gib:.1f}"
-        f" / {memory.usable_gib:.1f}",
+        _memory_cell(memory),
         _ms(performance.ttft_p95_ms),
         _ms(performance.tpot_p95_ms),
         _ms(performance.latency_p95_ms),
@@ -181,6 +181,14 @@ def _plan_column(plan: DeploymentPlan | None) -> list[Cell]:
         _cold_start(plan),
         _fleet(plan),
     ]
+
+
+def _memory_cell(memory: MemoryBreakdown) -> str:
+    """weights + overhead + KV / usable; CPU processes share the RAM, so theirs is N x (...) / usable."""
+    parts = f"{memory.weights_gib:.1f} + {memory.overhead_gib:.1f} + {memory.kv_cache_needed_gib:.1f}"
+    if memory.device == "cpu" and memory.processes > 1:
+        return f"{memory.processes} x ({parts}) / {memory.usable_gib:.1f}"
+    return f"{parts} / {memory.usable_gib:.1f}"
 
 
 def _cold_start(plan: DeploymentPlan) -> str:
@@ -207,6 +215,7 @@ PLAN_ROWS = [
     "device",
     "GPUs per instance",
     "tensor parallel",
+    "model processes per instance",
     "replicas",
     "GiB per device: weights + overhead + KV / usable",
     "TTFT p95",

@@ -19,7 +19,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from inferstack.bootstrap.runtimes import RUNTIME_PORT
+from inferstack.bootstrap.runtimes import runtime_processes
 from inferstack.plan import DeploymentPlan
 
 CONFIG_PATH = "/etc/inferstack/gateway.conf"
@@ -161,12 +161,18 @@ def gateway_config(plan: DeploymentPlan, *, api_key: bool, cache: CacheEndpoint 
         f"        include {KEY_MAP};\n"
         "    }\n"
     ) if api_key else ""
+    ports = [process.port for process in runtime_processes(plan)]
+    # Several model processes: each request goes to the one with the fewest open requests (a long answer holds
+    # its process's slot; round robin would queue behind it while another process is idle).
+    balance = "        least_conn;\n" if len(ports) > 1 else ""
+    upstreams = "".join(f"        server 127.0.0.1:{port};\n" for port in ports)
+    listens = f"127.0.0.1:{ports[0]}" + (f" to {ports[-1]} ({len(ports)} model processes)" if len(ports) > 1 else "")
     locations = "".join(
         f"        location {prefix} {{\n{key_check}{_CACHE_HANDLERS if cache else ''}"
         "            proxy_pass http://inferstack_runtime;\n"
         "        }\n" for prefix in API_PREFIXES[plan.serving.runtime])
     return f"""\
-# inferstack gateway: the only listener on the API port; the runtime listens on 127.0.0.1:{RUNTIME_PORT}.
+# inferstack gateway: the only listener on the API port; the runtime listens on {listens}.
 {_cache_main() if cache else ""}user {WORKER_USER};
 worker_processes auto;
 daemon off;
@@ -184,8 +190,7 @@ http {{
     default_type application/json;
     client_max_body_size {MAX_REQUEST_BODY_MIB}m;
 {key_map}    upstream inferstack_runtime {{
-        server 127.0.0.1:{RUNTIME_PORT};
-        keepalive 32;
+{balance}{upstreams}        keepalive 32;
     }}
     server {{
         listen {plan.serving.port};

@@ -35,13 +35,14 @@ from inferstack.bootstrap.runtimes import (
     NVIDIA_DRIVER_BRANCH,
     RUNTIME_HOME,
     RUNTIME_PINS,
-    RUNTIME_PORT,
     RUNTIME_USER,
     Env,
     Mode,
+    RuntimeProcess,
     Word,
     image_for,
     resolve_mode,
+    runtime_processes,
     server_args,
 )
 from inferstack.clouds import CLOUD_FACTS
@@ -60,7 +61,6 @@ SECRETS_DIR = "/run/inferstack-secrets"
 SERVER_SECRETS = f"{SECRETS_DIR}/server.env"
 HUB_TOKEN_ENV = "HF_TOKEN"  # read by huggingface_hub (vLLM) and llama.cpp for downloads from the Hugging Face Hub
 VENV = "/opt/inferstack/venv"
-CONTAINER_NAME = "inferstack-server"
 CONTAINER_HOME = "/home/inferstack"
 SYNC_WORKERS = 16
 READY_TIMEOUT_S = 1800
@@ -195,35 +195,56 @@ def fetch_secret_command(cloud: Cloud, options: BootstrapOptions, secrets: dict[
     return "+" + command_line(words)  # "+": as root, outside the unit's user and sandbox
 
 
-def container_command(plan: DeploymentPlan, options: BootstrapOptions) -> list[Word]:
+def container_command(plan: DeploymentPlan, options: BootstrapOptions, process: RuntimeProcess) -> list[Word]:
     """`docker run` of the runtime: as the runtime user, no capabilities, published on the host's loopback only."""
+    port = process.port
     words: list[Word] = [
-        "/usr/bin/docker", "run", "--rm", "--name", CONTAINER_NAME, "--init",
+        "/usr/bin/docker", "run", "--rm", "--name", process.name, "--init",
         ("--user=", Env("RUNTIME_UID"), ":", Env("RUNTIME_GID")), "--cap-drop=ALL",
         "--security-opt=no-new-privileges", "--ulimit", "memlock=-1",
-        "-p", f"127.0.0.1:{RUNTIME_PORT}:{RUNTIME_PORT}"]
+        "-p", f"127.0.0.1:{port}:{port}"]
     if plan.serving.metrics_port:
         words += ["-p", f"{plan.serving.metrics_port}:{plan.serving.metrics_port}"]
     if plan.device == "gpu":
         words += ["--gpus", "all", "--ipc=host"]
+    if process.gpus:  # every GPU is mapped; the process uses its own (docker's --gpus list needs shell quoting)
+        words += ["-e", f"CUDA_VISIBLE_DEVICES={_device_list(process.gpus)}"]
     if options.hub_token_secret:
         words += ["-e", HUB_TOKEN_ENV]  # the value comes from the unit's environment, never from this line
     words += ["-e", f"HOME={CONTAINER_HOME}", "-e", f"USER={RUNTIME_USER}",
               "-v", f"{RUNTIME_HOME}:{CONTAINER_HOME}", "-v", (Env("MODEL_ROOT"), ":", Env("MODEL_ROOT"), ":ro"),
               image_for(plan)]
-    return words + server_args(plan, "container")
+    return words + server_args(plan, "container", port)
 
 
-def native_command(plan: DeploymentPlan) -> list[Word]:
+def native_command(plan: DeploymentPlan, process: RuntimeProcess) -> list[Word]:
     program = {"llamacpp": [f"{LIB_DIR}/llamacpp_server.py"],
                "vllm": ["-m", "vllm.entrypoints.openai.api_server"]}[plan.serving.runtime]
-    return [f"{VENV}/bin/python3", *program, *server_args(plan, "native")]
+    return [f"{VENV}/bin/python3", *program, *server_args(plan, "native", process.port)]
 
 
-def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode) -> str:
-    """The runtime's unit: unprivileged, its secrets (the hub token) fetched as root at each start."""
+def _device_list(indexes: Sequence[int]) -> str:
+    return ",".join(str(index) for index in indexes)
+
+
+def _pinning(process: RuntimeProcess, container: bool) -> list[tuple[str, str]]:
+    """A native process's own GPUs or NUMA node (its cores and its memory: systemd.exec(5), `CPUAffinity=numa`
+    takes the CPUs of NUMAMask=). A container's GPUs are set on its command line."""
+    settings = []
+    if process.gpus and not container:
+        settings.append(("Environment", f"CUDA_VISIBLE_DEVICES={_device_list(process.gpus)}"))
+    if process.numa_node is not None:
+        settings += [("NUMAPolicy", "bind"), ("NUMAMask", str(process.numa_node)), ("CPUAffinity", "numa")]
+    return settings
+
+
+def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode,
+                process: RuntimeProcess) -> str:
+    """The unit of one runtime process: unprivileged, its secrets (the hub token) fetched as root at each start."""
     container = mode == "container"
-    unit = [("Description", f"inferstack inference runtime: {plan.serving.runtime} ({mode})"),
+    processes = plan.serving.processes
+    what = f"{plan.serving.runtime} ({mode})" + (f", process {process.name} of {processes}" if processes > 1 else "")
+    unit = [("Description", f"inferstack inference runtime: {what}"),
             ("Wants", "network-online.target"),
             ("After", "network-online.target docker.service" if container else "network-online.target"),
             ("ConditionPathExists", f"{CONFIG_DIR}/model.env")]
@@ -234,6 +255,7 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
         service += [("User", RUNTIME_USER), ("Group", RUNTIME_USER), ("Environment", f"HOME={RUNTIME_HOME}"),
                     ("WorkingDirectory", RUNTIME_HOME)]
     service.append(("EnvironmentFile", f"{CONFIG_DIR}/model.env"))
+    service += _pinning(process, container)
     if CLOUD_FACTS[cloud].metadata_firewall:  # the rules are gone after a reboot; the server never starts without them
         service.append(("ExecStartPre", f"+{LIB_DIR}/boot.sh --phase metadata_firewall"))
     if options.hub_token_secret:
@@ -241,18 +263,18 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
                     ("ExecStartPre", fetch_secret_command(cloud, options, {HUB_TOKEN_ENV: options.hub_token_secret},
                                                           SERVER_SECRETS, "env"))]
     if container:
-        service += [("ExecStartPre", f"-/usr/bin/docker rm -f {CONTAINER_NAME}"),
-                    ("ExecStart", command_line(container_command(plan, options))),
-                    ("ExecStop", f"/usr/bin/docker stop -t 30 {CONTAINER_NAME}")]
+        service += [("ExecStartPre", f"-/usr/bin/docker rm -f {process.name}"),
+                    ("ExecStart", command_line(container_command(plan, options, process))),
+                    ("ExecStop", f"/usr/bin/docker stop -t 30 {process.name}")]
     else:
-        service.append(("ExecStart", command_line(native_command(plan))))
+        service.append(("ExecStart", command_line(native_command(plan, process))))
     service += [("Restart", "on-failure"), ("RestartSec", "10"), ("TimeoutStartSec", "600"),
                 ("TimeoutStopSec", "60"), ("LimitNOFILE", "1048576"), ("LimitMEMLOCK", "infinity"),
                 ("NoNewPrivileges", "yes"), ("PrivateTmp", "yes")]
     if not container:  # the docker client (root) talks to the daemon; the runtime process is sandboxed here
         service += [("ProtectSystem", "full"), ("ProtectHome", "yes"), ("CapabilityBoundingSet", ""),
                     ("RestrictSUIDSGID", "yes")]
-    service.append(("SyslogIdentifier", "inferstack-server"))
+    service.append(("SyslogIdentifier", process.name))
     return unit_file({"Unit": unit, "Service": service, "Install": [("WantedBy", "multi-user.target")]})
 
 
@@ -296,7 +318,9 @@ def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions,
     settings = {
         "INFERSTACK_CLOUD": cloud, "INFERSTACK_REGION": options.region, "DEVICE": plan.device,
         "RUNTIME": plan.serving.runtime, "INSTALL_MODE": mode, "PORT": str(plan.serving.port),
-        "RUNTIME_PORT": str(RUNTIME_PORT), "RUNTIME_USER": RUNTIME_USER, "RUNTIME_HOME": RUNTIME_HOME,
+        "RUNTIME_UNITS": ",".join(f"{p.name}.service" for p in runtime_processes(plan)),
+        "RUNTIME_PORTS": ",".join(str(p.port) for p in runtime_processes(plan)),
+        "RUNTIME_USER": RUNTIME_USER, "RUNTIME_HOME": RUNTIME_HOME,
         "HEALTH_PATH": plan.serving.health_path, "MODEL_NAME": plan.model.name, "MODEL_BUCKET": options.model_bucket,
         "MODEL_PREFIX": plan.model.bucket_prefix, "MODEL_FORMAT": plan.model.artifact_format,
         "BUNDLE_KEY": bundle_key, "BUNDLE_SHA256": bundle_sha256,
@@ -344,7 +368,8 @@ def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, 
     files += [
         FileSpec(gateway.CONFIG_PATH, gateway.gateway_config(plan, api_key=options.api_key_secret is not None,
                                                              cache=options.cache), "0644"),
-        FileSpec(f"{UNIT_DIR}/inferstack-server.service", server_unit(plan, cloud, options, mode), "0644"),
+        *(FileSpec(f"{UNIT_DIR}/{process.name}.service", server_unit(plan, cloud, options, mode, process), "0644")
+          for process in runtime_processes(plan)),
         FileSpec(f"{UNIT_DIR}/inferstack-gateway.service", gateway_unit(cloud, options), "0644"),
     ]
     return files

@@ -22,7 +22,10 @@ Mode = Literal["container", "native"]
 Device = Literal["cpu", "gpu"]
 
 RUNTIME_PORT = 18000
-"""Where the runtime listens, on the host's loopback only; the gateway forwards to it."""
+"""Where the runtime listens, on the host's loopback only; the gateway forwards to it. A plan with several model
+processes per server puts process i (1..N) on RUNTIME_PORT + i instead (`runtime_processes`)."""
+SERVER_UNIT = "inferstack-server"
+"""The runtime's systemd unit (and container) name; process i of several is SERVER_UNIT-i."""
 RUNTIME_USER = "inferstack"
 """The unprivileged system user the runtime runs as (created at boot; no login, no sudo)."""
 RUNTIME_HOME = "/var/lib/inferstack-runtime"
@@ -101,6 +104,11 @@ def resolve_mode(plan: DeploymentPlan, requested: str) -> Mode:
         raise input_error("options.install_mode", f"{plan.serving.runtime} has no container image for {device}",
                           value=requested, fix="use install_mode='native' or 'auto'")
     mode: Mode = "native" if requested == "native" else "container"
+    if mode == "container" and device == "cpu" and plan.serving.processes > 1:
+        raise input_error(
+            "options.install_mode", f"container mode cannot bind each of the {plan.serving.processes} processes to "
+            "its NUMA node (systemd's NUMAMask= and CPUAffinity= reach the docker client, not the container)",
+            value=requested, fix="use install_mode='native' or 'auto' for CPU plans with several processes")
     return mode
 
 
@@ -111,6 +119,39 @@ def image_for(plan: DeploymentPlan) -> str:
         raise input_error("plan.serving.runtime", f"{plan.serving.runtime} does not run on {plan.device} servers",
                           value=plan.serving.runtime, fix="plan a GPU server for vLLM")
     return image
+
+
+#### Processes ####
+
+
+@dataclass(frozen=True)
+class RuntimeProcess:
+    """One model process on the server: its unit, its loopback port and what it is pinned to."""
+
+    name: str
+    """Unit name without `.service`, and the container's name."""
+    port: int
+    gpus: tuple[int, ...] = ()
+    """CUDA device indexes it sees (CUDA_VISIBLE_DEVICES); empty: every GPU of the server."""
+    numa_node: int | None = None
+    """The NUMA node whose cores and memory it is bound to (CPU plans with several processes)."""
+
+
+def runtime_processes(plan: DeploymentPlan) -> list[RuntimeProcess]:
+    """The model processes of `plan` on each server: one on RUNTIME_PORT, or N on the next N ports, each on its own
+    `tensor_parallel` GPUs or on its own NUMA node. Names and ports derive from the bounded `serving.processes`.
+    Several processes never reuse the one-process unit's name or port, so neither collides with the other."""
+    serving = plan.serving
+    if serving.processes == 1:
+        return [RuntimeProcess(SERVER_UNIT, RUNTIME_PORT)]
+    tp = serving.tensor_parallel
+    return [
+        RuntimeProcess(
+            f"{SERVER_UNIT}-{index + 1}", RUNTIME_PORT + index + 1,
+            gpus=tuple(range(index * tp, (index + 1) * tp)) if plan.device == "gpu" else (),
+            numa_node=index if plan.device == "cpu" else None)
+        for index in range(serving.processes)
+    ]
 
 
 #### Command lines ####
@@ -137,11 +178,11 @@ def listen_host(mode: Mode) -> str:
     return "127.0.0.1" if mode == "native" else "0.0.0.0"
 
 
-def vllm_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
+def vllm_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> list[Word]:
     serving = plan.serving
     args: list[Word] = [
         "--model", Env("MODEL_DIR"), "--served-model-name", plan.model.name, "--host", listen_host(mode),
-        "--port", str(RUNTIME_PORT), "--tensor-parallel-size", str(serving.tensor_parallel),
+        "--port", str(port), "--tensor-parallel-size", str(serving.tensor_parallel),
         "--dtype", _VLLM_DTYPES.get(serving.dtype, "auto")]
     if serving.max_model_len:
         args += ["--max-model-len", str(serving.max_model_len)]
@@ -156,12 +197,12 @@ def vllm_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
     return args
 
 
-def llamacpp_server_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
+def llamacpp_server_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> list[Word]:
     """llama.cpp's own `llama-server` (container images). Context is shared by the parallel slots."""
     serving = plan.serving
     slots = serving.max_num_seqs or 1
     args: list[Word] = ["-m", Env("MODEL_FILE"), "--alias", plan.model.name, "--host", listen_host(mode),
-                        "--port", str(RUNTIME_PORT), "-np", str(slots)]
+                        "--port", str(port), "-np", str(slots)]
     if serving.max_model_len:
         args += ["-c", str(serving.max_model_len * slots)]
     if serving.threads:
@@ -171,11 +212,11 @@ def llamacpp_server_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
     return args
 
 
-def llamacpp_python_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
+def llamacpp_python_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> list[Word]:
     """llama-cpp-python's OpenAI-compatible server (native mode); it serves one sequence at a time."""
     serving = plan.serving
     args: list[Word] = ["--model", Env("MODEL_FILE"), "--model_alias", plan.model.name, "--host", listen_host(mode),
-                        "--port", str(RUNTIME_PORT)]
+                        "--port", str(port)]
     if serving.max_model_len:
         args += ["--n_ctx", str(serving.max_model_len)]
     if serving.threads:
@@ -183,19 +224,19 @@ def llamacpp_python_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
     return args
 
 
-def triton_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
+def triton_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> list[Word]:
     serving = plan.serving
-    args: list[Word] = ["tritonserver", ("--model-repository=", Env("TRITON_REPO")), f"--http-port={RUNTIME_PORT}",
+    args: list[Word] = ["tritonserver", ("--model-repository=", Env("TRITON_REPO")), f"--http-port={port}",
                         "--allow-grpc=false"]
     if serving.metrics_port:
         args.append(f"--metrics-port={serving.metrics_port}")
     return args
 
 
-def server_args(plan: DeploymentPlan, mode: Mode) -> list[Word]:
+def server_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> list[Word]:
     runtime = plan.serving.runtime
     if runtime == "vllm":
-        return vllm_args(plan, mode)
+        return vllm_args(plan, mode, port)
     if runtime == "llamacpp":
-        return llamacpp_python_args(plan, mode) if mode == "native" else llamacpp_server_args(plan, mode)
-    return triton_args(plan, mode)
+        return llamacpp_python_args(plan, mode, port) if mode == "native" else llamacpp_server_args(plan, mode, port)
+    return triton_args(plan, mode, port)

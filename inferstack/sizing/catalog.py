@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -103,6 +104,7 @@ def host_cpu(cloud: str, family: str, vcpus: int) -> CpuSpec | None:
         isa=row["isa"],
         ghz=float(ghz_text),
         description=f"{row['processor']} ({vcpus} vCPU)",
+        numa_nodes=max(1, math.ceil(vcpus / per_socket)) if per_socket else 1,
     )
 
 

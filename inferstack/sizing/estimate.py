@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from inferstack.errors import input_error
+from inferstack.plan import MAX_PROCESSES_PER_SERVER
 from inferstack.sizing.calibration import Calibration, CalibrationRow, hardware_key
 from inferstack.sizing.hardware import CpuSpec, GpuSpec
 from inferstack.sizing.items import MAX_BATCH, ItemServer
@@ -63,6 +64,9 @@ class Estimate(BaseModel):
     notes: list[str]
     items_per_s: float | None = None
     """Items (texts, images) per second, for models that process items instead of generating tokens."""
+    processes: int = 1
+    """Model processes on the server, each with `concurrency` sequences: memory figures are one process's (on a CPU
+    its share of the RAM), speeds and rates the whole server's."""
 
 
 def _hardware_label(gpu: GpuSpec | None, gpus: int, cpu: CpuSpec | None) -> str:
@@ -87,9 +91,12 @@ def estimate(
     output_tokens: int | None = None,
     gpu_memory_utilization: float = 0.9,
     calibration: Calibration | None = None,
+    processes: int = 1,
 ) -> Estimate:
     """Estimate one configuration. `concurrency="max"` uses the most sequences that fit in memory (LLMs) or the
     saturating batch (other models). `output_tokens` defaults to 128 for LLMs and 0 for other models.
+    `processes`: copies of an LLM on the server, each on `gpus / processes` GPUs or its share of the cores, RAM and
+    (one NUMA node's at most) memory bandwidth, each running `concurrency` sequences.
     `calibration`: measured speeds that replace the model's for a GPU deployment they match (a CPU server's row
     names its instance type, which an estimate does not have)."""
     if (gpu is None) == (cpu is None):
@@ -98,6 +105,7 @@ def estimate(
         raise input_error("--gpu-memory-utilization", "is the fraction of GPU memory the engine takes",
                           value=gpu_memory_utilization, fix="use a number in (0, 1], e.g. 0.9 (vLLM's default)")
     output_tokens = _output_tokens(model, output_tokens)
+    _check_processes(model, processes, gpu, gpus)
     if model.arch is not None and model.kind == "llm":
         return _estimate_llm(
             model,
@@ -115,8 +123,21 @@ def estimate(
             measured=calibration.match(model.name, precision.value, engine.value, hardware_key(gpu.id, gpus, ""))
             if calibration and gpu else None,
             calibration_source=calibration.source if calibration else "",
+            processes=processes,
         )
     return _estimate_items(model, precision, engine, gpu, gpus, cpu, ram_gib, concurrency, input_tokens)
+
+
+def _check_processes(model: ResolvedModel, processes: int, gpu: GpuSpec | None, gpus: int) -> None:
+    if not 1 <= processes <= MAX_PROCESSES_PER_SERVER:
+        raise input_error("--processes", f"must be 1 to {MAX_PROCESSES_PER_SERVER}", value=processes,
+                          fix="give the number of model processes on the server")
+    if processes > 1 and not model.is_llm:
+        raise input_error("--processes", f"applies to LLMs; {model.name} is a {model.kind} model", value=processes,
+                          fix="leave --processes out")
+    if gpu is not None and gpus % processes:
+        raise input_error("--processes", f"must divide the {gpus} GPUs: each process runs on its own GPUs",
+                          value=processes, fix=f"use a divisor of {gpus}, or --gpus a multiple of {processes}")
 
 
 def _output_tokens(model: ResolvedModel, output_tokens: int | None) -> int:
@@ -157,8 +178,10 @@ def _estimate_llm(
     *,
     measured: CalibrationRow | None,
     calibration_source: str,
+    processes: int = 1,
 ) -> Estimate:
     assert model.arch is not None
+    server_gpus, gpus = gpus, gpus // processes
     if gpu is not None and (problem := model.arch.tensor_parallel_problem(gpus)):
         sizes = [str(tp) for tp in model.arch.tensor_parallel_sizes(max(MAX_GPUS_PER_SERVER, gpus))]
         raise input_error("--gpus", f"{model.name} cannot be split that way: {problem}", value=gpus,
@@ -170,8 +193,9 @@ def _estimate_llm(
         engine=engine,
         gpu=gpu,
         gpus=gpus,
-        cpu=cpu,
+        cpu=cpu.for_one_of(processes) if cpu else None,
         ram_gib=ram_gib or 0.0,
+        processes=processes if cpu else 1,
         gpu_memory_utilization=gpu_memory_utilization,
         prefill_time_factor=measured.ttft_factor if measured else 1.0,
         decode_time_factor=measured.tpot_factor if measured else 1.0,
@@ -208,9 +232,11 @@ def _estimate_llm(
     )
     ttft_s, tpot_s = latency.ttft_s, latency.tpot_s
     activation = replica.overhead_gib - (0.0 if cpu else _non_torch(replica))
+    if processes > 1:
+        notes.append(_processes_note(processes, total, replica, gpu is not None, memory_known))
     return Estimate(
         model=model.name,
-        hardware=_hardware_label(gpu, gpus, cpu),
+        hardware=_hardware_label(gpu, server_gpus, cpu),
         precision=precision.value,
         kv_cache_dtype=kv_dtype.value,
         engine=engine.value,
@@ -231,11 +257,24 @@ def _estimate_llm(
         ttft_ms=ttft_s * 1e3,
         tpot_ms=tpot_s * 1e3,
         e2e_latency_ms=latency.e2e_s(output_tokens) * 1e3,
-        output_tokens_per_s=concurrency * output_tokens / batch_s,
+        output_tokens_per_s=processes * concurrency * output_tokens / batch_s,
         prefill_tokens_per_s=input_tokens / replica.prefill_s(1, input_tokens),
-        requests_per_s=concurrency / batch_s,
+        requests_per_s=processes * concurrency / batch_s,
         notes=notes,
+        processes=processes,
     )
+
+
+def _processes_note(processes: int, total_gib: float, replica: LlmReplica, on_gpu: bool, memory_known: bool) -> str:
+    """The memory arithmetic of several processes: each holds its own weights and KV cache."""
+    if on_gpu:
+        return (f"{processes} processes, each on its own {replica.tensor_parallel} GPU(s) with its own weights and "
+                f"KV cache; memory figures are per GPU, rates the server's")
+    line = (f"{processes} processes, each with its own weights and KV cache: {processes} x {total_gib:.2f} = "
+            f"{processes * total_gib:.2f} GiB")
+    if memory_known:
+        line += f" of the server's {replica.usable_gib * processes:.2f} GiB usable"
+    return line + f"; each process on {replica.cpu.cores if replica.cpu else 0} cores; rates are the server's"
 
 
 def _kernel_notes(engine: Engine, precision: Precision, gpu: GpuSpec | None) -> list[str]:

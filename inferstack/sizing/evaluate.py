@@ -68,6 +68,9 @@ class Candidate:
     precision: Precision  # the checkpoint's precision (what the model bucket holds)
     notes: tuple[str, ...] = ()
     dtype: Precision | None = None  # what the server runs when it differs (bf16 served as fp16 before Ampere)
+    # Model processes per server, each a replica of its own behind the server's gateway (LLMs): on its own
+    # offer.gpu_count / processes GPUs, or on its own share of the CPU cores and RAM (`processes.py`).
+    processes: int = 1
 
     @property
     def on_gpu(self) -> bool:
@@ -96,7 +99,8 @@ class Sizing:
 
     candidate: Candidate
     blocked: Blocker | None
-    replicas: int = 0
+    replicas: int = 0  # servers
+    processes: int = 1  # model processes per server; slots, concurrency, utilization and memory are per process
     slots: int = 0  # batch slots per replica (max_num_seqs, llama.cpp --parallel, Triton max batch)
     concurrency_per_replica: int = 0
     utilization: float = 0.0
@@ -106,7 +110,7 @@ class Sizing:
     latency_p95_ms: float = 0.0
     capacity_rps: float = 0.0  # whole deployment, at saturation
     load_rps: float = 0.0
-    target_rps: float = 0.0  # per replica: the most it carries within the targets at <= max utilization (autoscaling)
+    target_rps: float = 0.0  # per server: the most it carries within the targets at <= max utilization (autoscaling)
     output_tokens_per_s: float | None = None  # whole deployment, at peak load
     weights_gib: float = 0.0
     overhead_gib: float = 0.0
@@ -158,7 +162,7 @@ def calibration_row(demand: Demand, candidate: Candidate) -> CalibrationRow | No
 
 
 def _llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
-    offer = candidate.offer
+    offer, processes = candidate.offer, candidate.processes
     assert demand.model.arch is not None
     measured = calibration_row(demand, candidate)
     return LlmReplica(
@@ -167,9 +171,10 @@ def _llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
         kv_dtype=demand.spec.kv_cache_dtype,
         engine=candidate.engine,
         gpu=offer.gpu,
-        gpus=max(offer.gpu_count, 1),
-        cpu=offer.cpu,
+        gpus=max(offer.gpu_count // processes, 1),
+        cpu=offer.cpu.for_one_of(processes) if offer.cpu and not offer.has_gpu else offer.cpu,
         ram_gib=offer.memory_gib,
+        processes=1 if offer.has_gpu else processes,
         prefill_time_factor=measured.ttft_factor if measured else 1.0,
         decode_time_factor=measured.tpot_factor if measured else 1.0,
     )
@@ -190,7 +195,9 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
             "memory",
             f"weights {replica.weights_gib_per_device:.1f} GiB + overhead "
             f"{replica.overhead_gib:.1f} GiB exceed the {replica.usable_gib:.1f} GiB usable "
-            f"per {'GPU' if candidate.on_gpu else 'server'}",
+            f"per {'GPU' if candidate.on_gpu else 'server' if candidate.processes == 1 else 'process'}"
+            + (f" ({candidate.processes} processes per server, each with its own weights)"
+               if candidate.processes > 1 and not candidate.on_gpu else ""),
             needed / replica.usable_gib,
         )
     if replica.max_concurrency(demand.max_model_len) < 1:
@@ -405,16 +412,17 @@ class _LlmLoadModel:
 
     def size_replicas(self, candidate: Candidate, slots: int, saturation_rps: float) -> Sizing:
         d, rules = self.demand, self.demand.stage
+        per_server = candidate.processes  # each process is a replica; the stage's rules count servers
         needed_rps = self._required_rps(slots)
         users = d.concurrent_users
         active = max(1, math.ceil(needed_rps / (rules.max_utilization * saturation_rps)))
         if users:
             active = max(active, math.ceil(users / slots))
-        for serving in range(active, MAX_REPLICAS + 1):
+        for serving in range(math.ceil(active / per_server), MAX_REPLICAS + 1):
             replicas = max(rules.min_replicas, serving + rules.spare_replicas)
-            per_replica_rps = needed_rps / serving
+            per_replica_rps = needed_rps / (serving * per_server)
             if users:
-                concurrency = math.ceil(users / serving)
+                concurrency = math.ceil(users / (serving * per_server))
                 per_replica_rps = max(per_replica_rps, concurrency / self.cycle_s(concurrency))
             else:
                 concurrency = self.concurrency_at(per_replica_rps, slots)
@@ -430,7 +438,7 @@ class _LlmLoadModel:
             ceiling_rps = self.ceiling_rps(slots, saturation_rps)
             return replace(
                 sizing,
-                target_rps=self._target_rps(per_replica_rps, slots, ceiling_rps),
+                target_rps=self._target_rps(per_replica_rps, slots, ceiling_rps) * per_server,
                 utilization_limit=ceiling_rps / saturation_rps,
             )
         return _blocked(
@@ -476,19 +484,21 @@ class _LlmLoadModel:
         d, r = self.demand, self.replica
         tpot_s = self.tpot_p95_s(concurrency, per_replica_rps)
         kv_needed = concurrency * r.kv_bytes_per_sequence_per_device(d.kv_sequence_tokens) / GIB
+        processes = candidate.processes
         return Sizing(
             candidate=candidate,
             blocked=None,
             replicas=replicas,
+            processes=processes,
             slots=slots,
             concurrency_per_replica=concurrency,
             utilization=utilization,
             ttft_p95_ms=ttft_s * 1e3,
             tpot_p95_ms=tpot_s * 1e3,
             latency_p95_ms=self.latency_p95_s(concurrency, per_replica_rps, slots) * 1e3,
-            capacity_rps=saturation_rps * replicas,
-            load_rps=per_replica_rps * serving,
-            output_tokens_per_s=per_replica_rps * serving * d.output_tokens,
+            capacity_rps=saturation_rps * replicas * processes,
+            load_rps=per_replica_rps * serving * processes,
+            output_tokens_per_s=per_replica_rps * serving * processes * d.output_tokens,
             weights_gib=r.weights_gib_per_device,
             overhead_gib=r.overhead_gib,
             kv_cache_gib=r.kv_cache_gib,

@@ -211,6 +211,12 @@ def _replica_line(demand: Demand, sizing: object) -> str:
         f"{sizing.replicas} replica(s), each at {sizing.utilization:.0%} of its saturation at peak "
         f"({limit}), {sizing.concurrency_per_replica} request(s) in flight per replica"
     )
+    if sizing.processes > 1:
+        line = (
+            f"{sizing.replicas} server(s) of {sizing.processes} model processes, each process at "
+            f"{sizing.utilization:.0%} of its saturation at peak ({limit}), {sizing.concurrency_per_replica} "
+            "request(s) in flight per process"
+        )
     if rules.spare_replicas:
         line += (
             f"; {demand.spec.stage}: {rules.spare_replicas} spare replica so the load still fits with one down, "
@@ -223,7 +229,8 @@ def _memory_line(demand: Demand, sizing: object) -> str:
     from inferstack.sizing.evaluate import Sizing
 
     assert isinstance(sizing, Sizing)
-    where = "per GPU" if sizing.candidate.on_gpu else "per server"
+    shared_ram = sizing.processes > 1 and not sizing.candidate.on_gpu
+    where = "per GPU" if sizing.candidate.on_gpu else "per process" if shared_ram else "per server"
     line = f"Memory {where}: {sizing.weights_gib:.2f} GiB weights + {sizing.overhead_gib:.2f} GiB overhead"
     if demand.model.is_llm:
         line += (
@@ -233,6 +240,13 @@ def _memory_line(demand: Demand, sizing: object) -> str:
         )
     else:
         line += f", of {sizing.usable_gib:.2f} GiB usable"
+    if shared_ram:
+        per_process = sizing.weights_gib + sizing.overhead_gib + sizing.kv_needed_gib
+        line += (
+            f" (its share); {sizing.processes} processes each hold their own weights and cache: "
+            f"{sizing.processes} x {per_process:.2f} = {sizing.processes * per_process:.2f} GiB of the server's "
+            f"{sizing.usable_gib * sizing.processes:.2f} GiB usable"
+        )
     return line + "."
 
 

@@ -184,6 +184,23 @@ class CpuSpec:
     isa: str  # amx | avx512 | avx2 | neon
     ghz: float
     description: str
+    numa_nodes: int = 1  # sockets the server spans (memory local to each); 1 where the catalog does not say
+
+    def for_one_of(self, processes: int) -> CpuSpec:
+        """One of `processes` llama.cpp processes pinned to their own share of the cores. A process never gets
+        more than one NUMA node's memory bandwidth: across sockets its remote reads cross the socket link, and
+        measured decode was slower, not faster (llamafile issue #765: 2x Xeon 5218, ~4 tok/s spread over both
+        sockets, ~8 tok/s bound to one with numactl; llama.cpp issue #1437), so one process per node uses them."""
+        if processes == 1 and self.numa_nodes == 1:
+            return self
+        node_gbps = self.memory_bandwidth_gbps / self.numa_nodes
+        return replace(
+            self,
+            cores=max(1, self.cores // processes),
+            memory_bandwidth_gbps=min(self.memory_bandwidth_gbps / processes, node_gbps),
+            numa_nodes=max(1, self.numa_nodes // processes),
+            description=f"{self.description}, 1 of {processes} processes" if processes > 1 else self.description,
+        )
 
     def matmul_peak(self, compute: str) -> tuple[str, float]:
         """(unit, dense ops per second of all cores) for matmuls in `compute` (fp32 | bf16 | int8 | fp16)."""

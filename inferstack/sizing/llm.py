@@ -60,6 +60,9 @@ class LlmReplica:
     cpu: CpuSpec | None = None
     ram_gib: float = 0.0
     gpu_memory_utilization: float = 0.9
+    # Model processes on the CPU server, each with its own weights and KV cache: one process gets this share of the
+    # usable RAM (a GPU process has its own `gpus`, so this does not change GPU memory).
+    processes: int = 1
     # Measured over modelled step times for this deployment (sizing/calibration.py); 1.0 where none was measured.
     prefill_time_factor: float = 1.0
     decode_time_factor: float = 1.0
@@ -120,9 +123,10 @@ class LlmReplica:
 
     @cached_property
     def usable_gib(self) -> float:
+        """What one process may use: gpu_memory_utilization of a GPU, or its share of the RAM less the OS reserve."""
         if self.gpu:
             return self.gpu_memory_utilization * self.gpu.visible_memory_gib
-        return self.ram_gib - max(CPU_OS_RESERVE_GIB, CPU_OS_RESERVE_FRACTION * self.ram_gib)
+        return (self.ram_gib - max(CPU_OS_RESERVE_GIB, CPU_OS_RESERVE_FRACTION * self.ram_gib)) / self.processes
 
     @cached_property
     def overhead_gib(self) -> float:

@@ -57,6 +57,7 @@ from inferstack.sizing.hardware import gpu_specs
 from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.models import resolve
 from inferstack.sizing.precision import FORMATS, weight_bytes
+from inferstack.sizing.processes import size_processes
 from inferstack.spec import CLOUDS, Cloud, Engine, Precision, WorkloadSpec
 
 ALTERNATIVES_SHOWN = 4
@@ -258,7 +259,7 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
         if isinstance(candidate_or_reason, str):
             excluded[candidate_or_reason] += 1
             continue
-        sizing = _size(demand, candidate_or_reason, shared)
+        sizing = size_processes(demand, candidate_or_reason, lambda c: _size(demand, c, shared))
         if sizing.blocked is not None:
             blockers.setdefault(sizing.blocked.kind, []).append((sizing.blocked.gap, f"{offer.name}: {sizing.blocked}"))
             continue
@@ -289,7 +290,8 @@ def shared_sizing_key(candidate: Candidate) -> tuple[object, ...] | None:
     offer = candidate.offer
     if offer.gpu is None:
         return None
-    return (offer.gpu, offer.gpu_count, candidate.engine, candidate.precision, candidate.dtype, candidate.notes)
+    return (offer.gpu, offer.gpu_count, candidate.engine, candidate.precision, candidate.dtype, candidate.notes,
+            candidate.processes)
 
 
 def _size(demand: Demand, candidate: Candidate, shared: dict[tuple[object, ...], Sizing]) -> Sizing:
@@ -474,7 +476,8 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         weight_bytes(model.arch, candidate.precision) if model.arch else model.params * fmt.bits_per_weight / 8
     ) / 2**30
     artifact = "gguf" if runtime == "llamacpp" else ("onnx" if runtime == "triton" else "safetensors")
-    tp = offer.gpu_count if offer.has_gpu and model.is_llm else 1
+    processes = sizing.processes
+    tp = offer.gpu_count // processes if offer.has_gpu and model.is_llm else 1
     serving = Serving(
         runtime=runtime,
         engine=candidate.engine.value,
@@ -485,11 +488,13 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         max_num_seqs=sizing.slots if model.is_llm else None,
         gpu_memory_utilization=0.9 if runtime == "vllm" else None,
         tensor_parallel=tp,
+        processes=processes,
         dtype=candidate.served_dtype.value,
         quantization=fmt.engine_flag,
         kv_cache_dtype=spec.kv_cache_dtype.value,
         threads=sizing.threads,
     )
+    cpu_processes = 1 if offer.has_gpu else processes  # CPU processes share the server's RAM
     disk = DISK_BASE_GIB[device] + RUNTIME_IMAGE_GIB[runtime] + math.ceil(size_gib * 1.2)
     accelerator = (
         Accelerator(
@@ -541,12 +546,13 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         memory=MemoryBreakdown(
             device=device,
             capacity_gib=round(sizing.capacity_gib, 2),
-            usable_gib=round(sizing.usable_gib, 2),
+            usable_gib=round(sizing.usable_gib * cpu_processes, 2),
             weights_gib=round(sizing.weights_gib, 2),
             overhead_gib=round(sizing.overhead_gib, 2),
             kv_cache_gib=round(max(sizing.kv_cache_gib, 0), 2),
             kv_cache_needed_gib=round(sizing.kv_needed_gib, 2),
-            total_gib=round(sizing.weights_gib + sizing.overhead_gib + sizing.kv_needed_gib, 2),
+            total_gib=round((sizing.weights_gib + sizing.overhead_gib + sizing.kv_needed_gib) * cpu_processes, 2),
+            processes=processes,
             kv_cache_bytes_per_token=sizing.kv_bytes_per_token,
             kv_cache_capacity_tokens=sizing.kv_capacity_tokens,
             max_concurrency=sizing.max_concurrency,

@@ -134,6 +134,13 @@ def mounts_under(directory: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def chroot() -> Iterator[Chroot]:
+    with debian_chroot() as box:
+        yield box
+
+
+@contextlib.contextmanager
+def debian_chroot() -> Iterator[Chroot]:
+    """A fresh Debian 12 root file system from the cached tar, with the stand-in systemctl; torn down after."""
     reason = missing_prerequisite()
     if reason:
         pytest.skip(reason)
@@ -185,6 +192,13 @@ class Deployment:
 
 @pytest.fixture(scope="module")
 def deployment(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    with deployed(chroot, tmp_path_factory) as booted:
+        yield booted
+
+
+@contextlib.contextmanager
+def deployed(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory, processes: int = 1,
+             threads: int = 2) -> Iterator[Deployment]:
     """Model in the bucket, API key in SSM, user data rendered and applied: write_files, then runcmd."""
     with s3_server() as storage, metadata_server() as metadata, \
             redis_server(tmp_path_factory.mktemp("redis")) as redis:
@@ -204,7 +218,8 @@ def deployment(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory) -> Iter
         plan = sample_plan("aws", "cpu-llm")
         plan = plan.model_copy(update={
             "model": plan.model.model_copy(update={"name": "tiny-llama", "bucket_prefix": PREFIX}),
-            "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": 2}),
+            "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": threads,
+                                                       "processes": processes}),
             "cache": Cache(ttl_seconds=600)})
         result = render_bootstrap(plan, "aws", BootstrapOptions(
             model_bucket=BUCKET, region="us-east-1", api_key_secret=API_KEY_PARAMETER,
@@ -507,3 +522,42 @@ def test_the_cache_token_lives_only_in_a_root_only_file_and_never_in_the_bootstr
                  "/etc/systemd/system/inferstack-gateway.service"):
         assert CACHE_AUTH_TOKEN not in box.read(path)
     assert CACHE_AUTH_TOKEN not in boot_log(box)
+
+
+#### Several model processes on one server ####
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """A second server in its own chroot: the same bootstrap with two llama.cpp processes (one thread each) behind
+    one gateway. Its processes listen on the ports after RUNTIME_PORT, so it runs beside the first server."""
+    with debian_chroot() as box, deployed(box, tmp_path_factory, processes=2, threads=1) as booted:
+        yield booted
+
+
+def test_two_llamacpp_processes_serve_through_one_gateway(two_processes: Deployment) -> None:
+    box, port = two_processes.box, two_processes.port
+    log = boot_log(box)
+    assert box.read("/run/fake-systemd/inferstack-boot.service.rc").strip() == "0", log[-4000:]
+    assert "started inferstack-server-1.service started inferstack-server-2.service" in log, log[-4000:]
+    units = [f"/etc/systemd/system/inferstack-server-{index}.service" for index in (1, 2)]
+    verified = box.run("systemd-analyze", "verify", *units, check=False)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    runtime_uid = int(box.run("id", "-u", "inferstack").stdout)
+    pids = set()
+    for index in (1, 2):  # each process: its own unprivileged process, healthy on its own loopback port
+        pid = box.read(f"/run/fake-systemd/inferstack-server-{index}.service.pid").strip()
+        assert process_uid(pid) == runtime_uid
+        pids.add(pid)
+        assert listening_addresses(RUNTIME_PORT + index) == {"0100007F"}  # 127.0.0.1 only
+        status, _ = call(RUNTIME_PORT + index, "/health", None)
+        assert status == 200, index
+    assert len(pids) == 2
+    for request in range(6):
+        status, body = complete(port, f"hello {request}", API_KEY)
+        assert status == 200, body
+        assert body["usage"]["completion_tokens"] > 0  # type: ignore[index]
+    served = [box.read(f"/var/log/fake-journal/inferstack-server-{index}.service.log")
+              .count('"POST /v1/completions HTTP/1.1" 200') for index in (1, 2)]
+    assert sum(served) == 6 and min(served) >= 1, served  # the gateway sent requests to both processes
+    assert call(port, "/v1/models", None)[0] == 401  # the key is checked in front of both

@@ -49,8 +49,27 @@ SHAPES = [
     ("triton-cpu-container", lambda c: sample_plan(c, "cpu-encoder"), "container"),
     ("triton-gpu-container", lambda c: sample_plan(c, "gpu-encoder"), "container"),
 ]
+
+
+def two_process_plan(plan: DeploymentPlan) -> DeploymentPlan:
+    """`plan` with two model processes per server: on CPU one per NUMA node, on GPU one per pair of four GPUs."""
+    serving = plan.serving.model_copy(update={"processes": 2})
+    update: dict[str, object] = {"serving": serving}
+    if plan.accelerator:
+        serving = serving.model_copy(update={"tensor_parallel": 2})
+        update = {"serving": serving, "tensor_parallel": 2,
+                  "accelerator": plan.accelerator.model_copy(update={"count": 4})}
+    return plan.model_copy(update=update)
+
+
 VARIANTS = [pytest.param((cloud, factory, mode), id=f"{name}-{cloud}") for name, factory, mode in SHAPES
-            for cloud in CLOUDS]
+            for cloud in CLOUDS] + [
+    # Several model processes per server (one cloud: the units and the gateway do not differ by cloud).
+    pytest.param(("aws", lambda c: two_process_plan(sample_plan(c, "cpu-llm")), "native"),
+                 id="llamacpp-cpu-native-2-processes-aws"),
+    pytest.param(("aws", lambda c: two_process_plan(sample_plan(c, "gpu-llm")), "container"),
+                 id="vllm-gpu-container-2-processes-aws"),
+]
 
 
 def options_for(plan: DeploymentPlan, mode: str = "auto", **extra: object) -> BootstrapOptions:
@@ -123,7 +142,8 @@ def test_units_pass_systemd_analyze_verify(rendered: tuple[str, RenderedBootstra
         target.chmod(0o755)
     (root / "opt/inferstack/venv/bin").mkdir(parents=True)
     (root / "opt/inferstack/venv/bin/python3").symlink_to("/usr/bin/python3")
-    units = [str(root / "etc/systemd/system" / unit) for unit in UNITS]
+    units = [str(root / path.lstrip("/")) for path in written_files(rendered[1]) if path.endswith(".service")]
+    assert len(units) >= len(UNITS)
     result = subprocess.run(["systemd-analyze", f"--root={root}", "verify", *units], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -139,7 +159,7 @@ def test_every_variant_matches_its_golden_file(rendered: tuple[str, RenderedBoot
 
 
 def test_every_golden_file_belongs_to_a_variant() -> None:
-    expected = {f"{name}-{cloud}.txt" for name, _, _ in SHAPES for cloud in CLOUDS}
+    expected = {f"{variant.id}.txt" for variant in VARIANTS}
     assert {p.name for p in GOLDEN_DIR.iterdir()} == expected
 
 

@@ -58,7 +58,7 @@ def test_public_8b_chat_needs_gpus_with_kv_cache_for_100_sequences():
         assert plan is not None, outcome.blocked_by
         assert plan.device == "gpu"
         serving_replicas = plan.replicas - 1  # production keeps one spare
-        assert plan.performance.concurrency_per_replica * serving_replicas >= 100
+        assert plan.performance.concurrency_per_replica * serving_replicas * plan.serving.processes >= 100
         assert plan.memory.kv_cache_needed_gib <= plan.memory.kv_cache_gib
         assert plan.memory.max_concurrency >= plan.performance.concurrency_per_replica
         assert plan.performance.ttft_p95_ms <= 1000 and plan.performance.tpot_p95_ms <= 60

@@ -24,7 +24,6 @@ LOG_DIR=/var/log/inferstack
 RUN_DIR=/run/inferstack-boot # per-run scratch (phase results): not persistent, so a re-run leaves no trace
 MODEL_ENV=/etc/inferstack/model.env
 VENV=/opt/inferstack/venv
-SERVICE=inferstack-server.service
 GATEWAY=inferstack-gateway.service
 GATEWAY_CONFIG=/etc/inferstack/gateway.conf
 REBOOT_REQUESTED=100
@@ -45,6 +44,9 @@ load_settings() {
     done <"$CONFIG"
 }
 load_settings
+# The model processes' units and loopback ports (several when the plan runs several per server), as word lists.
+IFS=, read -r -a SERVICES <<<"$RUNTIME_UNITS"
+IFS=, read -r -a RUNTIME_PORT_LIST <<<"$RUNTIME_PORTS"
 
 log() { printf '%s inferstack %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 # detail: the phase's one-line result, repeated in its summary line
@@ -272,7 +274,7 @@ phase_gateway() {
         apt_install "${gateway_packages[@]}"
     fi
     [ -f "$GATEWAY_CONFIG" ] || fail "$GATEWAY_CONFIG is missing; the bundle was not installed"
-    detail "$(nginx -v 2>&1 | head -n 1) in front of 127.0.0.1:$RUNTIME_PORT on port $PORT"
+    detail "$(nginx -v 2>&1 | head -n 1) in front of 127.0.0.1:${RUNTIME_PORTS//,/ and 127.0.0.1:} on port $PORT"
 }
 
 #### phase: model_sync ####
@@ -380,30 +382,41 @@ start_or_restart() {
 }
 
 phase_service() {
-    local version served="" serving changed=0 server gateway
+    local version served="" serving changed=0 unit servers=() gateway
     version=$(cat "$STATE_DIR/model-version")
     serving="$version bundle=${BUNDLE_SHA256:0:16}"
     [ -f "$STATE_DIR/served-version" ] && served=$(cat "$STATE_DIR/served-version")
     [ "$served" = "$serving" ] || changed=1
     systemctl daemon-reload
-    server=$(start_or_restart "$SERVICE" "$changed")
+    for unit in "${SERVICES[@]}"; do
+        servers+=("$(start_or_restart "$unit" "$changed")")
+    done
     gateway=$(start_or_restart "$GATEWAY" "$changed")
     write_if_changed "$STATE_DIR/served-version" "$serving"
-    detail "$server, $gateway ($serving)"
+    detail "${servers[*]}, $gateway ($serving)"
 }
 
 #### phase: model_load ####
 
-phase_model_load() {
-    local url="http://127.0.0.1:${PORT}${HEALTH_PATH}" deadline=$((SECONDS + READY_TIMEOUT_S))
-    local unit
-    until curl -fsS -o /dev/null --max-time 5 "$url" 2>/dev/null; do # through the gateway: both must answer
-        for unit in "$SERVICE" "$GATEWAY"; do
-            systemctl is-active --quiet "$unit" || fail "$unit is not running; see journalctl -u $unit"
-        done
-        [ "$SECONDS" -lt "$deadline" ] || fail "$url not healthy after ${READY_TIMEOUT_S}s; see journalctl -u $SERVICE"
-        sleep 2
+# healthy URL [UNIT...]: whether URL answers 200; fails the phase when one of the units has stopped
+healthy() {
+    local url=$1 unit
+    shift
+    curl -fsS -o /dev/null --max-time 5 "$url" 2>/dev/null && return 0
+    for unit in "$@"; do
+        systemctl is-active --quiet "$unit" || fail "$unit is not running; see journalctl -u $unit"
     done
+    [ "$SECONDS" -lt "$DEADLINE" ] || fail "$url not healthy after ${READY_TIMEOUT_S}s; see journalctl -u ${1:-$GATEWAY}"
+    return 1
+}
+
+phase_model_load() {
+    local url="http://127.0.0.1:${PORT}${HEALTH_PATH}" i
+    DEADLINE=$((SECONDS + READY_TIMEOUT_S))
+    for i in "${!SERVICES[@]}"; do # every model process on its own port: the gateway may send each a request
+        until healthy "http://127.0.0.1:${RUNTIME_PORT_LIST[$i]}${HEALTH_PATH}" "${SERVICES[$i]}"; do sleep 2; done
+    done
+    until healthy "$url" "$GATEWAY" "${SERVICES[@]}"; do sleep 2; done # through the gateway
     write_if_changed "$STATE_DIR/ready" "model=$MODEL_NAME version=$(cat "$STATE_DIR/served-version") url=$url"
     detail "healthy at $url"
 }

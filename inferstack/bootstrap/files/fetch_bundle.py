@@ -43,7 +43,7 @@ AUTH_GRACE_S = float(os.environ.get("INFERSTACK_AUTH_GRACE_S", "300"))
 """How long 401/403 are retried: a new identity's grants take minutes to reach the storage service."""
 # Where a bundle may write: the programs, the settings directory and inferstack's own units. Nothing else.
 ALLOWED_PATH = re.compile(r"/(usr/local/lib/inferstack/[a-z0-9_-]+\.(sh|py|lua)|etc/inferstack/[a-z0-9_-]+\.(conf|pem)"
-                          r"|etc/systemd/system/inferstack-[a-z-]+\.service)")
+                          r"|etc/systemd/system/inferstack-[a-z-]+(-[1-8])?\.service)")  # -N: model process N
 MODES = {"0644": 0o644, "0755": 0o755}
 SETTING_LINE = re.compile(r"([A-Z][A-Z0-9_]*)=([A-Za-z0-9._:/@+=,\[\]-]*)")
 

@@ -1,0 +1,153 @@
+"""Several model processes per server: the planner runs one per NUMA node of a multi-socket CPU server, or one per
+GPU (group) of a multi-GPU server, where that needs fewer servers at the SLO, and only where N copies fit."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from inferstack.errors import InputError
+from inferstack.plan import MAX_PROCESSES_PER_SERVER, Serving
+from inferstack.sizing import planner
+from inferstack.sizing.catalog import Offer, host_cpu, offers
+from inferstack.sizing.demand import Demand, demand_of
+from inferstack.sizing.estimate import estimate
+from inferstack.sizing.evaluate import size_candidate
+from inferstack.sizing.hardware import CpuSpec, gpu_spec
+from inferstack.sizing.models import lookup, resolve
+from inferstack.sizing.processes import process_counts, size_processes
+from inferstack.spec import Engine, Precision, WorkloadSpec, parse_workload
+
+# AWS c7i.48xlarge: 192 vCPU, 384 GiB, two Xeon 8488C sockets of 96 vCPU (cpu_families.csv). The catalog has no
+# instance this large; the hourly price below is a test value, not a quoted price.
+TWO_SOCKET_PRICE_PER_HOUR = 8.0
+
+
+def two_socket_server(memory_gib: float = 384.0) -> Offer:
+    base = next(o for o in offers() if o.cloud == "aws" and o.family == "c7i" and not o.has_gpu)
+    return replace(base, name="c7i.48xlarge", machine_type="c7i.48xlarge", vcpus=192, memory_gib=memory_gib,
+                   cpu=host_cpu("aws", "c7i", 192))
+
+
+def cpu_workload(model: str, precision: str, requests_per_s: float, ttft_ms: float, tpot_ms: float) -> WorkloadSpec:
+    return parse_workload({
+        "name": "procs", "model": model, "precision": precision, "stage": "internal",
+        "traffic": {"requests_per_s": requests_per_s, "prompt_tokens": {"mean": 400, "p95": 800},
+                    "output_tokens": {"mean": 150, "p95": 300}},
+        "slo": {"ttft_p95_ms": ttft_ms, "tpot_p95_ms": tpot_ms},
+        "placement": {"clouds": ["aws"], "device": "cpu"}})
+
+
+def demand(spec: WorkloadSpec) -> Demand:
+    return demand_of(spec, resolve(spec.model))
+
+
+def plan_on(spec: WorkloadSpec, offer: Offer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump({"prices": [
+        {"cloud": "aws", "region": "us-east-1", "instance_type": offer.name, "currency": "USD",
+         "price_per_hour": TWO_SOCKET_PRICE_PER_HOUR}]}))
+    monkeypatch.setattr(planner, "offers", lambda: (offer,))
+    return planner.plan_workload(spec, clouds=["aws"], prices_file=prices).outcome("aws").chosen
+
+
+def test_a_two_socket_server_is_credited_one_nodes_bandwidth_per_process():
+    cpu = two_socket_server().cpu
+    assert cpu is not None and cpu.numa_nodes == 2 and cpu.memory_bandwidth_gbps == pytest.approx(614.4)
+    one, each_of_two = cpu.for_one_of(1), cpu.for_one_of(2)
+    assert one.memory_bandwidth_gbps == pytest.approx(307.2) and one.cores == 96  # one process spans both sockets
+    assert each_of_two.memory_bandwidth_gbps == pytest.approx(307.2) and each_of_two.cores == 48
+    assert process_counts(demand(cpu_workload("mistral-7b", "int4", 3.0, 30000, 400)),
+                          planner._candidate(demand(cpu_workload("mistral-7b", "int4", 3.0, 30000, 400)),
+                                             two_socket_server())) == [1, 2]
+
+
+def test_a_cpu_plan_runs_one_process_per_numa_node_when_that_needs_fewer_servers(tmp_path, monkeypatch):
+    spec = cpu_workload("mistral-7b", "int4", 3.0, 30000, 400)
+    offer = two_socket_server()
+    wanted = demand(spec)
+    candidate = planner._candidate(wanted, offer)
+    assert not isinstance(candidate, str)
+    one = size_candidate(wanted, candidate)
+    two = size_candidate(wanted, replace(candidate, processes=2))
+    assert one.feasible and two.feasible and two.replicas < one.replicas  # 4 servers instead of 5
+
+    plan = plan_on(spec, offer, tmp_path, monkeypatch)
+    assert plan is not None
+    assert plan.serving.processes == 2 and plan.memory.processes == 2 and plan.instance_count == two.replicas
+    assert plan.serving.threads == 48  # each process on its own socket's cores
+    memory = plan.memory
+    per_process = memory.weights_gib + memory.overhead_gib + memory.kv_cache_needed_gib
+    assert memory.total_gib == pytest.approx(2 * per_process, abs=0.02)
+    assert memory.total_gib <= memory.usable_gib == pytest.approx(384 - 38.4, abs=0.02)
+    assert memory.kv_cache_needed_gib <= memory.kv_cache_gib
+    why = " ".join(plan.rationale)
+    assert "2 model processes per server (one per NUMA node" in why
+    assert f"{two.replicas} server(s), against {one.replicas} with one process" in why
+    assert "2 processes each hold their own weights and cache: 2 x" in why
+    assert plan.price.monthly.amount == pytest.approx(TWO_SOCKET_PRICE_PER_HOUR * 730 * two.replicas)
+    # The whole fleet carries the load: its processes, not its servers, are the replicas of the queueing model.
+    assert plan.performance.capacity_requests_per_s >= plan.performance.load_requests_per_s == pytest.approx(3.0)
+    assert plan.fleet is not None and plan.fleet.target_requests_per_s * plan.instance_count >= 3.0
+
+
+def test_two_processes_are_not_planned_where_two_copies_of_the_weights_do_not_fit(tmp_path, monkeypatch):
+    # Llama 3.1 405B at Q4_K_M: ~229 GiB of weights fit once in the server's 345.6 usable GiB, not twice.
+    spec = cpu_workload("llama-3.1-405b", "q4_k_m", 0.02, 3_600_000, 60_000)  # two servers with one process
+    offer = two_socket_server()
+    wanted = demand(spec)
+    candidate = planner._candidate(wanted, offer)
+    assert not isinstance(candidate, str)
+    two = size_candidate(wanted, replace(candidate, processes=2))
+    assert two.blocked is not None and two.blocked.kind == "memory"
+    assert "172.8 GiB usable per process (2 processes per server, each with its own weights)" in str(two.blocked)
+
+    plan = plan_on(spec, offer, tmp_path, monkeypatch)
+    assert plan is not None and plan.serving.processes == 1 and plan.memory.processes == 1
+    assert plan.memory.total_gib <= plan.memory.usable_gib < 2 * plan.memory.weights_gib
+    assert "2 processes per server do not fit" in " ".join(plan.rationale)
+
+
+def test_a_small_model_on_a_multi_gpu_server_may_run_one_process_per_gpu_pair():
+    spec = parse_workload(yaml.safe_load((Path(__file__).parents[2] / "examples/workloads/chat-8b-public.yaml")
+                                         .read_text()))
+    wanted = demand(spec)
+    offer = next(o for o in offers() if o.name == "ecs.gn7i-4x.16xlarge")  # 4x A10
+    candidate = planner._candidate(wanted, offer)
+    assert not isinstance(candidate, str)
+    assert process_counts(wanted, candidate) == [1, 2, 4]
+    chosen = size_processes(wanted, candidate, lambda c: size_candidate(wanted, c))
+    single = size_candidate(wanted, candidate)
+    assert chosen.processes > 1 and chosen.replicas < single.replicas
+    assert chosen.capacity_rps >= chosen.load_rps
+
+
+def test_a_process_count_beyond_the_bound_is_refused_by_the_plan_model():
+    with pytest.raises(ValueError, match="less than or equal to 8"):
+        Serving(runtime="llamacpp", engine="llamacpp", health_path="/health", dtype="q4_k_m",
+                processes=MAX_PROCESSES_PER_SERVER + 1)
+
+
+def test_estimate_with_two_processes_splits_cores_ram_and_gpus_and_reports_the_server():
+    model = lookup("llama-3.1-8b")
+    cpu = CpuSpec(cores=96, memory_bandwidth_gbps=614.4, isa="amx", ghz=3.2, description="test", numa_nodes=2)
+    common = {"precision": Precision.Q4_K_M, "engine": Engine.LLAMACPP, "cpu": cpu, "ram_gib": 384.0,
+              "concurrency": 8, "input_tokens": 64, "output_tokens": 512}
+    one, two = estimate(model, **common), estimate(model, **common, processes=2)  # type: ignore[arg-type]
+    assert two.processes == 2 and one.processes == 1
+    # each process holds its own weights, in its half of the usable RAM
+    assert two.weights_gib == pytest.approx(one.weights_gib)
+    assert two.kv_cache_available_gib == pytest.approx((384 - 38.4) / 2 - two.weights_gib - two.overhead_gib)
+    assert "2 processes, each with its own weights and KV cache: 2 x" in " ".join(two.notes)
+    # one process is credited one socket's bandwidth: two, one per socket, decode about twice the server's tokens
+    assert two.output_tokens_per_s > 1.5 * one.output_tokens_per_s
+
+    gpus = estimate(model, precision=Precision.BF16, engine=Engine.VLLM, gpu=gpu_spec("L4"), gpus=4, processes=2)
+    assert gpus.processes == 2 and "on its own 2 GPU(s)" in " ".join(gpus.notes)
+    with pytest.raises(InputError, match="--processes: must divide the 4 GPUs"):
+        estimate(model, precision=Precision.BF16, engine=Engine.VLLM, gpu=gpu_spec("L4"), gpus=4, processes=3)
+    with pytest.raises(InputError, match="--processes: must be 1 to 8"):
+        estimate(model, **common, processes=9)  # type: ignore[arg-type]
