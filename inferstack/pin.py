@@ -4,7 +4,8 @@ config (`Pulumi.<stack>.plan.json`), to be committed with it.
 A stack that gives a workload is sized when `pulumi up` runs; without a pin, a catalog or price update could
 change its servers with nothing in the pull request showing why. With a pin the program deploys the pinned plan,
 and refuses a workload (or stack cloud, stage or region) that changed since the pin was written, naming the
-command that re-plans. The pin records what the plan was made from: the workload's hash, the inferstack version,
+command that re-plans. The pin records what the plan was made from: the workload's hash, the sha256 of the stack's
+calibration file (inferstack:calibrationFile; a changed one is refused the same way), the inferstack version,
 the date, and the prices' sources and dates (in the plan report it holds).
 """
 
