@@ -17,7 +17,7 @@ import yaml
 
 from inferstack.cli import main
 from inferstack.components.program import deploy, read_stack_config
-from inferstack.diff import diff_workload_files, read_stack_workload
+from inferstack.diff import diff_workload_files, read_stack_calibration_of, read_stack_workload
 from inferstack.errors import InputError
 from inferstack.pin import PinnedPlan, pin_stack, pinned_path, workload_sha256
 from inferstack.sizing.planner import plan_workload
@@ -140,6 +140,8 @@ def test_every_stack_that_sizes_a_workload_has_a_pin_written_for_that_workload(s
     workload, _ = read_stack_workload(stack_file)
     pinned = PinnedPlan.model_validate_json(pin.read_text())
     assert pinned.workload_sha256 == workload_sha256(workload), f"re-pin: inferstack pin stacks/{stack_file.name}"
+    measured = read_stack_calibration_of(stack_file)
+    assert pinned.calibration_sha256 == (measured.sha256 if measured else None), f"re-pin: stacks/{stack_file.name}"
 
 
 def test_the_aws_prod_stack_deploys_its_committed_pin(run: Any, monkeypatch: Any) -> None:
