@@ -698,15 +698,18 @@ def read_stack_workload(stack_file: Path) -> tuple[WorkloadSpec, Path | None]:
 
 
 def read_stack_calibration_of(stack_file: Path) -> StackCalibration | None:
-    """The calibration file a Pulumi stack file sizes with (inferstack:calibrationFile), None when it names none."""
-    value = _stack_config(stack_file).get(STACK_CALIBRATION_KEY)
+    """The calibration file a Pulumi stack file sizes with (inferstack:calibrationFile), None when it names none
+    (or is a workload file named like a stack file)."""
+    value = _stack_config(stack_file, required=False).get(STACK_CALIBRATION_KEY)
     return None if value is None else read_stack_calibration(_project_dir(stack_file), value)
 
 
-def _stack_config(stack_file: Path) -> dict[str, JsonValue]:
+def _stack_config(stack_file: Path, *, required: bool = True) -> dict[str, JsonValue]:
     text = read_input_file(stack_file, field="STACK", what="Pulumi stack file", example="stacks/Pulumi.aws-prod.yaml")
     data = parse_document(text, suffix=stack_file.suffix, source=str(stack_file), field="STACK")
     config = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(config, dict) and not required:
+        return {}
     if not isinstance(config, dict):
         raise input_error("STACK", "is not a Pulumi stack file: it has no config", value=str(stack_file),
                           fix="give a stack's config file, e.g. stacks/Pulumi.aws-prod.yaml")

@@ -306,3 +306,24 @@ def test_a_calibration_change_shows_in_the_diff_as_a_plan_change(project: Path) 
     (project / CALIBRATION).write_text((project / CALIBRATION).read_text().replace("1.2", "1.25"))
     again = diff_workload_files([base, _stack_file(project)])
     assert (again.pin or "").startswith("**Pin out of date**")
+
+
+def test_diff_against_a_git_ref_reads_the_calibration_file_as_it_was_there(project: Path) -> None:
+    from git_repo import git
+
+    calibration = _calibrate(project, tpot=1.2)
+    git(project, "init", "-q")
+    git(project, "add", ".")
+    git(project, "commit", "-q", "-m", "calibrated")
+    committed = hashlib.sha256(calibration.read_bytes()).hexdigest()
+    calibration.write_text(calibration.read_text().replace('"tpot_factor": 1.2', '"tpot_factor": 1.6'))
+    diff = diff_workload_files([_stack_file(project)], base_ref="HEAD")
+    (change,) = diff.workload_changes
+    assert change.before == f"{CALIBRATION} (sha256 {committed[:12]})"  # read from git, not the working tree
+    assert change.after == f"{CALIBRATION} (sha256 {hashlib.sha256(calibration.read_bytes()).hexdigest()[:12]})"
+    (cloud,) = diff.clouds
+    assert cloud.status == "changed"
+    git(project, "rm", "-q", "--cached", CALIBRATION)  # still in the working tree, not at HEAD
+    git(project, "commit", "-q", "-m", "the calibration file is not committed")
+    with pytest.raises(InputError, match="inferstack:calibrationFile: does not exist at HEAD"):
+        diff_workload_files([_stack_file(project)], base_ref="HEAD")
