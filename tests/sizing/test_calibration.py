@@ -154,7 +154,7 @@ def test_a_calibration_file_with_a_wrong_field_is_an_input_error(
 
 
 def test_the_committed_tiny_model_result_is_refused_because_the_plan_times_it_at_zero() -> None:
-    # examples/loadtest-loop: a real llama.cpp run of a 0.4 MB model, which the speed model times at 0.0 ms TPOT.
+    # examples/loadtest-loop: a real llama.cpp run of a 0.47 MB model, which the speed model times at 0.0 ms TPOT.
     result = Path(__file__).parents[2] / "examples" / "loadtest-loop" / "result.json"
     with pytest.raises(InputError, match=r"has a p95 TPOT of 0 ms \(planned\): no factor relates the two"):
         calibrate([result])
