@@ -284,6 +284,28 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
+def listening_socket_inodes(port: int) -> set[str]:
+    """The inodes of the TCP sockets listening on `port`, as /proc/net/tcp lists them."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(fields[9])
+    return found
+
+
+def process_socket_inodes(pid: str) -> set[str]:
+    """The inodes of the sockets process `pid` holds open."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # a descriptor closed while listed
+            link = os.readlink(fd)
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:["):-1])
+    return inodes
+
+
 def snapshot(box: Chroot) -> dict[str, tuple[int, int, int]]:
     """(inode, size, mtime) of everything the bootstrap owns that must not change on a re-run."""
     owned = ["/etc/inferstack", "/var/lib/inferstack", "/opt/inferstack", "/usr/local/lib/inferstack",
@@ -353,6 +375,11 @@ def test_inferstack_loadtest_measures_the_real_server_through_the_gateway(deploy
     """`inferstack loadtest` (the command, in a process of its own) against llama.cpp behind the gateway: two
     requests at a time, so one waits for the model while the other streams. Bounded: 6 requests of 16 tokens,
     120 s at most."""
+    # The chroot shares the host's network: another end-to-end run on this machine (several sessions at once) can
+    # hold the runtime port, and this gateway would then measure that run's server, not this one.
+    server_pid = deployment.box.read("/run/fake-systemd/inferstack-server.service.pid").strip()
+    assert listening_socket_inodes(RUNTIME_PORT) <= process_socket_inodes(server_pid), \
+        f"127.0.0.1:{RUNTIME_PORT} is held by another process than this server (another end-to-end run?)"
     requests = 6
     command = [sys.executable, "-m", "inferstack.cli", "loadtest", f"http://127.0.0.1:{deployment.port}/v1",
                "--api", api, "--requests", str(requests), "--concurrency", "2", "--input-tokens", "8",
