@@ -24,6 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from inferstack.errors import input_error
 from inferstack.pin import PinnedPlan, pinned_path
 from inferstack.plan import CloudOutcome, DeploymentPlan, Money, PlanReport, Price
+from inferstack.sizing.calibration import (
+    STACK_CALIBRATION_KEY,
+    StackCalibration,
+    check_stack_calibration_file,
+    read_stack_calibration,
+    stack_calibration,
+)
 from inferstack.spec import (
     CLOUDS,
     PROVIDER_REGION_KEYS,
@@ -566,19 +573,44 @@ def diff_workload_files(
         )
     head_path = Path(workloads[-1])
     cloud_list = list(clouds) if clouds else None
-    head = plan_workload(read_workload_file(head_path), clouds=cloud_list, prices_file=prices_file)
+    head_measured = read_stack_calibration_of(head_path) if _is_stack_file(head_path) else None
+    head = plan_workload(read_workload_file(head_path), clouds=cloud_list, prices_file=prices_file,
+                         calibration=head_measured.calibration if head_measured else None)
     base: PlanReport | None
     if base_ref is None:
         base_path = Path(workloads[0])
-        base = plan_workload(read_workload_file(base_path), clouds=cloud_list, prices_file=prices_file)
+        base_measured = read_stack_calibration_of(base_path) if _is_stack_file(base_path) else None
+        base = plan_workload(read_workload_file(base_path), clouds=cloud_list, prices_file=prices_file,
+                             calibration=base_measured.calibration if base_measured else None)
         base_pin = _pin_text(base_path)
         diff = diff_reports(base, head, base_source=str(base_path), head_source=str(head_path))
     else:
         at_ref = _workload_at_ref(base_ref, head_path)
-        base = at_ref.plan(cloud_list, prices_file) if at_ref.text is not None else None
+        base_measured = at_ref.calibration() if at_ref.text is not None else None
+        base = at_ref.plan(cloud_list, prices_file, base_measured) if at_ref.text is not None else None
         base_pin = at_ref.pin_text()
         diff = diff_reports(base, head, base_source=at_ref.source, head_source=str(head_path))
-    return _with_pins(diff, base, head, head_path, base_pin) if _is_stack_file(head_path) else diff
+    diff = _with_calibration_change(diff, base_measured, head_measured)
+    if not _is_stack_file(head_path):
+        return diff
+    return _with_pins(diff, base, head, head_path, base_pin, _sha(base_measured), _sha(head_measured))
+
+
+def _sha(measured: StackCalibration | None) -> str | None:
+    return measured.sha256 if measured else None
+
+
+def _with_calibration_change(diff: PlanDiff, base: StackCalibration | None, head: StackCalibration | None) -> PlanDiff:
+    """A stack's calibration file (inferstack:calibrationFile) that changed is listed with the workload changes: the
+    plan changes it causes are measured speeds replacing the model's (or other measurements)."""
+    if _sha(base) == _sha(head):
+        return diff
+
+    def shown(measured: StackCalibration | None) -> str | None:
+        return f"{measured.calibration.source} (sha256 {measured.sha256[:12]})" if measured else None
+
+    change = Change(field=STACK_CALIBRATION_KEY, label="calibration file", before=shown(base), after=shown(head))
+    return diff.model_copy(update={"workload_changes": [*diff.workload_changes, change]})
 
 
 # ---- pinned plans (stack files) ----------------------------------------------------------------------------
@@ -594,25 +626,27 @@ def _pin_text(stack_file: Path) -> str | None:
     return path.read_text(encoding="utf-8") if _is_stack_file(stack_file) and path.is_file() else None
 
 
-def _matching_pin(text: str | None, report: PlanReport | None) -> PinnedPlan | None:
-    """The pin in `text` when it was written for the workload `report` plans (else None: absent, unreadable or
-    out of date)."""
+def _matching_pin(text: str | None, report: PlanReport | None,
+                  calibration_sha256: str | None = None) -> PinnedPlan | None:
+    """The pin in `text` when it was written for the workload `report` plans, with that calibration file (else
+    None: absent, unreadable or out of date)."""
     if text is None or report is None:
         return None
     try:
         pinned = PinnedPlan.model_validate_json(text)
     except ValidationError:
         return None
-    return pinned if pinned.written_for(report.workload) else None
+    return pinned if pinned.written_for(report.workload, calibration_sha256) else None
 
 
 def _with_pins(diff: PlanDiff, base: PlanReport | None, head: PlanReport, head_path: Path,
-               base_pin: str | None) -> PlanDiff:
+               base_pin: str | None, base_calibration: str | None = None,
+               head_calibration: str | None = None) -> PlanDiff:
     """The diff of two stack files, with what their pins add: what `pulumi up` deploys for the head, and what the
     catalog and prices alone changed since the base was pinned (the diff itself compares both workloads planned
     today, so it shows the workload change alone)."""
-    update: dict[str, object] = {"pin": _pin_note(head, head_path)}
-    pinned_base = _matching_pin(base_pin, base)
+    update: dict[str, object] = {"pin": _pin_note(head, head_path, head_calibration)}
+    pinned_base = _matching_pin(base_pin, base, base_calibration)
     if pinned_base is not None and base is not None:
         drift = diff_reports(pinned_base.report, base).clouds
         update["catalog_changes"] = [cloud for cloud in drift if cloud.status != "unchanged"]
@@ -620,16 +654,16 @@ def _with_pins(diff: PlanDiff, base: PlanReport | None, head: PlanReport, head_p
     return diff.model_copy(update=update)
 
 
-def _pin_note(head: PlanReport, head_path: Path) -> str:
+def _pin_note(head: PlanReport, head_path: Path, calibration_sha256: str | None = None) -> str:
     path = pinned_path(head_path)
     command = f"`inferstack pin {head_path}`"
     if not path.is_file():
         return (f"**Not pinned**: `pulumi up` sizes this stack with the catalog and prices of the day it runs; pin "
                 f"the plan with {command} and commit {path.name}.")
-    pinned = _matching_pin(path.read_text(encoding="utf-8"), head)
+    pinned = _matching_pin(path.read_text(encoding="utf-8"), head, calibration_sha256)
     if pinned is None:
-        return (f"**Pin out of date**: {path.name} was written for another workload, so `pulumi up` refuses this "
-                f"stack until {command} is run and {path.name} committed.")
+        return (f"**Pin out of date**: {path.name} was written for another workload or calibration file, so "
+                f"`pulumi up` refuses this stack until {command} is run and {path.name} committed.")
     deployed = pinned.chosen().summary()
     fresh = next((o.chosen for o in head.clouds if o.chosen is not None), None)
     note = f"**Pinned** in {path.name} ({pinned.written_on}): `pulumi up` deploys {deployed}."
@@ -662,12 +696,7 @@ def read_stack_workload(stack_file: Path) -> tuple[WorkloadSpec, Path | None]:
     it, and the stack's price-override file (inferstack:pricesFile)."""
     from inferstack.spec import load_workload
 
-    text = read_input_file(stack_file, field="STACK", what="Pulumi stack file", example="stacks/Pulumi.aws-prod.yaml")
-    data = parse_document(text, suffix=stack_file.suffix, source=str(stack_file), field="STACK")
-    config = data.get("config") if isinstance(data, dict) else None
-    if not isinstance(config, dict):
-        raise input_error("STACK", "is not a Pulumi stack file: it has no config", value=str(stack_file),
-                          fix="give a stack's config file, e.g. stacks/Pulumi.aws-prod.yaml")
+    config = _stack_config(stack_file)
     project_dir = _project_dir(stack_file)
     workload_file = config.get("inferstack:workloadFile")
     if STACK_WORKLOAD_KEY not in config and isinstance(workload_file, str):
@@ -676,6 +705,25 @@ def read_stack_workload(stack_file: Path) -> tuple[WorkloadSpec, Path | None]:
         spec = _stack_workload(config, str(stack_file), project_dir)
     prices = config.get("inferstack:pricesFile")
     return spec, project_dir / prices if isinstance(prices, str) else None
+
+
+def read_stack_calibration_of(stack_file: Path) -> StackCalibration | None:
+    """The calibration file a Pulumi stack file sizes with (inferstack:calibrationFile), None when it names none
+    (or is a workload file named like a stack file)."""
+    value = _stack_config(stack_file, required=False).get(STACK_CALIBRATION_KEY)
+    return None if value is None else read_stack_calibration(_project_dir(stack_file), value)
+
+
+def _stack_config(stack_file: Path, *, required: bool = True) -> dict[str, JsonValue]:
+    text = read_input_file(stack_file, field="STACK", what="Pulumi stack file", example="stacks/Pulumi.aws-prod.yaml")
+    data = parse_document(text, suffix=stack_file.suffix, source=str(stack_file), field="STACK")
+    config = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(config, dict) and not required:
+        return {}
+    if not isinstance(config, dict):
+        raise input_error("STACK", "is not a Pulumi stack file: it has no config", value=str(stack_file),
+                          fix="give a stack's config file, e.g. stacks/Pulumi.aws-prod.yaml")
+    return config
 
 
 def _stack_workload(config: dict[str, JsonValue], source: str, project_dir: Path) -> WorkloadSpec:
@@ -723,21 +771,42 @@ class _WorkloadAtRef:
     def source(self) -> str:
         return f"{self.ref}:{self.relative}"
 
-    def plan(self, clouds: list[Cloud] | None, prices_file: Path | None) -> PlanReport:
-        """Plan the file as it was. A `model.config` file is read at the same commit, not from the worktree."""
+    def plan(self, clouds: list[Cloud] | None, prices_file: Path | None,
+             measured: StackCalibration | None = None) -> PlanReport:
+        """Plan the file as it was. A `model.config` file is read at the same commit, not from the worktree;
+        `measured` is the stack's calibration at the commit (`calibration`)."""
         from inferstack.sizing.planner import plan_workload
 
         assert self.text is not None
         spec = _spec_from_text(self.text, self.path, self.source)
         config = spec.model.config if isinstance(spec.model, ModelSpec) else None
+        calibration = measured.calibration if measured else None
         if config is None:
-            return plan_workload(spec, clouds=clouds, prices_file=prices_file)
+            return plan_workload(spec, clouds=clouds, prices_file=prices_file, calibration=calibration)
         with tempfile.TemporaryDirectory(prefix="inferstack-diff-") as scratch:
             copy = Path(scratch) / config.name
             copy.write_bytes(self._config_bytes(config))
             as_of_ref = spec.model_copy(update={"model": spec.model.model_copy(update={"config": copy})})  # type: ignore[union-attr]
-            report = plan_workload(as_of_ref, clouds=clouds, prices_file=prices_file)
+            report = plan_workload(as_of_ref, clouds=clouds, prices_file=prices_file, calibration=calibration)
         return report.model_copy(update={"workload": spec})  # the spec as written, paths as in the worktree
+
+    def calibration(self) -> StackCalibration | None:
+        """A stack file's calibration file (inferstack:calibrationFile) as it was at the ref, None when none."""
+        assert self.text is not None
+        if not _is_stack_file(self.path):
+            return None
+        data = parse_document(self.text, suffix=self.path.suffix, source=self.source)
+        config = data.get("config") if isinstance(data, dict) else None
+        value = config.get(STACK_CALIBRATION_KEY) if isinstance(config, dict) else None
+        if value is None:
+            return None
+        relative = check_stack_calibration_file(value)
+        in_repo = (_project_dir(self.path) / relative).relative_to(self.repo).as_posix()
+        content = _git_show(self.repo, self.ref, in_repo)
+        if content is None:
+            raise input_error(STACK_CALIBRATION_KEY, f"does not exist at {self.ref}", value=relative,
+                              fix="commit the calibration file with the stack file that names it")
+        return stack_calibration(relative, content)
 
     def pin_text(self) -> str | None:
         """The stack file's pin as it was at the ref (None: not a stack file, or no pin there)."""

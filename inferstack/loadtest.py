@@ -37,9 +37,10 @@ import json
 import os
 import random
 from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -340,9 +341,24 @@ async def _run(target: Target, shape: LoadShape) -> LoadResult:
         return await _drive(session, target, model, shape)
 
 
+T = TypeVar("T")
+
+
+def _run_in_own_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` in an event loop of its own, leaving the process's as it was. asyncio.run would end by
+    setting the current loop to None, after which asyncio.get_event_loop() raises, and code run later in the same
+    process that asks for the current loop (Pulumi's mocks, `inferstack preview`) fails."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
 def run_loadtest(target: Target, shape: LoadShape) -> LoadResult:
     """One bounded run: `shape.requests` requests at most, `shape.duration_s` seconds at most."""
-    return asyncio.run(_run(target, shape))
+    return _run_in_own_loop(_run(target, shape))
 
 
 async def _sweep(target: Target, shape: LoadShape, max_concurrency: int) -> list[LoadResult]:
@@ -373,7 +389,7 @@ def _saturated(steps: list[LoadResult]) -> bool:
 def sweep_loadtest(target: Target, shape: LoadShape, max_concurrency: int) -> list[LoadResult]:
     """Closed-loop runs at concurrency 1, 2, 4 … up to `max_concurrency` or saturation (see `_saturated`), all
     within `shape.duration_s` together."""
-    return asyncio.run(_sweep(target, shape, max_concurrency))
+    return _run_in_own_loop(_sweep(target, shape, max_concurrency))
 
 
 # ---- the plan's predictions ----------------------------------------------------------------------------

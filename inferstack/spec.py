@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -166,6 +167,20 @@ SourceUri = Annotated[str, StringConstraints(pattern=SOURCE_URI_PATTERN)]
 PrecisionField = Annotated[Precision, BeforeValidator(normalise_enum_text)]
 KvCacheDtypeField = Annotated[KvCacheDtype, BeforeValidator(normalise_enum_text)]
 EngineField = Annotated[Engine, BeforeValidator(normalise_enum_text)]
+CALIBRATION_FILE_PATTERN = r"^calibrations/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\.json$"
+CALIBRATION_FILE_RULE = ("must be a file calibrations/<name>.json in the Pulumi project (a name of letters, digits, "
+                         "'.', '_' and '-'; no other folder), e.g. calibrations/llama-3.1-8b-l40s.json")
+
+
+def _calibration_file(value: str) -> str:
+    if not re.fullmatch(CALIBRATION_FILE_PATTERN, value):
+        raise ValueError(CALIBRATION_FILE_RULE)
+    return value
+
+
+CalibrationFile = Annotated[str, AfterValidator(_calibration_file)]
+"""A stack's calibration file (`inferstack:calibrationFile`): `calibrations/<name>.json` in the Pulumi project, one
+folder deep and no `..`, so a stack reads nothing outside its repository."""
 
 
 class _Strict(BaseModel):

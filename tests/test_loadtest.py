@@ -7,6 +7,7 @@ chunk and [DONE]. What the load test measures must match what the stub did withi
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import statistics
@@ -96,6 +97,15 @@ def test_ttft_tpot_and_e2e_match_the_injected_latencies(stub: Stub, api: str) ->
     # 4 in flight, each 10 tokens in 0.38 s, four rounds: 160 tokens in about 1.52 s
     assert _within(result.output_tokens_per_s, 160 / 1.52, 0.05), result.output_tokens_per_s
     assert _within(result.requests_per_s, 16 / 1.52, 0.05), result.requests_per_s
+
+
+def test_a_run_leaves_the_process_event_loop_as_it_was(stub: Stub) -> None:
+    # asyncio.run would leave no current loop behind, and Pulumi's mocks (run later in the same process, as in
+    # `make test`) then fail with "There is no current event loop".
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)  # left as the current loop, as Pulumi's runtime would create it
+    assert run_loadtest(Target(stub.url), _shape(2, concurrency=1)).requests_ok == 2
+    assert asyncio.get_event_loop_policy().get_event_loop() is loop
 
 
 def test_output_tokens_are_counted_from_chunks_when_the_server_sends_no_usage(stub: Stub) -> None:

@@ -22,6 +22,8 @@ Config keys (namespace `inferstack:`; region from the provider's own key, e.g. `
     pricesFile          price overrides used when sizing the workload (docs/pricing.md)
     alarmNotification   where a fleet's alarms notify (SNS topic ARN, notification channel, CMS contact group, SMN
                         topic URN; docs/deploy-<cloud>.md); without it alarms show in the console only
+    calibrationFile     measured speeds used when sizing the workload: calibrations/<name>.json in the project,
+                        written by `inferstack calibrate`; a pin records its sha256 (README, the load-test loop)
     protectServers      protect the servers from deletion and replacement (default: true in production);
                         false lifts the protection in place for a rollout (docs/deploy-<cloud>.md)
     networkId, subnetIds, securityGroupIds, instanceIdentity, modelBucket, assetsBucket, loadBalancerSubnetIds
@@ -35,7 +37,7 @@ import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import yaml
@@ -48,6 +50,7 @@ from inferstack.errors import InputError, Problem, input_error
 from inferstack.pin import pinned_path, read_pinned
 from inferstack.plan import DeploymentPlan, PlanReport
 from inferstack.spec import (
+    CalibrationFile,
     Cloud,
     Stage,
     WorkloadSpec,
@@ -56,6 +59,9 @@ from inferstack.spec import (
     parse_workload,
     problems_from_validation,
 )
+
+if TYPE_CHECKING:
+    from inferstack.sizing.calibration import Calibration, StackCalibration
 
 NAMESPACE = "inferstack"
 SERVER_NAME = "server"
@@ -115,6 +121,9 @@ class StackConfig(BaseModel):
     """Where a fleet's alarms notify: SNS topic ARN (aws), notification channel projects/P/notificationChannels/N
     (gcp), CloudMonitor contact group name (alibaba), SMN topic URN (huawei); without it alarms only show in the
     console."""
+    calibration_file: CalibrationFile | None = Field(default=None, alias="calibrationFile")
+    """Measured speeds used when sizing the workload: calibrations/<name>.json in the project, from `inferstack
+    calibrate RESULT… --output calibrations/<name>.json`."""
 
 
 _KNOWN_KEYS = {field.alias or name for name, field in StackConfig.model_fields.items()} | set(_SECRET_KEYS)
@@ -133,6 +142,7 @@ class StackSettings:
     workload: WorkloadSpec | None
     prices_file: Path | None
     server_args: InferenceServerArgs
+    calibration: Calibration | None = None
 
 
 @dataclass(frozen=True)
@@ -167,19 +177,22 @@ def read_stack_config(project_dir: Path | None = None) -> StackSettings:
         raise input_error(f"{NAMESPACE}:workload", "give exactly one of workload, workloadFile, plan, planFile",
                           value=given or None, fix="pulumi config set inferstack:workloadFile workload.yaml")
     plan, workload = _read_source(config, project_dir)
+    measured = _stack_calibration(config, project_dir, sizes=workload is not None)
     if workload is not None:
         region = backend_for(config.cloud).configured_region()
         workload = for_stack(workload, config.cloud, stage=config.stage, region=region)  # type: ignore[arg-type]
-        plan, workload = _pinned_plan(workload, project_dir)
+        plan, workload = _pinned_plan(workload, project_dir, measured.sha256 if measured else None)
     prices_file = project_dir / config.prices_file if config.prices_file else None
     return StackSettings(cloud=config.cloud, plan=plan, workload=workload,  # type: ignore[arg-type]
-                         prices_file=prices_file, server_args=_server_args(config))
+                         prices_file=prices_file, server_args=_server_args(config),
+                         calibration=measured.calibration if measured else None)
 
 
 def deploy(settings: StackSettings) -> Deployment:
     """Size the workload if the stack gave one, create the InferenceServer, and return its stack outputs."""
     plan = settings.plan or size_workload(settings.workload, settings.cloud,  # type: ignore[arg-type]
-                                          field=f"{NAMESPACE}:workload", prices_file=settings.prices_file)
+                                          field=f"{NAMESPACE}:workload", prices_file=settings.prices_file,
+                                          calibration=settings.calibration)
     server = InferenceServer(SERVER_NAME, {**settings.server_args, "plan": plan})
     exports = {
         "endpointUrl": server.endpoint_url,
@@ -256,13 +269,27 @@ def _read_source(config: StackConfig, project_dir: Path) -> tuple[DeploymentPlan
     return plan, None
 
 
-def _pinned_plan(workload: WorkloadSpec, project_dir: Path) -> tuple[DeploymentPlan | None, WorkloadSpec | None]:
+def _stack_calibration(config: StackConfig, project_dir: Path, *, sizes: bool) -> StackCalibration | None:
+    """The stack's calibration file, read (None without one); refused for a stack that gives a plan."""
+    if config.calibration_file is None:
+        return None
+    if not sizes:
+        raise input_error(f"{NAMESPACE}:calibrationFile", "applies to a workload the stack sizes, and this stack "
+                          "gives a plan", value=config.calibration_file,
+                          fix="plan with `inferstack plan WORKLOAD --calibration FILE --json`, or drop the key")
+    from inferstack.sizing.calibration import read_stack_calibration
+
+    return read_stack_calibration(project_dir, config.calibration_file)
+
+
+def _pinned_plan(workload: WorkloadSpec, project_dir: Path,
+                 calibration_sha256: str | None = None) -> tuple[DeploymentPlan | None, WorkloadSpec | None]:
     """The stack's pinned plan (inferstack.pin) when it has one; else the workload, sized at this `pulumi up`."""
     stack_file = _stack_config_dir(project_dir) / f"Pulumi.{pulumi.get_stack()}.yaml"
     shown = stack_file.relative_to(project_dir) if stack_file.is_relative_to(project_dir) else stack_file
     path = pinned_path(stack_file)
     if path.is_file():
-        return read_pinned(path, workload, stack_file=str(shown)), None
+        return read_pinned(path, workload, stack_file=str(shown), calibration_sha256=calibration_sha256), None
     if stack_file.is_file():
         pulumi.log.warn(f"stack {pulumi.get_stack()} sizes its workload at every `pulumi up`, so a catalog or price "
                         f"update can change its servers with nothing in a pull request showing why: pin its plan "

@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pydantic import with_config
@@ -58,6 +58,9 @@ from inferstack.components.core import (
 from inferstack.errors import InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
 from inferstack.spec import Cloud, WorkloadSpec, for_stack, parse_document, parse_workload
+
+if TYPE_CHECKING:
+    from inferstack.sizing.calibration import Calibration
 
 #### Network ####
 
@@ -767,8 +770,9 @@ def _resolve_plan(checked: Mapping[str, Any], name: str) -> DeploymentPlan:
 
 
 def size_workload(workload: WorkloadSpec, cloud: Cloud, *, field: str = "workload",
-                  prices_file: Path | None = None) -> DeploymentPlan:
-    """The cheapest feasible plan for `workload` on `cloud`, in the region the cloud's provider deploys to.
+                  prices_file: Path | None = None, calibration: "Calibration | None" = None) -> DeploymentPlan:
+    """The cheapest feasible plan for `workload` on `cloud`, in the region the cloud's provider deploys to;
+    `calibration`: measured speeds (the stack's inferstack:calibrationFile).
 
     Raises InfeasibleError with the planner's reasons when nothing fits.
     """
@@ -778,7 +782,8 @@ def size_workload(workload: WorkloadSpec, cloud: Cloud, *, field: str = "workloa
         raise input_error(field, "cannot be sized: inferstack.sizing.plan_workload is not available",
                           fix="pass a plan instead (inferstack plan WORKLOAD --json)") from None
     workload = for_stack(workload, cloud, region=backend_for(cloud).configured_region(), cloud_field=field)
-    return plan_workload(workload, clouds=[cloud], prices_file=prices_file).outcome(cloud).require_chosen(field)
+    report = plan_workload(workload, clouds=[cloud], prices_file=prices_file, calibration=calibration)
+    return report.outcome(cloud).require_chosen(field)
 
 
 def _check_placement(checked: Mapping[str, Any], plan: DeploymentPlan, backend: CloudBackend,

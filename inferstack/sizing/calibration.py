@@ -17,16 +17,24 @@ cloud), a CPU server by its instance type.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from inferstack.errors import InputError, Problem, input_error
-from inferstack.spec import parse_document, problems_from_validation, read_input_file
+from inferstack.spec import (
+    CALIBRATION_FILE_RULE,
+    CalibrationFile,
+    parse_document,
+    problems_from_validation,
+    read_input_file,
+)
 
 FORMAT_VERSION = 1
 # A measurement ten times off the model says more about the test (wrong deployment, an overloaded client) than
@@ -78,12 +86,61 @@ def load_calibration(path: Path) -> Calibration:
     """Read a calibration file written by `inferstack calibrate` (JSON)."""
     text = read_input_file(path, field="--calibration", what="a calibration file",
                            example="calibration.json (from `inferstack calibrate RESULT…`)")
-    data = parse_document(text, suffix=path.suffix, source=str(path), field="--calibration")
+    return parse_calibration(text, source=str(path), field="--calibration", suffix=path.suffix)
+
+
+def parse_calibration(text: str, *, source: str, field: str, suffix: str = ".json") -> Calibration:
+    """A calibration from the text of its file; `source` names it in errors and in the plan's rationale."""
+    data = parse_document(text, suffix=suffix, source=source, field=field)
     try:
         calibration = Calibration.model_validate(data)
     except ValidationError as error:
-        raise InputError(problems_from_validation(error, model=Calibration), source=str(path)) from None
-    return calibration.model_copy(update={"source": str(path)})
+        raise InputError(problems_from_validation(error, model=Calibration), source=source) from None
+    return calibration.model_copy(update={"source": source})
+
+
+#### A stack's calibration (inferstack:calibrationFile) ####
+
+STACK_CALIBRATION_KEY = "inferstack:calibrationFile"
+
+
+@dataclass(frozen=True)
+class StackCalibration:
+    """The calibration a stack sizes with, and the sha256 of its file (what a pin records)."""
+
+    calibration: Calibration
+    sha256: str
+
+
+def check_stack_calibration_file(value: object) -> str:
+    """The `inferstack:calibrationFile` value, refused unless it is `calibrations/<name>.json` (CalibrationFile)."""
+    try:
+        return TypeAdapter(CalibrationFile).validate_python(value)
+    except ValidationError:
+        raise input_error(STACK_CALIBRATION_KEY, CALIBRATION_FILE_RULE, value=value,
+                          fix="pulumi config set inferstack:calibrationFile calibrations/<name>.json, the file "
+                          "written by `inferstack calibrate RESULT… --output calibrations/<name>.json`") from None
+
+
+def stack_calibration(relative: str, content: bytes) -> StackCalibration:
+    """A stack's calibration from its file's bytes (read from the project, or from git at a ref by `diff`)."""
+    text = content.decode("utf-8", errors="replace")
+    calibration = parse_calibration(text, source=relative, field=STACK_CALIBRATION_KEY)
+    return StackCalibration(calibration, hashlib.sha256(content).hexdigest())
+
+
+def read_stack_calibration(project_dir: Path, value: object) -> StackCalibration:
+    """The calibration `inferstack:calibrationFile` names, read from the project folder (never outside it: the
+    name is checked, and a link that leads out is refused)."""
+    relative = check_stack_calibration_file(value)
+    path = project_dir / relative
+    if not path.resolve().is_relative_to(project_dir.resolve()):
+        raise input_error(STACK_CALIBRATION_KEY, "leads outside the Pulumi project (a symbolic link)", value=relative,
+                          fix="commit the calibration file itself under calibrations/")
+    if not path.is_file():
+        raise input_error(STACK_CALIBRATION_KEY, "file not found in the Pulumi project", value=relative,
+                          fix=f"write it with `inferstack calibrate RESULT… --output {relative}` and commit it")
+    return stack_calibration(relative, path.read_bytes())
 
 
 #### From load-test results ####
@@ -110,8 +167,13 @@ def _measured_ratios(path: Path) -> tuple[tuple[str, str, str, str], float, floa
     for figure in ("p95 TTFT", "p95 TPOT"):
         row = rows.get(figure) or {}
         planned, measured = row.get("plan"), row.get("measured")
-        if not isinstance(planned, int | float) or not isinstance(measured, int | float) or min(planned, measured) <= 0:
+        if not isinstance(planned, int | float) or not isinstance(measured, int | float) or min(planned, measured) < 0:
             raise refuse(f"has no planned and measured {figure} (an LLM deployment's result is needed)")
+        if planned == 0 or measured == 0:
+            # A model so small that the speed model times it at 0 ms (the server's own overhead is not modelled):
+            # no factor scales zero into what was measured.
+            raise refuse(f"has a {figure} of 0 ms ({'planned' if planned == 0 else 'measured'}): no factor "
+                         "relates the two, so there is nothing to calibrate")
         ratios.append(measured / planned)
     accelerator = plan.get("accelerator")
     hardware = hardware_key(accelerator, int(plan.get("accelerators_per_server") or 0), str(plan.get("instance_type")))

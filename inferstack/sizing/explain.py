@@ -6,7 +6,8 @@ import math
 from typing import TYPE_CHECKING
 
 from inferstack.plan import ColdStart, Fleet, Price
-from inferstack.sizing.catalog import STALE_PRICE_DAYS
+from inferstack.sizing.calibration import hardware_key
+from inferstack.sizing.catalog import STALE_PRICE_DAYS, Offer
 from inferstack.sizing.coldstart import describe
 from inferstack.sizing.demand import Demand
 from inferstack.sizing.efficiency import CPU_ITEM_MATMUL_PROVENANCE, CPU_PROFILES, GPU_PROFILES
@@ -65,7 +66,19 @@ def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]
     if demand.calibration and (measured := calibration_row(demand, sizing.candidate)):
         sentence = measured.sentence(demand.calibration.source)
         lines.append(f"{sentence[0].upper()}{sentence[1:]}.")
+        lines.append("Measured, not estimated: the predicted TTFT, TPOT and output tokens/s above, and the replica "
+                     "count sized from them, use these measured prefill and decode times; memory and cost remain "
+                     "the model's estimates.")
+    elif demand.calibration and model.is_llm:
+        candidate = sizing.candidate
+        lines.append(f"Calibration {demand.calibration.source} has no row for {model.name} {candidate.precision.value} "
+                     f"on {candidate.engine.value}, {_calibration_hardware(candidate.offer)}: every figure here is "
+                     "estimated.")
     return lines
+
+
+def _calibration_hardware(offer: Offer) -> str:
+    return hardware_key(offer.gpu.id if offer.gpu else None, offer.gpu_count, offer.name)
 
 
 def _cheapest_line(chosen: Priced, known: list[Priced]) -> str:

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -310,6 +311,28 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
+def listening_socket_inodes(port: int) -> set[str]:
+    """The inodes of the TCP sockets listening on `port`, as /proc/net/tcp lists them."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(fields[9])
+    return found
+
+
+def process_socket_inodes(pid: str) -> set[str]:
+    """The inodes of the sockets process `pid` holds open."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # a descriptor closed while listed
+            link = os.readlink(fd)
+            if link.startswith("socket:["):
+                inodes.add(link[len("socket:["):-1])
+    return inodes
+
+
 def snapshot(box: Chroot) -> dict[str, tuple[int, int, int]]:
     """(inode, size, mtime) of everything the bootstrap owns that must not change on a re-run."""
     owned = ["/etc/inferstack", "/var/lib/inferstack", "/opt/inferstack", "/usr/local/lib/inferstack",
@@ -367,6 +390,40 @@ def test_a_streamed_completion_passes_through_the_gateway(deployment: Deployment
     assert status == 200
     events = [line for line in body["raw"].split(b"\n") if line.startswith(b"data: ")]  # type: ignore[union-attr]
     assert len(events) >= 2 and events[-1] == b"data: [DONE]", events
+
+
+LOADTEST_FIGURES = ("ttft_ms", "tpot_ms", "e2e_ms")
+LOADTEST_KEYS = {*LOADTEST_FIGURES, "model", "load", "requests_ok", "requests_failed", "output_tokens_per_s",
+                 "requests_per_s", "duration_s", "failures"}
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_inferstack_loadtest_measures_the_real_server_through_the_gateway(deployment: Deployment, api: str) -> None:
+    """`inferstack loadtest` (the command, in a process of its own) against llama.cpp behind the gateway: two
+    requests at a time, so one waits for the model while the other streams. Bounded: 6 requests of 16 tokens,
+    120 s at most."""
+    # The chroot shares the host's network: another end-to-end run on this machine (several sessions at once) can
+    # hold the runtime port, and this gateway would then measure that run's server, not this one.
+    server_pid = deployment.box.read("/run/fake-systemd/inferstack-server.service.pid").strip()
+    assert listening_socket_inodes(RUNTIME_PORT) <= process_socket_inodes(server_pid), \
+        f"127.0.0.1:{RUNTIME_PORT} is held by another process than this server (another end-to-end run?)"
+    requests = 6
+    command = [sys.executable, "-m", "inferstack.cli", "loadtest", f"http://127.0.0.1:{deployment.port}/v1",
+               "--api", api, "--requests", str(requests), "--concurrency", "2", "--input-tokens", "8",
+               "--output-tokens", "16", "--duration", "120", "--api-key-env", "INFERSTACK_E2E_KEY", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=REPO,
+                          env={**os.environ, "INFERSTACK_E2E_KEY": API_KEY, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    assert set(result) == LOADTEST_KEYS, result
+    assert result["model"] == "tiny-llama" and result["load"] == "2 concurrent"
+    assert (result["requests_ok"], result["requests_failed"], result["failures"]) == (requests, 0, {}), result
+    for figure in LOADTEST_FIGURES:
+        p50, p95, p99 = (result[figure][q] for q in ("p50", "p95", "p99"))
+        assert 0 < p50 <= p95 <= p99, (figure, result[figure])
+    assert result["ttft_ms"]["p50"] < result["e2e_ms"]["p50"]  # the first token comes before the end of a stream
+    assert result["output_tokens_per_s"] > 0 and result["requests_per_s"] > 0
+    assert API_KEY not in done.stdout + done.stderr
 
 
 def test_the_runtime_runs_unprivileged_on_loopback_and_no_secret_is_on_a_command_line(

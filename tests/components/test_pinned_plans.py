@@ -3,7 +3,10 @@ workload changed since is refused naming the command that re-plans."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,7 @@ import yaml
 
 from inferstack.cli import main
 from inferstack.components.program import deploy, read_stack_config
-from inferstack.diff import diff_workload_files, read_stack_workload
+from inferstack.diff import diff_workload_files, read_stack_calibration_of, read_stack_workload
 from inferstack.errors import InputError
 from inferstack.pin import PinnedPlan, pin_stack, pinned_path, workload_sha256
 from inferstack.sizing.planner import plan_workload
@@ -60,7 +63,8 @@ def test_pin_writes_the_stacks_plan_next_to_its_config(project: Path, capsys: An
     (outcome,) = pinned["report"]["clouds"]
     assert outcome["cloud"] == "aws" and outcome["chosen"]["stage"] == "production"
     assert outcome["chosen"]["region"] == "us-east-1"
-    assert set(pinned) == {"inferstack_version", "written_on", "workload_sha256", "report"}
+    assert set(pinned) == {"inferstack_version", "written_on", "workload_sha256", "calibration_sha256", "report"}
+    assert pinned["calibration_sha256"] is None  # the stack names no calibration file
     assert outcome["chosen"]["price"]["source_date"]  # what the price was, and when
     assert str(path) in capsys.readouterr().out
 
@@ -136,6 +140,8 @@ def test_every_stack_that_sizes_a_workload_has_a_pin_written_for_that_workload(s
     workload, _ = read_stack_workload(stack_file)
     pinned = PinnedPlan.model_validate_json(pin.read_text())
     assert pinned.workload_sha256 == workload_sha256(workload), f"re-pin: inferstack pin stacks/{stack_file.name}"
+    measured = read_stack_calibration_of(stack_file)
+    assert pinned.calibration_sha256 == (measured.sha256 if measured else None), f"re-pin: stacks/{stack_file.name}"
 
 
 def test_the_aws_prod_stack_deploys_its_committed_pin(run: Any, monkeypatch: Any) -> None:
@@ -170,3 +176,154 @@ def test_a_price_change_alone_changes_no_deployment_and_the_diff_shows_it(run: A
     assert drift.cloud == "aws" and chosen.instance_type in (drift.before or "")
     assert fresh.instance_type in (drift.after or "")
     assert "Re-planned today it would be" in (diff.pin or "")
+
+
+#### A stack's calibration file (inferstack:calibrationFile) ####
+
+CALIBRATION = "calibrations/measured.json"
+
+
+def _calibrate(project: Path, ttft: float = 1.1, tpot: float = 1.2) -> Path:
+    """A calibration file for the aws-prod plan's deployment (llama-3.1-8b bf16 on vLLM, one L40S), named by the
+    stack file."""
+    path = project / CALIBRATION
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"inferstack_calibration": 1, "rows": [{
+        "model": "llama-3.1-8b", "precision": "bf16", "engine": "vllm", "hardware": "1x L40S",
+        "ttft_factor": ttft, "tpot_factor": tpot, "load_tests": 1, "sources": ["result.json"]}]}))
+    _set_config(project, "inferstack:calibrationFile", CALIBRATION)
+    return path
+
+
+def _set_config(project: Path, key: str, value: Any) -> None:
+    stack = yaml.safe_load(_stack_file(project).read_text())
+    stack["config"][key] = value
+    _stack_file(project).write_text(yaml.safe_dump(stack))
+
+
+def _refusal(run: Any, project: Path) -> str:
+    def program() -> str:
+        with pytest.raises(InputError) as caught:
+            read_stack_config(project)
+        return str(caught.value)
+
+    return str(run(program, config=_config(project), stack=STACK).value)
+
+
+def test_a_stacks_calibration_file_sizes_its_pin_which_records_the_files_sha256(project: Path) -> None:
+    _, plain = pin_stack(_stack_file(project))
+    calibration = _calibrate(project)
+    _, pinned = pin_stack(_stack_file(project))
+    assert pinned.calibration_sha256 == hashlib.sha256(calibration.read_bytes()).hexdigest()
+    before, after = plain.chosen().performance, pinned.chosen().performance
+    # A slower decode step: the planner keeps fewer sequences per server, and TPOT still rises.
+    assert before.tpot_p95_ms and after.tpot_p95_ms and after.tpot_p95_ms > before.tpot_p95_ms
+    assert after.concurrency_per_replica < before.concurrency_per_replica
+    rationale = " ".join(pinned.chosen().rationale)
+    assert f"Speed calibrated by 1 load test(s) of llama-3.1-8b bf16 on vllm, 1x L40S ({CALIBRATION})" in rationale
+    assert "Measured, not estimated: the predicted TTFT, TPOT and output tokens/s above" in rationale
+
+
+def test_the_program_deploys_a_pin_made_with_the_calibration_it_still_names(run: Any, project: Path) -> None:
+    _calibrate(project)
+    _, pinned = pin_stack(_stack_file(project))
+    assert _deploy(run, project).plan == pinned.chosen()
+
+
+def test_a_calibration_file_changed_since_the_pin_is_refused_naming_the_command(run: Any, project: Path) -> None:
+    calibration = _calibrate(project)
+    pin_stack(_stack_file(project))
+    calibration.write_text(calibration.read_text().replace('"tpot_factor": 1.2', '"tpot_factor": 1.3'))
+    message = _refusal(run, project)
+    assert "inferstack:calibrationFile: changed since its plan was pinned in Pulumi.aws-prod.plan.json" in message
+    assert f"inferstack pin stacks/Pulumi.{STACK}.yaml" in message
+
+
+def test_a_calibration_file_added_after_the_pin_is_refused_too(run: Any, project: Path) -> None:
+    pin_stack(_stack_file(project))
+    _calibrate(project)
+    assert "inferstack:calibrationFile: changed since its plan was pinned" in _refusal(run, project)
+
+
+def test_an_unpinned_stack_is_sized_with_its_calibration(run: Any, project: Path) -> None:
+    plain = plan_workload(read_stack_workload(_stack_file(project))[0], clouds=["aws"]).outcome("aws").chosen
+    _calibrate(project, ttft=1.5, tpot=1.3)
+    deployed = _deploy(run, project).plan
+    assert plain is not None and plain.performance.tpot_p95_ms and deployed.performance.tpot_p95_ms
+    assert deployed.performance.tpot_p95_ms > plain.performance.tpot_p95_ms
+    assert any(line.startswith("Measured, not estimated") for line in deployed.rationale)
+
+
+@pytest.mark.parametrize("value", ["../outside.json", "/etc/passwd", "calibrations/../../outside.json",
+                                   "calibrations/sub/measured.json", "measured.json", "calibrations/.hidden.json",
+                                   "calibrations/measured.yaml", "calibrations/a b.json"])
+def test_a_calibration_path_outside_calibrations_is_refused_by_the_program_and_by_pin(
+        run: Any, project: Path, value: Any) -> None:
+    _set_config(project, "inferstack:calibrationFile", value)
+    message = _refusal(run, project)
+    assert "inferstack:calibrationFile" in message and "calibrations/<name>.json" in message, message
+    with pytest.raises(InputError, match=re.escape("must be a file calibrations/<name>.json")):
+        pin_stack(_stack_file(project))
+    assert not pinned_path(_stack_file(project)).exists()
+
+
+def test_a_calibration_link_that_leads_out_of_the_project_is_refused(run: Any, project: Path,
+                                                                     tmp_path_factory: Any) -> None:
+    outside = tmp_path_factory.mktemp("elsewhere") / "measured.json"
+    outside.write_text(_calibrate(project).read_text())
+    (project / CALIBRATION).unlink()
+    os.symlink(outside, project / CALIBRATION)
+    assert "leads outside the Pulumi project" in _refusal(run, project)
+    with pytest.raises(InputError, match="leads outside the Pulumi project"):
+        pin_stack(_stack_file(project))
+
+
+def test_a_stack_that_gives_a_plan_refuses_a_calibration_file(run: Any, project: Path) -> None:
+    _, pinned = pin_stack(_stack_file(project))
+    plan_file = project / "plan.json"
+    plan_file.write_text(pinned.chosen().model_dump_json())
+    stack = yaml.safe_load(_stack_file(project).read_text())
+    del stack["config"]["inferstack:workload"]
+    stack["config"]["inferstack:planFile"] = "plan.json"
+    _stack_file(project).write_text(yaml.safe_dump(stack))
+    _calibrate(project)
+    assert "inferstack:calibrationFile: applies to a workload the stack sizes" in _refusal(run, project)
+
+
+def test_a_calibration_change_shows_in_the_diff_as_a_plan_change(project: Path) -> None:
+    base = project / "stacks" / "Pulumi.aws-base.yaml"
+    shutil.copy(_stack_file(project), base)
+    _calibrate(project)
+    diff = diff_workload_files([base, _stack_file(project)])
+    assert diff.changed
+    (change,) = diff.workload_changes
+    assert change.field == "inferstack:calibrationFile" and change.before is None
+    assert str(change.after).startswith(f"{CALIBRATION} (sha256 ")
+    (cloud,) = diff.clouds
+    assert "performance.tpot_p95_ms" in {c.field for c in cloud.changes}
+    assert (diff.pin or "").startswith("**Not pinned**")
+    pin_stack(_stack_file(project))
+    (project / CALIBRATION).write_text((project / CALIBRATION).read_text().replace("1.2", "1.25"))
+    again = diff_workload_files([base, _stack_file(project)])
+    assert (again.pin or "").startswith("**Pin out of date**")
+
+
+def test_diff_against_a_git_ref_reads_the_calibration_file_as_it_was_there(project: Path) -> None:
+    from git_repo import git
+
+    calibration = _calibrate(project, tpot=1.2)
+    git(project, "init", "-q")
+    git(project, "add", ".")
+    git(project, "commit", "-q", "-m", "calibrated")
+    committed = hashlib.sha256(calibration.read_bytes()).hexdigest()
+    calibration.write_text(calibration.read_text().replace('"tpot_factor": 1.2', '"tpot_factor": 1.6'))
+    diff = diff_workload_files([_stack_file(project)], base_ref="HEAD")
+    (change,) = diff.workload_changes
+    assert change.before == f"{CALIBRATION} (sha256 {committed[:12]})"  # read from git, not the working tree
+    assert change.after == f"{CALIBRATION} (sha256 {hashlib.sha256(calibration.read_bytes()).hexdigest()[:12]})"
+    (cloud,) = diff.clouds
+    assert cloud.status == "changed"
+    git(project, "rm", "-q", "--cached", CALIBRATION)  # still in the working tree, not at HEAD
+    git(project, "commit", "-q", "-m", "the calibration file is not committed")
+    with pytest.raises(InputError, match="inferstack:calibrationFile: does not exist at HEAD"):
+        diff_workload_files([_stack_file(project)], base_ref="HEAD")

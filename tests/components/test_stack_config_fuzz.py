@@ -24,7 +24,7 @@ STACK = yaml.safe_load((Path(__file__).resolve().parents[2] / "stacks" / "Pulumi
 KEYS = ["inferstack:cloud", "inferstack:stage", "inferstack:allowedCidrs", "inferstack:staticAssets",
         "inferstack:assetsDomain", "inferstack:modelBucket", "inferstack:instanceIdentity", "inferstack:tags",
         "inferstack:workloadFile", "inferstack:planFile", "inferstack:pricesFile", "inferstack:protectServers",
-        "inferstack:noSuchKey"]
+        "inferstack:calibrationFile", "inferstack:noSuchKey"]
 WORKLOAD_FIELDS = ["name", "model", "precision", "stage", "engine", "kv_cache_dtype"]
 UNSAFE = re.compile(r"\$\(|`|;|\n|\.\./")
 

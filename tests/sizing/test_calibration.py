@@ -151,3 +151,28 @@ def test_a_calibration_file_with_a_wrong_field_is_an_input_error(
     bad.write_text(json.dumps(data))
     assert main(["estimate", "--model", "llama-3.1-8b", "--gpu", "L40S", "--calibration", str(bad)]) == 2
     assert "tpot_factor" in capsys.readouterr().err
+
+
+def test_the_committed_tiny_model_result_is_refused_because_the_plan_times_it_at_zero() -> None:
+    # examples/loadtest-loop: a real llama.cpp run of a 0.47 MB model, which the speed model times at 0.0 ms TPOT.
+    result = Path(__file__).parents[2] / "examples" / "loadtest-loop" / "result.json"
+    with pytest.raises(InputError, match=r"has a p95 TPOT of 0 ms \(planned\): no factor relates the two"):
+        calibrate([result])
+
+
+def test_a_calibration_without_a_row_for_the_chosen_deployment_says_every_figure_is_estimated() -> None:
+    other = _row(ttft=3, tpot=3).model_copy(update={"rows": [_row(ttft=3, tpot=3).rows[0].model_copy(
+        update={"hardware": "1x H100"})]})
+    chosen = plan_workload(load_workload(WORKLOAD), clouds=["aws"], calibration=other).outcome("aws").chosen
+    assert chosen is not None
+    assert ("Calibration cal.json has no row for llama-3.1-8b bf16 on vllm, 1x L40S: every figure here is "
+            "estimated.") in chosen.rationale
+    assert not any(line.startswith("Measured, not estimated") for line in chosen.rationale)
+
+
+def test_a_matching_row_names_the_figures_it_measured() -> None:
+    chosen = plan_workload(load_workload(WORKLOAD), clouds=["aws"], calibration=_row(ttft=1.2, tpot=1.3)).outcome(
+        "aws").chosen
+    assert chosen is not None
+    assert any(line.startswith("Measured, not estimated: the predicted TTFT, TPOT and output tokens/s above")
+               for line in chosen.rationale)
