@@ -81,6 +81,10 @@ class Capability(str, Enum):
     REQUEST_AUTOSCALING = "request-autoscaling"
     """The fleet scales on requests per server, on the cloud's native metric, holding the plan's target, with a
     scale-out warm-up of the plan's cold start and a slow scale-in."""
+    ROLLING_UPDATE = "rolling-update"
+    """A new template (model revision, plan or bootstrap) replaces the fleet's running servers by the plan's rollout:
+    `surge` new servers at a time above the group's size, an old one removed only once a new one passes the load
+    balancer's health check, never fewer serving than the plan needs (`DeploymentPlan.rolling_update`)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,13 @@ def driver_ready_image(cloud: Cloud, note: str) -> Support:
     which the cold-start estimate reads too (`CloudFacts.driver_ready_image`); the cloud's note says how, or why
     not."""
     return Support(CLOUD_FACTS[cloud].driver_ready_image, note)
+
+
+def rolling_update(cloud: Cloud, note: str) -> Support:
+    """Whether the cloud's group rolls its servers over to a new template is one fact, kept in the cloud's registry
+    entry, which the plan and `inferstack diff` read too (`CloudFacts.rolling_update`); the note says how, or why
+    not."""
+    return Support(CLOUD_FACTS[cloud].rolling_update, note)
 
 
 @dataclass(frozen=True)
