@@ -116,7 +116,8 @@ def test_the_surge_is_a_quarter_of_the_servers_and_at_least_one_a_zone() -> None
 
 
 def test_one_server_is_replaced_delete_first_and_the_plan_says_it_is_down_meanwhile(tmp_path: Path) -> None:
-    report = plan_workload(load_workload(write(tmp_path, "chat.yaml", workload("r2", stage="validation", traffic={"concurrent_users": 2}))))
+    small = workload("r2", stage="validation", traffic={"concurrent_users": 2})
+    report = plan_workload(load_workload(write(tmp_path, "chat.yaml", small)))
     for outcome in report.clouds:
         plan = outcome.chosen
         assert plan.fleet is None and plan.rollout is not None
