@@ -123,7 +123,7 @@ def test_one_server_is_replaced_delete_first_and_the_plan_says_it_is_down_meanwh
         assert plan.fleet is None and plan.rollout is not None
         assert (plan.rollout.strategy, plan.rollout.surge, plan.rollout.min_healthy_percent) == ("replace", 0, 0)
         assert plan.rollout.duration_s >= plan.cold_start.total_s
-        assert any("replaced delete-first" in r and "down" in r for r in plan.rationale)
+        assert any("replaced delete-first" in r and "down" in r and "protect_servers" in r for r in plan.rationale)
 
 
 def test_plan_json_and_the_table_carry_the_rollout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -143,8 +143,9 @@ def rollout_line(rollout: Rollout, revision: str | None, cloud: Cloud) -> str:
                 f"{_minutes(rollout.duration_s)} ({rollout.batches} batch(es) × the cold start).")
     if rollout.strategy == "replace":
         return (f"Rollout (a new model revision, plan or bootstrap; now {serving}): the one server is replaced "
-                f"delete-first, so the endpoint is down for about {_minutes(rollout.duration_s)} (its cold start); "
-                "a fleet (several replicas or scaling.max_replicas) rolls without downtime.")
+                f"delete-first, so the endpoint is down for about {_minutes(rollout.duration_s)} (its cold start); a "
+                "protected one (protect_servers) is refused by `pulumi up` before anything is created, until "
+                "protection is lifted. A fleet (several replicas or scaling.max_replicas) rolls without downtime.")
     return (f"Rollout (a new model revision, plan or bootstrap; now {serving}): {rollout.servers} servers replaced "
             f"{rollout.surge} at a time (surge {rollout.surge}), never fewer than {rollout.servers} serving, each new "
             f"one taking traffic once its health check passes: about {_minutes(rollout.duration_s)} "
