@@ -490,7 +490,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 def _cmd_manifest(args: argparse.Namespace) -> int:
     from inferstack.bootstrap.manifest import write_manifest
 
-    print(write_manifest(args.model_dir))
+    print(write_manifest(args.model_dir, args.revision))
     return 0
 
 
@@ -709,6 +709,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     manifest = commands.add_parser("manifest", help="write manifest.json (path, size, sha256) for a model folder")
     manifest.add_argument("model_dir", type=Path, help="the folder you upload under the plan's bucket prefix")
+    manifest.add_argument("--revision", help="the workload's model.revision, which the server checks (a hub commit "
+                          "or a label; the files go under the plan's bucket prefix, which ends in it)")
     manifest.set_defaults(handler=_cmd_manifest)
     return parser
 

@@ -73,6 +73,10 @@ class CloudFacts:
     metadata_firewall: bool
     """Whether its instance metadata server demands no session token (its `metadata-hardening` capability is
     unsupported), so boot.sh lets only root reach its HTTP port (boot phase metadata_firewall)."""
+    rolling_update: bool
+    """Whether its managed group replaces running servers by itself when their template changes (surge, health-gated).
+    The plan's rollout line and `inferstack diff` read it, and so do the capability tables
+    (`Capability.ROLLING_UPDATE`), which give the reasons."""
     plot_colour: str
     """Its colour in `inferstack plan --plot`."""
 
@@ -116,6 +120,7 @@ AWS = CloudFacts(
     driver_ready_image=True,  # Deep Learning Base OSS Nvidia Driver GPU AMI
     block_volume="gp3",
     metadata_firewall=False,  # IMDSv2 tokens required
+    rolling_update=True,  # ASG instance refresh
     plot_colour="#ff9900",
 )
 GCP = CloudFacts(
@@ -128,6 +133,7 @@ GCP = CloudFacts(
     driver_ready_image=True,  # Canonical's Ubuntu accelerator image
     block_volume="pd-balanced",  # hyperdisk-balanced on the machine families that take only Hyperdisk
     metadata_firewall=True,
+    rolling_update=True,  # MIG update policy
     plot_colour="#4285f4",
 )
 ALIBABA = CloudFacts(
@@ -140,6 +146,7 @@ ALIBABA = CloudFacts(
     driver_ready_image=False,  # the bootstrap installs the driver
     block_volume="ESSD PL1",  # cloud_essd at its default performance level
     metadata_firewall=False,  # hardened mode: tokens required
+    rolling_update=False,  # ESS instance refresh needs the Priority policy
     plot_colour="#e4393c",
 )
 HUAWEI = CloudFacts(
@@ -154,6 +161,7 @@ HUAWEI = CloudFacts(
     driver_ready_image=True,
     block_volume="GPSSD",
     metadata_firewall=True,
+    rolling_update=False,  # AS has no instance refresh
     plot_colour="#7b3fb0",
 )
 

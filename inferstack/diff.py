@@ -12,6 +12,7 @@ the millisecond, memory to 0.1 GiB): the diff never reports noise a reader canno
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -21,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import input_error
 from inferstack.pin import PinnedPlan, pinned_path
 from inferstack.plan import CloudOutcome, DeploymentPlan, Money, PlanReport, Price
@@ -77,6 +79,10 @@ class CloudDiff(_Frozen):
     warnings_cleared: list[str]
     blocked_before: list[str] = Field(description="Why nothing was feasible in the base (empty when feasible).")
     blocked_after: list[str] = Field(description="Why nothing is feasible in the head (empty when feasible).")
+    rollout: str | None = Field(
+        default=None, description="When the change replaces the running servers (a new model revision, or another "
+        "server the plan builds): what changes, how many servers are replaced with what surge, and about how long it "
+        "takes; None when the servers stay as they are.")
 
 
 class BestDiff(_Frozen):
@@ -329,6 +335,38 @@ def diff_reports(
     )
 
 
+# What the servers are built from: a change to any of these is a new template (or server), so a rollout. The fleet's
+# scaling numbers, prices and predictions are not. (A new bootstrap is a rollout too; it shows in the preview, not in
+# a plan.)
+SERVER_FIELDS = ("instance_type", "offer", "device", "accelerator", "tensor_parallel", "model", "precision",
+                 "serving", "disk_gib", "spot")
+
+
+def rollout_text(before: DeploymentPlan, after: DeploymentPlan) -> str | None:
+    """`Rollout: model revision r1 → r2, 4 servers replaced with surge 2, about 19 minutes`, or None when the
+    servers stay as they are."""
+    old, new = before.model_dump(include=set(SERVER_FIELDS)), after.model_dump(include=set(SERVER_FIELDS))
+    changed = [f for f in SERVER_FIELDS if old[f] != new[f]]
+    if not changed:
+        return None
+    if before.model.revision != after.model.revision:
+        what = f"model revision {before.model.revision or '(none)'} → {after.model.revision or '(none)'}"
+    else:
+        what = "server " + ", ".join(changed).replace("_", " ")
+    rollout = after.rolling_update
+    minutes = math.ceil(rollout.duration_s / 60)
+    facts = CLOUD_FACTS[after.cloud]
+    if rollout.strategy == "rolling" and not facts.rolling_update:
+        return (f"Rollout: {what}; {facts.display_name} does not replace the {rollout.servers} running servers by "
+                f"itself (docs/deploy-{after.cloud}.md, rolling-update): replace them by hand with surge "
+                f"{rollout.surge}, about {minutes} minutes")
+    if rollout.strategy == "replace":
+        return (f"Rollout: {what}, the one server replaced delete-first: the endpoint is down for about {minutes} "
+                "minutes")
+    return (f"Rollout: {what}, {rollout.servers} servers replaced with surge {rollout.surge}, about {minutes} "
+            "minutes")
+
+
 def _cloud_diff(cloud: Cloud, base: CloudOutcome | None, head: CloudOutcome | None, currency: _Currency) -> CloudDiff:
     before = base.chosen if base else None
     after = head.chosen if head else None
@@ -341,6 +379,7 @@ def _cloud_diff(cloud: Cloud, base: CloudOutcome | None, head: CloudOutcome | No
     added = [w for w in warnings_after if w not in warnings_before]
     # the warnings of a deployment that no longer exists are not news: its blockers are
     cleared = [w for w in warnings_before if w not in warnings_after] if after or not before else []
+    rollout = rollout_text(before, after) if before and after else None
     status: CloudStatus
     if base is None or head is None:
         status = "added" if base is None else "removed"
@@ -349,7 +388,7 @@ def _cloud_diff(cloud: Cloud, base: CloudOutcome | None, head: CloudOutcome | No
     elif after and not before:
         status = "became_feasible"
     else:
-        changed = changes or added or cleared or blocked_before != blocked_after
+        changed = changes or added or cleared or blocked_before != blocked_after or rollout
         status = "changed" if changed else "unchanged"
     return CloudDiff(
         cloud=cloud,
@@ -362,6 +401,7 @@ def _cloud_diff(cloud: Cloud, base: CloudOutcome | None, head: CloudOutcome | No
         warnings_cleared=cleared,
         blocked_before=blocked_before,
         blocked_after=blocked_after,
+        rollout=rollout,
     )
 
 
@@ -501,6 +541,8 @@ def _status_cell(cloud: CloudDiff) -> str:
 
 def _cloud_section(cloud: CloudDiff) -> list[str]:
     lines = [f"#### {cloud.cloud}: {STATUS_TEXT[cloud.status].strip('*')}", ""]
+    if cloud.rollout:
+        lines += [f"**{cloud.rollout}**", ""]
     if cloud.changes:
         lines += ["| | base | head | change |", "|---|---:|---:|---:|"]
         for change in cloud.changes:

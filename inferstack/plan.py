@@ -17,6 +17,7 @@ from inferstack.spec import (
     CURRENCY_PATTERN,
     GPU_NAME_PATTERN,
     MODEL_NAME_PATTERN,
+    MODEL_REVISION_PATTERN,
     REGION_PATTERN,
     SOURCE_URI_PATTERN,
     WORKLOAD_NAME_PATTERN,
@@ -240,6 +241,24 @@ class ModelArtifact(_Frozen):
     size_gib: float = Field(description="Size of the files on disk.")
     bucket_prefix: str = Field(pattern=BUCKET_PREFIX_PATTERN,
                                description="Prefix under which the files sit in the model bucket, ending in '/'.")
+    revision: str | None = Field(
+        default=None, pattern=MODEL_REVISION_PATTERN,
+        description="The workload's model.revision (a Hugging Face commit or a version label), the last folder of "
+                    "bucket_prefix; None: the model's unversioned prefix.")
+
+    @model_validator(mode="after")
+    def _revision_is_the_prefixs_last_folder(self) -> ModelArtifact:
+        if self.revision is not None and not self.bucket_prefix.endswith(f"/{self.revision}/"):
+            raise ValueError(f"model.bucket_prefix {self.bucket_prefix!r} must end in the revision's folder "
+                             f"{self.revision}/")
+        return self
+
+    @property
+    def revisions_prefix(self) -> str:
+        """The prefix every revision of the model at this precision shares (bucket_prefix without the revision's
+        folder): what the servers' identity may read, so that a new revision (a rollout, a canary) changes no grant and
+        servers of the old one keep reading theirs while they drain."""
+        return self.bucket_prefix.removesuffix(f"{self.revision}/") if self.revision else self.bucket_prefix
 
 
 ColdStartPhaseName = Literal["vm_boot", "metadata_firewall", "driver", "runtime", "gateway", "model_sync", "service",
@@ -307,6 +326,46 @@ class Fleet(_Frozen):
                           "least 15 minutes).")
 
 
+ROLLOUT_SURGE_FRACTION = 0.25
+"""New servers started at once in a rolling replacement, as a share of the servers replaced: Kubernetes' default
+maxSurge for a Deployment (kubernetes.io/docs/concepts/workloads/controllers/deployment, "Max Surge", 25 %, read
+2026-12-01), at least one a zone (a regional GCP group takes a fixed maxSurge of 0 or at least its zone count:
+cloud.google.com/compute/docs/instance-groups/rolling-out-updates-to-managed-instance-groups, read 2026-12-01)."""
+
+
+class Rollout(_Frozen):
+    """How a change that replaces the servers (a new model revision, plan or bootstrap) reaches them, and how long it
+    takes: `servers` in `batches` of `surge`, each batch a cold start (the new servers serve only once the load
+    balancer's health check passes, then the old ones drain). Each cloud maps it onto its own machinery
+    (`inferstack/components/<cloud>.py`); where one has no rolling replacement its capability table says so."""
+
+    strategy: Literal["rolling", "replace"] = Field(
+        description="rolling: a fleet starts `surge` new servers beside the old ones and removes old ones only once "
+                    "the new ones pass the health check, never below the servers the plan needs; replace: the one "
+                    "server is replaced delete-first and the endpoint is down for about a cold start.")
+    servers: int = Field(ge=1, description="Servers replaced: the fleet's floor (the plan's replicas), or the one "
+                                           "server.")
+    surge: int = Field(ge=0, description="New servers started at once above the group's size (0 for replace).")
+    min_healthy_percent: int = Field(
+        ge=0, le=100, description="Share of the group's size kept serving throughout: 100 for a fleet (the floor is "
+                                  "the capacity the plan needs at the SLO), 0 for one server.")
+    batches: int = Field(ge=1, description="Rounds of replacement: servers ÷ surge, rounded up.")
+    duration_s: int = Field(ge=1, description="About how long the rollout takes: batches × the fleet's cold start "
+                                              "(servers × cold start ÷ surge), with the group at its floor.")
+
+
+def rollout_for(instance_count: int, zones: int, fleet: Fleet | None, cold_start_s: int) -> Rollout:
+    """The rollout of a plan's servers: rolling with surge for a fleet, delete-first for one server."""
+    if fleet is None:
+        return Rollout(strategy="replace", servers=instance_count, surge=0, min_healthy_percent=0,
+                       batches=instance_count, duration_s=instance_count * cold_start_s)
+    servers = fleet.min_replicas
+    surge = min(servers, max(zones, math.ceil(servers * ROLLOUT_SURGE_FRACTION)))
+    batches = math.ceil(servers / surge)
+    return Rollout(strategy="rolling", servers=servers, surge=surge, min_healthy_percent=100, batches=batches,
+                   duration_s=batches * fleet.cold_start_s)
+
+
 class DeploymentPlan(_Frozen):
     """One deployment on one cloud: what to create, what it costs, how it will perform, and why."""
 
@@ -357,12 +416,24 @@ class DeploymentPlan(_Frozen):
     cache: Cache | None = Field(
         default=None, description="The workload's inference cache (a managed Redis the gateway keeps deterministic "
                                   "answers in), as the workload gives it; None: no cache.")
+    rollout: Rollout | None = Field(
+        default=None, description="How a new model revision, plan or bootstrap replaces the servers, and how long it "
+                                  "takes. The planner writes it on every plan; None only in plans written before it "
+                                  "existed (`rolling_update` then derives it).")
 
     @property
     def request_timeout_s(self) -> int:
         """Longest a request may take end to end, streamed answers included: four times the p95 latency, at least two
         minutes. The gateway's and the load balancer's timeouts."""
         return max(MIN_REQUEST_TIMEOUT_S, math.ceil(4 * self.performance.latency_p95_ms / 1000))
+
+    @property
+    def rolling_update(self) -> Rollout:
+        """The plan's rollout, derived as the planner does for a plan written before plans carried one."""
+        if self.rollout is not None:
+            return self.rollout
+        cold_start_s = self.fleet.cold_start_s if self.fleet else self.cold_start.total_s if self.cold_start else 1
+        return rollout_for(self.instance_count, self.zones, self.fleet, cold_start_s)
 
     @property
     def gpus_per_instance(self) -> int:

@@ -24,6 +24,7 @@ from inferstack.components.core import PROVIDER_PACKAGES, Capability, CloudBacke
 from inferstack.components.server import size_workload
 from inferstack.plan import DeploymentPlan
 from inferstack.pulumi_mocks import STACK_TYPE, config_value, is_secret, run_under_mocks, unwrap_secret
+from inferstack.sizing.explain import rollout_line
 from inferstack.spec import Cloud, load_workload
 
 PROVIDER_TYPE_PREFIX = "pulumi:providers:"
@@ -165,7 +166,8 @@ class PreviewResult:
             cost += f" (billed in {price.monthly.currency}: {price.monthly}/month)"
         lines = [f"Plan: {self.plan.summary()}", f"Monthly cost estimate: {cost}",
                  f"Resources: {sum(r.custom for r in self.resources)} cloud resources in "
-                 f"{sum(not r.custom for r in self.resources)} components"]
+                 f"{sum(not r.custom for r in self.resources)} components",
+                 rollout_line(self.plan.rolling_update, self.plan.model.revision, self.plan.cloud)]
         lines += [f"Note: {note}" for note in self.notes] + [""]
         children: dict[str | None, list[RegisteredResource]] = {}
         for resource in self.resources:

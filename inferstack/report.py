@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -180,6 +181,7 @@ def _plan_column(plan: DeploymentPlan | None) -> list[Cell]:
         f"{1 - performance.utilization:.0%}",
         _cold_start(plan),
         _fleet(plan),
+        _rollout(plan),
     ]
 
 
@@ -208,6 +210,14 @@ def _fleet(plan: DeploymentPlan) -> str:
             f"warm-up {fleet.cold_start_s // 60} min")
 
 
+def _rollout(plan: DeploymentPlan) -> str:
+    rollout = plan.rolling_update
+    minutes = f"~{math.ceil(rollout.duration_s / 60)} min"
+    if rollout.strategy == "replace":
+        return f"replace, {minutes} down"
+    return f"{rollout.servers} by {rollout.surge}, {minutes}"
+
+
 PLAN_ROWS = [
     "instance type",
     "instances",
@@ -229,6 +239,7 @@ PLAN_ROWS = [
     "headroom at peak",
     "cold start (longest phases)",
     "fleet (autoscaled, behind HTTPS)",
+    "rollout (servers by surge, time)",
 ]
 
 

@@ -47,6 +47,9 @@ SOURCE_URI_PATTERN = (
     r"|(https|s3|gs|oss|obs|hf)://[A-Za-z0-9._~/:%+-]{1,200})$"
 )
 """Where weights come from: a Hugging Face repo id (org/name) or a URL without spaces, quotes or `$`."""
+MODEL_REVISION_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,39}$"
+"""A model revision: a Hugging Face commit (its 40-character lowercase sha) or a version label of the files in the
+model bucket (r2, v1.1, 2026-11-30). One folder of the model's bucket prefix, on the server too."""
 CURRENCY_PATTERN = r"^[A-Z]{3}$"
 """ISO 4217 currency code."""
 CONFIG_PATH_PATTERN = r"^[^\x00-\x1f\x7f]{0,250}\.json$"
@@ -164,6 +167,7 @@ ModelReference = Annotated[
 RegionName = Annotated[str, StringConstraints(pattern=REGION_PATTERN)]
 GpuName = Annotated[str, StringConstraints(pattern=GPU_NAME_PATTERN)]
 SourceUri = Annotated[str, StringConstraints(pattern=SOURCE_URI_PATTERN)]
+ModelRevision = Annotated[str, StringConstraints(pattern=MODEL_REVISION_PATTERN)]
 PrecisionField = Annotated[Precision, BeforeValidator(normalise_enum_text)]
 KvCacheDtypeField = Annotated[KvCacheDtype, BeforeValidator(normalise_enum_text)]
 EngineField = Annotated[Engine, BeforeValidator(normalise_enum_text)]
@@ -256,6 +260,13 @@ class ModelSpec(_Strict):
         default=None,
         description="Where the weights come from, informational: a Hugging Face repo id (org/name) or an "
         "https://, s3://, gs://, oss://, obs:// or hf:// URL without spaces or quotes.",
+    )
+    revision: ModelRevision | None = Field(
+        default=None,
+        description="Which files of the model to serve: a Hugging Face commit (the 40-character lowercase sha the "
+        "files were downloaded at) or a version label of the files in the model bucket (lowercase letters, digits, "
+        "'.', '_' and '-', at most 40 characters, e.g. r2). The servers load the files under the revision's own "
+        "prefix, models/NAME/PRECISION/REVISION/; changing it replaces the servers (a rollout).",
     )
 
     @field_validator("config")
@@ -563,6 +574,11 @@ class WorkloadSpec(_Strict):
         if isinstance(self.model, str):
             return self.model
         return self.model.name or self.model.default_name
+
+    @property
+    def model_revision(self) -> str | None:
+        """The model files' revision (model.revision), None for the files under the model's unversioned prefix."""
+        return None if isinstance(self.model, str) else self.model.revision
 
 
 # ---- errors -------------------------------------------------------------------------------------------

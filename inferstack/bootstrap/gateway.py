@@ -82,10 +82,10 @@ class CacheEndpoint(BaseModel):
 
 
 def cache_revision(plan: DeploymentPlan) -> str:
-    """What the cache keys are scoped by: the model's revision where the plan has one, else its name; with the
-    precision, so that a new revision or quantization never serves another's answers."""
-    revision = getattr(plan.model, "revision", None) or plan.model.name
-    return f"{revision}:{plan.precision}"
+    """What the cache keys are scoped by: the model's name, its revision where the plan has one, and the precision,
+    so that a new revision or quantization never serves another's answers."""
+    revision = f"@{plan.model.revision}" if plan.model.revision else ""
+    return f"{plan.model.name}{revision}:{plan.precision}"
 
 
 def _lua_settings(plan: DeploymentPlan, cache: CacheEndpoint) -> str:

@@ -77,6 +77,7 @@ from inferstack.components.core import (
     invoke_options,
     nth,
     register_backend,
+    rolling_update,
     server_options,
     slug,
     supported,
@@ -263,6 +264,14 @@ class AlibabaBackend(CloudBackend):
             "ESS target tracking on the ALB server group's requests per second per backend server "
             "(LoadBalancerRealServerAverageQps), the plan's target as is (both count per second); scale-in only "
             "after the plan's scale-in cooldown of consecutive minutes below target"),
+        Capability.ROLLING_UPDATE: rolling_update("alibaba",
+            "ESS instance refresh (ess.InstanceRefresh, StartInstanceRefresh) serves only scaling groups whose "
+            "scale-out policy is Priority (Auto Scaling API reference, StartInstanceRefresh, read 2026-12-01); the "
+            "fleet balances its servers over zones (multi_az_policy BALANCE), which production's zone spread needs. "
+            "A new launch template version reaches the servers the group creates from then on; running ones keep "
+            "the old revision until replaced (raise the group's desired capacity by the plan's surge, wait for the "
+            "new servers to pass the health check, lower it again: the removal policies take the oldest servers "
+            "first)"),
     }
     assets_certificate = None  # Alibaba's free DV certificate is issued for the domain
     api_certificate = CAS_CERTIFICATE  # ALB serves a certificate you hold in CAS (module docstring)

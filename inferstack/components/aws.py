@@ -67,6 +67,7 @@ from inferstack.components.core import (
     invoke_options,
     nth,
     register_backend,
+    rolling_update,
     server_options,
     slug,
     supported,
@@ -74,7 +75,7 @@ from inferstack.components.core import (
 )
 from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules
 from inferstack.errors import Problem, input_error
-from inferstack.plan import DeploymentPlan, Fleet
+from inferstack.plan import DeploymentPlan, Fleet, Rollout
 
 #### Constants ####
 
@@ -213,6 +214,9 @@ class AwsBackend(CloudBackend):
                                                   "per minute: the plan's rate x 60) with the plan's warm-up; scale-in "
                                                   "one server per scale-in cooldown, by a CloudWatch alarm at half the "
                                                   "target"),
+        Capability.ROLLING_UPDATE: rolling_update("aws",
+            "an instance refresh, started by each new launch template version: min healthy 100 %, max healthy 100 % + "
+            "the plan's surge, health-gated (ELB health check type, the plan's warm-up), skip matching"),
     }
     assets_certificate = CertificateRule(
         kind="the ARN of an ACM certificate in us-east-1 that covers the domain (CloudFront takes certificates from "
@@ -938,17 +942,26 @@ def _group(parent: pulumi.Resource, name: str, request: FleetRequest, template: 
         capacity_rebalance=True if plan.spot else None,
         target_group_arns=[targets.arn], health_check_type="ELB", health_check_grace_period=fleet.health_check_grace_s,
         default_instance_warmup=fleet.cold_start_s,
-        instance_refresh={"strategy": "Rolling", "preferences": {
-            "min_healthy_percentage": 100, "max_healthy_percentage": _refresh_ceiling_percent(fleet),
-            "instance_warmup": str(fleet.cold_start_s), "skip_matching": True}},
+        instance_refresh=_instance_refresh(plan.rolling_update, fleet),
         tags=[{"key": key, "value": value, "propagate_at_launch": False}
               for key, value in _named(request.tags, f"{name}-group").items()],
         opts=fleet_options(parent, request.protected))
 
 
-def _refresh_ceiling_percent(fleet: Fleet) -> int:
-    """Room for one extra server at the group's floor during a refresh (GPU quota rarely allows doubling)."""
-    return min(200, 100 + math.ceil(100 / fleet.min_replicas))
+def _instance_refresh(rollout: Rollout, fleet: Fleet) -> aws.autoscaling.GroupInstanceRefreshArgsDict:
+    """The plan's rollout as an instance refresh, which a new template version starts: the plan's surge above the
+    group's size (max healthy), none of its servers down (min healthy 100 %: the floor is the capacity the plan
+    needs), a new server counted once the load balancer's health check passes (health_check_type ELB) and its warm-up
+    is over, servers already on the new version skipped. Percentages are of the desired capacity; at the floor the
+    surge is `rollout.surge` servers, above it proportionally more (MaxHealthyPercentage 100-200, at most 100 above
+    MinHealthyPercentage: EC2 Auto Scaling API Reference, RefreshPreferences, read 2026-12-01). No checkpoints: a
+    paused refresh leaves two revisions answering for its pause; watching a new revision on part of the traffic is
+    the canary's job."""
+    surge_percent = math.ceil(100 * rollout.surge / fleet.min_replicas)
+    return {"strategy": "Rolling", "preferences": {
+        "min_healthy_percentage": rollout.min_healthy_percent,
+        "max_healthy_percentage": min(200, rollout.min_healthy_percent + surge_percent),
+        "instance_warmup": str(fleet.cold_start_s), "skip_matching": True}}
 
 
 def _scaling_policies(parent: pulumi.Resource, name: str, fleet: Fleet, group: aws.autoscaling.Group,

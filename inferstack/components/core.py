@@ -86,6 +86,10 @@ class Capability(str, Enum):
     MANAGED_CACHE = "managed-cache"
     """A workload's `cache:` gets the cloud's managed Redis in the deployment's network: TLS in transit, an AUTH token
     kept in the secret store, reachable from the servers only, never from a public address."""
+    ROLLING_UPDATE = "rolling-update"
+    """A new template (model revision, plan or bootstrap) replaces the fleet's running servers by the plan's rollout:
+    `surge` new servers at a time above the group's size, an old one removed only once a new one passes the load
+    balancer's health check, never fewer serving than the plan needs (`DeploymentPlan.rolling_update`)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,13 @@ def driver_ready_image(cloud: Cloud, note: str) -> Support:
     which the cold-start estimate reads too (`CloudFacts.driver_ready_image`); the cloud's note says how, or why
     not."""
     return Support(CLOUD_FACTS[cloud].driver_ready_image, note)
+
+
+def rolling_update(cloud: Cloud, note: str) -> Support:
+    """Whether the cloud's group rolls its servers over to a new template is one fact, kept in the cloud's registry
+    entry, which the plan and `inferstack diff` read too (`CloudFacts.rolling_update`); the note says how, or why
+    not."""
+    return Support(CLOUD_FACTS[cloud].rolling_update, note)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ from inferstack.components.core import (
     invoke_options,
     nth,
     register_backend,
+    rolling_update,
     server_options,
     slug,
     supported,
@@ -346,6 +347,9 @@ class GcpBackend(CloudBackend):
             "second / 0.8 (balancing mode RATE) and the utilization target 0.8, so the plan's rate per server is "
             "held; initialization period of the plan's cold start; scale-in controls remove at most one server per "
             "scale-in period"),
+        Capability.ROLLING_UPDATE: rolling_update("gcp",
+            "the group's PROACTIVE update policy (minimal action REPLACE, substitute): max surge the plan's surge, max "
+            "unavailable 0, a new server ready after its health check and the plan's grace (min_ready_sec)"),
     }
     assets_certificate = None  # a Google-managed certificate is issued for the domain
     # A name alone, a path (the provider's ids) or a self link; a user-managed service account or the default one.
@@ -1025,11 +1029,13 @@ def _instance_group(parent: pulumi.Resource, name: str, request: FleetRequest, t
         auto_healing_policies={"health_check": autohealing.id, "initial_delay_sec": grace_s},
         # A repaired server takes the current template.
         instance_lifecycle_policy={"force_update_on_repair": "YES"},
-        # A new template rolls out by surge: one new server per zone, none of the old ones down until the new ones
-        # count (regional groups take 0 or at least the zone count for both); a new server counts after the grace
-        # (min_ready_sec: "(Optional, Beta)" in the provider's docs, so it goes through Compute Engine's beta API).
+        # A new template rolls out by the plan's surge (at least one new server per zone: a regional group takes 0
+        # or at least its zone count), none of the old ones down until the new ones count; a new server counts once
+        # its autohealing health check passes and the grace is over (min_ready_sec: "(Optional, Beta)" in the
+        # provider's docs, so it goes through Compute Engine's beta API).
         update_policy={"type": "PROACTIVE", "minimal_action": "REPLACE", "replacement_method": "SUBSTITUTE",
-                       "instance_redistribution_type": "PROACTIVE", "max_surge_fixed": plan.zones,
+                       "instance_redistribution_type": "PROACTIVE",
+                       "max_surge_fixed": plan.rolling_update.surge,
                        "max_unavailable_fixed": 0, "min_ready_sec": grace_s},
         # Protected (production): Pulumi refuses to delete or replace the group, and with it every server.
         opts=fleet_options(parent, request.protected))

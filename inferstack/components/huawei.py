@@ -72,6 +72,7 @@ from inferstack.components.core import (
     invoke_options,
     nth,
     register_backend,
+    rolling_update,
     server_options,
     supported,
     unique_name,
@@ -274,6 +275,13 @@ class HuaweiBackend(CloudBackend):
             "policy. CPU fleets scale on CPU usage at the level the plan's per-server target implies; GPU fleets hold "
             "the plan's floor, sized for its peak: raise the AS group's expected instances by hand (console or API) "
             "up to the plan's ceiling"),
+        Capability.ROLLING_UPDATE: rolling_update("huawei",
+            "Auto Scaling has no instance refresh (neither the AS API nor pulumi_huaweicloud 0.0.12: as_ has group, "
+            "configuration, policy, lifecycle hook, bandwidth policy), and a lifecycle hook only holds a server "
+            "entering or leaving the group; a new AS configuration applies to servers added from then on (AS user "
+            "guide, Replacing AS Configuration in an AS Group). Running servers keep the old revision until "
+            "replaced: raise the group's expected instances by the plan's surge, wait for the new servers to pass "
+            "the ELB health check, lower it again (scale-in removes the oldest configuration first)"),
     }
     assets_certificate = CertificateRule(
         kind="the id of the domain's certificate in SCM (Cloud Certificate Manager)",

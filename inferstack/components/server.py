@@ -642,7 +642,7 @@ class InferenceServer(pulumi.ComponentResource):
             self.identity_id = pulumi.Output.from_input(None)
             return checked["instance_identity"]
         self.identity = ServerIdentity(f"{self._name}-identity", {
-            "cloud": self.plan.cloud, "model_bucket": model_bucket, "model_prefix": self.plan.model.bucket_prefix,
+            "cloud": self.plan.cloud, "model_bucket": model_bucket, "model_prefix": self.plan.model.revisions_prefix,
             "secret_ids": secrets.grant_ids if secrets else [], "tags": self._tags}, opts=child_options(self))
         self.identity_id = self.identity.identity_id
         return self.identity.attachment
@@ -657,11 +657,11 @@ class InferenceServer(pulumi.ComponentResource):
         if "instance_identity" in checked:
             attachment = checked["instance_identity"]
             pulumi.log.warn(f"{self._name}: the canary servers take the brought identity too: it must also read "
-                            f"{canary.plan.model.bucket_prefix} in the model bucket")
+                            f"{canary.plan.model.revisions_prefix} in the model bucket")
         else:
             attachment = ServerIdentity(f"{name}-identity", {
                 "cloud": canary.plan.cloud, "model_bucket": model_bucket,
-                "model_prefix": canary.plan.model.bucket_prefix, "secret_ids": secrets.grant_ids if secrets else [],
+                "model_prefix": canary.plan.model.revisions_prefix, "secret_ids": secrets.grant_ids if secrets else [],
                 "tags": self._tags}, opts=child_options(self)).attachment
         rendered = pulumi.Output.all(
             model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint
@@ -923,6 +923,8 @@ def _runs_as_fleet(plan: DeploymentPlan, backend: CloudBackend, name: str) -> bo
         pulumi.log.warn(f"{name}: the plan is a fleet of {plan.fleet.min_replicas}-{plan.fleet.max_replicas} servers, "
                         f"but {backend.display_name} has no {Capability.MANAGED_FLEET.value} ({support.note}): "
                         f"{plan.instance_count} servers are created one by one, without a load balancer")
+    else:
+        _warn_missing(backend, Capability.ROLLING_UPDATE, name)
     return support.available
 
 

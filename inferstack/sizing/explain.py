@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from inferstack.plan import ColdStart, Fleet, Price
+from inferstack.clouds import CLOUD_FACTS
+from inferstack.plan import ColdStart, Fleet, Price, Rollout
 from inferstack.sizing.calibration import hardware_key
 from inferstack.sizing.catalog import STALE_PRICE_DAYS, Offer
 from inferstack.sizing.coldstart import describe
@@ -16,6 +17,7 @@ from inferstack.sizing.items import ITEM_COMPUTE
 if TYPE_CHECKING:
     from inferstack.sizing.evaluate import Candidate, Sizing
     from inferstack.sizing.planner import Priced
+    from inferstack.spec import Cloud
 
 _UNOFFICIAL_GPU_SPECS = {
     "A10G": "A10G compute figures are community figures, not NVIDIA's (gpus.csv)",
@@ -141,6 +143,27 @@ def fleet_line(fleet: Fleet, sizing: Sizing, demand: Demand, estimate: ColdStart
         f"health checks wait {_minutes(fleet.health_check_grace_s)}, scale-out waits "
         f"{_minutes(fleet.scale_out_cooldown_s)} between steps, scale-in {_minutes(fleet.scale_in_cooldown_s)}."
     )
+
+
+def rollout_line(rollout: Rollout, revision: str | None, cloud: Cloud) -> str:
+    """What a new model revision, plan or bootstrap does to the servers, and how long it takes."""
+    serving = f"model revision {revision}" if revision else "the model's unversioned files"
+    facts = CLOUD_FACTS[cloud]
+    if rollout.strategy == "rolling" and not facts.rolling_update:
+        return (f"Rollout (a new model revision, plan or bootstrap; now {serving}): {facts.display_name}'s group does "
+                f"not replace running servers by itself (docs/deploy-{cloud}.md, rolling-update): new servers take the "
+                f"new template, the {rollout.servers} running ones keep the old until you replace them, "
+                f"{rollout.surge} at a time by raising the group's size and lowering it again: about "
+                f"{_minutes(rollout.duration_s)} ({rollout.batches} batch(es) × the cold start).")
+    if rollout.strategy == "replace":
+        return (f"Rollout (a new model revision, plan or bootstrap; now {serving}): the one server is replaced "
+                f"delete-first, so the endpoint is down for about {_minutes(rollout.duration_s)} (its cold start); a "
+                "protected one (protect_servers) is refused by `pulumi up` before anything is created, until "
+                "protection is lifted. A fleet (several replicas or scaling.max_replicas) rolls without downtime.")
+    return (f"Rollout (a new model revision, plan or bootstrap; now {serving}): {rollout.servers} servers replaced "
+            f"{rollout.surge} at a time (surge {rollout.surge}), never fewer than {rollout.servers} serving, each new "
+            f"one taking traffic once its health check passes: about {_minutes(rollout.duration_s)} "
+            f"({rollout.batches} batch(es) × the cold start).")
 
 
 def _minutes(seconds: int) -> str:

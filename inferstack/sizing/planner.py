@@ -33,6 +33,7 @@ from inferstack.plan import (
     PlanReport,
     Price,
     Serving,
+    rollout_for,
 )
 from inferstack.sizing.calibration import Calibration
 from inferstack.sizing.catalog import (
@@ -507,13 +508,17 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         if offer.gpu
         else None
     )
-    from inferstack.sizing.explain import cache_line, cold_start_line, fleet_line, rationale, warnings
+    from inferstack.sizing.explain import cache_line, cold_start_line, fleet_line, rationale, rollout_line, warnings
 
     disk_gib = int(math.ceil(disk / 10) * 10)
     start = cold_start(Server(cloud=cloud, runtime=runtime, device=device, model_gib=size_gib,
                               network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib))
     fleet = _fleet(spec, sizing, start)
+    zones = min(sizing.replicas, demand.stage.min_zones) if sizing.replicas > 1 else 1
+    rollout = rollout_for(sizing.replicas, zones, fleet, fleet_cold_start_s(start))
     fleet_notes = [fleet_line(fleet, sizing, demand, start)] if fleet else [cold_start_line(start)]
+    fleet_notes.append(rollout_line(rollout, spec.model_revision, cloud))
+    revision = spec.model_revision
     return DeploymentPlan(
         workload=spec.name,
         stage=spec.stage,
@@ -523,7 +528,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         offer=offer.name,
         instance_count=sizing.replicas,
         replicas=sizing.replicas,
-        zones=min(sizing.replicas, demand.stage.min_zones) if sizing.replicas > 1 else 1,
+        zones=zones,
         spot=spec.placement.spot and spec.stage != "production",
         device=device,
         vcpus=offer.vcpus,
@@ -538,7 +543,8 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
             params_b=round(model.params / 1e9, 3),
             artifact_format=artifact,
             size_gib=round(size_gib, 2),
-            bucket_prefix=f"models/{model.name}/{candidate.precision.value}/",
+            bucket_prefix=f"models/{model.name}/{candidate.precision.value}/" + (f"{revision}/" if revision else ""),
+            revision=revision,
         ),
         precision=candidate.precision.value,
         serving=serving,
@@ -574,6 +580,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         fleet=fleet,
         slo=_objectives(demand),
         cache=spec.cache,
+        rollout=rollout,
     )
 
 

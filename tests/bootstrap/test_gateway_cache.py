@@ -184,6 +184,12 @@ def test_embeddings_are_cached_and_keys_follow_the_model_revision(tmp_path: Path
     plan = cached_plan()
     other = plan.model_copy(update={"precision": "q8_0"})
     assert gateway.cache_revision(plan) != gateway.cache_revision(other)
+    revised = [plan.model_copy(update={"model": plan.model.model_copy(update={
+        "revision": revision, "bucket_prefix": f"{plan.model.bucket_prefix}{revision}/"})})
+        for revision in ("r1", "r2")]
+    assert len({gateway.cache_revision(p) for p in (plan, *revised)}) == 3
+    renamed = revised[0].model_copy(update={"model": revised[0].model.model_copy(update={"name": "another-model"})})
+    assert gateway.cache_revision(renamed) != gateway.cache_revision(revised[0])  # a label is per model
 
 
 def test_with_redis_stopped_every_request_is_still_answered_by_the_runtime(tmp_path: Path) -> None:

@@ -271,7 +271,8 @@ def test_a_new_template_version_rolls_out_without_dropping_below_the_groups_size
     assert group["launchTemplate"] == {"id": template.id, "version": str(template.outputs["latestVersion"])}
     assert group["instanceRefresh"]["strategy"] == "Rolling"
     preferences = group["instanceRefresh"]["preferences"]
-    assert preferences["minHealthyPercentage"] == 100 and preferences["maxHealthyPercentage"] == 150
+    # the plan's rollout: surge 2 (one a zone) over its floor of 2 servers (test_rollout_fleet.py has five)
+    assert preferences["minHealthyPercentage"] == 100 and preferences["maxHealthyPercentage"] == 200
 
 
 def test_spot_fleets_launch_spot_capacity_only(run: Any) -> None:

@@ -96,3 +96,15 @@ def test_plan_output_and_the_plan_diff_show_the_canary() -> None:
     changed = {change.field: change.after for change in cloud.changes}
     assert changed["canary.weight"] == 10 and changed["canary.plan.precision"] == "fp8"
     assert changed["canary.plan.instance_count"] == head.outcome("aws").chosen.canary.plan.instance_count
+
+
+def test_a_canary_of_a_new_model_revision_runs_its_own_files_and_the_main_group_keeps_the_old_ones() -> None:
+    """The issue's example: model {registry: llama-3.1-8b, revision: r1} with canary {model: {registry:
+    llama-3.1-8b, revision: r2}, weight: 10}."""
+    workload = parse_workload({**BASE, "model": {"registry": "llama-3.1-8b", "revision": "r1"},
+                               "canary": {"model": {"registry": "llama-3.1-8b", "revision": "r2"}, "weight": 10}})
+    split = plan_workload(workload, clouds=["aws"]).outcome("aws").chosen
+    assert split is not None and split.canary is not None
+    assert split.model.bucket_prefix == "models/llama-3.1-8b/bf16/r1/"
+    assert split.canary.plan.model.bucket_prefix == "models/llama-3.1-8b/bf16/r2/"
+    assert split.canary.plan.instance_type == split.instance_type  # same model and precision: the same machine

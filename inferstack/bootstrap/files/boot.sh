@@ -343,6 +343,7 @@ phase_model_sync() {
     dest=$root/models/$MODEL_NAME # model_sync refuses any destination outside $root/models
     output=$(python3 "$LIB_DIR/model_sync.py" --cloud "$INFERSTACK_CLOUD" --region "$INFERSTACK_REGION" \
         --bucket "$MODEL_BUCKET" --prefix "$MODEL_PREFIX" --root "$root" --name "$MODEL_NAME" --workers "$SYNC_WORKERS" \
+        ${MODEL_REVISION:+--revision "$MODEL_REVISION"} \
         ${STORAGE_ENDPOINT:+--endpoint "$STORAGE_ENDPOINT"} ${METADATA_ENDPOINT:+--metadata-endpoint "$METADATA_ENDPOINT"}) ||
         fail "model sync failed (exit $?); the server keeps the model it had, if any"
     model_dir=$dest/current

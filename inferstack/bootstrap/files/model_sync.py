@@ -6,7 +6,9 @@ The bucket holds the model files under a prefix, with `manifest.json` beside the
     {"format": "inferstack-manifest/1",
      "files": [{"path": "model.gguf", "size": 4368439584, "sha256": "…"}, …]}
 
-(`inferstack manifest DIR` writes it.) On disk the model lives in versioned directories
+(`inferstack manifest DIR` writes it.) A plan that serves a model revision passes `--revision R`; its manifest must
+then say `"revision": "R"` (`inferstack manifest DIR --revision R` writes it), so that files of another revision
+uploaded under the prefix by mistake are never served. On disk the model lives in versioned directories
 with a `current` symlink that the server loads, in DEST = ROOT/models/NAME:
 
     DEST/current -> v-<manifest hash>     swapped atomically once every file is verified
@@ -66,6 +68,7 @@ MAX_PATH_BYTES = 1024
 MAX_COMPONENT_BYTES = 255  # NAME_MAX of Linux file systems
 SHA256_HEX = re.compile("[0-9a-f]{64}")
 MODEL_NAME = re.compile("[a-z0-9][a-z0-9._-]{0,63}")
+REVISION = re.compile("[a-z0-9][a-z0-9._-]{0,39}")  # the workload's model.revision (inferstack/spec.py)
 VERSION_NAME = re.compile("v-[0-9a-f]{16}")
 CHUNK_BYTES = 1 << 20
 PROGRESS_INTERVAL_S = 5.0
@@ -92,15 +95,21 @@ class ManifestFile:
 #### Manifest ####
 
 
-def parse_manifest(raw: bytes) -> list[ManifestFile]:
-    """The manifest's files, each a plain relative path inside the model directory; SyncError otherwise."""
+def parse_manifest(raw: bytes, revision: str | None = None) -> list[ManifestFile]:
+    """The manifest's files, each a plain relative path inside the model directory; SyncError otherwise, and when
+    `revision` is given and the manifest names another one (or none)."""
     try:
         document = json.loads(raw)
         files = [ManifestFile(e["path"], e["size"], e["sha256"]) for e in document["files"]]
         if document["format"] != MANIFEST_FORMAT or not files:
             raise ValueError(f"format {MANIFEST_FORMAT!r} with at least one file expected")
-    except (ValueError, RecursionError, TypeError, KeyError) as error:  # of the wrong shape
+        found = document.get("revision")
+    except (ValueError, RecursionError, TypeError, KeyError, AttributeError) as error:  # of the wrong shape
         raise bad_manifest(f"{error!r:.200}") from None
+    if revision is not None and found != revision:
+        raise SyncError(f"manifest.json is of revision {found!r:.60}, the plan serves revision {revision!r}: upload "
+                        f"revision {revision}'s files under its own prefix, with the manifest `inferstack manifest DIR "
+                        f"--revision {revision}` writes. The model was NOT activated", EXIT_USAGE)
     for entry in files:
         if not is_plain(entry):
             raise bad_manifest(f"{entry!r:.300} needs a relative path of plain names, a size and a sha256")
@@ -316,12 +325,13 @@ def activate(dest: str, staging: str, version: str, raw_manifest: bytes, files: 
     return version_dir
 
 
-def sync(store: ObjectStore, prefix: str, dest: str, workers: int, part_size: int) -> tuple[bool, str]:
-    """Bring DEST/current to the bucket's manifest; returns (changed, version)."""
+def sync(store: ObjectStore, prefix: str, dest: str, workers: int, part_size: int,
+         revision: str | None = None) -> tuple[bool, str]:
+    """Bring DEST/current to the bucket's manifest (of `revision`, when given); returns (changed, version)."""
     started = time.monotonic()
     credentials = CredentialSource(store.cloud, store.metadata_endpoint, store.retry)
     raw_manifest = store.get(prefix + MANIFEST_NAME, credentials, read_manifest)
-    files = parse_manifest(raw_manifest)
+    files = parse_manifest(raw_manifest, revision)
     version = version_of(raw_manifest)
     current = current_version_dir(dest)
     verified = load_verified(dest)
@@ -370,6 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prefix", required=True)
     parser.add_argument("--root", required=True, help="the model is synced to ROOT/models/NAME/current")
     parser.add_argument("--name", required=True)
+    parser.add_argument("--revision", help="the model revision the manifest must name")
     parser.add_argument("--endpoint")
     parser.add_argument("--metadata-endpoint")
     parser.add_argument("--workers", type=int, default=16)
@@ -383,11 +394,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         store = ObjectStore(args.cloud, args.region, args.bucket, args.endpoint, args.metadata_endpoint,
                             Retry(max(args.attempts, 1), args.backoff_s, args.auth_grace_s))
         dest = model_dest(args.root, args.name)
+        if args.revision is not None and not REVISION.fullmatch(args.revision):
+            raise SyncError(f"revision {args.revision!r:.60} must match {REVISION.pattern}", EXIT_USAGE)
     except (AccessError, SyncError, OSError) as error:
         log(f"sync FAILED: {error}")
         return EXIT_USAGE
     try:
-        changed, version = sync(store, prefix, dest, max(args.workers, 1), args.part_size_mib * MIB)
+        changed, version = sync(store, prefix, dest, max(args.workers, 1), args.part_size_mib * MIB, args.revision)
     except SyncError as error:
         log(f"sync FAILED: {error}")
         return error.exit_code
