@@ -51,7 +51,7 @@ def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]
             "has the fewest GPUs in total across its replicas (then vCPUs, then memory); its cost is unknown, so it "
             "is neither the cheapest nor ranked against priced options."
         )
-    lines.append(_device_line(chosen, ranked))
+    lines.append(_device_line(demand, chosen, ranked))
     lines.append(_replica_line(demand, sizing))
     lines.append(_memory_line(demand, sizing))
     if model.is_llm:
@@ -89,7 +89,12 @@ def _cheapest_line(chosen: Priced, known: list[Priced]) -> str:
 
     offer, amount = chosen.sizing.candidate.offer, _amount(chosen)
     cheaper = [p for p in known if _amount(p) < amount]
-    if not cheaper:
+    if known and known[0] is not chosen:  # an alternative's plan: what ranks above it, not why it was chosen
+        rank = next(index for index, p in enumerate(known) if p is chosen) + 1
+        line = (f"{offer.name} ({_hardware(chosen)}) at {_cost(chosen)} is an alternative, ranked {rank} of "
+                f"{len(known)} feasible priced {offer.cloud} options; the first is "
+                f"{known[0].sizing.candidate.offer.name} at {_cost(known[0])}")
+    elif not cheaper:
         line = f"{offer.name} ({_hardware(chosen)}) is the cheapest of {len(known)} feasible priced " \
                f"{offer.cloud} options at {_cost(chosen)}"
     else:
@@ -220,10 +225,12 @@ def _load_line(demand: Demand) -> str:
     return f"Peak load: {load}, {demand.items_per_request} item(s) per request."
 
 
-def _device_line(chosen: Priced, ranked: list[Priced]) -> str:
+def _device_line(demand: Demand, chosen: Priced, ranked: list[Priced]) -> str:
     on_gpu = chosen.sizing.candidate.on_gpu
     other = next((p for p in ranked if p.sizing.candidate.on_gpu != on_gpu), None)
     kind, other_kind = ("GPU", "CPU") if on_gpu else ("CPU", "GPU")
+    if demand.spec.placement.device != "auto":
+        return f"{kind}, as placement.device asks ({other_kind} offers were not considered)."
     if other is None:
         return f"{kind} rather than {other_kind}: no {other_kind} option on this cloud meets the targets."
     if chosen.price.monthly_ranking and other.price.monthly_ranking:

@@ -265,3 +265,33 @@ def test_a_budget_in_eur_is_checked_and_reported_in_eur():
         "meets the targets is 1x a2-ultragpu-4g (4x A100) on gcp us-central1, 12,578.30 EUR/month"
     )
     assert any("12,578.30 EUR per month, budget 1,000.00 EUR" in b for b in report.outcome("gcp").blocked_by)
+
+
+def test_an_alternative_says_what_ranks_above_it_and_never_that_it_was_chosen() -> None:
+    """Each alternative's plan carries its own rationale: it names its rank and the first option, not "chosen over"
+    (which read "that price is , and a doubtful price loses…" for an alternative behind a sound, cheaper price)."""
+    from inferstack.sizing.planner import plan_workload
+    from inferstack.spec import parse_workload
+
+    workload = parse_workload({"name": "chat", "model": "llama-3.1-8b", "precision": "bf16", "stage": "production",
+                               "traffic": {"requests_per_s": 5}, "placement": {"clouds": ["aws"]}})
+    outcome = plan_workload(workload, clouds=["aws"], alternatives=3).outcome("aws")
+    assert outcome.chosen is not None and len(outcome.alternatives) == 3
+    first = outcome.chosen.instance_type
+    assert not any("is an alternative" in line for line in outcome.chosen.rationale)
+    for rank, alternative in enumerate(outcome.alternatives, start=2):
+        line = next(line for line in alternative.rationale if "is an alternative" in line)
+        assert f"ranked {rank} of" in line and f"the first is {first}" in line, line
+        assert not any("chosen over" in text for text in alternative.rationale)
+
+
+def test_a_workload_that_pins_the_device_is_not_told_the_other_kind_failed_its_targets() -> None:
+    from inferstack.sizing.planner import plan_workload
+    from inferstack.spec import parse_workload
+
+    workload = parse_workload({"name": "chat", "model": "llama-3.1-8b", "precision": "q4_k_m",
+                               "traffic": {"requests_per_s": 0.2}, "placement": {"clouds": ["aws"], "device": "cpu"}})
+    chosen = plan_workload(workload, clouds=["aws"]).outcome("aws").chosen
+    assert chosen is not None and chosen.device == "cpu"
+    assert "CPU, as placement.device asks (GPU offers were not considered)." in chosen.rationale
+    assert not any("no GPU option" in line for line in chosen.rationale)
