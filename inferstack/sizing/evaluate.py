@@ -279,6 +279,9 @@ class _LlmLoadModel:
         self.service_variability = (1 + demand.output_tokens_cv2) / 2
         self._cycles: dict[int, float] = {}
         self._holds: list[float] = []  # _slot_hold_s(n) at index n, for the slot queue
+        # Latencies by their arguments: the sizing asks again for the rates its searches already tried.
+        self._latencies: dict[tuple[int, float | None, int], TokenLatency] = {}
+        self._ttfts: dict[tuple[int, float, int], tuple[float, float]] = {}
         self.prefill_mean_s = replica.prefill_s(1, demand.prompt_tokens)
         self.prefill_p95_s = replica.prefill_s(1, demand.prompt_tokens_p95)
         # Prefill time is a fixed part (weights, launches) plus a part per token: only the latter varies.
@@ -308,6 +311,12 @@ class _LlmLoadModel:
         self, concurrency: int, arrival_rps: float | None = None, own_prompt_tokens: int = 0
     ) -> TokenLatency:
         """Mean latencies at `concurrency`; other prompts arrive at `arrival_rps` (default: Little's law)."""
+        key = (concurrency, arrival_rps, own_prompt_tokens)
+        if key not in self._latencies:
+            self._latencies[key] = self._token_latency(concurrency, arrival_rps, own_prompt_tokens)
+        return self._latencies[key]
+
+    def _token_latency(self, concurrency: int, arrival_rps: float | None, own_prompt_tokens: int) -> TokenLatency:
         d = self.demand
         rate = concurrency / self.cycle_s(concurrency) if arrival_rps is None else arrival_rps
         return token_latency(
@@ -372,6 +381,12 @@ class _LlmLoadModel:
         joins and the wait behind other prefills (M/G/1: prompts vary in length), whose spreads above their
         means add in quadrature (a p95 prompt rarely meets a p95 wait). Then the wait for a slot, which a few
         per cent of requests have: `p95_after_a_wait_s` puts it on top of that."""
+        key = (concurrency, arrival_rps, slots)
+        if key not in self._ttfts:
+            self._ttfts[key] = self._ttft_s(concurrency, arrival_rps, slots)
+        return self._ttfts[key]
+
+    def _ttft_s(self, concurrency: int, arrival_rps: float, slots: int) -> tuple[float, float]:
         prefill_wait_mean = mg1_mean_wait_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2)
         prefill_wait_p95 = mg1_wait_p95_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2)
         mean = self.token_latency(concurrency, arrival_rps).ttft_s + prefill_wait_mean

@@ -90,8 +90,19 @@ class ItemServer:
         unit, peak = self.cpu.matmul_peak(self.compute_kind)
         return peak * CPU_ITEM_MATMUL_UTILIZATION[unit]
 
+    @cached_property
+    def _batch_latencies_s(self) -> dict[int, float]:
+        """`batch_latency_s` by batch size: the planner's searches ask for the same few sizes thousands of times."""
+        return {}
+
     def batch_latency_s(self, batch: int) -> float:
         """Seconds to run one batch of `batch` items (data-parallel across the GPUs of one server)."""
+        latencies = self._batch_latencies_s
+        if batch not in latencies:
+            latencies[batch] = self._modelled_batch_latency_s(batch)
+        return latencies[batch]
+
+    def _modelled_batch_latency_s(self, batch: int) -> float:
         compute_kind = self.compute_kind
         weight_bytes = self.weights_gib * GIB
         if self.gpu:
