@@ -477,10 +477,12 @@ def _cmd_loadtest(args: argparse.Namespace) -> int:
 
 
 def _calibration(args: argparse.Namespace) -> Calibration | None:
-    """`--calibration FILE` of plan and estimate, read (None without the flag)."""
+    """`--calibration FILE` of plan and estimate, read (None without the flag: calibration.py is not even loaded)."""
+    if not args.calibration:
+        return None
     from inferstack.sizing.calibration import load_calibration
 
-    return load_calibration(args.calibration) if args.calibration else None
+    return load_calibration(args.calibration)
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:

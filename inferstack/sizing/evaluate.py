@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from inferstack.sizing.calibration import CalibrationRow, hardware_key
 from inferstack.sizing.catalog import Offer
 from inferstack.sizing.demand import Demand
 from inferstack.sizing.items import ItemServer
@@ -32,6 +32,9 @@ from inferstack.sizing.queueing import (
     p95_after_a_wait_s,
 )
 from inferstack.spec import Engine, Precision
+
+if TYPE_CHECKING:  # calibration.py is loaded only when a plan has a calibration (its pydantic models cost start-up)
+    from inferstack.sizing.calibration import CalibrationRow
 
 MAX_REPLICAS = 64
 MAX_NUM_SEQS_GPU = 256  # vLLM's default max_num_seqs
@@ -152,6 +155,8 @@ def calibration_row(demand: Demand, candidate: Candidate) -> CalibrationRow | No
     """The measured speed of this model, precision, engine and hardware, when the calibration has it."""
     if demand.calibration is None:
         return None
+    from inferstack.sizing.calibration import hardware_key
+
     offer = candidate.offer
     hardware = hardware_key(offer.gpu.id if offer.gpu else None, offer.gpu_count, offer.name)
     return demand.calibration.match(demand.model.name, candidate.precision.value, candidate.engine.value, hardware)
