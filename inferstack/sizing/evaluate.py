@@ -284,9 +284,10 @@ class _LlmLoadModel:
         self.service_variability = (1 + demand.output_tokens_cv2) / 2
         self._cycles: dict[int, float] = {}
         self._holds: list[float] = []  # _slot_hold_s(n) at index n, for the slot queue
-        # Latencies by their arguments: the sizing asks again for the rates its searches already tried.
+        # Latencies and slot queues by their arguments: the sizing asks again for rates its searches already tried.
         self._latencies: dict[tuple[int, float | None, int], TokenLatency] = {}
         self._ttfts: dict[tuple[int, float, int], tuple[float, float]] = {}
+        self._slot_queues: dict[tuple[float, int], SlotQueue] = {}
         self.prefill_mean_s = replica.prefill_s(1, demand.prompt_tokens)
         self.prefill_p95_s = replica.prefill_s(1, demand.prompt_tokens_p95)
         # Prefill time is a fixed part (weights, launches) plus a part per token: only the latter varies.
@@ -362,9 +363,12 @@ class _LlmLoadModel:
         return self.replica.prefill_s(1, self.demand.prompt_tokens_p95)
 
     def slot_queue(self, arrival_rps: float, slots: int) -> SlotQueue:
-        if len(self._holds) <= slots:
-            self._holds = [0.0, *(self._slot_hold_s(n) for n in range(1, slots + 1))]
-        return SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots, SLOT_PEAKEDNESS)
+        key = (arrival_rps, slots)
+        if key not in self._slot_queues:
+            if len(self._holds) <= slots:
+                self._holds = [0.0, *(self._slot_hold_s(n) for n in range(1, slots + 1))]
+            self._slot_queues[key] = SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots, SLOT_PEAKEDNESS)
+        return self._slot_queues[key]
 
     def within_ceiling(self, arrival_rps: float, slots: int, saturation_rps: float) -> bool:
         """Whether a replica may carry `arrival_rps`: at most the stage's utilization of its saturation, and few
