@@ -1,6 +1,6 @@
 """Wall and CPU time of `inferstack plan` over the full catalog, interpreter start included.
 
-    python benchmarks/plan_speed.py [--runs 15] [--check]
+    python benchmarks/plan_speed.py [--runs 15] [--check] [--instructions]
 
 Runs `python -m inferstack.cli plan` from this checkout (its code, not whichever copy is installed) on every
 sample workload (all four clouds, every catalog offer), for the table people read and for --json, and prints
@@ -8,16 +8,21 @@ the best and median wall time and the median CPU time (user + system) per case, 
 start for scale. Target (issue "Sizing"): `--json` median under 300 ms. Timing depends on the machine and its
 load, so this is a figure, not a test: it exits non-zero only with --check, when a `--json` median misses the
 target. Compare runs on the same machine under the same load; CPU time is the steadier figure on a busy one.
+--instructions also counts the instructions of one `--json` run per workload under valgrind's callgrind (valgrind
+must be installed; about 30 s a run): exact and independent of load, the figure to compare changes by.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +49,19 @@ def timings(command: list[str], runs: int) -> tuple[list[float], list[float]]:
     return walls, cpus
 
 
+def instructions(command: list[str]) -> int:
+    """Instructions executed by `command` (valgrind --tool=callgrind), after one run that writes bytecode caches."""
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=ENVIRONMENT)
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "callgrind.out"
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=ENVIRONMENT, check=True)
+        totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
+    if totals is None:
+        raise SystemExit(f"no instruction count in callgrind's output for {' '.join(command)}")
+    return int(totals.group(1))
+
+
 def row(workload: str, output: str, walls: list[float], cpus: list[float], target: bool) -> str:
     median = statistics.median(walls)
     verdict = ("yes" if median < TARGET_S else "no") if target else "–"
@@ -57,9 +75,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15, help=f"runs per case, at least {MIN_RUNS} (default 15)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a --json median misses the target")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count one --json run's instructions per workload (valgrind --tool=callgrind)")
     args = parser.parse_args()
     if args.runs < MIN_RUNS:
         parser.error(f"--runs must be at least {MIN_RUNS}, got {args.runs}")
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind (apt-get install valgrind)")
     # `-m` from the root imports this checkout's package, ahead of an installed or editable copy.
     command = [sys.executable, "-m", "inferstack.cli", "plan"]
     print(f"{args.runs} runs per case; target: --json median < {TARGET_S * 1e3:.0f} ms")
@@ -75,6 +97,11 @@ def main() -> int:
                 missed.append(workload.name)
     if missed:
         print(f"--json median at or over {TARGET_S * 1e3:.0f} ms: {', '.join(missed)}")
+    if args.instructions:
+        print("\n| workload | --json instructions |\n|---|---:|")
+        for workload in sorted((ROOT / "examples" / "workloads").glob("*.yaml")):
+            count = instructions([*command, str(workload.relative_to(ROOT)), "--json"])
+            print(f"| {workload.name} | {count / 1e6:,.0f} M |", flush=True)
     return 1 if args.check and missed else 0
 
 

@@ -110,7 +110,7 @@ class Price(_Frozen):
         default=None, description="Days from the price's source date to the run date (None: undated or no price)."
     )
     flags: list[PriceFlag] = Field(
-        default_factory=list,
+        default=[],  # copied per instance by pydantic; a builtin factory costs start-up (see spec.Placement.regions)
         description="stale (source date more than a year before the run), undated, borrowed (priced_region's "
                     "price used for another region). A flagged price is ranked as if 5 % dearer "
                     "(planner.DOUBTFUL_PRICE_MARGIN): it loses near-ties against fresh, same-region prices.",

@@ -24,15 +24,16 @@ def test_the_cloud_registry_imports_nothing_but_the_standard_library():
     assert result.stdout.strip() == "['inferstack.clouds']"
 
 
-def test_plan_json_runs_without_the_table_simulation_or_package_metadata_modules():
+def test_plan_json_runs_without_the_table_simulation_calibration_or_package_metadata_modules():
     # Start-up time of `inferstack plan --json` (benchmarks/plan_speed.py): rich draws tables, simpy simulates,
-    # and importlib.metadata (which pydantic imports to look for plugins the CLI disables) stays a placeholder.
+    # calibration.py builds pydantic models only --calibration needs, and importlib.metadata (which pydantic
+    # imports to look for plugins the CLI disables) stays a placeholder.
     code = (
         "import contextlib, io, sys\n"
         "from inferstack.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    main(['plan', 'examples/workloads/chat-8b-public.yaml', '--json'])\n"
-        "loaded = [m for m in ('rich', 'simpy', 'email') if m in sys.modules]\n"
+        "loaded = [m for m in ('rich', 'simpy', 'email', 'inferstack.sizing.calibration') if m in sys.modules]\n"
         "print(loaded, 'distributions' in vars(sys.modules['importlib.metadata']))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
@@ -47,3 +48,20 @@ def test_package_metadata_still_loads_when_read():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "True"
+
+
+def test_importing_the_cli_leaves_the_garbage_collector_as_it_found_it():
+    # The CLI pauses the collector while its imports run (start-up speed) and must switch it back on: a test run or
+    # a program that imports inferstack.cli would otherwise never collect a reference cycle again.
+    code = (
+        "import gc, sys\n"
+        "before = gc.isenabled()\n"
+        "import inferstack.cli\n"
+        "after = gc.isenabled()\n"
+        "gc.disable()\n"
+        "del sys.modules['inferstack.cli']\n"
+        "import inferstack.cli\n"
+        "print(before, after, gc.isenabled())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert result.stdout.strip() == "True True False"

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from inferstack.sizing.calibration import CalibrationRow, hardware_key
 from inferstack.sizing.catalog import Offer
 from inferstack.sizing.demand import Demand
 from inferstack.sizing.items import ItemServer
@@ -32,6 +32,9 @@ from inferstack.sizing.queueing import (
     p95_after_a_wait_s,
 )
 from inferstack.spec import Engine, Precision
+
+if TYPE_CHECKING:  # calibration.py is loaded only when a plan has a calibration (its pydantic models cost start-up)
+    from inferstack.sizing.calibration import CalibrationRow
 
 MAX_REPLICAS = 64
 MAX_NUM_SEQS_GPU = 256  # vLLM's default max_num_seqs
@@ -156,6 +159,8 @@ def calibration_row(demand: Demand, candidate: Candidate) -> CalibrationRow | No
     """The measured speed of this model, precision, engine and hardware, when the calibration has it."""
     if demand.calibration is None:
         return None
+    from inferstack.sizing.calibration import hardware_key
+
     offer = candidate.offer
     hardware = hardware_key(offer.gpu.id if offer.gpu else None, offer.gpu_count, offer.name)
     return demand.calibration.match(demand.model.name, candidate.precision.value, candidate.engine.value, hardware)
@@ -286,6 +291,10 @@ class _LlmLoadModel:
         self.service_variability = (1 + demand.output_tokens_cv2) / 2
         self._cycles: dict[int, float] = {}
         self._holds: list[float] = []  # _slot_hold_s(n) at index n, for the slot queue
+        # Latencies and slot queues by their arguments: the sizing asks again for rates its searches already tried.
+        self._latencies: dict[tuple[int, float | None, int], TokenLatency] = {}
+        self._ttfts: dict[tuple[int, float, int], tuple[float, float]] = {}
+        self._slot_queues: dict[tuple[float, int], SlotQueue] = {}
         self.prefill_mean_s = replica.prefill_s(1, demand.prompt_tokens)
         self.prefill_p95_s = replica.prefill_s(1, demand.prompt_tokens_p95)
         # Prefill time is a fixed part (weights, launches) plus a part per token: only the latter varies.
@@ -315,6 +324,12 @@ class _LlmLoadModel:
         self, concurrency: int, arrival_rps: float | None = None, own_prompt_tokens: int = 0
     ) -> TokenLatency:
         """Mean latencies at `concurrency`; other prompts arrive at `arrival_rps` (default: Little's law)."""
+        key = (concurrency, arrival_rps, own_prompt_tokens)
+        if key not in self._latencies:
+            self._latencies[key] = self._token_latency(concurrency, arrival_rps, own_prompt_tokens)
+        return self._latencies[key]
+
+    def _token_latency(self, concurrency: int, arrival_rps: float | None, own_prompt_tokens: int) -> TokenLatency:
         d = self.demand
         rate = concurrency / self.cycle_s(concurrency) if arrival_rps is None else arrival_rps
         return token_latency(
@@ -355,9 +370,12 @@ class _LlmLoadModel:
         return self.replica.prefill_s(1, self.demand.prompt_tokens_p95)
 
     def slot_queue(self, arrival_rps: float, slots: int) -> SlotQueue:
-        if len(self._holds) <= slots:
-            self._holds = [0.0, *(self._slot_hold_s(n) for n in range(1, slots + 1))]
-        return SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots, SLOT_PEAKEDNESS)
+        key = (arrival_rps, slots)
+        if key not in self._slot_queues:
+            if len(self._holds) <= slots:
+                self._holds = [0.0, *(self._slot_hold_s(n) for n in range(1, slots + 1))]
+            self._slot_queues[key] = SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots, SLOT_PEAKEDNESS)
+        return self._slot_queues[key]
 
     def within_ceiling(self, arrival_rps: float, slots: int, saturation_rps: float) -> bool:
         """Whether a replica may carry `arrival_rps`: at most the stage's utilization of its saturation, and few
@@ -379,6 +397,12 @@ class _LlmLoadModel:
         joins and the wait behind other prefills (M/G/1: prompts vary in length), whose spreads above their
         means add in quadrature (a p95 prompt rarely meets a p95 wait). Then the wait for a slot, which a few
         per cent of requests have: `p95_after_a_wait_s` puts it on top of that."""
+        key = (concurrency, arrival_rps, slots)
+        if key not in self._ttfts:
+            self._ttfts[key] = self._ttft_s(concurrency, arrival_rps, slots)
+        return self._ttfts[key]
+
+    def _ttft_s(self, concurrency: int, arrival_rps: float, slots: int) -> tuple[float, float]:
         prefill_wait_mean = mg1_mean_wait_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2)
         prefill_wait_p95 = mg1_wait_p95_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2)
         mean = self.token_latency(concurrency, arrival_rps).ttft_s + prefill_wait_mean

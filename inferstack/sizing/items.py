@@ -90,30 +90,44 @@ class ItemServer:
         unit, peak = self.cpu.matmul_peak(self.compute_kind)
         return peak * CPU_ITEM_MATMUL_UTILIZATION[unit]
 
+    @cached_property
+    def _batch_latencies_s(self) -> dict[int, float]:
+        """`batch_latency_s` by batch size: the planner's searches ask for the same few sizes thousands of times."""
+        return {}
+
     def batch_latency_s(self, batch: int) -> float:
         """Seconds to run one batch of `batch` items (data-parallel across the GPUs of one server)."""
-        compute_kind = self.compute_kind
-        weight_bytes = self.weights_gib * GIB
+        latencies = self._batch_latencies_s
+        if batch not in latencies:
+            latencies[batch] = self._modelled_batch_latency_s(batch)
+        return latencies[batch]
+
+    def _modelled_batch_latency_s(self, batch: int) -> float:
         if self.gpu:
-            profile = GPU_PROFILES[self.engine]
-            per_gpu_batch = -(-batch // self.gpus)
-            memory_s = weight_bytes / (self.gpu.memory_bandwidth_gbps * 1e9 * profile.decode_bandwidth_utilization)
-            compute_s = (
-                per_gpu_batch
-                * self.flops_per_item
-                / (self.gpu.peak_tflops(compute_kind) * 1e12 * profile.matmul_utilization)
-            )
-            p = profile.overlap_exponent
+            memory_s, flops_per_s, p = self._gpu_rates
+            compute_s = -(-batch // self.gpus) * self.flops_per_item / flops_per_s
             combined: float = (memory_s**p + compute_s**p) ** (1 / p)
             return combined + FIXED_LATENCY_S
+        flops_per_s, bytes_per_s = self._cpu_rates
+        return batch * self.flops_per_item / flops_per_s + self.weights_gib * GIB / bytes_per_s + FIXED_LATENCY_S
+
+    @cached_property
+    def _gpu_rates(self) -> tuple[float, float, float]:
+        """(seconds to read the weights, matmul FLOP/s of one GPU, overlap exponent): the server's constants."""
+        assert self.gpu is not None
+        profile = GPU_PROFILES[self.engine]
+        bytes_per_s = self.gpu.memory_bandwidth_gbps * 1e9 * profile.decode_bandwidth_utilization
+        memory_s = self.weights_gib * GIB / bytes_per_s
+        flops_per_s = self.gpu.peak_tflops(self.compute_kind) * 1e12 * profile.matmul_utilization
+        return memory_s, flops_per_s, profile.overlap_exponent
+
+    @cached_property
+    def _cpu_rates(self) -> tuple[float, float]:
+        """(matmul ops per second, memory bytes per second) of the CPU server: the server's constants."""
         assert self.cpu is not None
         cpu_profile = CPU_PROFILES[self.engine]
-        flops_per_s = self.cpu_matmul_ops_per_s()
-        bandwidth = (
-            min(
-                cpu_profile.dram_bandwidth_utilization * self.cpu.memory_bandwidth_gbps,
-                self.cpu.cores * cpu_profile.bandwidth_per_core_gbps,
-            )
-            * 1e9
+        bandwidth_gbps = min(
+            cpu_profile.dram_bandwidth_utilization * self.cpu.memory_bandwidth_gbps,
+            self.cpu.cores * cpu_profile.bandwidth_per_core_gbps,
         )
-        return batch * self.flops_per_item / flops_per_s + weight_bytes / bandwidth + FIXED_LATENCY_S
+        return self.cpu_matmul_ops_per_s(), bandwidth_gbps * 1e9

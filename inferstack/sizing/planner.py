@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import InputError, Problem, input_error, with_article
@@ -35,7 +36,6 @@ from inferstack.plan import (
     Serving,
     rollout_for,
 )
-from inferstack.sizing.calibration import Calibration
 from inferstack.sizing.catalog import (
     CATALOG_REGIONS,
     STALE_PRICE_DAYS,
@@ -60,6 +60,9 @@ from inferstack.sizing.models import resolve
 from inferstack.sizing.precision import FORMATS, weight_bytes
 from inferstack.sizing.processes import size_processes
 from inferstack.spec import CLOUDS, Cloud, Engine, Precision, WorkloadSpec
+
+if TYPE_CHECKING:  # loaded only when a plan has a calibration (see evaluate.calibration_row)
+    from inferstack.sizing.calibration import Calibration
 
 ALTERNATIVES_SHOWN = 4
 # A stale, undated or borrowed price is ranked as if this much dearer, so it wins only when it is clearly cheaper

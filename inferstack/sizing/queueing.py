@@ -60,14 +60,15 @@ class SlotQueue:
         if drain_rate <= 0:
             return cls(1.0, drain_rate)
         weight, below = 1.0, 0.0  # p_n / p_0, built up state by state
+        exponent, negligible = 1 / peakedness, NEGLIGIBLE  # locals: the planner runs this loop ~100,000 times a plan
         for n in range(1, servers + 1):
             below += weight
             step = arrival_rate * service_s(n) / n
-            if step < 1 and weight < NEGLIGIBLE * below:
+            if step < 1 and weight < negligible * below:
                 # Past the mode the weights only shrink (service_s(n)/n does not grow): no wait worth counting.
                 return cls(0.0, drain_rate)
-            weight *= step ** (1 / peakedness)
-        tail_ratio = (arrival_rate * service_s(servers) / servers) ** (1 / peakedness)
+            weight *= step**exponent
+        tail_ratio = (arrival_rate * service_s(servers) / servers) ** exponent
         at_or_above = weight / (1 - tail_ratio)  # geometric tail beyond m
         return cls(at_or_above / (below + at_or_above), drain_rate)
 
