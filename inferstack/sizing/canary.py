@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from inferstack.plan import CanaryPlan, CloudOutcome, DeploymentPlan, Fleet, Money, Performance, PlanReport, Price
-from inferstack.sizing.calibration import Calibration
 from inferstack.sizing.demand import STAGES
+
+if TYPE_CHECKING:
+    from inferstack.sizing.calibration import Calibration
 
 FULL_PERCENT = 100
 

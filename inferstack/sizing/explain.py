@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.plan import ColdStart, Fleet, Price, Rollout
-from inferstack.sizing.calibration import hardware_key
 from inferstack.sizing.catalog import STALE_PRICE_DAYS, Offer
 from inferstack.sizing.coldstart import describe
 from inferstack.sizing.demand import Demand
@@ -80,6 +79,8 @@ def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]
 
 
 def _calibration_hardware(offer: Offer) -> str:
+    from inferstack.sizing.calibration import hardware_key  # loaded only by a plan with --calibration
+
     return hardware_key(offer.gpu.id if offer.gpu else None, offer.gpu_count, offer.name)
 
 
