@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from inferstack.components import Capability, InferenceServer, backend_for, huawei
+from inferstack.components.observability import alarm_rules
 from inferstack.errors import InputError
 from inferstack.preview import Recording, RegisteredResource, preview_deployment, preview_stack, record
 from tests.components.neutral_view import FACT_MAPPERS
@@ -75,7 +76,9 @@ def test_the_capability_table_states_what_the_provider_cannot_do_with_reasons() 
     missing = {c for c, support in backend.capabilities.items() if not support.available}
     assert missing == {Capability.METADATA_HARDENING, Capability.BUCKET_PUBLIC_ACCESS_BLOCK,
                        Capability.CDN_DEFAULT_HOSTNAME, Capability.MANAGED_SHELL, Capability.SECRET_SCOPED_GRANTS,
-                       Capability.TERMINATION_PROTECTION, Capability.LOCAL_NVME_CACHE, Capability.REQUEST_AUTOSCALING}
+                       Capability.TERMINATION_PROTECTION, Capability.LOCAL_NVME_CACHE, Capability.REQUEST_AUTOSCALING,
+                       Capability.ROLLING_UPDATE}
+    assert "instance refresh" in backend.support(Capability.ROLLING_UPDATE).note
     assert "0.0.12" in backend.support(Capability.METADATA_HARDENING).note
     assert "public-access-block" in backend.support(Capability.BUCKET_PUBLIC_ACCESS_BLOCK).note
     assert "resource-level CSMS" in backend.support(Capability.SECRET_SCOPED_GRANTS).note
@@ -488,7 +491,9 @@ def test_two_servers_in_one_stack_have_unique_urns_and_names(run: Any) -> None:
                              for name in ("chat", "embed")], config=CONFIG)
     urns = [r.urn for r in recording.resources]
     assert len(urns) == len(set(urns))
-    assert len(_of(recording, "Group")) == 2 and len(_of(recording, "Alarmrule")) == 4  # CPU fleets scale on CPU
+    # CPU fleets scale on CPU (two alarm rules each), and each fleet is watched by the alarms its plan calls for
+    watched = len(alarm_rules(plan))
+    assert watched >= 3 and len(_of(recording, "Group")) == 2 and len(_of(recording, "Alarmrule")) == 2 * (2 + watched)
     for short_type, key in (("Bucket", "bucket"), ("Role", "name"), ("Agency", "name"), ("Secret", "name"),
                             ("Group", "scalingGroupName"), ("Configuration", "scalingConfigurationName"),
                             ("Policy", "scalingPolicyName"), ("Alarmrule", "alarmName")):
