@@ -5,6 +5,9 @@ fleet (unhealthy servers, latency, server errors, healthy servers at the group's
 publishes without an agent. The thresholds come from the plan: the latency objective is the plan's SLO
 (`plan.slo.latency_p95_ms`), the ceiling its fleet's `max_replicas`, the error budget a share of its requests.
 
+The dashboard (`dashboard_panels`) graphs the same metrics, the plan's objective and the fleet's bounds drawn as lines;
+each cloud draws it in its backend (`create_dashboard`), or states why it cannot (`dashboard_gap`).
+
 GPU memory and disk alarms need the servers' own metrics, shipped by the cloud's agent; the bootstrap does not
 install an agent yet (docs/deploy-<cloud>.md, "Alarms"), so they are not among the rules.
 """
