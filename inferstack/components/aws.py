@@ -1244,6 +1244,8 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
         "arn": _arn(c, "ec2", f"launch-template/lt-0{c.digest[:16]}"), "latestVersion": 1, "defaultVersion": 1}),
     "aws:autoscaling/group:Group": _group_outputs,
     "aws:autoscaling/policy:Policy": _scaling_policy_outputs,
+    "aws:cloudwatch/dashboard:Dashboard": lambda c: (c.inputs["dashboardName"], {
+        "dashboardArn": f"arn:aws:cloudwatch::{c.account}:dashboard/{c.inputs['dashboardName']}"}),
     "aws:cloudwatch/metricAlarm:MetricAlarm": lambda c: (f"{c.name}-{c.digest[:7]}", {
         "arn": _arn(c, "cloudwatch", f"alarm:{c.name}-{c.digest[:7]}")}),
     "aws:lb/loadBalancer:LoadBalancer": _load_balancer_outputs,

@@ -1515,6 +1515,7 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "gcp:compute/regionAutoscaler:RegionAutoscaler": _regional("autoscalers"),
     "gcp:compute/healthCheck:HealthCheck": _global("healthChecks"),
     # An alert policy's name is its path, with an id Cloud Monitoring assigns (a number).
+    "gcp:monitoring/dashboard:Dashboard": lambda c: (f"projects/{c.account}/dashboards/{c.digest[:32]}", {}),
     "gcp:monitoring/alertPolicy:AlertPolicy": lambda c: (
         f"projects/{c.account}/alertPolicies/{int(c.digest[:15], 16)}",
         {"name": f"projects/{c.account}/alertPolicies/{int(c.digest[:15], 16)}"}),

@@ -59,7 +59,10 @@ def _deploy(run: Any, variant: str = "gpu-llm", stage: str = "internal", *, loos
 
 
 def _of(recording: Recording, short_type: str) -> list[RegisteredResource]:
-    return [r for r in recording.resources if r.custom and r.type.split(":")[-1] == short_type]
+    """By short type ("Loadbalancer"), or by module and type where two modules share one ("As/group:Group", not
+    the load balancer's log group "Lts/group:Group")."""
+    return [r for r in recording.resources
+            if r.custom and (r.type.split(":", 1)[1] if "/" in short_type else r.type.split(":")[-1]) == short_type]
 
 
 def _policy(resource: RegisteredResource) -> dict[str, Any]:
@@ -488,9 +491,9 @@ def test_two_servers_in_one_stack_have_unique_urns_and_names(run: Any) -> None:
                              for name in ("chat", "embed")], config=CONFIG)
     urns = [r.urn for r in recording.resources]
     assert len(urns) == len(set(urns))
-    assert len(_of(recording, "Group")) == 2 and len(_of(recording, "Alarmrule")) == 4  # CPU fleets scale on CPU
+    assert len(_of(recording, "As/group:Group")) == 2 and len(_of(recording, "Alarmrule")) == 4  # CPU fleets scale on CPU
     for short_type, key in (("Bucket", "bucket"), ("Role", "name"), ("Agency", "name"), ("Secret", "name"),
-                            ("Group", "scalingGroupName"), ("Configuration", "scalingConfigurationName"),
+                            ("As/group:Group", "scalingGroupName"), ("Configuration", "scalingConfigurationName"),
                             ("Policy", "scalingPolicyName"), ("Alarmrule", "alarmName")):
         names = [r.inputs[key] for r in _of(recording, short_type)]
         assert len(names) == len(set(names)), short_type
