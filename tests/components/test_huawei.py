@@ -491,7 +491,8 @@ def test_two_servers_in_one_stack_have_unique_urns_and_names(run: Any) -> None:
                              for name in ("chat", "embed")], config=CONFIG)
     urns = [r.urn for r in recording.resources]
     assert len(urns) == len(set(urns))
-    assert len(_of(recording, "As/group:Group")) == 2 and len(_of(recording, "Alarmrule")) == 4  # CPU fleets scale on CPU
+    # CPU fleets scale on CPU
+    assert len(_of(recording, "As/group:Group")) == 2 and len(_of(recording, "Alarmrule")) == 4
     for short_type, key in (("Bucket", "bucket"), ("Role", "name"), ("Agency", "name"), ("Secret", "name"),
                             ("As/group:Group", "scalingGroupName"), ("Configuration", "scalingConfigurationName"),
                             ("Policy", "scalingPolicyName"), ("Alarmrule", "alarmName")):
