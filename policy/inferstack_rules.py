@@ -130,6 +130,9 @@ ALI_INSTANCE = "alicloud:ecs/instance:Instance"
 ALI_DISK = "alicloud:ecs/ecsDisk:EcsDisk"
 ALI_SECURITY_GROUP_RULE = "alicloud:ecs/securityGroupRule:SecurityGroupRule"
 ALI_BUCKET = "alicloud:oss/bucket:Bucket"
+ALI_LOG_PROJECT = "alicloud:log/project:Project"
+"""An SLS project (a load balancer's access logs): private unless its `policy` admits others."""
+ALI_LOG_STORE = "alicloud:log/store:Store"
 ALI_BUCKET_ACL = "alicloud:oss/bucketAcl:BucketAcl"
 ALI_BUCKET_POLICY = "alicloud:oss/bucketPolicy:BucketPolicy"
 ALI_PUBLIC_ACCESS_BLOCK = "alicloud:oss/bucketPublicAccessBlock:BucketPublicAccessBlock"
@@ -955,6 +958,8 @@ _NOT_PUBLIC: Mapping[str, Callable[[Mapping[str, Any], ReportViolation], None]] 
     ALI_PUBLIC_ACCESS_BLOCK: _alibaba_block_on,
     HW_BUCKET: _alibaba_bucket_not_public,  # OBS: a canned ACL and an inline policy, as on OSS
     HW_BUCKET_POLICY: lambda props, report: _check_bucket_policy(props.get("policy"), report),
+    ALI_LOG_PROJECT: lambda props, report: None if props.get("policy") is None else _check_bucket_policy(
+        props["policy"], report),  # no project policy: only the account's RAM identities read it
 }
 
 
@@ -1006,6 +1011,12 @@ def _alibaba_instance_disks(props: Mapping[str, Any], report_violation: ReportVi
     if props.get("systemDiskEncrypted") is not True:
         report_violation("the system disk is not encrypted: set systemDiskEncrypted to true")
     _alibaba_data_disks(props, report_violation)
+
+
+def _alibaba_log_store(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    conf = props.get("encryptConf") or {}
+    if conf.get("enable") is not True:
+        report_violation("the logstore is not encrypted: set encryptConf.enable to true (encryptType default or m4)")
 
 
 def _huawei_bucket(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
@@ -1072,6 +1083,7 @@ _ENCRYPTION: Mapping[str, Callable[[Mapping[str, Any], ReportViolation], None]] 
     ALI_SCALING_CONFIGURATION: _alibaba_instance_disks,  # systemDiskEncrypted and dataDisks, as on an instance
     **dict.fromkeys(ALI_LAUNCH_TEMPLATES, _alibaba_template_disks),
     ALI_DISK: _aws_volume,  # `encrypted`, as on EBS
+    ALI_LOG_STORE: _alibaba_log_store,
     HW_BUCKET: _huawei_bucket,
     HW_INSTANCE: _huawei_instance_disks,
     HW_AS_CONFIGURATION: _huawei_configuration_disks,
@@ -3194,7 +3206,7 @@ RESOURCE_RULES = [
     ResourceRule("buckets-not-public",
                  "No bucket ACL, bucket policy or IAM grant admits the public; public access blocks are fully on.",
                  check_buckets_not_public, lambda t: t in _NOT_PUBLIC, severity="critical"),
-    ResourceRule("encryption-at-rest", "Buckets and server disks are encrypted at rest.",
+    ResourceRule("encryption-at-rest", "Buckets, server disks and log stores are encrypted at rest.",
                  check_encryption, lambda t: t in _ENCRYPTION or t in _ALWAYS_ENCRYPTED),
     ResourceRule("metadata-tokens-required",
                  "The instance metadata service answers only requests with a session token (IMDSv2), one hop away.",

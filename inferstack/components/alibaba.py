@@ -206,6 +206,10 @@ CACHE_ENGINE_VERSION = "7.0"
 CACHE_INSTANCE_CLASS = "redis.shard.small.2.ce"
 CACHE_PORT = 6379
 
+# The logstore of the load balancer's access logs, in a project of its own (`_load_balancer_logs`).
+LOAD_BALANCER_LOGSTORE = "alb-access-log"
+
+
 @register_backend
 class AlibabaBackend(CloudBackend):
     """Alibaba Cloud (international and China sites)."""
@@ -280,6 +284,11 @@ class AlibabaBackend(CloudBackend):
     # A CloudMonitor alarm contact group, by name (cms.Alarm contact_groups); names may be Chinese.
     notification_target = ValueRule("the name of a CloudMonitor alarm contact group",
                                     r"[-A-Za-z0-9_.\u4e00-\u9fff]{2,64}", "inference-oncall")
+    dashboard_gap = (
+        "pulumi_alicloud has no CloudMonitor dashboard resource (its cms module has alarms, contact groups, monitor "
+        "groups and dynamic tag groups, no dashboard); CloudMonitor's console shows the ALB instance's metrics (QPS, "
+        "latency, 5xx, healthy and unhealthy servers) on its own ALB page, and the SLS project of the load balancer's "
+        "access logs opens the ALB access-log dashboards SLS generates for an ALB logstore")
     brought_ids = BroughtIds(
         network=ValueRule("a VPC id", r"vpc-[a-z0-9]{1,64}", "vpc-bp1a2b3c4d5e6f7g8h9i0"),
         subnet=ValueRule("a vSwitch id", r"vsw-[a-z0-9]{1,64}", "vsw-bp1a2b3c4d5e6f7g8h9i0"),
@@ -486,7 +495,7 @@ class AlibabaBackend(CloudBackend):
         assert request.plan.fleet is not None, "create_fleet is called for a plan with a fleet"
         certificate = _api_certificate(request.api_certificate)
         servers = _server_group(parent, name, request)
-        load_balancer = _load_balancer(parent, name, request)
+        load_balancer = _load_balancer(parent, name, request, _load_balancer_logs(parent, name, request))
         https = _listeners(parent, name, request, load_balancer, servers, certificate)
         group = _scaling_group(parent, name, request, servers, provider=self.display_name)
         if request.canary is not None:  # the same group, from the canary's plan, and a weighted rule to both
@@ -908,8 +917,27 @@ def _server_group(parent: pulumi.Resource, name: str, request: FleetRequest) -> 
         tags=request.tags, opts=child_options(parent))
 
 
-def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest) -> alicloud.alb.LoadBalancer:
-    """Internet-facing when an allowed network is public, else internal; one vSwitch per zone, two zones at least."""
+def _load_balancer_logs(parent: pulumi.Resource, name: str,
+                        request: FleetRequest) -> alicloud.alb.LoadBalancerAccessLogConfigArgsDict:
+    """An SLS project and logstore of their own for the load balancer's access logs (model files, uploads and the
+    buckets' access logs live in OSS), kept ACCESS_LOG_DAYS and encrypted at rest (encrypt_conf, SLS's default AES
+    key). A project without a `policy` is private: only RAM identities of the account read it (SLS, "Project
+    policy"). ALB ships its access log to the logstore (alb.LoadBalancer access_log_config; ALB, "Access logs": the
+    service-linked role AliyunServiceRoleForAlbLogDelivery is created on first use)."""
+    opts = child_options(parent)
+    project = alicloud.log.Project(
+        f"{name}-lb-logs", project_name=_bucket_name(parent, name, "lb-logs"),
+        description=f"inferstack {name}: the load balancer's access logs", tags=request.tags, opts=opts)
+    store = alicloud.log.Store(
+        f"{name}-lb-logs-store", project_name=project.project_name, logstore_name=LOAD_BALANCER_LOGSTORE,
+        retention_period=ACCESS_LOG_DAYS, encrypt_conf={"enable": True, "encrypt_type": "default"}, opts=opts)
+    return {"log_project": project.project_name, "log_store": store.logstore_name}
+
+
+def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
+                   logs: alicloud.alb.LoadBalancerAccessLogConfigArgsDict) -> alicloud.alb.LoadBalancer:
+    """Internet-facing when an allowed network is public, else internal; one vSwitch per zone, two zones at least;
+    its access log to `logs` (`_load_balancer_logs`)."""
     ids = pulumi.Output.all(*request.load_balancer_subnet_ids)
     found = alicloud.vpc.get_switches_output(ids=ids, opts=invoke_options(parent))
     zones = found.vswitches.apply(lambda vswitches: {str(v.id): str(v.zone_id) for v in vswitches})
@@ -919,7 +947,7 @@ def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest) ->
         address_type="Internet" if request.internet_facing else "Intranet", address_ip_version="IPv4",
         address_allocated_mode="Dynamic", load_balancer_edition="Standard",
         load_balancer_billing_config={"pay_type": "PayAsYouGo"}, zone_mappings=zone_mappings,
-        deletion_protection_enabled=request.protected, tags=request.tags,
+        deletion_protection_enabled=request.protected, tags=request.tags, access_log_config=logs,
         opts=server_options(parent, request.protected))
     if request.load_balancer_firewall_id is not None:
         alicloud.alb.LoadBalancerSecurityGroupAttachment(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 import os
 import re
@@ -73,7 +74,14 @@ from inferstack.components.core import (
     supported,
     unique_name,
 )
-from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules
+from inferstack.components.observability import (
+    AlarmKind,
+    AlarmRule,
+    Panel,
+    PanelKind,
+    alarm_rules,
+    dashboard_panels,
+)
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan, Fleet, Rollout
 
@@ -164,6 +172,27 @@ SCALE_IN_EVALUATION_MINUTES = 15
 # load balancer until the target's response starts: for a streamed answer that is close to its first token, for a
 # whole answer its full time; so a p95 over the end-to-end objective is over the SLO either way.
 ELB_NAMESPACE = "AWS/ApplicationELB"
+# The dashboard (CloudWatch API Reference, "Dashboard Body Structure and Syntax": metric widgets, each metric an array
+# [namespace, name, dimension name, value, ..., {rendering options}], `annotations.horizontal` lines); its name takes
+# up to 255 letters, digits, "-" and "_" (PutDashboard). It graphs the alarms' metrics and the group's
+# GroupInServiceInstances (namespace AWS/AutoScaling, dimension AutoScalingGroupName), published once listed in the
+# group's enabled_metrics.
+DASHBOARD_ROLES = ("load_balancer", "target_group", "group")
+DASHBOARD_NAME_MAX = 255
+GROUP_METRICS = (aws.autoscaling.Metric.GROUP_IN_SERVICE_INSTANCES, aws.autoscaling.Metric.GROUP_DESIRED_CAPACITY,
+                 aws.autoscaling.Metric.GROUP_MAX_SIZE)
+DASHBOARD_WIDTH, DASHBOARD_HEIGHT = 12, 6  # half of the dashboard's 24-column grid per graph
+# Load balancer access logs (ELB User Guide, "Enable access logs for your Application Load Balancer"): a bucket in the
+# load balancer's region whose only server-side encryption is SSE-S3 (the one `_private_bucket` sets); its policy lets
+# Elastic Load Balancing put objects under <prefix>/AWSLogs/<account>/. Regions opened since Jakarta (December 2021)
+# grant the log delivery service principal; older ones grant the region's Elastic Load Balancing account, which the
+# provider's aws.elb.get_service_account knows (its note: "For AWS Regions opened since Jakarta (ap-southeast-3) in
+# December 2021, AWS documents that a service principal name should be used instead of an AWS account ID").
+LOAD_BALANCER_LOG_PREFIX = "load-balancer"
+LOG_DELIVERY_PRINCIPAL = "logdelivery.elasticloadbalancing.amazonaws.com"
+LOG_DELIVERY_PRINCIPAL_REGIONS = frozenset({
+    "ap-southeast-3", "me-central-1", "eu-central-2", "eu-south-2", "ap-south-2", "ap-southeast-4", "il-central-1",
+    "ca-west-1", "ap-southeast-5", "ap-southeast-7", "mx-central-1", "ap-east-2"})
 # An SNS topic's ARN (SNS API reference, CreateTopic: names of 1-256 letters, digits, hyphens and underscores).
 ARN_SNS_TOPIC = r"arn:aws(-cn|-us-gov)?:sns:[a-z]{2}(-[a-z]+)+-\d:\d{12}:[A-Za-z0-9_-]{1,256}"
 
@@ -489,7 +518,7 @@ class AwsBackend(CloudBackend):
         targets = _target_group(parent, name, request)
         canary = request.for_canary() if request.canary else None
         canary_targets = _target_group(parent, f"{name}-canary", canary) if canary else None
-        balancer = _load_balancer(parent, name, request)
+        balancer = _load_balancer(parent, name, request, _load_balancer_logs(parent, name, request))
         certificate = request.api_certificate or _issued_certificate(parent, name, request.api_domain, request.tags)
         aws.lb.Listener(
             f"{name}-https", load_balancer_arn=balancer.arn, port=LISTENER_PORTS["https"], protocol="HTTPS",
@@ -514,7 +543,8 @@ class AwsBackend(CloudBackend):
             resource=parent))
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
                            load_balancer_address=balancer.dns_name, group_id=group.id,
-                           watched={"load_balancer": balancer.arn_suffix, "target_group": targets.arn_suffix})
+                           watched={"load_balancer": balancer.arn_suffix, "target_group": targets.arn_suffix,
+                                    "group": group.name})
 
     #### Monitoring ####
 
@@ -531,6 +561,19 @@ class AwsBackend(CloudBackend):
             **_alarm_condition(rule, dimensions), opts=child_options(parent))
             for rule in alarm_rules(request.plan)]
         return AlarmsResult(alarm_ids=[alarm.arn for alarm in alarms])
+
+    def create_dashboard(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> StrOutput:
+        """A CloudWatch dashboard of the load balancer's and the group's metrics (the alarms' own), one graph per
+        panel, the plan's lines drawn as horizontal annotations."""
+        region = aws.get_region_output(opts=invoke_options(parent)).region
+        body = pulumi.Output.all(region, *(request.fleet.watched[role] for role in DASHBOARD_ROLES)).apply(
+            lambda values: json.dumps(_dashboard_body(request.plan, values[0], dict(zip(DASHBOARD_ROLES, values[1:],
+                                                                                         strict=True)))))
+        dashboard = aws.cloudwatch.Dashboard(
+            f"{name}-dashboard", dashboard_name=unique_name([pulumi.get_project(), pulumi.get_stack(), name],
+                                                            max_length=DASHBOARD_NAME_MAX),
+            dashboard_body=body, opts=child_options(parent))
+        return dashboard.dashboard_arn
 
     #### Cache ####
 
@@ -751,14 +794,34 @@ def _private_bucket(parent: pulumi.Resource, name: str, purpose: str, force_dest
 
 
 def _bucket_policy(parent: pulumi.Resource, resource: str, bucket: aws.s3.Bucket,
-                   statements: Callable[[StrOutput], list[dict[str, Any]]]) -> None:
+                   statements: Callable[[StrOutput], list[dict[str, Any]]]) -> aws.s3.BucketPolicy:
     """The bucket's policy: TLS only, plus the caller's statements."""
     deny_plain_http = {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
                        "Resource": [bucket.arn, pulumi.Output.concat(bucket.arn, "/*")],
                        "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
     policy = pulumi.Output.json_dumps({"Version": "2012-10-17",
                                        "Statement": [deny_plain_http, *statements(bucket.arn)]})
-    aws.s3.BucketPolicy(f"{resource}-policy", bucket=bucket.id, policy=policy, opts=child_options(parent))
+    return aws.s3.BucketPolicy(f"{resource}-policy", bucket=bucket.id, policy=policy, opts=child_options(parent))
+
+
+def _load_balancer_logs(parent: pulumi.Resource, name: str, request: FleetRequest) -> tuple[StrOutput, pulumi.Resource]:
+    """A private, SSE-S3 bucket of its own for the load balancer's access logs (model files, uploads and the
+    buckets' own access logs live elsewhere), kept ACCESS_LOG_DAYS; its policy lets Elastic Load Balancing put
+    objects under this account's log prefix and nothing else. (bucket name, its policy: the load balancer waits for
+    it, as enabling access logs checks that it may write.)"""
+    region = request.plan.region
+    account = aws.get_caller_identity_output(opts=invoke_options(parent)).account_id
+    delivery: dict[str, Any]
+    if region in LOG_DELIVERY_PRINCIPAL_REGIONS:
+        delivery = {"Service": LOG_DELIVERY_PRINCIPAL}
+    else:
+        delivery = {"AWS": aws.elb.get_service_account_output(region=region, opts=invoke_options(parent)).arn}
+    bucket = _private_bucket(parent, name, "lb-logs", request.plan.stage != "production", request.tags,
+                             expire_after_days=ACCESS_LOG_DAYS)
+    policy = _bucket_policy(parent, f"{name}-lb-logs", bucket, lambda arn: [{
+        "Sid": "LoadBalancerAccessLogDelivery", "Effect": "Allow", "Principal": delivery, "Action": "s3:PutObject",
+        "Resource": pulumi.Output.concat(arn, f"/{LOAD_BALANCER_LOG_PREFIX}/AWSLogs/", account, "/*")}])
+    return bucket.id, policy
 
 
 def _bucket_name(parent: pulumi.Resource, name: str, purpose: str) -> StrOutput:
@@ -883,8 +946,10 @@ def _forward(request: FleetRequest, targets: aws.lb.TargetGroup,
         {"arn": canary_targets.arn, "weight": request.canary.weight}]}}
 
 
-def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest) -> aws.lb.LoadBalancer:
-    """Internet-facing only when an allowed CIDR is public; callers are limited by its security group."""
+def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
+                   logs: tuple[StrOutput, pulumi.Resource]) -> aws.lb.LoadBalancer:
+    """Internet-facing only when an allowed CIDR is public; callers are limited by its security group. Its access
+    logs go to `logs` (`_load_balancer_logs`)."""
     group = request.load_balancer_firewall_id
     if group is None:  # the servers' security groups were brought: the load balancer gets one of its own here
         sources: list[tuple[str, pulumi.Input[str]]] = [(slug(cidr), cidr) for cidr in request.allowed_cidrs]
@@ -899,7 +964,8 @@ def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest) ->
         internal=not request.internet_facing, subnets=list(request.load_balancer_subnet_ids), security_groups=[group],
         ip_address_type="ipv4", idle_timeout=request.plan.request_timeout_s, drop_invalid_header_fields=True,
         enable_deletion_protection=request.protected, tags=_named(request.tags, f"{name}-lb"),
-        opts=fleet_options(parent, request.protected))
+        access_logs={"bucket": logs[0], "enabled": True, "prefix": LOAD_BALANCER_LOG_PREFIX},
+        opts=fleet_options(parent, request.protected, depends_on=[logs[1]]))
 
 
 def _issued_certificate(parent: pulumi.Resource, name: str, domain: str, tags: Mapping[str, str]) -> StrOutput:
@@ -943,6 +1009,9 @@ def _group(parent: pulumi.Resource, name: str, request: FleetRequest, template: 
         target_group_arns=[targets.arn], health_check_type="ELB", health_check_grace_period=fleet.health_check_grace_s,
         default_instance_warmup=fleet.cold_start_s,
         instance_refresh=_instance_refresh(plan.rolling_update, fleet),
+        # The dashboard's group size: group metrics are off unless listed; at one-minute granularity they are free
+        # ("Auto Scaling group metrics", Amazon EC2 Auto Scaling User Guide).
+        enabled_metrics=list(GROUP_METRICS), metrics_granularity="1Minute",
         tags=[{"key": key, "value": value, "propagate_at_launch": False}
               for key, value in _named(request.tags, f"{name}-group").items()],
         opts=fleet_options(parent, request.protected))
@@ -993,6 +1062,40 @@ def _scaling_policies(parent: pulumi.Resource, name: str, fleet: Fleet, group: a
         datapoints_to_alarm=SCALE_IN_EVALUATION_MINUTES, comparison_operator="LessThanThreshold",
         threshold=target_per_minute * SCALE_IN_LOAD_FRACTION, treat_missing_data="breaching",
         alarm_actions=[scale_in.arn], tags=tags, opts=opts)
+
+
+def _dashboard_body(plan: DeploymentPlan, region: str, watched: Mapping[str, str]) -> dict[str, Any]:
+    """The dashboard's body: one metric widget per panel, two to a row."""
+    return {"widgets": [{
+        "type": "metric", "x": (index % 2) * DASHBOARD_WIDTH, "y": (index // 2) * DASHBOARD_HEIGHT,
+        "width": DASHBOARD_WIDTH, "height": DASHBOARD_HEIGHT, "properties": _dashboard_widget(panel, region, watched)}
+        for index, panel in enumerate(dashboard_panels(plan))]}
+
+
+def _dashboard_widget(panel: Panel, region: str, watched: Mapping[str, str]) -> dict[str, Any]:
+    """A panel's metric widget properties: its metrics in one-minute periods, the plan's lines as annotations
+    (latency in seconds, as TargetResponseTime is published)."""
+    balancer = ["LoadBalancer", watched["load_balancer"]]
+    targets = ["TargetGroup", watched["target_group"], *balancer]
+    metrics: list[list[Any]]
+    lines = [{"label": label, "value": value} for label, value in panel.lines]
+    if panel.kind is PanelKind.REQUESTS:
+        metrics = [[ELB_NAMESPACE, "RequestCount", *balancer, {"stat": "Sum", "label": "requests"}]]
+    elif panel.kind is PanelKind.LATENCY:
+        metrics = [[ELB_NAMESPACE, "TargetResponseTime", *targets, {"stat": stat, "label": stat}]
+                   for stat in ("p50", "p95")]
+        lines = [{"label": label, "value": value / 1000} for label, value in panel.lines]
+    elif panel.kind is PanelKind.SERVER_ERRORS:
+        metrics = [[ELB_NAMESPACE, "HTTPCode_Target_5XX_Count", *balancer, {"stat": "Sum", "label": "server 5xx"}]]
+    else:
+        assert panel.kind is PanelKind.SERVERS, panel.kind
+        metrics = [[ELB_NAMESPACE, "HealthyHostCount", *targets, {"stat": "Minimum", "label": "healthy"}],
+                   [ELB_NAMESPACE, "UnHealthyHostCount", *targets, {"stat": "Maximum", "label": "unhealthy"}],
+                   ["AWS/AutoScaling", GROUP_METRICS[0].value, "AutoScalingGroupName", watched["group"],
+                    {"stat": "Average", "label": "in service"}]]
+    title = f"{panel.title} (s)" if panel.kind is PanelKind.LATENCY else panel.title
+    return {"title": title, "view": "timeSeries", "region": region, "period": SECONDS_PER_MINUTE,
+            "metrics": metrics, "annotations": {"horizontal": lines}}
 
 
 def _alarm_condition(rule: AlarmRule, dimensions: Mapping[str, pulumi.Input[str]]) -> dict[str, Any]:
@@ -1141,6 +1244,8 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
         "arn": _arn(c, "ec2", f"launch-template/lt-0{c.digest[:16]}"), "latestVersion": 1, "defaultVersion": 1}),
     "aws:autoscaling/group:Group": _group_outputs,
     "aws:autoscaling/policy:Policy": _scaling_policy_outputs,
+    "aws:cloudwatch/dashboard:Dashboard": lambda c: (c.inputs["dashboardName"], {
+        "dashboardArn": f"arn:aws:cloudwatch::{c.account}:dashboard/{c.inputs['dashboardName']}"}),
     "aws:cloudwatch/metricAlarm:MetricAlarm": lambda c: (f"{c.name}-{c.digest[:7]}", {
         "arn": _arn(c, "cloudwatch", f"alarm:{c.name}-{c.digest[:7]}")}),
     "aws:lb/loadBalancer:LoadBalancer": _load_balancer_outputs,
@@ -1182,6 +1287,9 @@ _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
     "aws:index/getRegion:getRegion": lambda a, c: {
         "region": c.region, "name": c.region, "id": c.region, "endpoint": f"ec2.{c.region}.amazonaws.com",
         "description": c.region},
+    # The region's Elastic Load Balancing account (us-east-1's, ELB User Guide, "Enable access logs").
+    "aws:elb/getServiceAccount:getServiceAccount": lambda a, c: {
+        "arn": "arn:aws:iam::127311923021:root", "id": "127311923021", "region": a.get("region") or c.region},
     "aws:index/getPartition:getPartition": lambda a, c: {
         "partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws", "reverseDnsPrefix": "com.amazonaws"},
     "aws:ec2/getInstanceType:getInstanceType": lambda a, c: {

@@ -559,6 +559,8 @@ class CloudBackend(ABC):
     notification_target: ClassVar[ValueRule | None] = None
     """What `alarm_notification` names here: where the fleet's alarms notify (an SNS topic, a notification channel, a
     contact group, an SMN topic)."""
+    dashboard_gap: ClassVar[str | None] = None
+    """Why the cloud gets no dashboard (its provider has no resource for one); None: `create_dashboard` makes one."""
     cache_generates_auth: ClassVar[bool] = False
     """The cloud generates the managed Redis's AUTH token itself (so the stack gives none)."""
 
@@ -638,6 +640,11 @@ class CloudBackend(ABC):
     def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
         """The fleet's alarms, one per rule of `observability.alarm_rules`, notifying the request's target."""
         raise NotImplementedError(f"{self.display_name} has no create_alarms")
+
+    def create_dashboard(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> StrOutput:
+        """The fleet's dashboard, one graph per panel of `observability.dashboard_panels`, on the metrics its alarms
+        watch; only called where `dashboard_gap` is None. Returns the dashboard's id."""
+        raise NotImplementedError(f"{self.display_name} has no create_dashboard: {self.dashboard_gap}")
 
     #### Offline preview ####
 

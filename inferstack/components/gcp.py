@@ -8,6 +8,7 @@ Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same o
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -70,7 +71,14 @@ from inferstack.components.core import (
     unique_name,
     unsupported,
 )
-from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules
+from inferstack.components.observability import (
+    AlarmKind,
+    AlarmRule,
+    Panel,
+    PanelKind,
+    alarm_rules,
+    dashboard_panels,
+)
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan
 
@@ -239,6 +247,11 @@ LB_UTILIZATION_TARGET = 0.8
 # bucket (30 days unless changed; Cloud Logging, "Routing and storage overview"). It holds request metadata (client
 # address, URL, status, latency), never request bodies.
 LB_REQUEST_LOG: Any = {"enable": True, "sample_rate": 1.0}  # both backend services' LogConfigArgsDict
+# The dashboard (Cloud Monitoring API, projects.dashboards: a mosaicLayout of up to 48 columns whose tiles hold
+# xyChart widgets; each dataSet a timeSeriesQuery.timeSeriesFilter with its aggregation; the chart's `thresholds` are
+# horizontal lines {label, value}). It graphs the alert policies' metrics and the group's size; the backends' health
+# states have no metric (`unwatched_alarms`), so the servers graph shows the group's size.
+DASHBOARD_COLUMNS, DASHBOARD_TILE_HEIGHT = 48, 16
 LB_METRICS: Mapping[str, tuple[str, str]] = {
     "external": ("https_lb_rule", "loadbalancing.googleapis.com/https"),
     "internal": ("internal_http_lb_rule", "loadbalancing.googleapis.com/https/internal"),
@@ -633,6 +646,16 @@ class GcpBackend(CloudBackend):
             severity="ERROR", user_labels=gcp_labels(request.tags), opts=child_options(parent))
             for rule in alarm_rules(request.plan) if rule.kind not in self.unwatched_alarms]
         return AlarmsResult(alarm_ids=[policy.name for policy in policies])
+
+    def create_dashboard(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> StrOutput:
+        """A Cloud Monitoring dashboard of the load balancer's and the group's metrics (the alert policies' own), one
+        chart per panel, the plan's lines drawn as thresholds."""
+        watched = request.fleet.watched
+        scheme = str(watched["scheme"])
+        body = pulumi.Output.all(watched["backend_service"], watched["group"]).apply(
+            lambda names: json.dumps(_dashboard_json(request.plan, f"inferstack {name}", scheme, names[0], names[1])))
+        dashboard = gcp.monitoring.Dashboard(f"{name}-dashboard", dashboard_json=body, opts=child_options(parent))
+        return dashboard.id
 
     #### Cache ####
 
@@ -1086,6 +1109,45 @@ def _canary_autoscaler(parent: pulumi.Resource, name: str, canary: _Canary, back
         opts=child_options(parent, depends_on=[backend]))
 
 
+def _dashboard_json(plan: DeploymentPlan, title: str, scheme: str, backend_service: str,
+                    group: str) -> dict[str, Any]:
+    """The dashboard's body: one xyChart tile per panel, two to a row."""
+    width = DASHBOARD_COLUMNS // 2
+    return {"displayName": title, "mosaicLayout": {"columns": DASHBOARD_COLUMNS, "tiles": [
+        {"xPos": (index % 2) * width, "yPos": (index // 2) * DASHBOARD_TILE_HEIGHT, "width": width,
+         "height": DASHBOARD_TILE_HEIGHT, "widget": _dashboard_chart(panel, scheme, backend_service, group)}
+        for index, panel in enumerate(dashboard_panels(plan))]}}
+
+
+def _dashboard_chart(panel: Panel, scheme: str, backend_service: str, group: str) -> dict[str, Any]:
+    """A panel's xyChart in one-minute alignments: the same filters as the alert conditions (`_alert_condition`)."""
+    resource, prefix = LB_METRICS[scheme]
+    backend = f'resource.type = "{resource}" AND resource.label.backend_target_name = "{backend_service}"'
+    requests = f'{backend} AND metric.type = "{prefix}/request_count"'
+
+    def series(filter_: str, aligner: str, reducer: str, legend: str) -> dict[str, Any]:
+        return {"plotType": "LINE", "legendTemplate": legend, "timeSeriesQuery": {"timeSeriesFilter": {
+            "filter": filter_, "aggregation": {"alignmentPeriod": "60s", "perSeriesAligner": aligner,
+                                               "crossSeriesReducer": reducer}}}}
+
+    if panel.kind is PanelKind.REQUESTS:
+        data = [series(requests, "ALIGN_DELTA", "REDUCE_SUM", "requests")]
+    elif panel.kind is PanelKind.LATENCY:
+        latencies = f'{backend} AND metric.type = "{prefix}/backend_latencies"'
+        data = [series(latencies, "ALIGN_DELTA", f"REDUCE_PERCENTILE_{p}", f"p{p}") for p in ("50", "95")]
+    elif panel.kind is PanelKind.SERVER_ERRORS:
+        data = [series(f"{requests} AND metric.label.response_code_class = 500", "ALIGN_DELTA", "REDUCE_SUM",
+                       "server 5xx")]
+    else:
+        assert panel.kind is PanelKind.SERVERS, panel.kind
+        size = (f'resource.type = "instance_group" AND resource.label.instance_group_name = "{group}" AND '
+                'metric.type = "compute.googleapis.com/instance_group/size"')
+        data = [series(size, "ALIGN_MEAN", "REDUCE_SUM", "servers in the group")]
+    title = f"{panel.title} (ms)" if panel.kind is PanelKind.LATENCY else panel.title
+    return {"title": title, "xyChart": {"dataSets": data, "thresholds": [
+        {"label": label, "value": value} for label, value in panel.lines]}}
+
+
 def _watched_condition(rule: AlarmRule, watched: Mapping[str, pulumi.Input[str]]) -> Any:
     """A rule's AlertPolicyCondition, once the backend service's and the group's names are known."""
     scheme = str(watched["scheme"])
@@ -1453,6 +1515,7 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "gcp:compute/regionAutoscaler:RegionAutoscaler": _regional("autoscalers"),
     "gcp:compute/healthCheck:HealthCheck": _global("healthChecks"),
     # An alert policy's name is its path, with an id Cloud Monitoring assigns (a number).
+    "gcp:monitoring/dashboard:Dashboard": lambda c: (f"projects/{c.account}/dashboards/{c.digest[:32]}", {}),
     "gcp:monitoring/alertPolicy:AlertPolicy": lambda c: (
         f"projects/{c.account}/alertPolicies/{int(c.digest[:15], 16)}",
         {"name": f"projects/{c.account}/alertPolicies/{int(c.digest[:15], 16)}"}),

@@ -194,6 +194,7 @@ CPU_TARGET_BOUNDS_PERCENT = (10, 95)
 # second; a Cloud Eye condition compares one metric with a number, so the error budget is a rate at the plan's peak
 # load: observability.errors_per_s). (metric, rollup, comparison, unit) per alarm kind.
 ELB_NAMESPACE = "SYS.ELB"
+LTS_NAME_MAX_LENGTH = 64
 ELB_DIMENSION = "lbaas_instance_id"
 ELB_ALARM_METRICS: Mapping[AlarmKind, tuple[str, str, str, str]] = {
     AlarmKind.UNHEALTHY_SERVERS: ("m9_abnormal_servers", "max", ">", "count"),
@@ -301,6 +302,11 @@ class HuaweiBackend(CloudBackend):
     notification_target = ValueRule("the URN of an SMN topic (urn:smn:REGION:PROJECT_ID:NAME)",
                                     r"urn:smn:[a-z]{2}(-[a-z]+)+-\d+:[0-9a-f]{32}:[A-Za-z0-9][A-Za-z0-9_-]{0,254}",
                                     "urn:smn:ap-southeast-3:0123456789abcdef0123456789abcdef:inference-alarms")
+    dashboard_gap = (
+        "pulumi_huaweicloud 0.0.12 has no dashboard resource (its Cloud Eye alarm rules are cse.Alarmrule, its aom "
+        "module has alarm and service-discovery rules only, no Cloud Eye or AOM dashboard); Cloud Eye's console "
+        "shows the dedicated ELB's metrics (requests, latency, 5xx, healthy and unhealthy servers) on the load "
+        "balancer's monitoring page, and LTS shows the load balancer's access logs")
     brought_ids = BroughtIds(
         network=ValueRule("a VPC id (a UUID)", UUID, "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"),
         subnet=ValueRule("a subnet id (a UUID)", UUID, "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"),
@@ -492,6 +498,7 @@ class HuaweiBackend(CloudBackend):
         assert request.api_certificate is not None, "Huawei issues no certificate: api_certificate is required"
         zones = _zones_offering(parent, plan.instance_type, plan.zones)
         balancer = _load_balancer(parent, name, request, zones)
+        _load_balancer_logs(parent, name, request, balancer.load_balancer_id)
         group = self._scaling_group(parent, name, request, zones, balancer.pool_id, balancer.health_check)
         if request.canary is not None:  # the same group, from the canary's plan, in a pool of its own
             canary = request.for_canary()
@@ -886,6 +893,27 @@ def _alarm_condition(plan: DeploymentPlan, rule: AlarmRule) -> dict[str, Any]:
     value = errors_per_s(plan, rule) if rule.kind is AlarmKind.ERROR_RATE else rule.threshold
     return {"metric_name": metric, "period": period, "count": count, "filter": rollup,
             "comparison_operator": comparison, "value": value, "unit": unit, "alarm_level": 2}
+
+
+def _load_balancer_logs(parent: pulumi.Resource, name: str, request: FleetRequest,
+                        load_balancer_id: pulumi.Input[str]) -> hw.dedicatedelb.Logtank:
+    """The load balancer's access logs in an LTS log group and stream of their own (model files, uploads and the
+    buckets' access logs live in OBS), kept ACCESS_LOG_DAYS (lts.Group ttl_in_days: 1 to 365); a log tank ships them
+    (dedicatedelb.Logtank; ELB User Guide, "Access Logs"). LTS data is read through IAM only: nothing makes it
+    public. lts.Group and lts.Stream in 0.0.12 take no encryption setting, so none is set here."""
+    opts = child_options(parent)
+    group = hw.lts.Group(f"{name}-lb-logs", group_name=_lts_name(name, "lb-logs"), ttl_in_days=ACCESS_LOG_DAYS,
+                         tags=request.tags, opts=opts)
+    stream = hw.lts.Stream(f"{name}-lb-logs-stream", group_id=group.id, stream_name=_lts_name(name, "lb-access"),
+                           tags=request.tags, opts=opts)
+    return hw.dedicatedelb.Logtank(f"{name}-lb-logtank", loadbalancer_id=load_balancer_id, log_group_id=group.id,
+                                   log_topic_id=stream.id, opts=opts)
+
+
+def _lts_name(name: str, role: str) -> str:
+    """An LTS log group's or stream's name, unique to this project, stack and component (LTS API reference,
+    CreateLogGroup and CreateLogStream: 1 to 64 letters, digits, underscores, hyphens and periods)."""
+    return unique_name([pulumi.get_project(), pulumi.get_stack(), name, role], max_length=LTS_NAME_MAX_LENGTH)
 
 
 def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,

@@ -5,6 +5,9 @@ fleet (unhealthy servers, latency, server errors, healthy servers at the group's
 publishes without an agent. The thresholds come from the plan: the latency objective is the plan's SLO
 (`plan.slo.latency_p95_ms`), the ceiling its fleet's `max_replicas`, the error budget a share of its requests.
 
+The dashboard (`dashboard_panels`) graphs the same metrics, the plan's objective and the fleet's bounds drawn as lines;
+each cloud draws it in its backend (`create_dashboard`), or states why it cannot (`dashboard_gap`).
+
 GPU memory and disk alarms need the servers' own metrics, shipped by the cloud's agent; the bootstrap does not
 install an agent yet (docs/deploy-<cloud>.md, "Alarms"), so they are not among the rules.
 """
@@ -81,3 +84,45 @@ def errors_per_s(plan: DeploymentPlan, rule: AlarmRule) -> float:
     """An ERROR_RATE rule as server errors per second at the plan's peak load, for clouds whose alarms compare one
     metric with a number and cannot divide two metrics."""
     return round(plan.performance.load_requests_per_s * rule.threshold / 100, 4)
+
+
+#### Dashboard ####
+
+
+class PanelKind(str, Enum):
+    """The graphs every fleet's dashboard shows, on the same load balancer metrics its alarms watch."""
+
+    REQUESTS = "requests"
+    """Requests the load balancer answered, per minute."""
+    LATENCY = "latency"
+    """p50 and p95 of the servers' response time, with the plan's objective as a line."""
+    SERVER_ERRORS = "server-errors"
+    """HTTP 5xx answers from the servers, per minute."""
+    SERVERS = "servers"
+    """Healthy and unhealthy servers behind the load balancer (or the group's size), with the fleet's floor and
+    ceiling as lines."""
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One graph of the dashboard, with the horizontal lines the plan draws on it (label, value in the kind's units:
+    LATENCY milliseconds, SERVERS servers)."""
+
+    kind: PanelKind
+    title: str
+    lines: tuple[tuple[str, float], ...] = ()
+
+
+def dashboard_panels(plan: DeploymentPlan) -> list[Panel]:
+    """The dashboard a fleet's plan calls for (none for a single server: it has no load balancer to graph)."""
+    fleet = plan.fleet
+    if fleet is None:
+        return []
+    latency = plan.slo.latency_p95_ms if plan.slo is not None else None
+    return [
+        Panel(PanelKind.REQUESTS, "Requests per minute"),
+        Panel(PanelKind.LATENCY, "Response time p50 / p95",
+              (("SLO p95", latency),) if latency is not None else ()),
+        Panel(PanelKind.SERVER_ERRORS, "Server errors (HTTP 5xx) per minute"),
+        Panel(PanelKind.SERVERS, "Servers", (("floor", fleet.min_replicas), ("ceiling", fleet.max_replicas))),
+    ]

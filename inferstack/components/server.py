@@ -522,8 +522,13 @@ class InferenceServer(pulumi.ComponentResource):
                 internet_facing=internet_facing, allowed_cidrs=tuple(self.allowed_cidrs), network_cidr=network_cidr,
                 api_domain=checked["api_domain"], api_certificate=checked.get("api_certificate"),
                 protected=protected, tags=self._tags, canary=canary))
-            self.backend.create_alarms(self, name, AlarmsRequest(
-                plan=self.plan, fleet=fleet, notification_target=checked.get("alarm_notification"), tags=self._tags))
+            watched = AlarmsRequest(plan=self.plan, fleet=fleet,
+                                    notification_target=checked.get("alarm_notification"), tags=self._tags)
+            self.backend.create_alarms(self, name, watched)
+            if self.backend.dashboard_gap is None:
+                self.backend.create_dashboard(self, name, watched)
+            else:
+                pulumi.log.info(f"{name}: no dashboard is created: {self.backend.dashboard_gap}", resource=self)
             self.endpoint_url = fleet.endpoint_url
             self.endpoint_urls = pulumi.Output.all(fleet.endpoint_url)
             self.load_balancer_address = pulumi.Output.from_input(fleet.load_balancer_address)

@@ -58,8 +58,9 @@ def _bucket(name: str, settings: Mapping[str, Any]) -> Bucket:
     statements = json.loads(settings.get("BucketPolicy", {}).get("policy", "{}")).get("Statement", [])
     tls_only = any(s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport")
                    == "false" for s in statements)
-    readers = tuple(s["Principal"]["Service"] for s in statements
-                    if s["Effect"] == "Allow" and isinstance(s.get("Principal"), dict) and "Service" in s["Principal"])
+    # Who a bucket policy lets in: a service, or another account (the region's Elastic Load Balancing account).
+    readers = tuple(principal for s in statements if s["Effect"] == "Allow" and isinstance(s.get("Principal"), dict)
+                    for key in ("Service", "AWS") if (principal := s["Principal"].get(key)))
     return Bucket(
         name=name,
         public_access_blocked=all(block.get(k) is True for k in (

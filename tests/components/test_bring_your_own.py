@@ -31,7 +31,11 @@ GROUP = "aws:autoscaling/group:Group"
 LOAD_BALANCER = "aws:lb/loadBalancer:LoadBalancer"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 FLEET_TYPES = {"LaunchTemplate", "Group", "TargetGroup", "LoadBalancer", "Listener", "Certificate",
-               "CertificateValidation", "Policy", "MetricAlarm"}
+               "CertificateValidation", "Policy", "MetricAlarm", "Dashboard"}
+# The load balancer's access logs go to a bucket of the fleet's own, brought model bucket or not.
+LOAD_BALANCER_LOG_TYPES = {"Bucket", "BucketOwnershipControls", "BucketPublicAccessBlock",
+                           "BucketServerSideEncryptionConfiguration", "BucketVersioning",
+                           "BucketLifecycleConfiguration", "BucketPolicy"}
 
 
 def _types(recording: Recording) -> set[str]:
@@ -163,7 +167,8 @@ def test_existing_assets_bucket_is_served_without_touching_it(run: Any) -> None:
 @pytest.mark.parametrize(("stage", "servers"), [
     ("validation", {"Instance"}),
     # A fleet: the group, its load balancer and the load balancer's own security group.
-    ("production", FLEET_TYPES | {"SecurityGroup", "SecurityGroupIngressRule", "SecurityGroupEgressRule"}),
+    ("production", FLEET_TYPES | LOAD_BALANCER_LOG_TYPES | {"SecurityGroup", "SecurityGroupIngressRule",
+                                                            "SecurityGroupEgressRule"}),
 ])
 def test_everything_brought_leaves_only_servers_cdn_and_secrets_to_create(run: Any, stage: str,
                                                                           servers: set[str]) -> None:

@@ -120,15 +120,16 @@ def test_rolling_back_removes_the_canary_and_restores_every_resource_as_it_was(
 
 
 ROUTING_AND_SIZE = {
-    "aws": {"server-https", "server-group", "server-requests", "server-low-load", "server-alarm-fleet-at-ceiling"},
-    "gcp": {"server-api-urls", "server-autoscaler", "server-alarm-fleet-at-ceiling"},
+    "aws": {"server-https", "server-group", "server-requests", "server-low-load", "server-alarm-fleet-at-ceiling",
+            "server-dashboard"},
+    "gcp": {"server-api-urls", "server-autoscaler", "server-alarm-fleet-at-ceiling", "server-dashboard"},
     "alibaba": {"server-group", "server-requests-per-server", "server-alarm-error-rate",
                 "server-alarm-fleet-at-ceiling"},
     "huawei": {"server-https", "server-group", "server-alarm-error-rate", "server-alarm-fleet-at-ceiling"},
 }
 """What a canary may change of the stack it joins: the forward (listener, URL map), the main group's size, and the
 main group's alarms that follow its size (its ceiling; on Alibaba and Huawei, whose alarms cannot divide two metrics,
-the error rate as errors per second at its share of the load)."""
+the error rate as errors per second at its share of the load), and the dashboard that draws its floor and ceiling."""
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)

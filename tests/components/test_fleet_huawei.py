@@ -65,7 +65,10 @@ def _fleet(run: Any, plan: DeploymentPlan | None = None, *, config: dict[str, An
 
 
 def _of(recording: Recording, short_type: str) -> list[RegisteredResource]:
-    return [r for r in recording.resources if r.custom and r.type.split(":")[-1] == short_type]
+    """By short type ("Loadbalancer"), or by module and type where two modules share one ("As/group:Group", not
+    the load balancer's log group "Lts/group:Group")."""
+    return [r for r in recording.resources
+            if r.custom and (r.type.split(":", 1)[1] if "/" in short_type else r.type.split(":")[-1]) == short_type]
 
 
 def _one(recording: Recording, short_type: str) -> RegisteredResource:
@@ -110,7 +113,7 @@ def test_the_public_chat_workload_previews_an_https_load_balancer_with_http_redi
         listeners[443].id]
     assert result.outputs["endpointUrl"] == f"https://{API_DOMAIN}"
     assert result.outputs["loadBalancerAddress"] == recording.named("server-lb-eip").outputs["address"]
-    assert result.outputs["groupId"] == _one(recording, "Group").id and result.outputs["instanceIds"] == []
+    assert result.outputs["groupId"] == _one(recording, "As/group:Group").id and result.outputs["instanceIds"] == []
 
 
 #### The group ####
@@ -121,7 +124,7 @@ def test_a_production_plan_runs_as_one_group_over_its_zones_sized_by_the_fleet(r
     plan = _plan(variant)
     assert plan.fleet is not None
     recording = _fleet(run, plan)
-    group = _one(recording, "Group").inputs
+    group = _one(recording, "As/group:Group").inputs
     assert (group["minInstanceNumber"], group["desireInstanceNumber"], group["maxInstanceNumber"]) == (
         plan.fleet.min_replicas, plan.fleet.min_replicas, plan.fleet.max_replicas)
     zones = group["availabilityZones"]
@@ -130,7 +133,7 @@ def test_a_production_plan_runs_as_one_group_over_its_zones_sized_by_the_fleet(r
     assert group["scalingConfigurationId"] == _one(recording, "Configuration").id
     assert group["lbaasListeners"] == [{"poolId": _one(recording, "Pool").id, "protocolPort": plan.serving.port}]
     assert not _of(recording, "Instance")  # the group creates the servers
-    assert recording.value["group"] == _one(recording, "Group").id and recording.value["instances"] == []
+    assert recording.value["group"] == _one(recording, "As/group:Group").id and recording.value["instances"] == []
 
 
 @pytest.mark.parametrize("variant", ["gpu-llm", "cpu-encoder"])  # /health and /v2/health/ready
@@ -143,7 +146,7 @@ def test_the_health_check_probes_the_readiness_path_and_replaces_servers_after_t
     assert (monitor["protocol"], monitor["urlPath"], monitor["port"], monitor["statusCode"]) == (
         "HTTP", plan.serving.health_path, plan.serving.port, "200")
     assert monitor["poolId"] == _one(recording, "Pool").id
-    group = _one(recording, "Group").inputs
+    group = _one(recording, "As/group:Group").inputs
     assert group["healthPeriodicAuditMethod"] == "ELB_AUDIT"
     assert group["healthPeriodicAuditGracePeriod"] == plan.fleet.health_check_grace_s
 
@@ -187,7 +190,7 @@ def test_the_template_is_the_server_create_servers_makes(run: Any) -> None:
     # The same user data, encoded as for a single server: Base64 of gzip, within the 32 KB ECS and AS take.
     assert config["userData"] == server["userData"] and _user_data(config["userData"]).startswith("#cloud-config")
     assert len(base64.b64decode(config["userData"])) <= huawei.USER_DATA_LIMIT_BYTES
-    assert _one(fleet, "Group").inputs["agencyName"] == server["agencyName"]  # AS binds it to every server
+    assert _one(fleet, "As/group:Group").inputs["agencyName"] == server["agencyName"]  # AS binds it to every server
 
 
 def test_spot_plans_run_their_fleet_on_spot_capacity(run: Any) -> None:
@@ -223,7 +226,7 @@ def test_no_server_gets_a_public_address(run: Any, exposure: dict[str, Any]) -> 
     assert not _of(recording, "Instance") and not _of(recording, "EipAssociate")
     assert {e.name for e in _of(recording, "Eip")} <= {"chat-network-nat-eip", "chat-lb-eip"}
     private = [s.id for s in sorted(_of(recording, "Subnet"), key=lambda s: s.name) if "private" in s.name]
-    assert _one(recording, "Group").inputs["networks"] == [{"id": private[0]}]
+    assert _one(recording, "As/group:Group").inputs["networks"] == [{"id": private[0]}]
 
 
 @pytest.mark.parametrize("exposure", [{}, {"allowed_cidrs": ["10.20.0.0/16"]}, PUBLIC])
@@ -282,7 +285,7 @@ def test_a_brought_network_puts_the_load_balancer_in_the_subnets_given_for_it(ru
     balancer = _one(recording, "Loadbalancer").inputs
     assert ("huaweicloud:Vpc/getSubnet:getSubnet", {"id": PUBLIC_A}) in recording.invokes
     assert balancer["ipv4SubnetId"] == huawei._ipv4_subnet_id(PUBLIC_A) and balancer["vpcId"] == VPC
-    group = _one(recording, "Group").inputs
+    group = _one(recording, "As/group:Group").inputs
     assert (group["vpcId"], group["networks"]) == (VPC, [{"id": SUBNET_A}])
 
 
@@ -294,7 +297,7 @@ def test_a_brought_network_with_a_public_endpoint_needs_subnets_for_the_load_bal
 @pytest.mark.parametrize("protected", [True, False])
 def test_protection_covers_the_group_the_load_balancer_and_its_address(run: Any, protected: bool) -> None:
     recording = _fleet(run, protect_servers=protected, **PUBLIC)
-    guarded = [_one(recording, "Group"), _one(recording, "Loadbalancer"), recording.named("chat-lb-eip")]
+    guarded = [_one(recording, "As/group:Group"), _one(recording, "Loadbalancer"), recording.named("chat-lb-eip")]
     assert [resource.protect for resource in guarded] == [protected] * 3
     assert _one(recording, "Loadbalancer").inputs["deletionProtectionEnable"] is protected
     # A new template (a new boot script) is created next to the old one; the group moves to it in place.
@@ -324,7 +327,7 @@ def test_cpu_fleets_scale_on_cpu_usage_at_the_level_of_the_plans_target(run: Any
     plan = plan.model_copy(update={"performance": plan.performance.model_copy(update={"capacity_requests_per_s": 4.0})})
     assert plan.fleet is not None
     recording = _fleet(run, plan)
-    group = _one(recording, "Group")
+    group = _one(recording, "As/group:Group")
     alarms = {alarm.name: alarm for alarm in _of(recording, "Alarmrule")}
     policies = {policy.name: policy.inputs for policy in _of(recording, "Policy")}
     expected = {"out": (">", 80, 1, "ADD", plan.fleet.scale_out_cooldown_s),

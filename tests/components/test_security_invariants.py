@@ -71,8 +71,10 @@ TEMPLATE_TYPES = {"aws": {guardrails.AWS_LAUNCH_TEMPLATE}, "gcp": set(guardrails
 # Who besides the account's own identities may read a bucket, per cloud: the CDN and log delivery where a bucket
 # policy or IAM binding must name them. Every cloud with a mapper has a row (a missing one fails loudly).
 BUCKET_READERS: dict[str, set[str]] = {
-    # CloudFront through Origin Access Control (for this distribution's ARN only), and S3 server access logging.
-    "aws": {"cloudfront.amazonaws.com", "logging.s3.amazonaws.com"},
+    # CloudFront through Origin Access Control (for this distribution's ARN only), S3 server access logging, and a
+    # fleet's load balancer access logs (us-east-1's Elastic Load Balancing account, ELB User Guide, "Enable access
+    # logs"; it may put objects under this account's log prefix only).
+    "aws": {"cloudfront.amazonaws.com", "logging.s3.amazonaws.com", "arn:aws:iam::127311923021:root"},
     # The project's load-balancing service agent (Cloud CDN private bucket access). Usage logs are written by a
     # Google group granted objectCreator, which reads nothing.
     "gcp": {"https-lb.iam.gserviceaccount.com"},
@@ -236,7 +238,8 @@ def test_metrics_port_is_reachable_only_from_inside_the_network(case: Case) -> N
 
 
 def test_every_bucket_is_encrypted_and_versioned(case: Case) -> None:
-    assert len(case.facts.buckets) == 4  # models, data, logs, assets
+    # models, data, logs, assets; on AWS a fleet's load balancer access logs too (a bucket of their own)
+    assert len(case.facts.buckets) == 4 + (case.cloud == "aws" and case.fleet)
     assert all(bucket.encrypted and bucket.versioned for bucket in case.facts.buckets), case.facts.buckets
 
 

@@ -211,9 +211,22 @@ BUCKET_CASES = [
              {"Sid": "Open", "Effect": "Allow", "Principal": {"ID": ["*"]}, "Action": ["GetObject"],
               "Resource": [f"{BUCKET}/*"]}]})},
          [f"bucket policy statement Open allows everyone (Principal \"*\"): {PUBLIC_BUCKET_FIX}"]),
+    # The SLS project of a load balancer's access logs: private without a project policy.
+    Case("alibaba log project without a policy", pack.buckets_not_public, rules.ALI_LOG_PROJECT,
+         {"projectName": "lb-logs"}, []),
+    Case("alibaba log project policy allowing everyone", pack.buckets_not_public, rules.ALI_LOG_PROJECT,
+         {"projectName": "lb-logs", "policy": _policy([{"Effect": "Allow", "Principal": "*",
+                                                        "Action": ["log:GetLogStoreLogs"],
+                                                        "Resource": ["acs:log:*:*:project/lb-logs/*"]}], "1")},
+         [f"bucket policy statement #0 allows everyone (Principal \"*\"): {PUBLIC_BUCKET_FIX}"]),
 ]
 
 ENCRYPTION_CASES = [
+    Case("alibaba encrypted logstore", pack.encryption_at_rest, rules.ALI_LOG_STORE,
+         {"logstoreName": "alb-access-log", "encryptConf": {"enable": True, "encryptType": "default"}}, []),
+    Case("alibaba logstore without encryption", pack.encryption_at_rest, rules.ALI_LOG_STORE,
+         {"logstoreName": "alb-access-log"},
+         ["the logstore is not encrypted: set encryptConf.enable to true (encryptType default or m4)"]),
     Case("aws default encryption AES256", pack.encryption_at_rest, rules.AWS_BUCKET_ENCRYPTION,
          {"bucket": BUCKET, "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]}, []),
     Case("aws default encryption without an algorithm", pack.encryption_at_rest, rules.AWS_BUCKET_ENCRYPTION,
