@@ -199,8 +199,10 @@ def deployment(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 @contextlib.contextmanager
 def deployed(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory, processes: int = 1,
-             threads: int = 2) -> Iterator[Deployment]:
-    """Model in the bucket, API key in SSM, user data rendered and applied: write_files, then runcmd."""
+             threads: int = 2, cache: bool = True) -> Iterator[Deployment]:
+    """Model in the bucket, API key in SSM, user data rendered and applied: write_files, then runcmd. With `cache`,
+    the gateway caches in the Redis on loopback (its status listener, 127.0.0.1:9180, is one per network: a second
+    server beside the first goes without)."""
     with s3_server() as storage, metadata_server() as metadata, \
             redis_server(tmp_path_factory.mktemp("redis")) as redis:
         model_dir = tmp_path_factory.mktemp("model")
@@ -221,13 +223,13 @@ def deployed(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory, processes
             "model": plan.model.model_copy(update={"name": "tiny-llama", "bucket_prefix": PREFIX}),
             "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": threads,
                                                        "processes": processes}),
-            "cache": Cache(ttl_seconds=600)})
+            "cache": Cache(ttl_seconds=600) if cache else None})
         result = render_bootstrap(plan, "aws", BootstrapOptions(
             model_bucket=BUCKET, region="us-east-1", api_key_secret=API_KEY_PARAMETER,
             hub_token_secret=HUB_TOKEN_PARAMETER, install_mode="native",
             storage_endpoint=storage, secret_endpoint=storage, metadata_endpoint=metadata,
             cache=CacheEndpoint(host="127.0.0.1", port=redis.port, auth_secret=CACHE_AUTH_PARAMETER,
-                                ca_certificate=redis.ca.read_text())))
+                                ca_certificate=redis.ca.read_text()) if cache else None))
         store_bundle(storage, result)
         apply_cloud_config(chroot, result.user_data)
         wait_for_boot(chroot)
@@ -588,7 +590,7 @@ def test_the_cache_token_lives_only_in_a_root_only_file_and_never_in_the_bootstr
 def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     """A second server in its own chroot: the same bootstrap with two llama.cpp processes (one thread each) behind
     one gateway. Its processes listen on the ports after RUNTIME_PORT, so it runs beside the first server."""
-    with debian_chroot() as box, deployed(box, tmp_path_factory, processes=2, threads=1) as booted:
+    with debian_chroot() as box, deployed(box, tmp_path_factory, processes=2, threads=1, cache=False) as booted:
         yield booted
 
 
