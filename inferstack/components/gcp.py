@@ -1196,21 +1196,10 @@ def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
             match=gcp.compute.SecurityPolicyRuleMatchArgs(versioned_expr="SRC_IPS_V1", config=(
                 gcp.compute.SecurityPolicyRuleMatchConfigArgs(src_ip_ranges=rule.sources))))
             for rule in armor_rules(sources)], opts=opts) if sources is not None else None
-    def backend_service(role: str, request: FleetRequest,
-                        group: gcp.compute.RegionInstanceGroupManager) -> gcp.compute.BackendService:
-        plan = request.plan  # the canary's own plan for its backend (its rate and timeout); the same armor
-        return gcp.compute.BackendService(
-            f"{role}-backend", name=_gcp_name(role, "backend"), load_balancing_scheme="EXTERNAL_MANAGED",
-            health_checks=health.id, security_policy=armor.id if armor else None,
-            backends=[gcp.compute.BackendServiceBackendArgs(
-                group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
-                max_rate_per_instance=_max_rate(request))],
-            protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
-            connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(role, plan),
-            log_config=LB_REQUEST_LOG, opts=opts)
-
-    backend = backend_service(name, request, group)
-    canary_backend = backend_service(f"{name}-canary", canary.request, canary.group) if canary else None
+    backend = _backend_service(gcp.compute.BackendService, name, request, group, "EXTERNAL_MANAGED", health, armor,
+                               opts)
+    canary_backend = _backend_service(gcp.compute.BackendService, f"{name}-canary", canary.request,
+                                      canary.group, "EXTERNAL_MANAGED", health, armor, opts) if canary else None
     address = gcp.compute.GlobalAddress(f"{name}-lb-address", name=_gcp_name(name, "lb-address"), ip_version="IPV4",
                                         labels=labels, opts=opts)
     certificate = gcp.compute.ManagedSslCertificate(
@@ -1254,21 +1243,10 @@ def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
             match=gcp.compute.RegionSecurityPolicyRuleMatchArgs(versioned_expr="SRC_IPS_V1", config=(
                 gcp.compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=rule.sources))))
             for rule in armor_rules(armor_sources(request) or [request.network_cidr])], opts=opts)
-    def backend_service(role: str, request: FleetRequest,
-                        group: gcp.compute.RegionInstanceGroupManager) -> gcp.compute.RegionBackendService:
-        plan = request.plan  # the canary's own plan for its backend (its rate and timeout); the same armor
-        return gcp.compute.RegionBackendService(
-            f"{role}-backend", name=_gcp_name(role, "backend"), load_balancing_scheme="INTERNAL_MANAGED",
-            health_checks=health.id, security_policy=armor.id,
-            backends=[gcp.compute.RegionBackendServiceBackendArgs(
-                group=group.instance_group, balancing_mode="RATE", capacity_scaler=1.0,
-                max_rate_per_instance=_max_rate(request))],
-            protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
-            connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(role, plan),
-            log_config=LB_REQUEST_LOG, opts=opts)
-
-    backend = backend_service(name, request, group)
-    canary_backend = backend_service(f"{name}-canary", canary.request, canary.group) if canary else None
+    backend = _backend_service(gcp.compute.RegionBackendService, name, request, group, "INTERNAL_MANAGED", health,
+                               armor, opts)
+    canary_backend = _backend_service(gcp.compute.RegionBackendService, f"{name}-canary", canary.request,
+                                      canary.group, "INTERNAL_MANAGED", health, armor, opts) if canary else None
     # The forwarding rules need the network's proxy-only subnetwork (one per network and region): say so clearly.
     subnetwork = pulumi.Output.all(request.load_balancer_subnet_ids[0], _proxy_only_ranges(parent, request.network_id),
                                    region).apply(lambda values: _with_proxy_only(*values))
@@ -1331,6 +1309,25 @@ def _health_check(kind: type[HealthCheckType], resource_name: str, plan: Deploym
                 http_health_check={"port": plan.serving.port, "request_path": plan.serving.health_path},
                 check_interval_sec=probe.interval_s, timeout_sec=probe.timeout_s,
                 healthy_threshold=probe.healthy_after, unhealthy_threshold=probe.unhealthy_after, opts=opts)
+
+
+BackendServiceType = TypeVar("BackendServiceType", gcp.compute.BackendService, gcp.compute.RegionBackendService)
+
+
+def _backend_service(kind: type[BackendServiceType], role: str, request: FleetRequest,
+                     group: gcp.compute.RegionInstanceGroupManager, scheme: str, health: pulumi.CustomResource,
+                     armor: pulumi.CustomResource | None, opts: pulumi.ResourceOptions) -> BackendServiceType:
+    """The load balancer's backend service (global or regional) for one group, `role` the main one or the canary:
+    its own plan's rate and timeout, the load balancer's health check and Cloud Armor policy, every request logged."""
+    plan = request.plan
+    return kind(
+        f"{role}-backend", name=_gcp_name(role, "backend"), load_balancing_scheme=scheme,
+        health_checks=health.id, security_policy=armor.id if armor else None,
+        backends=[{"group": group.instance_group, "balancing_mode": "RATE", "capacity_scaler": 1.0,
+                   "max_rate_per_instance": _max_rate(request)}],
+        protocol="HTTP", port_name=SERVING_PORT_NAME, timeout_sec=plan.request_timeout_s,
+        connection_draining_timeout_sec=_draining_s(plan), description=_backend_description(role, plan),
+        log_config=LB_REQUEST_LOG, opts=opts)
 
 
 def _max_rate(request: FleetRequest) -> float:
