@@ -130,27 +130,34 @@ def local_config(plan: DeploymentPlan, directory: Path, port: int, runtime_port:
 
 
 @contextlib.contextmanager
+def nginx_serving(config: Path, prefix: Path, port: int, health_path: str) -> Iterator[None]:
+    """nginx on `config`, once it answers `health_path` on `port`; stopped on exit."""
+    process = subprocess.Popen(["nginx", "-c", str(config), "-p", str(prefix)], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            with contextlib.suppress(OSError), contextlib.closing(http.client.HTTPConnection(
+                    "127.0.0.1", port, timeout=1)) as probe:
+                probe.request("GET", health_path)
+                probe.getresponse().read()
+                break
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+            assert time.monotonic() < deadline, "nginx did not start listening"
+            time.sleep(0.05)
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@contextlib.contextmanager
 def running_gateway(plan: DeploymentPlan, tmp_path: Path, *, api_key: bool = True) -> Iterator[Gateway]:
     with runtime() as backend:
         port = free_port()
         config = local_config(plan, tmp_path, port, backend.port, api_key=api_key)
-        process = subprocess.Popen(["nginx", "-c", str(config), "-p", str(tmp_path)], stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + 10
-            while True:
-                with contextlib.suppress(OSError), contextlib.closing(http.client.HTTPConnection(
-                        "127.0.0.1", port, timeout=1)) as probe:
-                    probe.request("GET", plan.serving.health_path)
-                    probe.getresponse().read()
-                    break
-                assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-                assert time.monotonic() < deadline, "nginx did not start listening"
-                time.sleep(0.05)
+        with nginx_serving(config, tmp_path, port, plan.serving.health_path):
             backend.seen.clear()
             yield Gateway(port, backend)
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
 
 
 LLM_ROUTES_NOT_EXPOSED = ["/tokenize", "/detokenize", "/invocations", "/metrics", "/version", "/docs",

@@ -20,7 +20,7 @@ import pytest
 from bootstrap_fakes import free_port
 from redis_fakes import AUTH_TOKEN, Redis, missing_redis, redis_server
 from sample_plans import sample_plan
-from test_gateway import API_KEY, Gateway, runtime
+from test_gateway import API_KEY, Gateway, nginx_serving, runtime
 
 from inferstack.bootstrap import gateway
 from inferstack.bootstrap.runtimes import RUNTIME_PORT
@@ -81,23 +81,9 @@ def cached_gateway(tmp_path: Path, plan: DeploymentPlan | None = None) -> Iterat
     with runtime() as backend, redis_server(tmp_path / "redis") as redis:
         port, status_port = free_port(), free_port()
         config = local_config(plan, tmp_path, port, backend.port, redis, status_port)
-        process = subprocess.Popen(["nginx", "-c", str(config), "-p", str(tmp_path)], stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + 10
-            while True:
-                with contextlib.suppress(OSError), contextlib.closing(http.client.HTTPConnection(
-                        "127.0.0.1", port, timeout=1)) as probe:
-                    probe.request("GET", plan.serving.health_path)
-                    probe.getresponse().read()
-                    break
-                assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-                assert time.monotonic() < deadline, "nginx did not start listening"
-                time.sleep(0.05)
+        with nginx_serving(config, tmp_path, port, plan.serving.health_path):
             backend.seen.clear()
             yield Gateway(port, backend), redis, status_port
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
 
 
 def ask(gateway_: Gateway, path: str, body: dict[str, object]) -> tuple[int, bytes, str | None]:
