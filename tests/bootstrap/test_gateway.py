@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -109,13 +109,15 @@ class Gateway:
             connection.close()
 
 
-def local_config(plan: DeploymentPlan, directory: Path, port: int, runtime_port: int, *, api_key: bool) -> Path:
-    """The rendered configuration with its fixed places moved: listen port, runtime port, key map, logs, pid."""
-    text = gateway.gateway_config(plan, api_key=api_key)
+def local_config(plan: DeploymentPlan, directory: Path, port: int, runtime_port: int, *, api_key: bool,
+                 cache: gateway.CacheEndpoint | None = None, moved_too: Mapping[str, str] | None = None) -> Path:
+    """The rendered configuration with its fixed places moved: listen port, runtime port, key map, logs, pid, and
+    `moved_too` (the cache's places, with `cache`)."""
+    text = gateway.gateway_config(plan, api_key=api_key, cache=cache)
     replacements = {f"listen {plan.serving.port};": f"listen 127.0.0.1:{port};",
                     f"127.0.0.1:{RUNTIME_PORT}": f"127.0.0.1:{runtime_port}",
                     gateway.KEY_MAP: str(directory / "key.map"), gateway.ACCESS_LOG: str(directory / "access.log"),
-                    "/run/inferstack-gateway.pid": str(directory / "nginx.pid")}
+                    "/run/inferstack-gateway.pid": str(directory / "nginx.pid"), **(moved_too or {})}
     if os.geteuid() != 0:
         replacements[f"user {gateway.WORKER_USER};"] = ""  # only root may switch users
     if not api_key:

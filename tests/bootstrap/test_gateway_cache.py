@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -21,9 +20,9 @@ from bootstrap_fakes import free_port
 from redis_fakes import AUTH_TOKEN, Redis, missing_redis, redis_server
 from sample_plans import sample_plan
 from test_gateway import API_KEY, Gateway, nginx_serving, runtime
+from test_gateway import local_config as gateway_config
 
 from inferstack.bootstrap import gateway
-from inferstack.bootstrap.runtimes import RUNTIME_PORT
 from inferstack.plan import DeploymentPlan
 from inferstack.spec import Cache
 
@@ -49,27 +48,16 @@ def cached_plan(variant: str = "cpu-llm", ttl_seconds: int = 600) -> DeploymentP
 
 def local_config(plan: DeploymentPlan, directory: Path, port: int, runtime_port: int, redis: Redis,
                  status_port: int) -> Path:
-    """The rendered configuration with its fixed places moved to `directory` and the loopback test servers."""
+    """The gateway's configuration (test_gateway.local_config) with the cache's places moved too: its Lua, AUTH file,
+    CA and status listener, and the loopback Redis."""
     endpoint = gateway.CacheEndpoint(host="127.0.0.1", port=redis.port, auth_secret="/inferstack/test/cache-auth",
                                      ca_certificate=redis.ca.read_text())
-    text = gateway.gateway_config(plan, api_key=True, cache=endpoint)
     lua_dir = directory / "lua"
     lua_dir.mkdir(exist_ok=True)
     shutil.copy(FILES_DIR / "inferstack_cache.lua", lua_dir / "inferstack_cache.lua")
-    replacements = {f"listen {plan.serving.port};": f"listen 127.0.0.1:{port};",
-                    f"127.0.0.1:{RUNTIME_PORT}": f"127.0.0.1:{runtime_port}",
-                    gateway.KEY_MAP: str(directory / "key.map"), gateway.ACCESS_LOG: str(directory / "access.log"),
-                    "/run/inferstack-gateway.pid": str(directory / "nginx.pid"),
-                    gateway.CACHE_AUTH_FILE: str(directory / "cache.env"), gateway.CACHE_LUA_DIR: str(lua_dir),
-                    gateway.CACHE_CA_FILE: str(redis.ca), gateway.CACHE_STATUS_LISTEN: f"127.0.0.1:{status_port}"}
-    if os.geteuid() != 0:
-        replacements[f"user {gateway.WORKER_USER};"] = ""  # only root may switch users
-    for fixed, moved in replacements.items():
-        assert fixed in text, fixed
-        text = text.replace(fixed, moved)
-    config = directory / "gateway.conf"
-    config.write_text(text)
-    fetch_secret.write_secret_file(str(directory / "key.map"), {"API_KEY": API_KEY}, "nginx-bearer-map")
+    config = gateway_config(plan, directory, port, runtime_port, api_key=True, cache=endpoint, moved_too={
+        gateway.CACHE_AUTH_FILE: str(directory / "cache.env"), gateway.CACHE_LUA_DIR: str(lua_dir),
+        gateway.CACHE_CA_FILE: str(redis.ca), gateway.CACHE_STATUS_LISTEN: f"127.0.0.1:{status_port}"})
     fetch_secret.write_secret_file(str(directory / "cache.env"), {"REDIS_AUTH": AUTH_TOKEN}, "env")
     return config
 
