@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from inferstack.bootstrap.gateway import CacheEndpoint
+from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import Problem
 from inferstack.plan import DeploymentPlan
@@ -89,6 +90,11 @@ class BootstrapOptions(BaseModel):
         default=None,
         description="The deployment's managed Redis, for a plan with a cache: the gateway keeps deterministic answers "
                     "there (TLS, AUTH token fetched from the secret store at each start). None: no cache.",
+    )
+    telemetry: TelemetryTarget | None = Field(
+        default=None,
+        description="Where the cloud's monitoring agent sends the server's metrics and logs "
+                    "(`bootstrap.telemetry`). None: no agent is installed.",
     )
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from inferstack.bootstrap import gateway
+from inferstack.bootstrap import gateway, telemetry
 from inferstack.bootstrap.runtimes import (
     DOCKER_VERSION_PIN,
     NVIDIA_CONTAINER_TOOLKIT_VERSION,
@@ -373,6 +373,9 @@ def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, 
           for process in runtime_processes(plan)),
         FileSpec(f"{UNIT_DIR}/inferstack-gateway.service", gateway_unit(cloud, options), "0644"),
     ]
+    if options.telemetry:
+        files += [FileSpec(*spec) for spec in telemetry.agent_files(plan, cloud, options.telemetry)]
+        files.append(FileSpec(f"{UNIT_DIR}/{telemetry.AGENT_UNIT}.service", telemetry.agent_unit(), "0644"))
     return files
 
 

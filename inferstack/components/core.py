@@ -33,6 +33,7 @@ import pulumi
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from inferstack.bootstrap.render import user_data_gzip
+from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.components.observability import AlarmKind
 from inferstack.errors import InputError, Problem, input_error, with_article
@@ -304,6 +305,9 @@ class IdentityRequest:
     """Objects the server may also get (not list): its boot bundles (`bootstrap.render.BUNDLE_PREFIX`)."""
     secret_ids: Sequence[StrOutput]
     tags: Mapping[str, str]
+    telemetry_grants: Sequence[StrOutput] = ()
+    """What the servers' monitoring agent writes to, in the cloud's terms (`TelemetryResult.grants`): the identity
+    may write there and nowhere else."""
 
 
 @dataclass(frozen=True)
@@ -417,12 +421,32 @@ class AlarmsRequest:
     """Where alarms notify (`CloudBackend.notification_target`, checked); None: nowhere, their state shows in the
     cloud's console (Alibaba: a contact group is created, its alarms need one)."""
     tags: Mapping[str, str]
+    telemetry: TelemetryResult | None = None
+    """Where the servers' agent sends its metrics (the GPU-memory and disk alarms read them); None: no agent."""
 
 
 @dataclass(frozen=True)
 class AlarmsResult:
     alarm_ids: list[StrOutput]
     """One per rule, in the order of the rules."""
+
+
+@dataclass(frozen=True)
+class TelemetryRequest:
+    """Where a deployment's servers send their metrics and logs through the cloud's agent (`bootstrap.telemetry`)."""
+
+    plan: DeploymentPlan
+    protected: bool
+    """A production deployment: its logs are kept when the stack is destroyed."""
+    tags: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class TelemetryResult:
+    target: pulumi.Output[TelemetryTarget]
+    """What the servers' agent is told (the bundle carries it)."""
+    grants: Sequence[StrOutput]
+    """What the agent writes to, for the identity's least-privilege grant (`IdentityRequest.telemetry_grants`)."""
 
 
 @dataclass(frozen=True)
@@ -554,7 +578,10 @@ class CloudBackend(ABC):
     domain and takes none."""
     brought_ids: ClassVar[BroughtIds]
     """The form of each id a user brings instead of a created network, firewall or identity."""
-    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {}
+    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {
+        AlarmKind.GPU_MEMORY: "the servers run no monitoring agent on this cloud yet (create_telemetry): no GPU "
+                              "memory metric",
+        AlarmKind.DISK: "the servers run no monitoring agent on this cloud yet (create_telemetry): no disk metric"}
     """Alarm kinds the cloud publishes no metric for, each with the reason; every other rule gets an alarm."""
     notification_target: ClassVar[ValueRule | None] = None
     """What `alarm_notification` names here: where the fleet's alarms notify (an SNS topic, a notification channel, a
@@ -636,6 +663,11 @@ class CloudBackend(ABC):
                                   "create_fleet")
 
     #### Monitoring ####
+
+    def create_telemetry(self, parent: pulumi.Resource, name: str, request: TelemetryRequest) -> TelemetryResult | None:
+        """Where the servers' monitoring agent ships metrics and logs (log groups with their retention); None: the
+        cloud's agent is not installed yet (the servers run without one)."""
+        return None
 
     def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
         """The fleet's alarms, one per rule of `observability.alarm_rules`, notifying the request's target."""

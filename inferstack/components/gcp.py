@@ -372,6 +372,7 @@ class GcpBackend(CloudBackend):
         r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]{1,20}",
         "projects/my-project/notificationChannels/1234567890123456789")
     unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {
+        **CloudBackend.unwatched_alarms,
         AlarmKind.UNHEALTHY_SERVERS: "Cloud Monitoring has no metric of backend health-check states (they are read "
                                      "by the backendServices.getHealth API only); the group's autohealing replaces a "
                                      "server that fails its health check"}

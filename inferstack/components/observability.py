@@ -8,8 +8,9 @@ publishes without an agent. The thresholds come from the plan: the latency objec
 The dashboard (`dashboard_panels`) graphs the same metrics, the plan's objective and the fleet's bounds drawn as lines;
 each cloud draws it in its backend (`create_dashboard`), or states why it cannot (`dashboard_gap`).
 
-GPU memory and disk alarms need the servers' own metrics, shipped by the cloud's agent; the bootstrap does not
-install an agent yet (docs/deploy-<cloud>.md, "Alarms"), so they are not among the rules.
+GPU memory and disk alarms need the servers' own metrics, shipped by the cloud's agent (`bootstrap.telemetry`):
+`agent_alarm_rules`, for the backends whose `create_telemetry` installs one. A server that sends no such metric (its
+agent failed) is a problem too: those alarms treat missing data as breaching where the cloud lets them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ LATENCY_MINUTES = 10
 ERROR_RATE_MINUTES = 5
 # The fleet sits at its ceiling for a quarter of an hour: the autoscaler cannot add servers and the load still grows.
 CEILING_MINUTES = 15
+# A disk this full cannot take a new model revision beside the running one, and logs stop being written soon. An
+# assumption, stated as such.
+DISK_USED_PERCENT = 85.0
+AGENT_MINUTES = 10
+# How long the servers' own logs (runtime, gateway, boot) are kept in the cloud's log service. The load balancer's
+# access logs are kept a year (each backend); these are for debugging a server, and a quarter covers an incident's
+# review. An assumption, stated as such.
+LOG_RETENTION_DAYS = 90
 
 
 class AlarmKind(str, Enum):
@@ -42,6 +51,10 @@ class AlarmKind(str, Enum):
     """Too many answers from the servers are HTTP 5xx."""
     FLEET_AT_CEILING = "fleet-at-ceiling"
     """As many healthy servers as the fleet may have: it cannot grow further."""
+    GPU_MEMORY = "gpu-memory"
+    """A GPU's memory is fuller than the plan puts on it, halfway to full (the agent's metric)."""
+    DISK = "disk"
+    """A server's root file system is nearly full (the agent's metric)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +64,7 @@ class AlarmRule:
     kind: AlarmKind
     threshold: float
     """UNHEALTHY_SERVERS: servers (fires above it); LATENCY: milliseconds; ERROR_RATE: percent of requests;
-    FLEET_AT_CEILING: servers (fires at or above it)."""
+    FLEET_AT_CEILING: servers (fires at or above it); GPU_MEMORY and DISK: percent used (fires above it)."""
     minutes: int
     """How long the condition holds before the alarm fires."""
     summary: str
@@ -77,6 +90,32 @@ def alarm_rules(plan: DeploymentPlan) -> list[AlarmRule]:
     rules.append(AlarmRule(AlarmKind.FLEET_AT_CEILING, fleet.max_replicas, CEILING_MINUTES,
                            f"the fleet runs its ceiling of {fleet.max_replicas} healthy servers: it cannot grow, so "
                            "more load breaks the SLO; raise scaling.max_replicas (and the GPU quota) or shed load"))
+    return rules
+
+
+def planned_gpu_memory_percent(plan: DeploymentPlan) -> float:
+    """The share of each GPU's memory the plan puts to use: what vLLM takes up front (gpu_memory_utilization), or
+    what the other runtimes hold (weights, overhead and the planned KV cache over the GPU's capacity)."""
+    if plan.serving.gpu_memory_utilization is not None:
+        return plan.serving.gpu_memory_utilization * 100
+    return min(100.0, plan.memory.total_gib / plan.memory.capacity_gib * 100)
+
+
+def agent_alarm_rules(plan: DeploymentPlan) -> list[AlarmRule]:
+    """The alarms on the servers' own metrics (GPU memory, disk), for a fleet whose servers run the cloud's agent."""
+    if plan.fleet is None:
+        return []
+    rules = []
+    if plan.device == "gpu":
+        planned = planned_gpu_memory_percent(plan)
+        threshold = round(planned + (100 - planned) / 2, 1)
+        rules.append(AlarmRule(AlarmKind.GPU_MEMORY, threshold, AGENT_MINUTES,
+                               f"a GPU's memory is over {threshold:g} % used, where the plan puts {planned:.0f} %: "
+                               "something beyond the planned runtime holds GPU memory (another process, a leak); "
+                               "the runtime may fail to allocate and answer errors"))
+    rules.append(AlarmRule(AlarmKind.DISK, DISK_USED_PERCENT, AGENT_MINUTES,
+                           f"a server's root file system is over {DISK_USED_PERCENT:g} % full: a new model revision "
+                           "may not fit beside the running one; look at the logs and the model directory"))
     return rules
 
 

@@ -28,6 +28,7 @@ from typing_extensions import NotRequired, TypedDict
 from inferstack import bootstrap
 from inferstack.bootstrap.gateway import CacheEndpoint
 from inferstack.bootstrap.render import BUNDLE_PREFIX, RenderedBootstrap
+from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components.core import (
     ARGS_CONFIG,
     CACHE_AUTH_TOKEN_PATTERN,
@@ -46,6 +47,8 @@ from inferstack.components.core import (
     SecretsRequest,
     ServersRequest,
     StaticAssetsRequest,
+    TelemetryRequest,
+    TelemetryResult,
     backend_for,
     checked_cache_token,
     child_options,
@@ -350,6 +353,9 @@ class ServerIdentityArgs(TypedDict):
     """The only prefix the server may read (ends in '/')."""
     secret_ids: NotRequired[Sequence[pulumi.Input[str]]]
     """Secrets the server may read (from ServerSecrets.secret_ids)."""
+    telemetry_grants: NotRequired[Sequence[pulumi.Input[str]]]
+    """Where the server's monitoring agent may write its metrics and logs, in the cloud's terms (AWS: the CloudWatch
+    Logs group ARN and the metric namespace); empty: nowhere."""
     tags: NotRequired[Mapping[str, str]]
     """Tags merged over the defaults (project, stack, managed-by)."""
 
@@ -372,7 +378,8 @@ class ServerIdentity(pulumi.ComponentResource):
         super().__init__("inferstack:index:ServerIdentity", name, None, opts)
         result = backend.create_identity(self, name, IdentityRequest(
             model_bucket=checked["model_bucket"], model_prefix=prefix, bundle_prefix=BUNDLE_PREFIX,
-            secret_ids=[pulumi.Output.from_input(s) for s in checked.get("secret_ids", ())], tags=_tags(checked)))
+            secret_ids=[pulumi.Output.from_input(s) for s in checked.get("secret_ids", ())], tags=_tags(checked),
+            telemetry_grants=[pulumi.Output.from_input(g) for g in checked.get("telemetry_grants", ())]))
         self.identity_id = result.identity_id
         self.attachment = result.attachment
         self.register_outputs({"identity_id": self.identity_id, "attachment": self.attachment})
@@ -503,18 +510,22 @@ class InferenceServer(pulumi.ComponentResource):
         protected = _protects_servers(checked, self.plan)
         cache = self._cache(checked, network_id, subnet_ids, network_cidr, firewall_ids, protected)
         secrets = self._secrets(checked, cache.auth_token if cache else None)
-        attachment = self._identity(checked, model_bucket, secrets)
+        telemetry = self.backend.create_telemetry(self, name, TelemetryRequest(
+            plan=self.plan, protected=production, tags=self._tags))
+        attachment = self._identity(checked, model_bucket, secrets, telemetry)
         cache_endpoint = self._cache_endpoint(cache, secrets)
+        telemetry_target = telemetry.target if telemetry else pulumi.Output.from_input(None)
         rendered = pulumi.Output.all(
-            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint
-        ).apply(lambda refs: self._render_bootstrap(*refs))
+            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint,
+            telemetry_target).apply(lambda refs: self._render_bootstrap(*refs))
         bundle = self.backend.create_bundle(self, name, BundleRequest(
             bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
             content=rendered.apply(lambda r: r.bundle), tags=self._tags))
         # The user data names the bundle: a server boots only once the bundle is stored.
         user_data = pulumi.Output.all(rendered, bundle).apply(lambda values: values[0].user_data)
         if self.fleet:
-            canary = self._canary(checked, model_bucket, secrets, cache_endpoint) if self.plan.canary else None
+            canary = (self._canary(checked, model_bucket, secrets, cache_endpoint, telemetry, telemetry_target)
+                      if self.plan.canary else None)
             fleet = self.backend.create_fleet(self, name, FleetRequest(
                 plan=self.plan, network_id=network_id, server_subnet_ids=subnet_ids,
                 load_balancer_subnet_ids=lb_subnet_ids, firewall_ids=firewall_ids,
@@ -522,8 +533,8 @@ class InferenceServer(pulumi.ComponentResource):
                 internet_facing=internet_facing, allowed_cidrs=tuple(self.allowed_cidrs), network_cidr=network_cidr,
                 api_domain=checked["api_domain"], api_certificate=checked.get("api_certificate"),
                 protected=protected, tags=self._tags, canary=canary))
-            watched = AlarmsRequest(plan=self.plan, fleet=fleet,
-                                    notification_target=checked.get("alarm_notification"), tags=self._tags)
+            watched = AlarmsRequest(plan=self.plan, fleet=fleet, notification_target=checked.get("alarm_notification"),
+                                    tags=self._tags, telemetry=telemetry)
             self.backend.create_alarms(self, name, watched)
             if self.backend.dashboard_gap is None:
                 self.backend.create_dashboard(self, name, watched)
@@ -642,18 +653,25 @@ class InferenceServer(pulumi.ComponentResource):
             secrets_args["hub_token"] = checked["hub_token"]
         return ServerSecrets(f"{self._name}-secrets", secrets_args, opts=child_options(self))
 
-    def _identity(self, checked: Mapping[str, Any], model_bucket: Any, secrets: ServerSecrets | None) -> Any:
+    def _identity(self, checked: Mapping[str, Any], model_bucket: Any, secrets: ServerSecrets | None,
+                  telemetry: TelemetryResult | None) -> Any:
         if "instance_identity" in checked:
             self.identity_id = pulumi.Output.from_input(None)
+            if telemetry is not None:
+                pulumi.log.warn(f"{self._name}: the brought identity must also let the monitoring agent write its "
+                                "metrics and logs, or the servers run blind (docs/deploy-<cloud>.md, \"Monitoring\")")
             return checked["instance_identity"]
         self.identity = ServerIdentity(f"{self._name}-identity", {
             "cloud": self.plan.cloud, "model_bucket": model_bucket, "model_prefix": self.plan.model.revisions_prefix,
-            "secret_ids": secrets.grant_ids if secrets else [], "tags": self._tags}, opts=child_options(self))
+            "secret_ids": secrets.grant_ids if secrets else [],
+            "telemetry_grants": list(telemetry.grants) if telemetry else [], "tags": self._tags},
+            opts=child_options(self))
         self.identity_id = self.identity.identity_id
         return self.identity.attachment
 
     def _canary(self, checked: Mapping[str, Any], model_bucket: Any, secrets: ServerSecrets | None,
-                cache_endpoint: pulumi.Output[CacheEndpoint | None]) -> CanaryRequest:
+                cache_endpoint: pulumi.Output[CacheEndpoint | None], telemetry: TelemetryResult | None,
+                telemetry_target: pulumi.Output[TelemetryTarget | None]) -> CanaryRequest:
         """The canary group's own identity (reading the canary model's prefix only) and boot script, made as the main
         group's are; the backend builds its group behind the same load balancer (`FleetRequest.canary`)."""
         canary = self.plan.canary
@@ -667,10 +685,12 @@ class InferenceServer(pulumi.ComponentResource):
             attachment = ServerIdentity(f"{name}-identity", {
                 "cloud": canary.plan.cloud, "model_bucket": model_bucket,
                 "model_prefix": canary.plan.model.revisions_prefix, "secret_ids": secrets.grant_ids if secrets else [],
-                "tags": self._tags}, opts=child_options(self)).attachment
+                "telemetry_grants": list(telemetry.grants) if telemetry else [], "tags": self._tags},
+                opts=child_options(self)).attachment
         rendered = pulumi.Output.all(
-            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint
-        ).apply(lambda refs: self._render_bootstrap(refs[0], refs[1], refs[2], refs[3], plan=canary.plan))
+            model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint,
+            telemetry_target).apply(lambda refs: self._render_bootstrap(refs[0], refs[1], refs[2], refs[3], refs[4],
+                                                                 plan=canary.plan))
         bundle = self.backend.create_bundle(self, name, BundleRequest(
             bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
             content=rendered.apply(lambda r: r.bundle), tags=self._tags))
@@ -678,10 +698,12 @@ class InferenceServer(pulumi.ComponentResource):
         return CanaryRequest(plan=canary.plan, weight=canary.weight, attachment=attachment, user_data=user_data)
 
     def _render_bootstrap(self, model_bucket: str, api_key_ref: str | None, hub_token_ref: str | None,
-                          cache: CacheEndpoint | None = None, plan: DeploymentPlan | None = None) -> RenderedBootstrap:
+                          cache: CacheEndpoint | None = None, telemetry: TelemetryTarget | None = None,
+                          plan: DeploymentPlan | None = None) -> RenderedBootstrap:
         plan = plan or self.plan
         options = bootstrap.BootstrapOptions(model_bucket=model_bucket, region=plan.region,
-                                             api_key_secret=api_key_ref, hub_token_secret=hub_token_ref, cache=cache)
+                                             api_key_secret=api_key_ref, hub_token_secret=hub_token_ref, cache=cache,
+                                             telemetry=telemetry)
         return bootstrap.render_bootstrap(plan, plan.cloud, options)
 
 

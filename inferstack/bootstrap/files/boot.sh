@@ -26,6 +26,7 @@ MODEL_ENV=/etc/inferstack/model.env
 VENV=/opt/inferstack/venv
 GATEWAY=inferstack-gateway.service
 GATEWAY_CONFIG=/etc/inferstack/gateway.conf
+AGENT_UNIT=inferstack-agent.service # telemetry.AGENT_UNIT: the cloud's monitoring agent, when the bundle has it
 REBOOT_REQUESTED=100
 METADATA_ADDRESS=169.254.169.254
 
@@ -424,6 +425,18 @@ phase_model_load() {
 
 #### main ####
 
+# The cloud's monitoring agent is installed by a unit of its own (bootstrap/telemetry.py), started here and never
+# waited for: it does not delay readiness, and a server whose agent fails still serves.
+start_agent() {
+    [ -f "/etc/systemd/system/$AGENT_UNIT" ] || return 0
+    systemctl daemon-reload
+    if systemctl start --no-block "$AGENT_UNIT"; then
+        log "started $AGENT_UNIT (the cloud's monitoring agent: journalctl -u ${AGENT_UNIT%.service})"
+    else
+        log "WARNING: cannot start $AGENT_UNIT; the server serves without its monitoring agent"
+    fi
+}
+
 run_phase() { # name: runs the phase in its own process (so errexit applies inside) and logs its lines
     local name=$1 started ended detail="" code status=ok
     started=$(now_s)
@@ -445,6 +458,7 @@ main() {
     started=$(now_s)
     DURATIONS=()
     record_vm_boot
+    start_agent
     log "boot start: $RUNTIME ($INSTALL_MODE) on $DEVICE, model $MODEL_NAME from $INFERSTACK_CLOUD $MODEL_BUCKET/$MODEL_PREFIX"
     for phase in metadata_firewall driver runtime gateway model_sync service model_load; do
         code=0
