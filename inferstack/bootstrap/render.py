@@ -204,7 +204,7 @@ def container_command(plan: DeploymentPlan, options: BootstrapOptions, process: 
         "--security-opt=no-new-privileges", "--ulimit", "memlock=-1",
         "-p", f"127.0.0.1:{port}:{port}"]
     if plan.serving.metrics_port:
-        words += ["-p", f"{plan.serving.metrics_port}:{plan.serving.metrics_port}"]
+        words += ["-p", f"127.0.0.1:{plan.serving.metrics_port}:{plan.serving.metrics_port}"]  # the agent's, local
     if plan.device == "gpu":
         words += ["--gpus", "all", "--ipc=host"]
     if process.gpus:  # every GPU is mapped; the process uses its own (docker's --gpus list needs shell quoting)

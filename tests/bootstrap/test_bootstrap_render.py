@@ -253,6 +253,14 @@ def test_a_container_runtime_runs_as_the_runtime_user_without_capabilities_on_lo
                           "--max-num-seqs 32 --gpu-memory-utilization 0.9")
 
 
+def test_every_port_a_container_publishes_is_on_the_hosts_loopback(rendered: tuple[str, RenderedBootstrap]) -> None:
+    """The API and the metrics ports alike (Triton's 8002): only the gateway and the monitoring agent reach them."""
+    for path, content in written_files(rendered[1]).items():
+        words = " ".join(line for line in content.splitlines() if line.startswith("ExecStart")).split()
+        published = [words[i + 1] for i, word in enumerate(words) if word in ("-p", "--publish")]
+        assert all(p.startswith("127.0.0.1:") for p in published), (path, published)
+
+
 def test_no_runtime_gets_an_api_key_on_its_command_line_or_in_its_environment() -> None:
     for variant in ("gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"):
         plan = sample_plan("aws", variant)
