@@ -18,11 +18,14 @@
 # Logtail joins the machine group; this script restarts Logtail when the identity changed.
 set -euo pipefail
 
-CLOUDMONITOR_AGENT=/usr/local/cloudmonitor/bin/argusagent # the C++ agent's process (CloudMonitor agent overview)
-CLOUDMONITOR_WAIT_S=900
-LOGTAIL=/usr/local/ilogtail/ilogtail
-LOGTAIL_IDENTITY=/etc/ilogtail/user_defined_id
-STATE_DIR=/var/lib/inferstack
+# Where things are on the server (the INFERSTACK_* overrides are for tests only).
+# The C++ agent's process (CloudMonitor, "Cloud Monitor agent overview": /usr/local/cloudmonitor/bin/argusagent).
+CLOUDMONITOR_AGENT=${INFERSTACK_CLOUDMONITOR_AGENT:-/usr/local/cloudmonitor/bin/argusagent}
+# How long CloudMonitor may take to install its agent on a new instance (an assumption, stated as such).
+CLOUDMONITOR_WAIT_S=${INFERSTACK_CLOUDMONITOR_WAIT_S:-900}
+LOGTAIL=${INFERSTACK_LOGTAIL:-/usr/local/ilogtail/ilogtail}
+LOGTAIL_IDENTITY=${INFERSTACK_LOGTAIL_IDENTITY:-/etc/ilogtail/user_defined_id} # agents/alibaba.LOGTAIL_IDENTITY_FILE
+STATE_DIR=${INFERSTACK_STATE_DIR:-/var/lib/inferstack}
 IDENTITY_STAMP=$STATE_DIR/agent-logtail-identity
 
 log() { echo "inferstack-agent: $*"; }
