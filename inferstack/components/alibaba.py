@@ -578,7 +578,8 @@ class AlibabaBackend(CloudBackend):
         target = pulumi.Output.all(project.project_name, store.logstore_name).apply(
             lambda names: TelemetryTarget(logs=f"{names[0]}/{names[1]}", metrics=AGENT_NAMESPACE))
         machines = alicloud.log.MachineGroup(
-            f"{name}-servers", project=project.project_name, name=f"{name}-servers", identify_type="userdefined",
+            f"{name}-logtail-servers", project=project.project_name, name=f"{name}-servers",
+            identify_type="userdefined",
             identify_lists=[target.apply(lambda t: machine_group_identity(t.logs))], opts=opts)
         collected = sources(plan)
         configs = [alicloud.log.LogTailConfig(
