@@ -235,11 +235,14 @@ LOGTAIL_FILE_LOG_TYPE = "common_reg_log"
 # Journal collection: Logtail's service_journal input plugin (input_type "plugin"), limited to the sources' units;
 # verify the plugin's detail keys (Units, JournalPaths, SeekPosition) against SLS's "Collect systemd journal logs".
 LOGTAIL_JOURNAL_PLUGIN = "service_journal"
-# The CloudMonitor agent's metrics (acs_ecs_dashboard, category ecs; CloudMonitor "Appendix 1: Metrics", host
-# monitoring, and "GPU monitoring"): the disk's used percent per mount point and each GPU's memory used percent.
-# One data point a minute from the agent (verify), so `times` counts minutes. Alarms on them are an alert template
-# applied by a tag-based application group (cms.DynamicTagGroup template_id_lists): CloudMonitor adds every instance
-# carrying the group's tag, so the servers ESS adds and removes are watched without a rule per instance.
+# The CloudMonitor agent's metrics (acs_ecs_dashboard, category ecs): the disk's used percent per mount point and each
+# GPU's memory used percent. The names match the agent's own metric keys (diskusage_utilization_avg/max/min and
+# gpu_memory_usedutilization_avg/max/min, tag gpuId, in Alibaba's open-source iLogtail/LoongCollector host monitor)
+# and CloudMonitor's host metrics list; verify in the console. One data point a minute from the agent (verify), so
+# `times` counts minutes. Alarms on them are an alert template applied by a tag-based application group
+# (cms.DynamicTagGroup template_id_lists; ROS ALIYUN::CMS::DynamicTagGroup: "a tag rule based on which cloud resources
+# can be automatically added to an application group"), so the servers ESS adds and removes are watched without a
+# rule per instance. (The API's EnableInstallAgent is not an argument of the provider's DynamicTagGroup.)
 AGENT_NAMESPACE = "acs_ecs_dashboard"
 AGENT_CATEGORY = "ecs"
 AGENT_ALARM_METRICS: Mapping[AlarmKind, str] = {
