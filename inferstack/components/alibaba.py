@@ -585,17 +585,16 @@ class AlibabaBackend(CloudBackend):
             identify_type="userdefined",
             identify_lists=[target.apply(lambda t: machine_group_identity(t.logs))], opts=opts)
         collected = sources(plan)
-        configs = [alicloud.log.LogTailConfig(
-            f"{name}-logtail-{_log_label(path)}", project=project.project_name, logstore=store.logstore_name,
-            name=f"{name}-{_log_label(path)}", input_type="file", output_type="LogService",
-            input_detail=json.dumps(_file_collection(path)), opts=opts) for path in collected.files]
-        configs.append(alicloud.log.LogTailConfig(
-            f"{name}-logtail-journal", project=project.project_name, logstore=store.logstore_name,
-            name=f"{name}-journal", input_type="plugin", output_type="LogService",
-            input_detail=json.dumps(_journal_collection(collected.units)), opts=opts))
-        for config in configs:
+        # (label, input type, input detail): each log file, then the journal of the units.
+        collections = [*((_log_label(path), "file", _file_collection(path)) for path in collected.files),
+                       ("journal", "plugin", _journal_collection(collected.units))]
+        for label, input_type, detail in collections:
+            config = alicloud.log.LogTailConfig(
+                f"{name}-logtail-{label}", project=project.project_name, logstore=store.logstore_name,
+                name=f"{name}-{label}", input_type=input_type, output_type="LogService",
+                input_detail=json.dumps(detail), opts=opts)
             alicloud.log.LogTailAttachment(
-                f"{config._name}-attachment", project=project.project_name, logtail_config_name=config.name,
+                f"{name}-logtail-{label}-attachment", project=project.project_name, logtail_config_name=config.name,
                 machine_group_name=machines.name, opts=opts)
         return TelemetryResult(target=target, grants=[])
 
