@@ -30,6 +30,8 @@ from typing import Any, ClassVar, cast
 import pulumi
 import pulumi_alicloud as alicloud
 
+from inferstack.bootstrap.agents.alibaba import machine_group_identity
+from inferstack.bootstrap.telemetry import TelemetryTarget, sources
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
@@ -68,6 +70,8 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    TelemetryRequest,
+    TelemetryResult,
     ValueRule,
     checked_user_data,
     child_options,
@@ -84,7 +88,14 @@ from inferstack.components.core import (
     unique_name,
     unsupported,
 )
-from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules, errors_per_s
+from inferstack.components.observability import (
+    LOG_RETENTION_DAYS,
+    AlarmKind,
+    AlarmRule,
+    agent_alarm_rules,
+    alarm_rules,
+    errors_per_s,
+)
 from inferstack.errors import InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
 
@@ -209,6 +220,38 @@ CACHE_PORT = 6379
 # The logstore of the load balancer's access logs, in a project of its own (`_load_balancer_logs`).
 LOAD_BALANCER_LOGSTORE = "alb-access-log"
 
+#### Constants: telemetry ####
+
+# The servers' logs (runtime, gateway, boot) go to a logstore of their own, in an SLS project of the deployment's
+# (`create_telemetry`), collected by Logtail from the servers of a machine group with a user-defined identity (the
+# project's name: bootstrap.agents.alibaba.machine_group_identity). Logtail on the account's own ECS instances
+# authenticates as the instance, with no AccessKey and no RAM grant (SLS, "Install Logtail on ECS instances": a user
+# identifier file is needed only for another account's or a non-Alibaba server); verify.
+SERVER_LOGSTORE = "server-logs"
+# Logtail file collection (LogTailConfig input_type "file", input_detail keys of SLS's Logtail configuration API,
+# doc-detail/29058): every line of the files under the log directory as one log; verify the keys against the
+# CreateConfig reference before relying on them.
+LOGTAIL_FILE_LOG_TYPE = "common_reg_log"
+# Journal collection: Logtail's service_journal input plugin (input_type "plugin"), limited to the sources' units;
+# verify the plugin's detail keys (Units, JournalPaths, SeekPosition) against SLS's "Collect systemd journal logs".
+LOGTAIL_JOURNAL_PLUGIN = "service_journal"
+# The CloudMonitor agent's metrics (acs_ecs_dashboard, category ecs): the disk's used percent per mount point and each
+# GPU's memory used percent. The names match the agent's own metric keys (diskusage_utilization_avg/max/min and
+# gpu_memory_usedutilization_avg/max/min, tag gpuId, in Alibaba's open-source iLogtail/LoongCollector host monitor)
+# and CloudMonitor's host metrics list; verify in the console. One data point a minute from the agent (verify), so
+# `times` counts minutes. Alarms on them are an alert template applied by a tag-based application group
+# (cms.DynamicTagGroup template_id_lists; ROS ALIYUN::CMS::DynamicTagGroup: "a tag rule based on which cloud resources
+# can be automatically added to an application group"), so the servers ESS adds and removes are watched without a
+# rule per instance. (The API's EnableInstallAgent is not an argument of the provider's DynamicTagGroup.)
+AGENT_NAMESPACE = "acs_ecs_dashboard"
+AGENT_CATEGORY = "ecs"
+AGENT_ALARM_METRICS: Mapping[AlarmKind, str] = {
+    AlarmKind.DISK: "diskusage_utilization",
+    AlarmKind.GPU_MEMORY: "gpu_memory_usedutilization",
+}
+# The tag that names a scaling group's servers (the launch template's instance tags) for its application group.
+FLEET_TAG = "inferstack-fleet"
+
 
 @register_backend
 class AlibabaBackend(CloudBackend):
@@ -277,6 +320,8 @@ class AlibabaBackend(CloudBackend):
             "new servers to pass the health check, lower it again: the removal policies take the oldest servers "
             "first)"),
     }
+    # GPU memory and disk: the CloudMonitor agent's metrics, watched per scaling group (create_alarms).
+    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {}
     assets_certificate = None  # Alibaba's free DV certificate is issued for the domain
     api_certificate = CAS_CERTIFICATE  # ALB serves a certificate you hold in CAS (module docstring)
     # Resource ids: a prefix and lowercase letters and digits; RAM role names: 1 to 64 letters, digits, periods and
@@ -507,11 +552,51 @@ class AlibabaBackend(CloudBackend):
         load_balancer.dns_name.apply(lambda dns_name: pulumi.log.info(
             f"{name}: point {domain} at the load balancer with a CNAME record to {dns_name}; the endpoint serves "
             f"CAS certificate {certificate}, which must cover {domain}", resource=parent))
+        watched: dict[str, pulumi.Input[str]] = {"load_balancer": load_balancer.id,
+                                                 "fleet_tag": _fleet_tag(parent, name)}
+        if request.canary is not None:
+            watched["canary_fleet_tag"] = _fleet_tag(parent, f"{name}-canary")
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{domain}"),
-                           load_balancer_address=load_balancer.dns_name, group_id=group.id,
-                           watched={"load_balancer": load_balancer.id})
+                           load_balancer_address=load_balancer.dns_name, group_id=group.id, watched=watched)
 
     #### Monitoring ####
+
+    def create_telemetry(self, parent: pulumi.Resource, name: str, request: TelemetryRequest) -> TelemetryResult:
+        """The servers' logs: a logstore kept LOG_RETENTION_DAYS and encrypted (SLS's default key), in a private SLS
+        project of the deployment's (no project policy: only the account's RAM identities read it), kept on destroy
+        when protected; a machine group of the servers (user-defined identity, `machine_group_identity`) and what
+        Logtail collects from them (the sources' log files and units). Metrics go to CloudMonitor's own namespace.
+
+        No grant: Logtail and the CloudMonitor agent write as the account's ECS instance, not through the server's
+        RAM role (an AccessKey is never put on the server)."""
+        plan, opts = request.plan, child_options(parent)
+        kept = child_options(parent, retain_on_delete=True) if request.protected else opts
+        project = alicloud.log.Project(
+            f"{name}-server-logs", project_name=_bucket_name(parent, name, "logs"),
+            description=f"inferstack {name}: the servers' runtime, gateway and boot logs", tags=request.tags,
+            opts=kept)
+        store = alicloud.log.Store(
+            f"{name}-server-logs-store", project_name=project.project_name, logstore_name=SERVER_LOGSTORE,
+            retention_period=LOG_RETENTION_DAYS, encrypt_conf={"enable": True, "encrypt_type": "default"}, opts=kept)
+        target = pulumi.Output.all(project.project_name, store.logstore_name).apply(
+            lambda names: TelemetryTarget(logs=f"{names[0]}/{names[1]}", metrics=AGENT_NAMESPACE))
+        machines = alicloud.log.MachineGroup(
+            f"{name}-logtail-servers", project=project.project_name, name=f"{name}-servers",
+            identify_type="userdefined",
+            identify_lists=[target.apply(lambda t: machine_group_identity(t.logs))], opts=opts)
+        collected = sources(plan)
+        # (label, input type, input detail): each log file, then the journal of the units.
+        collections = [*((_log_label(path), "file", _file_collection(path)) for path in collected.files),
+                       ("journal", "plugin", _journal_collection(collected.units))]
+        for label, input_type, detail in collections:
+            config = alicloud.log.LogTailConfig(
+                f"{name}-logtail-{label}", project=project.project_name, logstore=store.logstore_name,
+                name=f"{name}-{label}", input_type=input_type, output_type="LogService",
+                input_detail=json.dumps(detail), opts=opts)
+            alicloud.log.LogTailAttachment(
+                f"{name}-logtail-{label}-attachment", project=project.project_name, logtail_config_name=config.name,
+                machine_group_name=machines.name, opts=opts)
+        return TelemetryResult(target=target, grants=[])
 
     def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
         """One CloudMonitor alarm rule per rule on the ALB's metrics, notifying the contact group. CloudMonitor
@@ -530,7 +615,15 @@ class AlibabaBackend(CloudBackend):
                 "threshold": _alarm_threshold(request.plan, rule), "times": rule.minutes},
             tags=request.tags, opts=opts)
             for rule in alarm_rules(request.plan)]
-        return AlarmsResult(alarm_ids=[alarm.id for alarm in alarms])
+        alarm_ids = [alarm.id for alarm in alarms]
+        if request.telemetry is not None:
+            alarm_ids += _agent_alarms(parent, name, request.plan, request.fleet.watched["fleet_tag"], contacts,
+                                       request.tags)
+            canary = request.plan.canary
+            if canary is not None:
+                alarm_ids += _agent_alarms(parent, f"{name}-canary", canary.plan,
+                                           request.fleet.watched["canary_fleet_tag"], contacts, request.tags)
+        return AlarmsResult(alarm_ids=alarm_ids)
 
     #### Cache ####
 
@@ -828,6 +921,57 @@ def _cdn_origin_role(parent: pulumi.Resource, name: str) -> StrOutput:
     return found.names.apply(present)
 
 
+#### Helpers: monitoring ####
+
+
+def _fleet_tag(parent: pulumi.Resource, name: str) -> StrOutput:
+    """The FLEET_TAG value of one scaling group's servers: unique to the project, stack, region and group."""
+    return _account_name(parent, name, "fleet", max_length=128)
+
+
+def _log_label(path: str) -> str:
+    """A Logtail configuration's label for a log file: its name without the extension (`boot`, `gateway-access`)."""
+    return path.rsplit("/", 1)[-1].removesuffix(".log")
+
+
+def _file_collection(path: str) -> dict[str, Any]:
+    """Logtail's input_detail for one log file, each line a log (the whole line in field `content`)."""
+    directory, _, file_name = path.rpartition("/")
+    return {"logType": LOGTAIL_FILE_LOG_TYPE, "logPath": directory, "filePattern": file_name, "maxDepth": 0,
+            "topicFormat": "none", "fileEncoding": "utf8", "logBeginRegex": ".*", "regex": "(.*)",
+            "key": ["content"], "discardUnmatch": False, "localStorage": True}
+
+
+def _journal_collection(units: Sequence[str]) -> dict[str, Any]:
+    """Logtail's input_detail for the journal of `units` (the runtime's processes, the gateway, the boot)."""
+    return {"plugin": {"inputs": [{"type": LOGTAIL_JOURNAL_PLUGIN, "detail": {
+        "JournalPaths": [""], "Units": [f"{unit}.service" for unit in units], "SeekPosition": "tail",
+        "ParsePriority": True}}]}}
+
+
+def _agent_alarms(parent: pulumi.Resource, name: str, plan: DeploymentPlan, fleet_tag: pulumi.Input[str],
+                  contacts: pulumi.Input[str], tags: Mapping[str, str]) -> list[StrOutput]:
+    """The GPU-memory and disk alarms of one scaling group: an alert template of `agent_alarm_rules`, applied by
+    an application group of the servers carrying the group's tag, which notifies the contact group. CloudMonitor's
+    alert templates take no rule for missing data: a server whose agent sends nothing does not alarm (docs)."""
+    opts = child_options(parent)
+    rules = agent_alarm_rules(plan)
+    template = alicloud.cms.MetricRuleTemplate(
+        f"{name}-agent-alarms", metric_rule_template_name=_account_name(parent, name, "agent-alarms"),
+        description=f"inferstack {name}: the servers' GPU memory and disk",
+        alert_templates=[{
+            "category": AGENT_CATEGORY, "namespace": AGENT_NAMESPACE, "metric_name": AGENT_ALARM_METRICS[rule.kind],
+            "rule_name": f"inferstack {name}: {rule.kind.value}",
+            "escalations": {"critical": {"comparison_operator": "GreaterThanThreshold", "statistics": "Average",
+                                         "threshold": _alarm_threshold(plan, rule), "times": str(rule.minutes)}}}
+            for rule in rules], opts=opts)
+    group = alicloud.cms.DynamicTagGroup(
+        f"{name}-servers-monitored", tag_key=FLEET_TAG, contact_group_lists=[contacts],
+        match_expresses=[{"tag_value": fleet_tag, "tag_value_match_function": "equals"}],
+        template_id_lists=[template.id], opts=opts)
+    return [template.id, group.id]
+
+
 #### Helpers: identity ####
 
 
@@ -1110,7 +1254,8 @@ def _launch_template(parent: pulumi.Resource, name: str, request: FleetRequest, 
         # No internet_max_bandwidth_out: the servers get no public address; they reach out through the NAT gateway.
         spot_strategy="SpotAsPriceGo" if plan.spot else None,
         user_data=_user_data(parent, plan, request.user_data, provider=provider),
-        tags=request.tags, template_tags=request.tags,
+        # The servers carry their group's tag: its application group (create_alarms) watches whichever run.
+        tags={**request.tags, FLEET_TAG: _fleet_tag(parent, name)}, template_tags=request.tags,
         # A new image or user data is a new template version, used by the servers the group creates from then on;
         # running servers stay as they are (rolling them is ESS instance refresh). A newer image alone changes
         # nothing, as on a single server.

@@ -196,6 +196,12 @@ CPU_TARGET_BOUNDS_PERCENT = (10, 95)
 ELB_NAMESPACE = "SYS.ELB"
 LTS_NAME_MAX_LENGTH = 64
 ELB_DIMENSION = "lbaas_instance_id"
+# A canary's own pool (backend server group) is watched on the same metrics by the dimension pair lbaas_instance_id,
+# lbaas_pool_id, which carries the pool's health and upstream answers (ELB User Guide, "ELB Monitoring Metrics":
+# dedicated load balancers' metrics by backend server group; the pair and its metrics, m9_abnormal_servers and
+# m16_l7_upstream_5xx among them, as Huawei's own cloudeye-exporter queries them, metric_filter_config.yml).
+POOL_DIMENSION = "lbaas_pool_id"
+CANARY_ALARM_KINDS = (AlarmKind.UNHEALTHY_SERVERS, AlarmKind.ERROR_RATE)
 ELB_ALARM_METRICS: Mapping[AlarmKind, tuple[str, str, str, str]] = {
     AlarmKind.UNHEALTHY_SERVERS: ("m9_abnormal_servers", "max", ">", "count"),
     AlarmKind.LATENCY: ("m14_l7_rt", "average", ">", "ms"),
@@ -302,6 +308,18 @@ class HuaweiBackend(CloudBackend):
     notification_target = ValueRule("the URN of an SMN topic (urn:smn:REGION:PROJECT_ID:NAME)",
                                     r"urn:smn:[a-z]{2}(-[a-z]+)+-\d+:[0-9a-f]{32}:[A-Za-z0-9][A-Za-z0-9_-]{0,254}",
                                     "urn:smn:ap-southeast-3:0123456789abcdef0123456789abcdef:inference-alarms")
+    # The servers' own metrics need Cloud Eye's agent (namespace AGT.ECS), and their logs ICAgent (LTS). Neither is
+    # installed: both come only as installer scripts from Huawei's OBS buckets with no published checksum or signature
+    # to check them by, and ICAgent's documented installation takes an AccessKey pair on its command line (LTS user
+    # guide, "Installing ICAgent"; its agency mode depends on a console-made agency, "How Do I Install ICAgent by
+    # Creating an Agency?"). inferstack runs no unverified installer and puts no AccessKey on a server
+    # (docs/deploy-huawei.md, "Monitoring").
+    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {
+        AlarmKind.GPU_MEMORY: "Cloud Eye's agent, which publishes the GPUs' memory (AGT.ECS), is not installed: Huawei "
+                              "ships it only as an installer script with no checksum or signature to verify it by",
+        AlarmKind.DISK: "Cloud Eye's agent, which publishes the disk's use (AGT.ECS disk_usedPercent), is not "
+                        "installed: Huawei ships it only as an installer script with no checksum or signature to "
+                        "verify it by"}
     dashboard_gap = (
         "pulumi_huaweicloud 0.0.12 has no dashboard resource (its Cloud Eye alarm rules are cse.Alarmrule, its aom "
         "module has alarm and service-discovery rules only, no Cloud Eye or AOM dashboard); Cloud Eye's console "
@@ -510,9 +528,11 @@ class HuaweiBackend(CloudBackend):
         balancer.address.apply(lambda address: pulumi.log.info(
             f"{name}: point {request.api_domain} at {address} (a DNS A record); the HTTPS listener serves ELB "
             f"certificate {request.api_certificate}, which must cover {request.api_domain}", resource=parent))
+        watched: dict[str, pulumi.Input[str]] = {"load_balancer": balancer.load_balancer_id}
+        if request.canary is not None:
+            watched["canary_pool"] = canary_pool.pool_id
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
-                           load_balancer_address=balancer.address, group_id=group.id,
-                           watched={"load_balancer": balancer.load_balancer_id})
+                           load_balancer_address=balancer.address, group_id=group.id, watched=watched)
 
     def _scaling_group(self, parent: pulumi.Resource, name: str, request: FleetRequest,
                        zones: pulumi.Output[list[str]], pool_id: StrOutput,
@@ -561,17 +581,18 @@ class HuaweiBackend(CloudBackend):
 
     def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
         """One Cloud Eye alarm rule per rule on the dedicated ELB's metrics, notifying the SMN topic when it fires
-        and when it clears. (pulumi_huaweicloud 0.0.12 files Cloud Eye's alarm rule under `cse`.)"""
-        target = request.notification_target
-        actions = [{"type": "notification", "notification_lists": [target]}] if target else []
-        rules = [hw.cse.Alarmrule(
-            f"{name}-alarm-{rule.kind.value}", alarm_name=_alarm_name(name, rule),
-            alarm_description=f"inferstack {name}: {rule.summary}"[:ALARM_DESCRIPTION_LENGTH],
-            metric={"namespace": ELB_NAMESPACE, "metric_name": ELB_ALARM_METRICS[rule.kind][0],
-                    "dimensions": [{"name": ELB_DIMENSION, "value": request.fleet.watched["load_balancer"]}]},
-            conditions=[_alarm_condition(request.plan, rule)], alarm_actions=actions, ok_actions=actions,
-            alarm_action_enabled=bool(target), alarm_enabled=True, opts=child_options(parent))
-            for rule in alarm_rules(request.plan)]
+        and when it clears; a canary's pool gets its own unhealthy-server and 5xx alarms, from its plan.
+        (pulumi_huaweicloud 0.0.12 files Cloud Eye's alarm rule under `cse`.)"""
+        watched = request.fleet.watched
+        balancer = {"name": ELB_DIMENSION, "value": watched["load_balancer"]}
+        rules = [_alarm_rule(parent, name, request.plan, rule, [balancer], request.notification_target)
+                 for rule in alarm_rules(request.plan)]
+        canary = request.plan.canary
+        if canary is not None:
+            pool = {"name": POOL_DIMENSION, "value": watched["canary_pool"]}
+            rules += [_alarm_rule(parent, f"{name}-canary", canary.plan, rule, [balancer, pool],
+                                  request.notification_target)
+                      for rule in alarm_rules(canary.plan) if rule.kind in CANARY_ALARM_KINDS]
         return AlarmsResult(alarm_ids=[rule.id for rule in rules])
 
     def _user_data(self, parent: pulumi.Resource, plan: DeploymentPlan, user_data: StrOutput) -> StrOutput:
@@ -883,6 +904,20 @@ class _LoadBalancer:
 def _alarm_name(name: str, rule: AlarmRule) -> str:
     """Cloud Eye alarm names: 1-128 letters, digits, underscores and hyphens."""
     return re.sub(r"[^A-Za-z0-9_-]", "-", f"inferstack-{name}-{rule.kind.value}")[:128]
+
+
+def _alarm_rule(parent: pulumi.Resource, name: str, plan: DeploymentPlan, rule: AlarmRule,
+                dimensions: Sequence[Mapping[str, pulumi.Input[str]]], target: str | None) -> hw.cse.Alarmrule:
+    """A Cloud Eye alarm rule on the dedicated ELB's metric of `rule` over `dimensions` (the load balancer, or its
+    pair with a pool), notifying `target` when it fires and when it clears."""
+    actions = [{"type": "notification", "notification_lists": [target]}] if target else []
+    return hw.cse.Alarmrule(
+        f"{name}-alarm-{rule.kind.value}", alarm_name=_alarm_name(name, rule),
+        alarm_description=f"inferstack {name}: {rule.summary}"[:ALARM_DESCRIPTION_LENGTH],
+        metric={"namespace": ELB_NAMESPACE, "metric_name": ELB_ALARM_METRICS[rule.kind][0],
+                "dimensions": list(dimensions)},
+        conditions=[_alarm_condition(plan, rule)], alarm_actions=actions, ok_actions=actions,
+        alarm_action_enabled=bool(target), alarm_enabled=True, opts=child_options(parent))
 
 
 def _alarm_condition(plan: DeploymentPlan, rule: AlarmRule) -> dict[str, Any]:

@@ -52,7 +52,19 @@ def _kind(cloud: str, alarm: RegisteredResource) -> str:
 
 def _alarms(cloud: str, result: PreviewResult) -> dict[str, dict[str, Any]]:
     alarms = [r for r in result.resources if r.type == ALARM_TYPES[cloud]]
-    return {_kind(cloud, a): a.inputs for a in alarms if "-alarm-" in a.name or "-alert-" in a.name}
+    found = {_kind(cloud, a): a.inputs for a in alarms if "-alarm-" in a.name or "-alert-" in a.name}
+    return {**found, **_alibaba_agent_alarms(result)} if cloud == "alibaba" else found
+
+
+def _alibaba_agent_alarms(result: PreviewResult) -> dict[str, dict[str, Any]]:
+    """Alibaba's GPU-memory and disk alarms: the rules of an alert template (`inferstack NAME: KIND`), applied by the
+    tag-based application group of the same name, whose contact groups they notify."""
+    templates = {r.name.removesuffix("-agent-alarms"): r.inputs for r in result.resources
+                 if r.type == "alicloud:cms/metricRuleTemplate:MetricRuleTemplate"}
+    groups = {r.name.removesuffix("-servers-monitored"): r.inputs for r in result.resources
+              if r.type == "alicloud:cms/dynamicTagGroup:DynamicTagGroup"}
+    return {rule["ruleName"].rsplit(": ", 1)[1]: {**rule, "contactGroups": groups[name]["contactGroupLists"]}
+            for name, template in templates.items() for rule in template["alertTemplates"]}
 
 
 def _threshold(cloud: str, inputs: dict[str, Any]) -> float:

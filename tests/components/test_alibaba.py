@@ -445,7 +445,9 @@ def test_brought_pieces_are_used_as_given_and_nothing_is_created_for_them(run: A
                         assets_bucket="byo-assets")
     created = {r.type.split(":")[1].split("/")[0] + "/" + r.type.split(":")[-1] for r in recording.resources
                if r.custom}
-    assert created == {"ecs/Instance", "cdn/DomainNew", "cdn/DomainConfig", "oss/BucketObject"}  # + the boot bundle
+    # + the boot bundle, and where the servers' logs go (create_telemetry: nothing to bring for it)
+    assert created == {"ecs/Instance", "cdn/DomainNew", "cdn/DomainConfig", "oss/BucketObject", "log/Project",
+                       "log/Store", "log/MachineGroup", "log/LogTailConfig", "log/LogTailAttachment"}
     instances = sorted(recording.of_type(INSTANCE), key=lambda i: i.name)
     assert [i.inputs["vswitchId"] for i in instances] == ["vsw-byoa", "vsw-byob"]
     assert {tuple(i.inputs["securityGroups"]) for i in instances} == {("sg-byo",)}

@@ -170,8 +170,11 @@ def test_a_region_opened_since_jakarta_grants_the_log_delivery_service_instead()
 def test_the_alibaba_load_balancer_logs_to_an_encrypted_logstore_of_its_own() -> None:
     result = preview_workload(WORKLOAD, cloud="alibaba")
     config = _one(result, "alicloud:alb/loadBalancer:LoadBalancer").inputs["accessLogConfig"]
-    project = _one(result, "alicloud:log/project:Project").inputs
-    store = _one(result, "alicloud:log/store:Store").inputs
+    # The load balancer's own project and logstore (the servers' logs have another: create_telemetry).
+    (project,) = [r.inputs for r in result.resources
+                  if r.type == "alicloud:log/project:Project" and r.name.endswith("-lb-logs")]
+    (store,) = [r.inputs for r in result.resources
+                if r.type == "alicloud:log/store:Store" and r.name.endswith("-lb-logs-store")]
     assert config == {"logProject": project["projectName"], "logStore": store["logstoreName"]}
     assert store["projectName"] == project["projectName"] and store["retentionPeriod"] == ACCESS_LOG_DAYS
     assert store["encryptConf"]["enable"] is True
