@@ -224,9 +224,11 @@ class HuaweiBackend(CloudBackend):
     cloud = "huawei"
     capabilities: ClassVar[Mapping[Capability, Support]] = {
         Capability.METADATA_HARDENING: unsupported(
-            "the ECS metadata service (169.254.169.254) has no session-token mode and pulumi_huaweicloud 0.0.12 "
-            "has no metadata option; the boot script's host firewall lets only root reach its HTTP port (DNS stays "
-            "open), for host processes and containers alike"),
+            "the ECS metadata service's token mode (V2, PUT /meta-data/latest/api/token) is offered in LA-Sao Paulo1 "
+            "only, by service ticket (Huawei ECS docs, \"Configuring Instance Metadata Options\", 2025-08-12), "
+            "pulumi_huaweicloud 0.0.12 has no metadata option, and the server reads metadata the V1 way; the boot "
+            "script's host firewall lets only root reach its HTTP port (DNS stays open), for host processes and "
+            "containers alike"),
         Capability.BUCKET_PUBLIC_ACCESS_BLOCK: unsupported(
             "OBS has no public-access-block resource in pulumi_huaweicloud 0.0.12 and ACLs cannot be turned off: "
             "buckets are created with acl=private and a TLS-only policy without public statements, but a public ACL "
