@@ -12,13 +12,13 @@ the Python around them.
 - per token:   (end-to-end at N − end-to-end at 1) / (N − 1), less the speed model's decode step;
 - per request: end-to-end at 1 token, less that token and the speed model's prefill.
 
-Two rows: "words" biases the sampler to the vocabulary's whole-word pieces (logit_bias), so every token is text,
-as a trained model's are; "bytes" lets the random model pick byte tokens, as `inferstack loadtest` against it does.
-llama-cpp-python 0.3.16 holds back text that is not yet valid UTF-8 and re-detokenizes it at every token
-(llama_cpp/llama.py, Llama._create_completion), so random bytes cost more per token the longer the answer: the
-"bytes" row is what the boot test's model costs, the "words" row the floor a real model's server has.
-The "words" figures go into `inferstack/sizing/efficiency.py` (LLAMA_CPP_PYTHON_SERVING) with the date, machine and
-load average printed here. Client and server share the machine: on a loaded machine they are upper bounds.
+Two rows: "text" is the model written with `text_only` (it answers in whole words, as a trained model does, and
+the prompt's "hello " is one token); "bytes" is the boot test's model as it is, which answers in random byte tokens.
+llama-cpp-python 0.3.16 holds back text that is not yet valid UTF-8 and re-detokenizes what it holds at every token
+(llama_cpp/llama.py, Llama._create_completion), so random bytes cost more per token the longer the answer, and the
+first text arrives late. The "text" figures are the floor a real model's server has; they go into
+`inferstack/sizing/efficiency.py` (LLAMA_CPP_PYTHON_SERVING) with the date, machine and load average printed here.
+Client and server share the machine: on a loaded machine they are upper bounds.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "bootstrap"))
 
-from tiny_gguf import N_CTX, PIECES, write_tiny_llama  # noqa: E402
+from tiny_gguf import N_CTX, TEXT_PIECES, write_tiny_llama  # noqa: E402
 
 from inferstack.sizing.architecture import read_llm_config  # noqa: E402
 from inferstack.sizing.hardware import CpuSpec  # noqa: E402
@@ -51,11 +51,11 @@ from inferstack.spec import Engine, KvCacheDtype, Precision  # noqa: E402
 
 SERVER = ROOT / "inferstack" / "bootstrap" / "files" / "llamacpp_server.py"
 MODEL = "tiny-llama"
-WORD_PIECES_FIRST_ID = 3 + 256  # after <unk> <s> </s> and the 256 byte tokens (tiny_gguf._vocabulary)
 # The tiny model as the planner sees it (examples/loadtest-loop/workload.yaml).
 TINY_ARCH = {
     "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128,
-    "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 267, "max_position_embeddings": 512,
+    "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 267 + len(TEXT_PIECES),
+    "max_position_embeddings": 512,
     "tie_word_embeddings": False,
 }
 
@@ -88,13 +88,11 @@ def llama_server(python: str, model: Path, threads: int):  # type: ignore[no-unt
         process.wait(timeout=30)
 
 
-def end_to_end_ms(url: str, output_tokens: int, words: bool, prompt_words: int) -> float:
-    """One streamed completion of exactly `output_tokens`, request sent to the end of the stream."""
+def end_to_end_ms(url: str, output_tokens: int, prompt_words: int) -> float:
+    """One streamed completion of `output_tokens`, request sent to the end of the stream."""
     host, port = url.removeprefix("http://").split(":")
-    body: dict[str, object] = {"model": MODEL, "prompt": "hello " * prompt_words, "max_tokens": output_tokens,
-                               "stream": True, "temperature": 0}
-    if words:
-        body["logit_bias"] = {str(WORD_PIECES_FIRST_ID + i): 100.0 for i in range(len(PIECES))}
+    body = {"model": MODEL, "prompt": "hello " * prompt_words, "max_tokens": output_tokens, "stream": True,
+            "temperature": 0}
     connection = http.client.HTTPConnection(host, int(port), timeout=60)
     start = time.perf_counter()
     connection.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
@@ -105,6 +103,19 @@ def end_to_end_ms(url: str, output_tokens: int, words: bool, prompt_words: int) 
     if response.status != 200 or not data.rstrip().endswith(b"data: [DONE]"):
         raise SystemExit(f"the request failed: HTTP {response.status}: {data[-300:]!r}")
     return elapsed_ms
+
+
+def medians(python: str, model: Path, threads: int, lengths: tuple[int, ...], rounds: int,
+            prompt_words: int) -> list[float]:
+    """Median end-to-end ms per output length, lengths interleaved so that other jobs' load falls on each alike."""
+    samples: list[list[float]] = [[] for _ in lengths]
+    with llama_server(python, model, threads) as url:
+        for n in lengths:  # warm-up
+            end_to_end_ms(url, n, prompt_words)
+        for _ in range(rounds):
+            for i, n in enumerate(lengths):
+                samples[i].append(end_to_end_ms(url, n, prompt_words))
+    return [statistics.median(s) for s in samples]
 
 
 def main() -> None:
@@ -121,34 +132,32 @@ def main() -> None:
                          cpu=CpuSpec(cores=args.threads, memory_bandwidth_gbps=50.0, isa="avx512", ghz=2.0,
                                      description="this machine (order of magnitude)"),
                          ram_gib=8.0)
-    # "hello " is at most 8 tokens in the tiny vocabulary (bytes, or "▁hello" and bytes), plus <s>.
-    prompt_tokens = 8 * args.prompt_words + 1
-    engine_prefill_ms = replica.engine_prefill_s(1, prompt_tokens) * 1e3
-    engine_step_ms = replica.engine_decode_step_s(1, prompt_tokens + args.output_tokens // 2) * 1e3
+    # "hello " is one token in the text-only vocabulary (plus <s> and a closing "▁"), 8 bytes in the boot test's.
+    prompt_tokens = {"text": args.prompt_words + 2, "bytes": 8 * args.prompt_words + 1}
+    engine_prefill_ms = {k: replica.engine_prefill_s(1, n) * 1e3 for k, n in prompt_tokens.items()}
+    engine_step_ms = {k: replica.engine_decode_step_s(1, n + args.output_tokens // 2) * 1e3
+                      for k, n in prompt_tokens.items()}
 
     lengths = (1, args.output_tokens)
-    samples: dict[tuple[str, int], list[float]] = {(kind, n): [] for kind in ("words", "bytes") for n in lengths}
+    rows = {}
     with tempfile.TemporaryDirectory() as tmp:
-        model = write_tiny_llama(Path(tmp) / "tiny-llama-f32.gguf", seed=1)
-        with llama_server(args.python, model, args.threads) as url:
-            for n in lengths:  # warm-up
-                end_to_end_ms(url, n, True, args.prompt_words)
-            for _ in range(args.rounds):  # interleaved, so that load from other jobs falls on every row alike
-                for kind, n in samples:
-                    samples[(kind, n)].append(end_to_end_ms(url, n, kind == "words", args.prompt_words))
+        for kind, text_only in (("text", True), ("bytes", False)):
+            model = write_tiny_llama(Path(tmp) / f"tiny-llama-{kind}.gguf", seed=1, text_only=text_only)
+            rows[kind] = medians(args.python, model, args.threads, lengths, args.rounds, args.prompt_words)
     version = subprocess.run([args.python, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
                              capture_output=True, text=True, check=True).stdout.strip()
     print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; machine: {os.cpu_count()} CPUs ({platform.machine()}); "
           f"load average after the run: {os.getloadavg()[0]:.2f}; llama-cpp-python {version}, {args.threads} "
           f"threads; a {args.prompt_words}-word prompt; {args.rounds} requests per cell (medians)")
-    print(f"speed model, engine only: prefill {engine_prefill_ms:.4f} ms, decode step {engine_step_ms:.4f} ms")
-    print("| output | end-to-end ms at 1 token | at N tokens | N | per token ms | per request ms |")
-    print("|---|---|---|---|---|---|")
-    for kind in ("words", "bytes"):
-        one, many = (statistics.median(samples[(kind, n)]) for n in lengths)
-        per_token_ms = (many - one) / (lengths[1] - 1) - engine_step_ms
-        per_request_ms = one - (per_token_ms + engine_step_ms) - engine_prefill_ms
-        print(f"| {kind} | {one:.2f} | {many:.2f} | {lengths[1]} | {per_token_ms:.2f} | {per_request_ms:.2f} |")
+    print("| answer | end-to-end ms at 1 token | at N tokens | N | engine prefill, step ms (speed model) | "
+          "per token ms | per request ms |")
+    print("|---|---|---|---|---|---|---|")
+    for kind, (one, many) in rows.items():
+        prefill_ms, step_ms = engine_prefill_ms[kind], engine_step_ms[kind]
+        per_token_ms = (many - one) / (lengths[1] - 1) - step_ms
+        per_request_ms = one - (per_token_ms + step_ms) - prefill_ms
+        print(f"| {kind} | {one:.2f} | {many:.2f} | {lengths[1]} | {prefill_ms:.3f}, {step_ms:.3f} | "
+              f"{per_token_ms:.2f} | {per_request_ms:.2f} |")
 
 if __name__ == "__main__":
     main()

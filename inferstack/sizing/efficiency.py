@@ -166,18 +166,18 @@ class CpuProfile:
 
 
 # The CPU server the bootstrap deploys: llama-cpp-python 0.3.16's OpenAI server (llamacpp_server.py), one sequence
-# at a time, Python around every token. Measured by benchmarks/server_overhead.py on 2026-12-01 20:59 UTC on this
-# project's build VM (2 vCPUs, Xeon Sapphire Rapids KVM guest, shared: load average 3.3 to 3.5), 30 streamed
-# completions per cell of whole-word text from the boot test's tiny llama, whose forward pass is ~0.06 ms: end to
-# end 7.26 ms at 1 token and 107.85 ms at 64 (three runs: 1.52-1.86 ms per token, 5.10-6.17 ms per request; the two
-# quieter runs taken). Client and server shared the 2 vCPUs, so these are upper bounds for a dedicated server.
-# The same server re-detokenizes the whole answer at every token (llama_cpp/llama.py, Llama._create_completion),
-# so the per-token cost grows slowly with the answer's length: not modelled. Upstream reports agree in kind:
-# llama-cpp-python issue #1039 (streaming slower than plain completion, 2023-12-22) and oobabooga issue #2788
-# (63.35 against llama.cpp's 58.96 ms per token over 1000 tokens, 2023-06-21).
+# at a time, Python around every token. Measured by benchmarks/server_overhead.py on 2026-12-01 21:05-21:07 UTC on
+# this project's build VM (2 vCPUs, Xeon Sapphire Rapids KVM guest, shared with other jobs: load average 2.6 to 4.3),
+# streaming whole-word answers of the boot test's tiny llama (text_only), whose forward pass the speed model puts at
+# 0.06 ms: e.g. 6.03 ms end to end at 1 token and 120.23 ms at 64. Medians of six runs of 30 requests per cell: per
+# token 1.7 ms (runs 1.54-2.06), per request 5.0 ms (4.1-8.5). Client and server shared the 2 vCPUs, so these are
+# upper bounds for a dedicated server. The server re-detokenizes the whole answer at every token
+# (llama_cpp/llama.py, Llama._create_completion), so the per-token cost grows slowly with the answer's length: not
+# modelled. Upstream reports agree in kind: llama-cpp-python issue #1039 (streaming slower than plain completion,
+# 2023-12-22) and oobabooga issue #2788 (63.35 against llama.cpp's 58.96 ms per token over 1000 tokens, 2023-06-21).
 LLAMA_CPP_PYTHON_SERVING = ServingOverhead(
-    request_ms=5.2,
-    token_ms=1.5,
+    request_ms=5.0,
+    token_ms=1.7,
     source="measured by benchmarks/server_overhead.py, 2026-12-01 (llama-cpp-python 0.3.16, 2 shared vCPUs)",
 )
 

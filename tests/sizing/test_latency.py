@@ -71,8 +71,8 @@ def test_a_tiny_model_on_the_llama_cpp_server_is_timed_at_the_servers_floor_not_
         replica.engine_decode_step_s(1, 100) + LLAMA_CPP_PYTHON_SERVING.token_ms / 1e3, rel=1e-12)
     assert replica.prefill_s(1, 32) == pytest.approx(
         replica.engine_prefill_s(1, 32) + LLAMA_CPP_PYTHON_SERVING.request_ms / 1e3, rel=1e-12)
-    assert replica.decode_step_s(1, 100) * 1e3 >= 1.0  # the measured floor, 1.5 ms, dominates
-    assert replica.prefill_s(1, 32) * 1e3 >= 5.0
+    assert replica.decode_step_s(1, 100) > 10 * replica.engine_decode_step_s(1, 100)  # the floor dominates
+    assert replica.prefill_s(1, 32) > 10 * replica.engine_prefill_s(1, 32)
 
 
 def test_the_servers_work_is_per_sequence_in_a_step_and_per_request_in_a_prefill():
