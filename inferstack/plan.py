@@ -32,6 +32,11 @@ from inferstack.spec import (
 )
 
 HOURS_PER_MONTH = 730  # the cloud providers' own convention for monthly estimates
+# The catalog prices servers only (no ElastiCache, Memorystore, Tair or DCS row in ../shared/catalog, checked
+# 2026-12-01), and no price is invented: a plan with a cache says so, in its rationale and in its cost cell.
+UNPRICED_CACHE = "Redis (unpriced)"
+UNPRICED_CACHE_SENTENCE = ("The inference cache's managed Redis is an unpriced extra: not in the catalog, not in the "
+                           "monthly figure.")
 MIN_REQUEST_TIMEOUT_S = 120
 # The most model processes one server runs (`sizing/processes.py`): the most GPUs a plannable catalog server has,
 # one process each. It bounds a value that becomes systemd unit names and loopback ports on the server.

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from inferstack.errors import input_error
-from inferstack.plan import DeploymentPlan, MemoryBreakdown, PlanReport
+from inferstack.plan import UNPRICED_CACHE, DeploymentPlan, MemoryBreakdown, PlanReport
 from inferstack.sizing.estimate import Estimate
 
 if TYPE_CHECKING:
@@ -129,11 +129,12 @@ def wrapped(lines: Sequence[str]) -> list[str]:
 def _cost(plan: DeploymentPlan) -> str:
     """The monthly cost in the report's currency (a warning under the table says when it was converted)."""
     price = plan.price
+    extra = f" + {UNPRICED_CACHE}" if plan.cache is not None else ""
     if price.monthly is None:
-        return "unknown"
+        return "unknown" + extra
     if price.monthly_ranking is None:
-        return f"{price.monthly} (no exchange rate)"
-    return str(price.monthly_ranking) + (" *" if price.substitute else "")
+        return f"{price.monthly} (no exchange rate){extra}"
+    return str(price.monthly_ranking) + (" *" if price.substitute else "") + extra
 
 
 def _price_basis(plan: DeploymentPlan) -> str:

@@ -170,8 +170,8 @@ def _measured_ratios(path: Path) -> tuple[tuple[str, str, str, str], float, floa
         if not isinstance(planned, int | float) or not isinstance(measured, int | float) or min(planned, measured) < 0:
             raise refuse(f"has no planned and measured {figure} (an LLM deployment's result is needed)")
         if planned == 0 or measured == 0:
-            # A model so small that the speed model times it at 0 ms (the server's own overhead is not modelled):
-            # no factor scales zero into what was measured.
+            # A model so small that the speed model times it at 0 ms (an engine whose server floor is not measured,
+            # efficiency.ServingOverhead): no factor scales zero into what was measured.
             raise refuse(f"has a {figure} of 0 ms ({'planned' if planned == 0 else 'measured'}): no factor "
                          "relates the two, so there is nothing to calibrate")
         ratios.append(measured / planned)

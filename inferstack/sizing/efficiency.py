@@ -14,6 +14,21 @@ from inferstack.spec import Engine
 
 
 @dataclass(frozen=True)
+class ServingOverhead:
+    """The server's own work around the engine's forward passes, serial with them: HTTP and JSON, the tokenizer,
+    the sampler, the detokenizer, one streamed chunk per token, and the Python around them. A floor under the
+    roofline that matters for tiny models (microseconds of forward pass) and vanishes beside a big model's step."""
+
+    request_ms: float  # per request: parse it, tokenize the prompt, open the stream (lands in TTFT)
+    token_ms: float  # per generated token of each sequence: sample, detokenize, send its chunk (lands in TPOT)
+    source: str
+
+
+# Not measured apart from the engine: the constant stays out of the model rather than guessed.
+NOT_MEASURED = ServingOverhead(0.0, 0.0, "not measured separately")
+
+
+@dataclass(frozen=True)
 class EngineProfile:
     """Efficiency of one engine on GPUs (or CPUs, for llama.cpp and ONNX Runtime)."""
 
@@ -32,6 +47,7 @@ class EngineProfile:
     # Kernels built on Ampere-generation mma instructions reach this fraction of a Hopper GPU's datasheet peak
     # (which needs wgmma): 1.0 for engines whose kernels use wgmma.
     hopper_matmul_fraction: float = 1.0
+    serving: ServingOverhead = NOT_MEASURED
 
 
 # Fitted on the FasterTransformer / TensorRT-LLM rows g01–g18 (prefill, decode, static-batch throughput) and p89
@@ -67,6 +83,14 @@ VLLM = EngineProfile(
     overlap_exponent=1.24,  # the TensorRT-LLM fit on g01-g18 (vLLM's batch-1 rows cannot constrain it)
     provenance="decode fitted on the dense gpt-fast rows g38-g43, p23-p29 (proxy: both decode with CUDA graphs), "
     "vLLM row p75 and the vLLM serving rows p76-p88 by benchmarks/fit.py; matmul efficiency prior (0.9 x trtllm)",
+    # vLLM's per-step CPU work (scheduler, input preparation, sampler, output processing) is in the serving rows
+    # p76-p88 that step_overhead_ms_per_layer was fitted on, so a separate floor would count it twice on them. What
+    # it is on a model too small for that per-layer term to hold it is not measured: vLLM's RFC #6854
+    # (2024-07-26, vLLM 0.5, Llama 3 8B on an H100) saw 4-13 ms of GPU idle per decode step, but V1 (vLLM >= 0.8,
+    # we pin 0.12) moved detokenization and streaming to another process and no V1 figure was found.
+    serving=ServingOverhead(0.0, 0.0, "not measured separately: in the fitted per-layer step overhead on the "
+                            "serving rows p76-p88; no vLLM 0.12 measurement on a tiny model (vLLM RFC #6854 "
+                            "measured 4-13 ms per step on vLLM 0.5)"),
 )
 
 # Hugging Face transformers, eager PyTorch: no CUDA graphs, Python per layer (prior: low end of the
@@ -101,6 +125,9 @@ LLAMACPP_GPU = EngineProfile(
     provenance="fitted on llama-bench rows p01-p22, p53-p74 by benchmarks/fit.py; int8 factor prior",
     weight_only_matmul_factor=0.83,
     hopper_matmul_fraction=0.58,
+    # GPU servers run llama.cpp's own llama-server (C++, container), not llama-cpp-python: its per-token work is
+    # not measured apart from the llama-bench rows above.
+    serving=ServingOverhead(0.0, 0.0, "not measured separately (llama-server, C++)"),
 )
 
 # ONNX Runtime (and Triton's ONNX Runtime backend) for encoders, vision, diffusion and speech (prior).
@@ -135,7 +162,24 @@ class CpuProfile:
     bandwidth_per_core_gbps: float  # one core cannot pull the whole socket: decode scales with threads first
     matmul_flops_per_cycle: dict[str, float]  # effective FLOPs per core per cycle by ISA
     provenance: str
+    serving: ServingOverhead = NOT_MEASURED
 
+
+# The CPU server the bootstrap deploys: llama-cpp-python 0.3.16's OpenAI server (llamacpp_server.py), one sequence
+# at a time, Python around every token. Measured by benchmarks/server_overhead.py on 2026-12-01 21:05-21:07 UTC on
+# this project's build VM (2 vCPUs, Xeon Sapphire Rapids KVM guest, shared with other jobs: load average 2.6 to 4.3),
+# streaming whole-word answers of the boot test's tiny llama (text_only), whose forward pass the speed model puts at
+# 0.06 ms: e.g. 6.03 ms end to end at 1 token and 120.23 ms at 64. Medians of six runs of 30 requests per cell: per
+# token 1.7 ms (runs 1.54-2.06), per request 5.0 ms (4.1-8.5). Client and server shared the 2 vCPUs, so these are
+# upper bounds for a dedicated server. The server re-detokenizes the whole answer at every token
+# (llama_cpp/llama.py, Llama._create_completion), so the per-token cost grows slowly with the answer's length: not
+# modelled. Upstream reports agree in kind: llama-cpp-python issue #1039 (streaming slower than plain completion,
+# 2023-12-22) and oobabooga issue #2788 (63.35 against llama.cpp's 58.96 ms per token over 1000 tokens, 2023-06-21).
+LLAMA_CPP_PYTHON_SERVING = ServingOverhead(
+    request_ms=5.0,
+    token_ms=1.7,
+    source="measured by benchmarks/server_overhead.py, 2026-12-01 (llama-cpp-python 0.3.16, 2 shared vCPUs)",
+)
 
 # llama.cpp on CPU, fitted on rows c03/c04 and p37–p39 (Llama-2-7B Q4_0, Xeon w9-3475X at a fixed 2.2 GHz, 4, 8
 # and 16 threads): decode scales with threads at ~6.2 GB/s per core (tg128 12.32 tok/s on 8 threads = 46.8 GB/s),
@@ -148,6 +192,7 @@ LLAMACPP_CPU = CpuProfile(
     bandwidth_per_core_gbps=6.21,
     matmul_flops_per_cycle={"amx": 32.5, "avx512": 32.5, "avx2": 16.25, "neon": 16.25},
     provenance="fitted on calibration rows c03, c04, p37-p39 (4, 8 and 16 threads); ISA ratios prior",
+    serving=LLAMA_CPP_PYTHON_SERVING,
 )
 
 # ONNX Runtime on CPU, for LLM estimates only (item models use CPU_ITEM_MATMUL_UTILIZATION below): the fp32

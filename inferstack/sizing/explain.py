@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from inferstack.clouds import CLOUD_FACTS
-from inferstack.plan import ColdStart, Fleet, Price, Rollout
+from inferstack.plan import UNPRICED_CACHE_SENTENCE, ColdStart, Fleet, Price, Rollout
 from inferstack.sizing.catalog import STALE_PRICE_DAYS, Offer
 from inferstack.sizing.coldstart import describe
 from inferstack.sizing.demand import Demand
@@ -197,7 +197,7 @@ def cache_line(demand: Demand) -> list[str]:
         return []
     if cache.expected_hit_rate == 0:
         return [f"Inference cache (managed Redis, {cache.ttl_seconds} s TTL): no hit rate stated, so the runtime is "
-                "sized for the full load."]
+                "sized for the full load.", UNPRICED_CACHE_SENTENCE]
     given = []
     if traffic.requests_per_s is not None:
         given.append(f"{traffic.requests_per_s * traffic.peak_factor:g} requests/s x (1 - "
@@ -207,7 +207,7 @@ def cache_line(demand: Demand) -> list[str]:
                      f"{cache.expected_hit_rate:g}) -> {demand.concurrent_users}")
     return [f"Inference cache (managed Redis, {cache.ttl_seconds} s TTL) expected to answer "
             f"{cache.expected_hit_rate:.0%} of requests: the runtime is sized for the load that remains, "
-            f"{' and '.join(given)}."]
+            f"{' and '.join(given)}.", UNPRICED_CACHE_SENTENCE]
 
 
 def _load_line(demand: Demand) -> str:

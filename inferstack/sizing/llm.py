@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from inferstack.sizing.architecture import LlmArchitecture
-from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES, CpuProfile, EngineProfile
+from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES, CpuProfile, EngineProfile, ServingOverhead
 from inferstack.sizing.hardware import CpuSpec, GpuSpec
 from inferstack.sizing.precision import FORMATS, kv_bytes_per_element, weight_bytes
 from inferstack.spec import Engine, KvCacheDtype, Precision
@@ -82,6 +82,11 @@ class LlmReplica:
     @cached_property
     def cpu_profile(self) -> CpuProfile:
         return CPU_PROFILES[self.engine]
+
+    @cached_property
+    def serving_overhead(self) -> ServingOverhead:
+        """The server's own work per request and per token on this device (efficiency.py)."""
+        return self.gpu_profile.serving if self.on_gpu else self.cpu_profile.serving
 
     # ---- memory -------------------------------------------------------------------------------------
 
@@ -241,13 +246,16 @@ class LlmReplica:
         return {}
 
     def decode_step_s(self, batch: int, context_tokens: int) -> float:
-        """Seconds for one decode step of `batch` sequences at `context_tokens` each (= TPOT)."""
+        """Seconds for one served decode step of `batch` sequences at `context_tokens` each (= TPOT): the engine's
+        step plus the server's work for each sequence's token."""
         key = ("decode", batch, context_tokens)
         if key not in self._seconds:
-            self._seconds[key] = self.decode_time_factor * self._modelled_decode_step_s(batch, context_tokens)
+            server_s = batch * self.serving_overhead.token_ms / 1e3
+            self._seconds[key] = self.decode_time_factor * (self.engine_decode_step_s(batch, context_tokens) + server_s)
         return self._seconds[key]
 
-    def _modelled_decode_step_s(self, batch: int, context_tokens: int) -> float:
+    def engine_decode_step_s(self, batch: int, context_tokens: int) -> float:
+        """The engine's forward pass alone (the roofline), without the server around it."""
         kv_bytes = batch * self.kv_bytes_per_sequence_per_device(context_tokens)
         flops = batch * self.arch.decode_flops(context_tokens)
         weights = self.weights_read_bytes(batch)
@@ -256,13 +264,16 @@ class LlmReplica:
         return max((weights + kv_bytes) / self._cpu_bandwidth_bytes_per_s(), flops / self._cpu_flops_per_s())
 
     def prefill_s(self, prompts: int, prompt_tokens: int) -> float:
-        """Seconds to prefill `prompts` prompts of `prompt_tokens` each, batched together."""
+        """Seconds to serve `prompts` prompts of `prompt_tokens` each up to their first token, prefilled together:
+        the engine's prefill plus the server's work for each request."""
         key = ("prefill", prompts, prompt_tokens)
         if key not in self._seconds:
-            self._seconds[key] = self.prefill_time_factor * self._modelled_prefill_s(prompts, prompt_tokens)
+            server_s = prompts * self.serving_overhead.request_ms / 1e3
+            self._seconds[key] = self.prefill_time_factor * (self.engine_prefill_s(prompts, prompt_tokens) + server_s)
         return self._seconds[key]
 
-    def _modelled_prefill_s(self, prompts: int, prompt_tokens: int) -> float:
+    def engine_prefill_s(self, prompts: int, prompt_tokens: int) -> float:
+        """The engine's prefill alone (the roofline), without the server around it."""
         flops = prompts * self.arch.prefill_flops(prompt_tokens)
         weights = self.weights_read_bytes(prompts * prompt_tokens)
         if self.on_gpu:

@@ -68,3 +68,17 @@ def test_a_request_rate_is_reduced_by_the_hit_rate_too() -> None:
     plan = chosen(spec)
     assert plan.performance.load_requests_per_s == pytest.approx(9.0)
     assert any("12 requests/s x (1 - 0.25) = 9 requests/s" in line for line in plan.rationale), plan.rationale
+
+
+def test_the_managed_redis_is_an_unpriced_extra_in_the_rationale_the_json_and_the_table() -> None:
+    # No price is invented: the catalog has no managed Redis row, so the monthly figure is the servers' alone.
+    from inferstack.report import _cost
+
+    spec = load_workload(WORKLOADS / "chat-8b-public.yaml")
+    plain, cached = chosen(spec), chosen(with_cache(spec, ttl_seconds=3600))
+    sentence = ("The inference cache's managed Redis is an unpriced extra: not in the catalog, not in the monthly "
+                "figure.")
+    assert sentence in cached.rationale and sentence in cached.model_dump(mode="json")["rationale"]
+    assert sentence not in plain.rationale
+    assert cached.price.monthly == plain.price.monthly  # the same servers, and nothing added for Redis
+    assert _cost(cached) == _cost(plain) + " + Redis (unpriced)"

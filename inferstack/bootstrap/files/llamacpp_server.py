@@ -35,7 +35,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.n_ctx:
         model_options["n_ctx"] = args.n_ctx
     if args.n_threads:
-        model_options["n_threads"] = args.n_threads
+        # Prompts too: llama-cpp-python's n_threads_batch defaults to every logical CPU, not the planned threads.
+        # On a busy 2-vCPU machine the extra spinning thread made a 150-token prefill of the loop example's tiny
+        # model take 1.07 s instead of 4.8 ms (examples/loadtest-loop/README.md).
+        model_options["n_threads"] = model_options["n_threads_batch"] = args.n_threads
     app = create_app(server_settings=server_settings, model_settings=[ModelSettings(**model_options)])
 
     @app.get("/health", include_in_schema=False)  # type: ignore[untyped-decorator,unused-ignore]
