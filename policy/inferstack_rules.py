@@ -61,6 +61,7 @@ AWS_PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBloc
 AWS_BUCKET_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
 AWS_ROLE = "aws:iam/role:Role"
 AWS_ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+AWS_LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 AWS_MANAGED_POLICY = "aws:iam/policy:Policy"
 AWS_IDENTITY_POLICIES = (AWS_ROLE_POLICY, "aws:iam/userPolicy:UserPolicy", "aws:iam/groupPolicy:GroupPolicy",
                          AWS_MANAGED_POLICY)
@@ -1452,12 +1453,18 @@ class ServerGrants:
     secrets_by_project: bool = False
     """Secret reads cannot name a secret (Huawei CSMS has no resource-level permission in role-based policies): they
     must name no Resource and be granted on one project, never account-wide."""
+    log_writes: frozenset[str] = frozenset()
+    """The monitoring agent's log writes, on the stack's own log groups (and their streams) only."""
+    metric_writes: frozenset[str] = frozenset()
+    """The monitoring agent's metric writes, limited by `metric_condition` to one namespace."""
+    metric_condition: str = ""
+    """The condition key that limits a metric write to a namespace (matched case-insensitively)."""
 
     def kind(self, action: str) -> str | None:
         """"object", "listing", "secret", "anywhere", or None for an action inferstack never grants (IAM actions
         are case-insensitive)."""
         kinds = {"object": self.object_reads, "listing": self.listings, "secret": self.secret_reads,
-                 "anywhere": self.anywhere}
+                 "anywhere": self.anywhere, "logs": self.log_writes, "metrics": self.metric_writes}
         return next((kind for kind, actions in kinds.items()
                      if action.lower() in {a.lower() for a in actions}), None)
 
@@ -1473,8 +1480,11 @@ SERVER_GRANTS: Mapping[str, ServerGrants] = {
         secret_reads=frozenset({"ssm:GetParameter", "ssm:GetParameters"}),
         anywhere=frozenset({"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
                             "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
-                            "ssmmessages:OpenDataChannel"}),
-        prefix_condition="s3:prefix"),
+                            "ssmmessages:OpenDataChannel", "ec2:DescribeTags"}),
+        prefix_condition="s3:prefix",
+        # RolePolicy telemetry-write: the CloudWatch agent (components/aws.py _telemetry_statements).
+        log_writes=frozenset({"logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"}),
+        metric_writes=frozenset({"cloudwatch:PutMetricData"}), metric_condition="cloudwatch:namespace"),
     # BucketIAMMember with a prefix condition; SecretIamMember on each of the stack's secrets; no project role.
     "gcp": ServerGrants(object_reads=frozenset({"roles/storage.objectViewer"}), listings=frozenset(),
                         secret_reads=frozenset({"roles/secretmanager.secretAccessor"})),
@@ -1582,6 +1592,10 @@ class _Checker:
                 self.listing(resource, statement, action, urn)
         elif kind == "secret":
             self.secret_read(resources, action, label, document)
+        elif kind == "logs":
+            self.log_write(resources, action, label, urn)
+        elif kind == "metrics":
+            self.metric_write(statement, action, urn)
         elif kind is None:
             shell = " and open the managed shell" if self.row.anywhere else ""
             self.identity.report(f"the servers' identity may {action} (statement {label}), which inferstack never "
@@ -1612,6 +1626,26 @@ class _Checker:
                                  "model prefix", urn)
         else:
             self.identity.storage.update(f"{path}/{prefix}*" for prefix in scoped)
+
+    def log_write(self, resources: list[str], action: str, label: str, urn: str) -> None:
+        groups = {str(arn) for g in self.stack.of_type(AWS_LOG_GROUP) if (arn := self.stack.known(g.props, "arn"))}
+        for resource in resources or ["every resource (no Resource)"]:
+            group = resource.split(":log-stream:", 1)[0].removesuffix(":*")
+            if group not in groups:
+                self.identity.report(f"the servers' identity may {action} on {resource} (statement {label}), which "
+                                     "is not a log group of this stack: grant the stack's own log group (and its "
+                                     "streams) only", urn)
+
+    def metric_write(self, statement: Statement, action: str, urn: str) -> None:
+        key = self.row.metric_condition.lower()
+        condition = statement.body.get("Condition")
+        names = [value for operator, pairs in (condition.items() if isinstance(condition, Mapping) else [])
+                 if str(operator) == "StringEquals" and isinstance(pairs, Mapping)
+                 for k, value in pairs.items() if str(k).lower() == key]
+        if len(names) != 1 or not isinstance(names[0], str) or _wild(names[0]):
+            self.identity.report(f"the servers' identity may {action} (statement {statement.label}) in any "
+                                 f"namespace: add a StringEquals {self.row.metric_condition} condition naming the "
+                                 "stack's own", urn)
 
     def secret_read(self, resources: list[str], action: str, label: str, document: _Document) -> None:
         urn = document.source.urn
