@@ -1487,7 +1487,10 @@ SERVER_GRANTS: Mapping[str, ServerGrants] = {
         metric_writes=frozenset({"cloudwatch:PutMetricData"}), metric_condition="cloudwatch:namespace"),
     # BucketIAMMember with a prefix condition; SecretIamMember on each of the stack's secrets; no project role.
     "gcp": ServerGrants(object_reads=frozenset({"roles/storage.objectViewer"}), listings=frozenset(),
-                        secret_reads=frozenset({"roles/secretmanager.secretAccessor"})),
+                        secret_reads=frozenset({"roles/secretmanager.secretAccessor"}),
+                        # The Ops Agent's writes: project IAMMembers, the narrowest scope Google offers for them.
+                        log_writes=frozenset({"roles/logging.logWriter"}),
+                        metric_writes=frozenset({"roles/monitoring.metricWriter"})),
     # RAM policies model-read and secrets-read (Cloud Assistant, the managed shell, needs no grant).
     "alibaba": ServerGrants(object_reads=frozenset({"oss:GetObject"}), listings=frozenset({"oss:ListObjects"}),
                             secret_reads=frozenset({"kms:GetSecretValue"}), prefix_condition="oss:prefix"),
@@ -1880,6 +1883,8 @@ def _check_gcp_account(stack: Stack, identity: ServerIdentity) -> None:
                             "it cannot be checked", grant.urn)
             continue
         identity.holds.add(role)
+        if grant.resource_type == GCP_PROJECT_IAM_MEMBER and role in row.log_writes | row.metric_writes:
+            continue  # write-only roles (they read nothing), granted on the project: none narrower exists
         if grant.resource_type in (GCP_BUCKET_IAM_MEMBER, GCP_BUCKET_IAM_BINDING) and role in row.object_reads:
             bucket = str(grant.props.get("bucket"))
             expression = str((binding.get("condition") or {}).get("expression") or "")

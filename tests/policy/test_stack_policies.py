@@ -214,6 +214,23 @@ def test_the_gcp_server_account_reads_under_a_prefix_condition() -> None:
         "their own secrets (roles/secretmanager.secretAccessor), nothing else; remove it"]
 
 
+def _gcp_project_role(role: str) -> list[Resource]:
+    compliant = {"role": "roles/storage.objectViewer", "condition": {"title": "t", "expression": CONDITION}}
+    email = "inferstack-dev-server@p.iam.gserviceaccount.com"
+    return [*_gcp_identity(compliant), Resource(rules.GCP_PROJECT_IAM_MEMBER, "server-project-role", {
+        "project": "p", "role": role, "member": f"serviceAccount:{email}"}, {"member": ["server-account"]})]
+
+
+def test_the_gcp_server_account_may_write_logs_and_metrics_on_its_project_and_nothing_more() -> None:
+    for role in ("roles/logging.logWriter", "roles/monitoring.metricWriter"):
+        assert check_stack(pack.server_identity_least_privilege, _gcp_project_role(role)).violations == []
+    report = check_stack(pack.server_identity_least_privilege, _gcp_project_role("roles/logging.admin"))
+    assert report.messages() == [
+        "the servers' identity holds roles/logging.admin on project p, which inferstack never grants: the servers "
+        "read their model prefix (roles/storage.objectViewer on the bucket, under a prefix condition) and their own "
+        "secrets (roles/secretmanager.secretAccessor), nothing else; remove it"]
+
+
 LOG_GROUP_ARN = "arn:aws:logs:us-east-1:123456789012:log-group:inferstack/demo/prod/server"
 AWS_TELEMETRY = [
     {"Sid": "WriteServerLogs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:DescribeLogStreams"],
