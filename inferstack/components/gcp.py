@@ -689,6 +689,9 @@ class GcpBackend(CloudBackend):
             destination=pulumi.Output.concat("logging.googleapis.com/", bucket.name),
             unique_writer_identity=False, description=f"inferstack {name}: the servers' logs to their bucket",
             opts=opts)
+        # Verify: exclusions made with the projects.exclusions API apply to the _Default sink only (Cloud Logging,
+        # "Exclusion filters"). A deleted log bucket stays DELETE_REQUESTED 7 days and its id cannot be reused
+        # meanwhile: a development stack destroyed and deployed again within a week under the same name fails here.
         gcp.logging.ProjectExclusion(
             f"{name}-log-exclusion", name=_gcp_name(name, "log-exclusion"), project=project, filter=logs,
             description=f"inferstack {name}: the servers' logs are kept in their own bucket", opts=opts)
@@ -1268,6 +1271,7 @@ def _alert_condition(rule: AlarmRule, scheme: str, backend_service: str, group: 
 def _agent_condition(rule: AlarmRule, group_label: str) -> dict[str, Any]:
     """An agent rule's threshold condition on the Ops Agent's metrics of one group's servers, per server (and GPU),
     on one-minute alignments; a server that sends nothing counts as breaching (EVALUATION_MISSING_DATA_ACTIVE)."""
+    # Verify: metadata.user_labels."KEY" selects gce_instance series by the instance's labels (Monitoring filters).
     servers = f'resource.type = "gce_instance" AND metadata.user_labels."{GROUP_LABEL}" = "{group_label}"'
     common = {"comparison": "COMPARISON_GT", "duration": f"{rule.minutes * 60}s",
               "evaluation_missing_data": "EVALUATION_MISSING_DATA_ACTIVE"}

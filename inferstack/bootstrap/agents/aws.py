@@ -45,6 +45,7 @@ RUNTIME_METRICS = {
     # against the pinned vLLM version (the KV cache gauge was renamed from gpu_cache_usage_perc in the V1 engine).
     "vllm": ("^vllm:num_requests_running$", "^vllm:num_requests_waiting$", "^vllm:gpu_cache_usage_perc$",
              "^vllm:kv_cache_usage_perc$"),
+    # Verify: CloudWatch keeps the ":" of vLLM's names in the extracted metric names.
     # Triton's (docs: user_guide/metrics.md): successful and failed inferences, queue time.
     "triton": ("^nv_inference_request_success$", "^nv_inference_request_failure$",
                "^nv_inference_queue_duration_us$"),
