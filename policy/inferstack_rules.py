@@ -62,6 +62,7 @@ AWS_BUCKET_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketSe
 AWS_ROLE = "aws:iam/role:Role"
 AWS_ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 AWS_LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+GCP_LOG_BUCKET = "gcp:logging/projectBucketConfig:ProjectBucketConfig"
 AWS_MANAGED_POLICY = "aws:iam/policy:Policy"
 AWS_IDENTITY_POLICIES = (AWS_ROLE_POLICY, "aws:iam/userPolicy:UserPolicy", "aws:iam/groupPolicy:GroupPolicy",
                          AWS_MANAGED_POLICY)
@@ -3234,6 +3235,25 @@ def check_managed_redis(resource: ResourceInput, report_violation: ReportViolati
         check(resource.props, report_violation)
 
 
+#### Log stores: an explicit retention ####
+
+# Each log store's retention setting (days): a CloudWatch Logs group without one keeps its logs forever; a Cloud
+# Logging bucket without one keeps the service's default (30 days), which nobody chose.
+LOG_RETENTION_SETTINGS = {AWS_LOG_GROUP: "retentionInDays", GCP_LOG_BUCKET: "retentionDays"}
+
+
+def check_log_retention(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    setting = LOG_RETENTION_SETTINGS.get(resource.resource_type)
+    if setting is None:
+        return
+    value = resource.props.get(setting)
+    days = _integer(value)
+    if days is None or days <= 0:
+        shown = "unset" if value is None else _shown(value)
+        report_violation(f"the log store has no retention ({setting} is {shown}), so it keeps logs forever or for "
+                         f"a default nobody chose: set {setting} (inferstack keeps the servers' logs 90 days)")
+
+
 #### The rule set ####
 
 RESOURCE_RULES = [
@@ -3270,6 +3290,9 @@ RESOURCE_RULES = [
                  "A managed Redis (ElastiCache, Memorystore, Tair, DCS) lives in the private network with no public "
                  "endpoint or whitelist entry, encrypts in transit (TLS) and requires AUTH; ElastiCache also at rest.",
                  check_managed_redis, lambda t: t in _MANAGED_REDIS, severity="critical"),
+    ResourceRule("log-stores-have-retention",
+                 "The servers' log stores (CloudWatch Logs groups, Cloud Logging buckets) keep logs for a set number "
+                 "of days.", check_log_retention, lambda t: t in LOG_RETENTION_SETTINGS),
 ]
 STACK_RULES = [
     StackRule("buckets-have-public-access-block",
