@@ -61,6 +61,8 @@ AWS_PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBloc
 AWS_BUCKET_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
 AWS_ROLE = "aws:iam/role:Role"
 AWS_ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+AWS_LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+GCP_LOG_BUCKET = "gcp:logging/projectBucketConfig:ProjectBucketConfig"
 AWS_MANAGED_POLICY = "aws:iam/policy:Policy"
 AWS_IDENTITY_POLICIES = (AWS_ROLE_POLICY, "aws:iam/userPolicy:UserPolicy", "aws:iam/groupPolicy:GroupPolicy",
                          AWS_MANAGED_POLICY)
@@ -1452,12 +1454,18 @@ class ServerGrants:
     secrets_by_project: bool = False
     """Secret reads cannot name a secret (Huawei CSMS has no resource-level permission in role-based policies): they
     must name no Resource and be granted on one project, never account-wide."""
+    log_writes: frozenset[str] = frozenset()
+    """The monitoring agent's log writes, on the stack's own log groups (and their streams) only."""
+    metric_writes: frozenset[str] = frozenset()
+    """The monitoring agent's metric writes, limited by `metric_condition` to one namespace."""
+    metric_condition: str = ""
+    """The condition key that limits a metric write to a namespace (matched case-insensitively)."""
 
     def kind(self, action: str) -> str | None:
         """"object", "listing", "secret", "anywhere", or None for an action inferstack never grants (IAM actions
         are case-insensitive)."""
         kinds = {"object": self.object_reads, "listing": self.listings, "secret": self.secret_reads,
-                 "anywhere": self.anywhere}
+                 "anywhere": self.anywhere, "logs": self.log_writes, "metrics": self.metric_writes}
         return next((kind for kind, actions in kinds.items()
                      if action.lower() in {a.lower() for a in actions}), None)
 
@@ -1473,11 +1481,17 @@ SERVER_GRANTS: Mapping[str, ServerGrants] = {
         secret_reads=frozenset({"ssm:GetParameter", "ssm:GetParameters"}),
         anywhere=frozenset({"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
                             "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
-                            "ssmmessages:OpenDataChannel"}),
-        prefix_condition="s3:prefix"),
+                            "ssmmessages:OpenDataChannel", "ec2:DescribeTags"}),
+        prefix_condition="s3:prefix",
+        # RolePolicy telemetry-write: the CloudWatch agent (components/aws.py _telemetry_statements).
+        log_writes=frozenset({"logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"}),
+        metric_writes=frozenset({"cloudwatch:PutMetricData"}), metric_condition="cloudwatch:namespace"),
     # BucketIAMMember with a prefix condition; SecretIamMember on each of the stack's secrets; no project role.
     "gcp": ServerGrants(object_reads=frozenset({"roles/storage.objectViewer"}), listings=frozenset(),
-                        secret_reads=frozenset({"roles/secretmanager.secretAccessor"})),
+                        secret_reads=frozenset({"roles/secretmanager.secretAccessor"}),
+                        # The Ops Agent's writes: project IAMMembers, the narrowest scope Google offers for them.
+                        log_writes=frozenset({"roles/logging.logWriter"}),
+                        metric_writes=frozenset({"roles/monitoring.metricWriter"})),
     # RAM policies model-read and secrets-read (Cloud Assistant, the managed shell, needs no grant).
     "alibaba": ServerGrants(object_reads=frozenset({"oss:GetObject"}), listings=frozenset({"oss:ListObjects"}),
                             secret_reads=frozenset({"kms:GetSecretValue"}), prefix_condition="oss:prefix"),
@@ -1582,6 +1596,10 @@ class _Checker:
                 self.listing(resource, statement, action, urn)
         elif kind == "secret":
             self.secret_read(resources, action, label, document)
+        elif kind == "logs":
+            self.log_write(resources, action, label, urn)
+        elif kind == "metrics":
+            self.metric_write(statement, action, urn)
         elif kind is None:
             shell = " and open the managed shell" if self.row.anywhere else ""
             self.identity.report(f"the servers' identity may {action} (statement {label}), which inferstack never "
@@ -1612,6 +1630,26 @@ class _Checker:
                                  "model prefix", urn)
         else:
             self.identity.storage.update(f"{path}/{prefix}*" for prefix in scoped)
+
+    def log_write(self, resources: list[str], action: str, label: str, urn: str) -> None:
+        groups = {str(arn) for g in self.stack.of_type(AWS_LOG_GROUP) if (arn := self.stack.known(g.props, "arn"))}
+        for resource in resources or ["every resource (no Resource)"]:
+            group = resource.split(":log-stream:", 1)[0].removesuffix(":*")
+            if group not in groups:
+                self.identity.report(f"the servers' identity may {action} on {resource} (statement {label}), which "
+                                     "is not a log group of this stack: grant the stack's own log group (and its "
+                                     "streams) only", urn)
+
+    def metric_write(self, statement: Statement, action: str, urn: str) -> None:
+        key = self.row.metric_condition.lower()
+        condition = statement.body.get("Condition")
+        names = [value for operator, pairs in (condition.items() if isinstance(condition, Mapping) else [])
+                 if str(operator) == "StringEquals" and isinstance(pairs, Mapping)
+                 for k, value in pairs.items() if str(k).lower() == key]
+        if len(names) != 1 or not isinstance(names[0], str) or _wild(names[0]):
+            self.identity.report(f"the servers' identity may {action} (statement {statement.label}) in any "
+                                 f"namespace: add a StringEquals {self.row.metric_condition} condition naming the "
+                                 "stack's own", urn)
 
     def secret_read(self, resources: list[str], action: str, label: str, document: _Document) -> None:
         urn = document.source.urn
@@ -1846,6 +1884,8 @@ def _check_gcp_account(stack: Stack, identity: ServerIdentity) -> None:
                             "it cannot be checked", grant.urn)
             continue
         identity.holds.add(role)
+        if grant.resource_type == GCP_PROJECT_IAM_MEMBER and role in row.log_writes | row.metric_writes:
+            continue  # write-only roles (they read nothing), granted on the project: none narrower exists
         if grant.resource_type in (GCP_BUCKET_IAM_MEMBER, GCP_BUCKET_IAM_BINDING) and role in row.object_reads:
             bucket = str(grant.props.get("bucket"))
             expression = str((binding.get("condition") or {}).get("expression") or "")
@@ -3195,6 +3235,25 @@ def check_managed_redis(resource: ResourceInput, report_violation: ReportViolati
         check(resource.props, report_violation)
 
 
+#### Log stores: an explicit retention ####
+
+# Each log store's retention setting (days): a CloudWatch Logs group without one keeps its logs forever; a Cloud
+# Logging bucket without one keeps the service's default (30 days), which nobody chose.
+LOG_RETENTION_SETTINGS = {AWS_LOG_GROUP: "retentionInDays", GCP_LOG_BUCKET: "retentionDays"}
+
+
+def check_log_retention(resource: ResourceInput, report_violation: ReportViolation) -> None:
+    setting = LOG_RETENTION_SETTINGS.get(resource.resource_type)
+    if setting is None:
+        return
+    value = resource.props.get(setting)
+    days = _integer(value)
+    if days is None or days <= 0:
+        shown = "unset" if value is None else _shown(value)
+        report_violation(f"the log store has no retention ({setting} is {shown}), so it keeps logs forever or for "
+                         f"a default nobody chose: set {setting} (inferstack keeps the servers' logs 90 days)")
+
+
 #### The rule set ####
 
 RESOURCE_RULES = [
@@ -3231,6 +3290,9 @@ RESOURCE_RULES = [
                  "A managed Redis (ElastiCache, Memorystore, Tair, DCS) lives in the private network with no public "
                  "endpoint or whitelist entry, encrypts in transit (TLS) and requires AUTH; ElastiCache also at rest.",
                  check_managed_redis, lambda t: t in _MANAGED_REDIS, severity="critical"),
+    ResourceRule("log-stores-have-retention",
+                 "The servers' log stores (CloudWatch Logs groups, Cloud Logging buckets) keep logs for a set number "
+                 "of days.", check_log_retention, lambda t: t in LOG_RETENTION_SETTINGS),
 ]
 STACK_RULES = [
     StackRule("buckets-have-public-access-block",

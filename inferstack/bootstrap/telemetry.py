@@ -48,8 +48,9 @@ class TelemetryTarget(BaseModel):
                       description="Where the logs go: an AWS CloudWatch Logs group name, a Google Cloud log name "
                                   "prefix, an Alibaba SLS `project/logstore`, a Huawei LTS `group_id/stream_id`.")
     metrics: str = Field(pattern=DESTINATION_PATTERN,
-                         description="Where the metrics go: the CloudWatch namespace, the Cloud Monitoring metric "
-                                     "prefix, the CloudMonitor or CES namespace the alarms read.")
+                         description="Where the metrics go: the CloudWatch namespace, the Prometheus job name the "
+                                     "Ops Agent scrapes the runtime under (its own metrics are agent.googleapis.com), "
+                                     "the CloudMonitor or CES namespace the alarms read.")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 import pulumi
 import pulumi_aws as aws
 
+from inferstack.bootstrap.agents.aws import GPU_MEASUREMENTS, GROUP_DIMENSION
+from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
@@ -58,6 +60,8 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    TelemetryRequest,
+    TelemetryResult,
     ValueRule,
     checked_user_data,
     child_options,
@@ -75,10 +79,12 @@ from inferstack.components.core import (
     unique_name,
 )
 from inferstack.components.observability import (
+    LOG_RETENTION_DAYS,
     AlarmKind,
     AlarmRule,
     Panel,
     PanelKind,
+    agent_alarm_rules,
     alarm_rules,
     dashboard_panels,
 )
@@ -107,6 +113,11 @@ IMAGE_PARAMETERS: Mapping[tuple[str, str], str] = {
 # Session Manager's minimum (the same actions as the AWS managed policy AWSCloud9SSMInstanceProfile). The usual
 # AmazonSSMManagedInstanceCore also grants ssm:GetParameter(s) on "*", which would let the server read every
 # parameter in the account; with the default aws/ssm key, SecureStrings included.
+# The CloudWatch agent's writes (_telemetry_statements): to the deployment's log group, its metric namespace, and the
+# instance's own tags (for AutoScalingGroupName).
+TELEMETRY_LOG_ACTIONS = ["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"]
+TELEMETRY_METRIC_ACTIONS = ["cloudwatch:PutMetricData"]
+TELEMETRY_ANYWHERE_ACTIONS = ["ec2:DescribeTags"]
 SESSION_MANAGER_ACTIONS = [
     "ssm:UpdateInstanceInformation",
     "ssmmessages:CreateControlChannel",
@@ -259,6 +270,7 @@ class AwsBackend(CloudBackend):
         example="arn:aws:acm:us-east-1:123456789012:certificate/0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0")
     # EC2 resource ids: a prefix and 8 or 17 hexadecimal digits; IAM names: the API's pattern [\w+=,.@-]{1,128}
     # (IAM API reference, CreateInstanceProfile).
+    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {}  # the CloudWatch agent sends GPU memory and disk
     notification_target = ValueRule("the ARN of an SNS topic (alarms notify it when they fire and when they clear)",
                                     ARN_SNS_TOPIC, "arn:aws:sns:us-east-1:123456789012:inference-alarms")
     brought_ids = BroughtIds(
@@ -466,6 +478,8 @@ class AwsBackend(CloudBackend):
         if request.secret_ids:
             policies["secrets-read"] = [{"Effect": "Allow", "Action": ["ssm:GetParameter", "ssm:GetParameters"],
                                          "Resource": list(request.secret_ids)}]
+        if request.telemetry_grants:
+            policies["telemetry-write"] = _telemetry_statements(*request.telemetry_grants)
         attached = [aws.iam.RolePolicy(f"{name}-{label}", role=role.id, opts=opts, policy=pulumi.Output.json_dumps(
             {"Version": "2012-10-17", "Statement": statements})) for label, statements in policies.items()]
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=request.tags, opts=opts)
@@ -531,36 +545,77 @@ class AwsBackend(CloudBackend):
             tags=request.tags, opts=protected)
         group = _group(parent, name, request, template, targets)
         _scaling_policies(parent, name, fleet, group, balancer, targets, request.tags)
+        watched: dict[str, pulumi.Input[str]] = {"load_balancer": balancer.arn_suffix,
+                                                 "target_group": targets.arn_suffix, "group": group.name}
         if canary is not None and canary_targets is not None:  # the same group, from the canary's plan
             canary_template = _launch_template(parent, f"{name}-canary", canary, _server_image(parent, canary.plan),
                                                _user_data(parent, canary.plan, canary.user_data))
             canary_group = _group(parent, f"{name}-canary", canary, canary_template, canary_targets)
             _scaling_policies(parent, f"{name}-canary", _fleet(canary.plan), canary_group, balancer, canary_targets,
                               request.tags)
+            watched.update(canary_target_group=canary_targets.arn_suffix, canary_group=canary_group.name)
         # DNS stays yours: say where the domain must point.
         balancer.dns_name.apply(lambda address: pulumi.log.info(
             f"{name}: point {request.api_domain} at {address} (a CNAME, or a Route 53 alias record)",
             resource=parent))
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
-                           load_balancer_address=balancer.dns_name, group_id=group.id,
-                           watched={"load_balancer": balancer.arn_suffix, "target_group": targets.arn_suffix,
-                                    "group": group.name})
+                           load_balancer_address=balancer.dns_name, group_id=group.id, watched=watched)
 
     #### Monitoring ####
 
+    def create_telemetry(self, parent: pulumi.Resource, name: str, request: TelemetryRequest) -> TelemetryResult:
+        """A CloudWatch Logs group for the servers' logs (and the runtime's Prometheus metrics, as embedded metric
+        format events), kept LOG_RETENTION_DAYS, kept on destroy when protected; the agent's metrics go to a namespace
+        of the same name. Grants: (the log group's ARN, the namespace), in that order (`_telemetry_statements`).
+
+        Encryption: CloudWatch Logs always encrypts log data at rest; a customer key (kms_key_id) would need a key
+        policy for the logs service principal, which the stack does not create (CloudWatch Logs User Guide, "Encrypt
+        log data in CloudWatch Logs using AWS KMS")."""
+        destination = "/".join(["inferstack", slug(pulumi.get_project()), slug(pulumi.get_stack()), slug(name)])
+        group = aws.cloudwatch.LogGroup(
+            f"{name}-logs", name=destination, retention_in_days=LOG_RETENTION_DAYS, skip_destroy=request.protected,
+            deletion_protection_enabled=request.protected, tags=request.tags, opts=child_options(parent))
+        target = group.name.apply(lambda logs: TelemetryTarget(logs=logs, metrics=destination))
+        return TelemetryResult(target=target, grants=[group.arn, pulumi.Output.from_input(destination)])
+
     def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
-        """One CloudWatch alarm per rule on the load balancer's metrics; each notifies the SNS topic when it fires and
-        when it clears."""
+        """One CloudWatch alarm per rule on the load balancer's metrics, and with the agent (request.telemetry) per
+        agent rule on the group's GPU memory and disk; a canary's group gets its own unhealthy-server, server-error
+        and agent alarms. Each notifies the SNS topic when it fires and when it clears."""
+        watched, plan = request.fleet.watched, request.plan
+        alarms = [self._alarm(parent, name, request, rule, _alarm_condition(
+            rule, {"LoadBalancer": watched["load_balancer"], "TargetGroup": watched["target_group"]}))
+            for rule in alarm_rules(plan)]
+        alarms += self._agent_alarms(parent, name, request, plan, watched["group"])
+        canary = plan.canary
+        if canary is not None and "canary_target_group" in watched:
+            dimensions = {"LoadBalancer": watched["load_balancer"], "TargetGroup": watched["canary_target_group"]}
+            alarms += [self._alarm(parent, f"{name}-canary", request, rule,
+                                   _alarm_condition(rule, dimensions, one_target_group=True))
+                       for rule in alarm_rules(canary.plan)
+                       if rule.kind in (AlarmKind.UNHEALTHY_SERVERS, AlarmKind.ERROR_RATE)]
+            alarms += self._agent_alarms(parent, f"{name}-canary", request, canary.plan, watched["canary_group"])
+        return AlarmsResult(alarm_ids=[alarm.arn for alarm in alarms])
+
+    def _agent_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest, plan: DeploymentPlan,
+                      group: pulumi.Input[str]) -> list[aws.cloudwatch.MetricAlarm]:
+        """The GPU-memory and disk alarms of one group, on the agent's series aggregated by AutoScalingGroupName.
+        No data is breaching: a group whose agents send nothing is not watched, and says so."""
+        if request.telemetry is None:
+            return []
+        namespace = request.telemetry.target.apply(lambda target: target.metrics)
+        return [self._alarm(parent, name, request, rule, _agent_alarm_condition(rule, namespace, group),
+                            missing="breaching") for rule in agent_alarm_rules(plan)]
+
+    @staticmethod
+    def _alarm(parent: pulumi.Resource, name: str, request: AlarmsRequest, rule: AlarmRule,
+               condition: dict[str, Any], missing: str = "notBreaching") -> aws.cloudwatch.MetricAlarm:
         actions = [request.notification_target] if request.notification_target else []
-        dimensions = {"LoadBalancer": request.fleet.watched["load_balancer"],
-                      "TargetGroup": request.fleet.watched["target_group"]}
-        alarms = [aws.cloudwatch.MetricAlarm(
+        return aws.cloudwatch.MetricAlarm(
             f"{name}-alarm-{rule.kind.value}", alarm_description=f"inferstack {name}: {rule.summary}",
             evaluation_periods=rule.minutes, datapoints_to_alarm=rule.minutes, alarm_actions=actions,
-            ok_actions=actions, treat_missing_data="notBreaching", tags=request.tags,
-            **_alarm_condition(rule, dimensions), opts=child_options(parent))
-            for rule in alarm_rules(request.plan)]
-        return AlarmsResult(alarm_ids=[alarm.arn for alarm in alarms])
+            ok_actions=actions, treat_missing_data=missing, tags=request.tags, **condition,
+            opts=child_options(parent))
 
     def create_dashboard(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> StrOutput:
         """A CloudWatch dashboard of the load balancer's and the group's metrics (the alarms' own), one graph per
@@ -1098,8 +1153,12 @@ def _dashboard_widget(panel: Panel, region: str, watched: Mapping[str, str]) -> 
             "metrics": metrics, "annotations": {"horizontal": lines}}
 
 
-def _alarm_condition(rule: AlarmRule, dimensions: Mapping[str, pulumi.Input[str]]) -> dict[str, Any]:
-    """The metric and comparison of one rule's alarm, in one-minute periods (MetricAlarm arguments)."""
+def _alarm_condition(rule: AlarmRule, dimensions: Mapping[str, pulumi.Input[str]],
+                     one_target_group: bool = False) -> dict[str, Any]:
+    """The metric and comparison of one rule's alarm, in one-minute periods (MetricAlarm arguments); the error rate
+    is the load balancer's, or with `one_target_group` that target group's (a canary's): ELB publishes
+    HTTPCode_Target_5XX_Count and RequestCount per TargetGroup, LoadBalancer too (ELB User Guide, "CloudWatch metrics
+    for your Application Load Balancer")."""
     per_minute = {"namespace": ELB_NAMESPACE, "period": SECONDS_PER_MINUTE}
     if rule.kind is AlarmKind.UNHEALTHY_SERVERS:
         return {**per_minute, "metric_name": "UnHealthyHostCount", "dimensions": dimensions, "statistic": "Maximum",
@@ -1112,7 +1171,7 @@ def _alarm_condition(rule: AlarmRule, dimensions: Mapping[str, pulumi.Input[str]
                 "extended_statistic": "p95", "comparison_operator": "GreaterThanThreshold",
                 "threshold": rule.threshold / 1000}
     # Error rate: server errors as a percentage of requests, by metric math (no request: no data, not breaching).
-    balancer = {"LoadBalancer": dimensions["LoadBalancer"]}
+    balancer = dict(dimensions) if one_target_group else {"LoadBalancer": dimensions["LoadBalancer"]}
     return {"comparison_operator": "GreaterThanThreshold", "threshold": rule.threshold, "metric_queries": [
         {"id": "errors", "metric": {"namespace": ELB_NAMESPACE, "metric_name": "HTTPCode_Target_5XX_Count",
                                     "dimensions": balancer, "stat": "Sum", "period": SECONDS_PER_MINUTE}},
@@ -1120,6 +1179,46 @@ def _alarm_condition(rule: AlarmRule, dimensions: Mapping[str, pulumi.Input[str]
                                       "dimensions": balancer, "stat": "Sum", "period": SECONDS_PER_MINUTE}},
         {"id": "error_rate", "expression": "100 * FILL(errors, 0) / requests", "label": "server errors, % of requests",
          "return_data": True}]}
+
+
+def _agent_alarm_condition(rule: AlarmRule, namespace: pulumi.Input[str],
+                           group: pulumi.Input[str]) -> dict[str, Any]:
+    """An agent rule's metric, in one-minute periods, on the group's aggregated series (the agent's
+    aggregation_dimensions [[AutoScalingGroupName]]: the worst server is the Maximum)."""
+    dimensions = {GROUP_DIMENSION: group}
+    if rule.kind is AlarmKind.DISK:
+        return {"namespace": namespace, "period": SECONDS_PER_MINUTE, "metric_name": "disk_used_percent",
+                "dimensions": dimensions, "statistic": "Maximum", "comparison_operator": "GreaterThanThreshold",
+                "threshold": rule.threshold}
+    # GPU memory: used over total (MiB both); the fullest GPU's use over the largest GPU's size, which for the group's
+    # one GPU model is the fullest GPU's share.
+    used, total = (f"nvidia_smi_{measurement}" for measurement in GPU_MEASUREMENTS[:2])
+    return {"comparison_operator": "GreaterThanThreshold", "threshold": rule.threshold, "metric_queries": [
+        {"id": "used", "metric": {"namespace": namespace, "metric_name": used, "dimensions": dimensions,
+                                  "stat": "Maximum", "period": SECONDS_PER_MINUTE}},
+        {"id": "total", "metric": {"namespace": namespace, "metric_name": total, "dimensions": dimensions,
+                                   "stat": "Maximum", "period": SECONDS_PER_MINUTE}},
+        {"id": "gpu_memory", "expression": "100 * used / total", "label": "GPU memory used, % of the GPU's",
+         "return_data": True}]}
+
+
+def _telemetry_statements(log_group_arn: StrOutput, namespace: StrOutput, *rest: StrOutput) -> list[dict[str, Any]]:
+    """The CloudWatch agent's writes, to the deployment's log group and metric namespace only (create_telemetry's
+    grants). Service Authorization Reference (CloudWatch Logs): CreateLogStream and DescribeLogStreams act on the
+    log-group resource, PutLogEvents on log-stream (`<group ARN>:log-stream:<name>`); PutMetricData has no resource
+    type and is narrowed by the cloudwatch:namespace condition key; ec2:DescribeTags (no resource type) is how the
+    agent reads the instance's aws:autoscaling:groupName tag for AutoScalingGroupName (ec2tagger). The agent needs no
+    logs:CreateLogGroup (the group exists) nor PutRetentionPolicy (its configuration sets no retention)."""
+    assert not rest, "AWS telemetry grants are (log group ARN, namespace)"
+    return [
+        {"Sid": "WriteServerLogs", "Effect": "Allow", "Action": TELEMETRY_LOG_ACTIONS[:2],
+         "Resource": [log_group_arn, pulumi.Output.concat(log_group_arn, ":*")]},
+        {"Sid": "PutServerLogEvents", "Effect": "Allow", "Action": TELEMETRY_LOG_ACTIONS[2],
+         "Resource": pulumi.Output.concat(log_group_arn, ":log-stream:*")},
+        {"Sid": "PutServerMetrics", "Effect": "Allow", "Action": TELEMETRY_METRIC_ACTIONS, "Resource": "*",
+         "Condition": {"StringEquals": {"cloudwatch:namespace": namespace}}},
+        {"Sid": "ReadOwnGroupTag", "Effect": "Allow", "Action": TELEMETRY_ANYWHERE_ACTIONS, "Resource": "*"},
+    ]
 
 
 def _elb_name_prefix(name: str) -> str:
@@ -1246,6 +1345,8 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "aws:autoscaling/policy:Policy": _scaling_policy_outputs,
     "aws:cloudwatch/dashboard:Dashboard": lambda c: (c.inputs["dashboardName"], {
         "dashboardArn": f"arn:aws:cloudwatch::{c.account}:dashboard/{c.inputs['dashboardName']}"}),
+    "aws:cloudwatch/logGroup:LogGroup": lambda c: (c.inputs["name"], {
+        "name": c.inputs["name"], "arn": _arn(c, "logs", f"log-group:{c.inputs['name']}")}),
     "aws:cloudwatch/metricAlarm:MetricAlarm": lambda c: (f"{c.name}-{c.digest[:7]}", {
         "arn": _arn(c, "cloudwatch", f"alarm:{c.name}-{c.digest[:7]}")}),
     "aws:lb/loadBalancer:LoadBalancer": _load_balancer_outputs,

@@ -18,6 +18,8 @@ from typing import Any, ClassVar, TypeVar
 import pulumi
 import pulumi_gcp as gcp
 
+from inferstack.bootstrap.agents.gcp import log_names
+from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
@@ -55,6 +57,8 @@ from inferstack.components.core import (
     StaticAssetsResult,
     StrOutput,
     Support,
+    TelemetryRequest,
+    TelemetryResult,
     ValueRule,
     checked_user_data,
     child_options,
@@ -72,10 +76,12 @@ from inferstack.components.core import (
     unsupported,
 )
 from inferstack.components.observability import (
+    LOG_RETENTION_DAYS,
     AlarmKind,
     AlarmRule,
     Panel,
     PanelKind,
+    agent_alarm_rules,
     alarm_rules,
     dashboard_panels,
 )
@@ -204,6 +210,19 @@ DENY_EGRESS_PRIORITY = 65000
 
 MODEL_READER_ROLE = "roles/storage.objectViewer"
 SECRET_READER_ROLE = "roles/secretmanager.secretAccessor"
+# The Ops Agent's writes. Google offers them as project roles only: "roles/logging.logWriter: Provides the permissions
+# to write log entries" and "roles/monitoring.metricWriter: Provides write-only access to metrics" (IAM roles
+# reference), which the Ops Agent's installation guide grants to the VM's service account ("Authorize the Ops
+# Agent"); neither reads anything, and no log-bucket or metric-level grant exists for writing.
+TELEMETRY_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
+# The label every server of a managed group carries (its instance template's), so that alert policies on the Ops
+# Agent's gce_instance metrics can address one group (Cloud Monitoring filters: metadata.user_labels."KEY").
+GROUP_LABEL = "inferstack-group"
+# The Ops Agent's metrics (confgenerator apps/hostmetrics.go; integration_test .../nvml/metadata.yaml): disk use per
+# device and state (used, free, reserved) in percent; each GPU's memory in bytes, by gpu_number and memory_state
+# (used, free).
+DISK_PERCENT_METRIC = "agent.googleapis.com/disk/percent_used"
+GPU_MEMORY_METRIC = "agent.googleapis.com/gpu/memory/bytes_used"
 
 # Cloud Storage usage logs are written by this Google group; it needs to create objects in the logs bucket.
 USAGE_LOG_WRITER = "group:cloud-storage-analytics@google.com"
@@ -371,8 +390,7 @@ class GcpBackend(CloudBackend):
         "monitoring channels list)",
         r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]{1,20}",
         "projects/my-project/notificationChannels/1234567890123456789")
-    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {
-        **CloudBackend.unwatched_alarms,
+    unwatched_alarms: ClassVar[Mapping[AlarmKind, str]] = {  # the Ops Agent sends GPU memory and disk
         AlarmKind.UNHEALTHY_SERVERS: "Cloud Monitoring has no metric of backend health-check states (they are read "
                                      "by the backendServices.getHealth API only); the group's autohealing replaces a "
                                      "server that fails its health check"}
@@ -558,9 +576,13 @@ class GcpBackend(CloudBackend):
         secret_reads = [gcp.secretmanager.SecretIamMember(
             f"{name}-secret-read-{index}", secret_id=secret_id, role=SECRET_READER_ROLE, member=account.member,
             opts=opts) for index, secret_id in enumerate(request.secret_ids)]
+        telemetry_writes = [gcp.projects.IAMMember(  # grants: the project the agent writes to (create_telemetry)
+            f"{name}-{role.rsplit('.', 1)[-1].lower()}-{index}", project=project, role=role, member=account.member,
+            opts=opts) for index, project in enumerate(request.telemetry_grants) for role in TELEMETRY_ROLES]
         # The email resolves only once every grant exists: a server that takes it can read its model from its
         # first boot.
-        ready = pulumi.Output.all(account.email, model_read.id, *(grant.id for grant in secret_reads)).apply(
+        ready = pulumi.Output.all(account.email, model_read.id, *(grant.id for grant in
+                                                                  [*secret_reads, *telemetry_writes])).apply(
             lambda ids: ids[0])
         return IdentityResult(identity_id=account.email, attachment=ready)
 
@@ -628,25 +650,88 @@ class GcpBackend(CloudBackend):
             opts=child_options(parent, depends_on=[front_end.backend]))
         if canary is not None and front_end.canary_backend is not None:
             _canary_autoscaler(parent, name, canary, front_end.canary_backend)
+        watched: dict[str, pulumi.Input[str]] = {
+            "backend_service": front_end.backend.name, "group": group.name,  # type: ignore[attr-defined]
+            "group_label": _gcp_name(name, "group"),
+            "scheme": "external" if request.internet_facing else "internal"}
+        if canary is not None and front_end.canary_backend is not None:
+            watched.update(canary_backend_service=front_end.canary_backend.name,  # type: ignore[attr-defined]
+                           canary_group=canary.group.name, canary_group_label=_gcp_name(f"{name}-canary", "group"))
         return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
-                           load_balancer_address=front_end.address, group_id=group.id,
-                           watched={"backend_service": front_end.backend.name, "group": group.name,  # type: ignore[attr-defined]
-                                    "scheme": "external" if request.internet_facing else "internal"})
+                           load_balancer_address=front_end.address, group_id=group.id, watched=watched)
 
     #### Monitoring ####
 
+    def create_telemetry(self, parent: pulumi.Resource, name: str, request: TelemetryRequest) -> TelemetryResult:
+        """A Cloud Logging bucket that keeps the servers' logs LOG_RETENTION_DAYS (abandoned, not deleted, on destroy
+        when protected), a sink that routes the Ops Agent's log names there, and an exclusion that keeps them out of
+        the project's _Default bucket (its 30 days would hold a second copy). Grants: the project (the agent's
+        roles are project roles: TELEMETRY_ROLES).
+
+        Encryption: Cloud Logging encrypts log buckets at rest with Google-managed keys; a customer key
+        (cmek_settings) needs a Cloud KMS key the stack does not create (Cloud Logging, "Configure CMEK for log
+        storage")."""
+        project = gcp.organizations.get_client_config_output(opts=invoke_options(parent)).project
+        prefix = _gcp_name(name, "logs")
+        target = TelemetryTarget(logs=prefix, metrics=prefix)  # metrics: the runtime's Prometheus job name
+        opts = child_options(parent)
+        bucket = gcp.logging.ProjectBucketConfig(
+            f"{name}-log-bucket", project=project, location="global", bucket_id=prefix,
+            retention_days=LOG_RETENTION_DAYS, description=f"inferstack {name}: the servers' runtime, gateway and "
+                                                          "boot logs",
+            deletion_policy="ABANDON" if request.protected else "DELETE", opts=opts)
+        logs = project.apply(lambda p: " OR ".join(f'logName = "projects/{p}/logs/{log}"' for log in log_names(target)))
+        # A sink to a log bucket of its own project writes as cloud-logs@system.gserviceaccount.com, which needs no
+        # grant (unique_writer_identity false: the provider's docs; Cloud Logging, "Route logs to supported
+        # destinations").
+        gcp.logging.ProjectSink(
+            f"{name}-log-sink", name=_gcp_name(name, "log-sink"), project=project, filter=logs,
+            destination=pulumi.Output.concat("logging.googleapis.com/", bucket.name),
+            unique_writer_identity=False, description=f"inferstack {name}: the servers' logs to their bucket",
+            opts=opts)
+        # Verify: exclusions made with the projects.exclusions API apply to the _Default sink only (Cloud Logging,
+        # "Exclusion filters"). A deleted log bucket stays DELETE_REQUESTED 7 days and its id cannot be reused
+        # meanwhile: a development stack destroyed and deployed again within a week under the same name fails here.
+        gcp.logging.ProjectExclusion(
+            f"{name}-log-exclusion", name=_gcp_name(name, "log-exclusion"), project=project, filter=logs,
+            description=f"inferstack {name}: the servers' logs are kept in their own bucket", opts=opts)
+        return TelemetryResult(target=pulumi.Output.from_input(target), grants=[project])
+
     def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
-        """One Cloud Monitoring alert policy per rule on the load balancer's and the group's metrics, each notifying
-        the notification channel."""
-        watched = request.fleet.watched
-        policies = [gcp.monitoring.AlertPolicy(
+        """One Cloud Monitoring alert policy per rule on the load balancer's and the group's metrics, and with the
+        agent (request.telemetry) per agent rule on the group's servers' GPU memory and disk; a canary's group gets
+        its own server-error and agent policies. Each notifies the notification channel."""
+        watched, plan = request.fleet.watched, request.plan
+        policies = [self._policy(parent, name, request, rule, _watched_condition(rule, watched))
+                    for rule in alarm_rules(plan) if rule.kind not in self.unwatched_alarms]
+        policies += self._agent_policies(parent, name, request, plan, str(watched["group_label"]))
+        if plan.canary is not None and "canary_backend_service" in watched:
+            canary = {**watched, "backend_service": watched["canary_backend_service"],
+                      "group": watched["canary_group"]}
+            policies += [self._policy(parent, f"{name}-canary", request, rule, _watched_condition(rule, canary))
+                         for rule in alarm_rules(plan.canary.plan) if rule.kind is AlarmKind.ERROR_RATE]
+            policies += self._agent_policies(parent, f"{name}-canary", request, plan.canary.plan,
+                                             str(watched["canary_group_label"]))
+        return AlarmsResult(alarm_ids=[policy.name for policy in policies])
+
+    def _agent_policies(self, parent: pulumi.Resource, name: str, request: AlarmsRequest, plan: DeploymentPlan,
+                        group_label: str) -> list[gcp.monitoring.AlertPolicy]:
+        """The GPU-memory and disk policies of one group's servers (by their GROUP_LABEL); no data is a breach."""
+        if request.telemetry is None:
+            return []
+        return [self._policy(parent, name, request, rule, {
+            "display_name": rule.kind.value, "condition_threshold": _agent_condition(rule, group_label)})
+            for rule in agent_alarm_rules(plan)]
+
+    @staticmethod
+    def _policy(parent: pulumi.Resource, name: str, request: AlarmsRequest, rule: AlarmRule,
+                condition: Any) -> gcp.monitoring.AlertPolicy:
+        return gcp.monitoring.AlertPolicy(
             f"{name}-alert-{rule.kind.value}", display_name=f"inferstack {name}: {rule.kind.value}", combiner="OR",
-            conditions=[_watched_condition(rule, watched)],
+            conditions=[condition],
             documentation={"content": f"inferstack {name}: {rule.summary}", "mime_type": "text/markdown"},
             notification_channels=[request.notification_target] if request.notification_target else [],
             severity="ERROR", user_labels=gcp_labels(request.tags), opts=child_options(parent))
-            for rule in alarm_rules(request.plan) if rule.kind not in self.unwatched_alarms]
-        return AlarmsResult(alarm_ids=[policy.name for policy in policies])
 
     def create_dashboard(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> StrOutput:
         """A Cloud Monitoring dashboard of the load balancer's and the group's metrics (the alert policies' own), one
@@ -1017,7 +1102,8 @@ def _instance_template(parent: pulumi.Resource, name: str, request: FleetRequest
     plan = request.plan
     image = _image(parent, plan, placement)
     labels = gcp_labels(request.tags)
-    # A regional subnetwork serves every zone of the region: the template takes the servers' first one.
+    # A regional subnetwork serves every zone of the region: the template takes the servers' first one. Its servers
+    # carry their group's label (the agent alert policies address them by it).
     return gcp.compute.InstanceTemplate(
         f"{name}-template", name_prefix=_gcp_name(name, "tmpl", max_length=TEMPLATE_PREFIX_LENGTH),
         description=f"inferstack {name}: {plan.instance_type} serving {plan.model.name}",
@@ -1031,7 +1117,7 @@ def _instance_template(parent: pulumi.Resource, name: str, request: FleetRequest
         metadata=checked_user_data(plan, request.user_data, placement.region, provider=provider,
                                    encode=instance_metadata),
         scheduling=fleet_scheduling(plan), guest_accelerators=guest_accelerators(plan),
-        shielded_instance_config=SHIELDED_VM, labels=labels,
+        shielded_instance_config=SHIELDED_VM, labels={**labels, GROUP_LABEL: _gcp_name(name, "group")},
         # A newer image must not roll the whole fleet over on the next `pulumi up`; a new bootstrap does.
         opts=child_options(parent, ignore_changes=["disks[0].sourceImage"]))
 
@@ -1180,6 +1266,29 @@ def _alert_condition(rule: AlarmRule, scheme: str, backend_service: str, group: 
     return {"filter": f"{requests} AND metric.label.response_code_class = 500", "aggregations": rate,
             "denominator_filter": requests, "denominator_aggregations": rate,
             "comparison": "COMPARISON_GT", "threshold_value": rule.threshold / 100, "duration": duration}
+
+
+def _agent_condition(rule: AlarmRule, group_label: str) -> dict[str, Any]:
+    """An agent rule's threshold condition on the Ops Agent's metrics of one group's servers, per server (and GPU),
+    on one-minute alignments; a server that sends nothing counts as breaching (EVALUATION_MISSING_DATA_ACTIVE)."""
+    # Verify: metadata.user_labels."KEY" selects gce_instance series by the instance's labels (Monitoring filters).
+    servers = f'resource.type = "gce_instance" AND metadata.user_labels."{GROUP_LABEL}" = "{group_label}"'
+    common = {"comparison": "COMPARISON_GT", "duration": f"{rule.minutes * 60}s",
+              "evaluation_missing_data": "EVALUATION_MISSING_DATA_ACTIVE"}
+    if rule.kind is AlarmKind.DISK:
+        return {**common, "threshold_value": rule.threshold,
+                "filter": f'{servers} AND metric.type = "{DISK_PERCENT_METRIC}" AND metric.label.state = "used"',
+                "aggregations": [{"alignment_period": "60s", "per_series_aligner": "ALIGN_MEAN",
+                                  "cross_series_reducer": "REDUCE_MAX",
+                                  "group_by_fields": ["resource.label.instance_id"]}]}
+    assert rule.kind is AlarmKind.GPU_MEMORY, rule.kind
+    # A ratio condition: each GPU's used bytes over its used and free bytes, compared with a fraction.
+    per_gpu = [{"alignment_period": "60s", "per_series_aligner": "ALIGN_MEAN", "cross_series_reducer": "REDUCE_SUM",
+                "group_by_fields": ["resource.label.instance_id", "metric.label.gpu_number"]}]
+    memory = f'{servers} AND metric.type = "{GPU_MEMORY_METRIC}"'
+    return {**common, "threshold_value": rule.threshold / 100,
+            "filter": f'{memory} AND metric.label.memory_state = "used"', "aggregations": per_gpu,
+            "denominator_filter": memory, "denominator_aggregations": per_gpu}
 
 
 def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
@@ -1476,7 +1585,7 @@ def _instance_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
 
 
 def _iam_member_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
-    target = c.inputs.get("bucket") or c.inputs.get("secretId")
+    target = c.inputs.get("bucket") or c.inputs.get("secretId") or c.inputs.get("project")
     return f"{target}/{c.inputs['role']}/{c.inputs['member']}", {"etag": f"BwY{c.digest[:9]}"}
 
 
@@ -1491,6 +1600,16 @@ _PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "gcp:secretmanager/secretVersion:SecretVersion": lambda c: (f"{c.inputs['secret']}/versions/1", {
         "name": f"{c.inputs['secret']}/versions/1", "version": "1"}),
     "gcp:secretmanager/secretIamMember:SecretIamMember": _iam_member_outputs,
+    "gcp:projects/iAMMember:IAMMember": _iam_member_outputs,
+    # The servers' logs: their bucket, the sink to it, the _Default bucket's exclusion (Cloud Logging API paths).
+    "gcp:logging/projectBucketConfig:ProjectBucketConfig": lambda c: (
+        f"projects/{c.inputs['project']}/locations/{c.inputs['location']}/buckets/{c.inputs['bucketId']}", {
+            "name": f"projects/{c.inputs['project']}/locations/{c.inputs['location']}/buckets/{c.inputs['bucketId']}",
+            "lifecycleState": "ACTIVE"}),
+    "gcp:logging/projectSink:ProjectSink": lambda c: (f"projects/{c.inputs['project']}/sinks/{c.inputs['name']}", {
+        "writerIdentity": "serviceAccount:cloud-logs@system.gserviceaccount.com"}),
+    "gcp:logging/projectExclusion:ProjectExclusion": lambda c: (
+        f"projects/{c.inputs['project']}/exclusions/{c.inputs['name']}", {}),
     "gcp:compute/backendBucket:BackendBucket": _global("backendBuckets"),
     "gcp:compute/globalAddress:GlobalAddress": lambda c: (_path(c, "addresses"), {
         "name": _resource_name(c), "address": f"198.51.100.{int(c.digest[:4], 16) % 254 + 1}"}),  # RFC 5737

@@ -17,6 +17,7 @@ import pulumi
 import pytest
 
 from inferstack import bootstrap
+from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components import InferenceServer
 from inferstack.components import aws as aws_backend
 from inferstack.errors import InputError
@@ -259,8 +260,10 @@ def test_the_templates_user_data_is_encoded_as_the_single_servers_is(run: Any) -
     recording = _fleet(run, plan)
     packed = base64.b64decode(_one(recording, TEMPLATE).inputs["userData"])
     assert len(packed) <= aws_backend.USER_DATA_LIMIT_BYTES
+    logs = recording.named("chat-logs").inputs["name"]  # the CloudWatch agent's log group and namespace
     expected = bootstrap.render_bootstrap(plan, "aws", bootstrap.BootstrapOptions(
-        model_bucket=recording.named("chat-store-models").id, region="us-east-1"))
+        model_bucket=recording.named("chat-store-models").id, region="us-east-1",
+        telemetry=TelemetryTarget(logs=logs, metrics=logs)))
     assert gzip.decompress(packed).decode() == expected.user_data
 
 

@@ -16,6 +16,7 @@ import pulumi
 import pytest
 
 from inferstack import bootstrap
+from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components import Capability, InferenceServer, backend_for
 from inferstack.components.gcp import (
     FLEET_NETWORK_CIDR,
@@ -220,8 +221,10 @@ def test_the_template_carries_the_user_data_exactly_as_a_loose_server_would() ->
     recording = _fleet(plan, **PUBLIC)
     bucket = _one_named(recording, "chat-store-models").id
     api_key_ref = _one_named(recording, "chat-secrets-api-key").id
+    logs = _one_named(recording, "chat-log-bucket").inputs["bucketId"]  # the Ops Agent's log names and job name
     expected = bootstrap.render_bootstrap(plan, "gcp", bootstrap.BootstrapOptions(
-        model_bucket=bucket, region="us-central1", api_key_secret=api_key_ref))
+        model_bucket=bucket, region="us-central1", api_key_secret=api_key_ref,
+        telemetry=TelemetryTarget(logs=logs, metrics=logs)))
     assert _one(recording, TEMPLATE).inputs["metadata"]["user-data"] == expected.user_data
     assert _one(recording, TEMPLATE).inputs["scheduling"]["onHostMaintenance"] == "MIGRATE"  # a CPU server
 

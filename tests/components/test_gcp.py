@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from inferstack import bootstrap
+from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components import Capability, InferenceServer, StaticAssets, backend_for
 from inferstack.components.gcp import (
     BOOT_DISKS,
@@ -249,8 +250,11 @@ def test_user_data_and_bundle_are_the_rendered_bootstrap_naming_bucket_region_an
     plan = sample_plan("gcp", "cpu-llm", "internal")
     recording = _server(plan, static_assets=False, api_key=pulumi.Output.secret("sk-gcp-user-data"))
     (instance,) = recording.of_type(INSTANCE)
+    (log_bucket,) = recording.of_type("gcp:logging/projectBucketConfig:ProjectBucketConfig")
+    logs = log_bucket.inputs["bucketId"]  # the Ops Agent's log names and job name
     expected = bootstrap.render_bootstrap(plan, "gcp", bootstrap.BootstrapOptions(
-        model_bucket=recording.value["bucket"], region="us-central1", api_key_secret=recording.value["api_key_ref"]))
+        model_bucket=recording.value["bucket"], region="us-central1", api_key_secret=recording.value["api_key_ref"],
+        telemetry=TelemetryTarget(logs=logs, metrics=logs)))
     assert instance.inputs["metadata"]["user-data"] == expected.user_data
     (bundle,) = recording.of_type("gcp:storage/bucketObject:BucketObject")
     assert bundle.inputs["bucket"] == recording.value["bucket"] and bundle.inputs["name"] == expected.bundle_key
@@ -390,7 +394,10 @@ def test_service_account_reads_the_model_prefix_and_its_secrets_only() -> None:
     assert sorted(r.inputs["secretId"] for r in secret_reads) == sorted(
         s.id for s in recording.of_type("gcp:secretmanager/secret:Secret"))
     assert {r.inputs["role"] for r in secret_reads} == {"roles/secretmanager.secretAccessor"}
-    assert not [r for r in recording.resources if r.type.startswith("gcp:projects/")]  # no project-wide role
+    # No project-wide role but the Ops Agent's two write-only ones (Google offers no narrower grant for them).
+    project_roles = [r.inputs for r in recording.resources if r.type.startswith("gcp:projects/")]
+    assert sorted(r["role"] for r in project_roles) == ["roles/logging.logWriter", "roles/monitoring.metricWriter"]
+    assert all(r["member"] == member and r["project"] == "inferstack-test" for r in project_roles)
     assert all(i.inputs["serviceAccount"]["email"] == account.outputs["email"] for i in recording.of_type(INSTANCE))
 
 
@@ -523,7 +530,7 @@ def test_everything_brought_leaves_only_servers_load_balancer_and_secrets_to_cre
                         assets_bucket="team-assets", api_key=pulumi.Output.secret("k"))
     assert _types(recording) == {"Instance", "BackendBucket", "GlobalAddress", "ManagedSslCertificate", "SSLPolicy",
                                  "URLMap", "TargetHttpsProxy", "GlobalForwardingRule", "Secret", "SecretVersion",
-                                 "BucketObject"}
+                                 "BucketObject", "ProjectBucketConfig", "ProjectSink", "ProjectExclusion"}
 
 
 def test_covering_cidr_is_the_smallest_block_holding_every_subnetwork() -> None:

@@ -60,6 +60,7 @@ FIREWALL_TYPES = {"aws": guardrails.AWS_INGRESS_RULE, "gcp": guardrails.GCP_FIRE
                   "alibaba": guardrails.ALI_SECURITY_GROUP_RULE, "huawei": guardrails.HW_SECURITY_GROUP_RULE}
 BUCKET_TYPES = {"aws": guardrails.AWS_BUCKET, "gcp": guardrails.GCP_BUCKET, "alibaba": guardrails.ALI_BUCKET,
                 "huawei": guardrails.HW_BUCKET}
+LOG_STORE_TYPES = {"aws": guardrails.AWS_LOG_GROUP, "gcp": guardrails.GCP_LOG_BUCKET}
 SERVER_TYPES = {"aws": guardrails.AWS_INSTANCE, "gcp": guardrails.GCP_INSTANCE, "alibaba": guardrails.ALI_INSTANCE,
                 "huawei": guardrails.HW_INSTANCE}
 # A fleet's servers are made from templates; any of these may be a cloud's (GCP: regional or global template;
@@ -182,6 +183,8 @@ def test_the_guardrails_looked_at_the_firewall_buckets_servers_and_identity(case
         assert server_types <= examined["servers-no-public-address"]
         assert examined["load-balancer-https-only"] and examined["load-balancer-backends-on-serving-port"]
     assert ("server-identity-least-privilege", "") not in case.evaluation.not_applicable
+    if case.cloud in LOG_STORE_TYPES:  # the servers' logs: a store with a retention
+        assert LOG_STORE_TYPES[case.cloud] in examined["log-stores-have-retention"]
 
 
 def test_metadata_tokens_are_not_applicable_exactly_where_the_backend_lacks_metadata_hardening(case: Case) -> None:

@@ -290,7 +290,7 @@ def test_every_fleet_rule_has_a_mutation_on_every_cloud() -> None:
         "admin-ports-not-public", "world-ingress-serving-port-only", "buckets-not-public", "encryption-at-rest",
         "metadata-tokens-required", "storage-grants-no-wildcards", "cdn-https-only", "buckets-have-public-access-block",
         "buckets-have-default-encryption", "server-identity-least-privilege", "cdn-https-front-ends",
-        "public-api-has-api-key", "managed-redis-private-tls-auth",
+        "public-api-has-api-key", "managed-redis-private-tls-auth", "log-stores-have-retention",
         # its mutation on every cloud (the alarms removed) runs on the components' deployment: test_alarm_policies.py
         "fleet-watched-by-alarms"} == FLEET_RULES, "a new policy: add it here and give it a mutation on every cloud"
     for cloud in CLOUDS:

@@ -131,7 +131,10 @@ def test_the_metadata_hop_limit_is_the_one_the_aws_servers_get() -> None:
 
 
 def test_the_allow_list_names_the_components_own_constants() -> None:
-    assert rules.SERVER_GRANTS["aws"].anywhere == set(aws_backend.SESSION_MANAGER_ACTIONS)
+    assert rules.SERVER_GRANTS["aws"].anywhere == {*aws_backend.SESSION_MANAGER_ACTIONS,
+                                                   *aws_backend.TELEMETRY_ANYWHERE_ACTIONS}
+    assert rules.SERVER_GRANTS["aws"].log_writes == set(aws_backend.TELEMETRY_LOG_ACTIONS)
+    assert rules.SERVER_GRANTS["aws"].metric_writes == set(aws_backend.TELEMETRY_METRIC_ACTIONS)
     assert rules.SERVER_GRANTS["gcp"].object_reads == {gcp_backend.MODEL_READER_ROLE}
     assert rules.SERVER_GRANTS["gcp"].secret_reads == {gcp_backend.SECRET_READER_ROLE}
     assert rules.SERVER_GRANTS["huawei"].object_reads == set(huawei_backend.MODEL_READ_ACTIONS)
@@ -147,7 +150,8 @@ def test_the_allow_list_is_exactly_what_the_servers_identity_holds(cloud: str) -
     row = rules.SERVER_GRANTS[cloud]
     assert identity.violations == []
     assert {a.lower() for a in identity.holds} == {
-        a.lower() for a in (*row.object_reads, *row.listings, *row.secret_reads, *row.anywhere)}
+        a.lower() for a in (*row.object_reads, *row.listings, *row.secret_reads, *row.anywhere, *row.log_writes,
+                            *row.metric_writes)}
 
 
 def _plain(resource: RegisteredResource) -> rules.PlainResource:

@@ -214,6 +214,55 @@ def test_the_gcp_server_account_reads_under_a_prefix_condition() -> None:
         "their own secrets (roles/secretmanager.secretAccessor), nothing else; remove it"]
 
 
+def _gcp_project_role(role: str) -> list[Resource]:
+    compliant = {"role": "roles/storage.objectViewer", "condition": {"title": "t", "expression": CONDITION}}
+    email = "inferstack-dev-server@p.iam.gserviceaccount.com"
+    return [*_gcp_identity(compliant), Resource(rules.GCP_PROJECT_IAM_MEMBER, "server-project-role", {
+        "project": "p", "role": role, "member": f"serviceAccount:{email}"}, {"member": ["server-account"]})]
+
+
+def test_the_gcp_server_account_may_write_logs_and_metrics_on_its_project_and_nothing_more() -> None:
+    for role in ("roles/logging.logWriter", "roles/monitoring.metricWriter"):
+        assert check_stack(pack.server_identity_least_privilege, _gcp_project_role(role)).violations == []
+    report = check_stack(pack.server_identity_least_privilege, _gcp_project_role("roles/logging.admin"))
+    assert report.messages() == [
+        "the servers' identity holds roles/logging.admin on project p, which inferstack never grants: the servers "
+        "read their model prefix (roles/storage.objectViewer on the bucket, under a prefix condition) and their own "
+        "secrets (roles/secretmanager.secretAccessor), nothing else; remove it"]
+
+
+LOG_GROUP_ARN = "arn:aws:logs:us-east-1:123456789012:log-group:inferstack/demo/prod/server"
+AWS_TELEMETRY = [
+    {"Sid": "WriteServerLogs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:DescribeLogStreams"],
+     "Resource": [LOG_GROUP_ARN, f"{LOG_GROUP_ARN}:*"]},
+    {"Sid": "PutServerLogEvents", "Effect": "Allow", "Action": "logs:PutLogEvents",
+     "Resource": f"{LOG_GROUP_ARN}:log-stream:*"},
+    {"Sid": "PutServerMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
+     "Condition": {"StringEquals": {"cloudwatch:namespace": "inferstack/demo/prod/server"}}},
+    {"Sid": "ReadOwnGroupTag", "Effect": "Allow", "Action": "ec2:DescribeTags", "Resource": "*"}]
+
+
+def _with_log_group(resources: list[Resource]) -> list[Resource]:
+    return [*resources, Resource(rules.AWS_LOG_GROUP, "server-logs", {"arn": LOG_GROUP_ARN})]
+
+
+def test_the_aws_server_role_writing_its_own_log_group_and_namespace_passes() -> None:
+    stack = _with_log_group(_aws_identity(AWS_READ + AWS_TELEMETRY))
+    assert check_stack(pack.server_identity_least_privilege, stack).violations == []
+
+
+def test_the_aws_server_role_may_not_write_every_log_group_or_every_namespace() -> None:
+    statements = [
+        {"Sid": "Logs", "Effect": "Allow", "Action": "logs:PutLogEvents", "Resource": "*"},
+        {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*"}]
+    report = check_stack(pack.server_identity_least_privilege, _with_log_group(_aws_identity(AWS_READ + statements)))
+    assert report.messages() == [
+        "the servers' identity may logs:PutLogEvents on * (statement Logs), which is not a log group of this stack: "
+        "grant the stack's own log group (and its streams) only",
+        "the servers' identity may cloudwatch:PutMetricData (statement Metrics) in any namespace: add a StringEquals "
+        "cloudwatch:namespace condition naming the stack's own"]
+
+
 #### cdn-https-front-ends ####
 
 
