@@ -191,7 +191,8 @@ GCP_NO_METADATA_TOKENS = (
     "Google Cloud's metadata server has no session-token mode to require: it demands only the Metadata-Flavor "
     "header (inferstack turns the header-free legacy endpoints off with disable-legacy-endpoints)")
 HUAWEI_NO_METADATA_TOKENS = (
-    "Huawei Cloud's ECS metadata service has no session-token mode and pulumi_huaweicloud has no metadata option "
+    "Huawei Cloud's ECS metadata token mode is offered in one region only, by ticket, and pulumi_huaweicloud has no "
+    "metadata option "
     "(inferstack's boot script lets only root reach it, with a host firewall rule)")
 GCP_ALWAYS_ENCRYPTED = (
     "Google Cloud encrypts every Cloud Storage object and persistent disk at rest and no setting turns it off (a "
@@ -3239,7 +3240,12 @@ def check_managed_redis(resource: ResourceInput, report_violation: ReportViolati
 
 # Each log store's retention setting (days): a CloudWatch Logs group without one keeps its logs forever; a Cloud
 # Logging bucket without one keeps the service's default (30 days), which nobody chose.
-LOG_RETENTION_SETTINGS = {AWS_LOG_GROUP: "retentionInDays", GCP_LOG_BUCKET: "retentionDays"}
+HW_LTS_GROUP = "huaweicloud:Lts/group:Group"
+LOG_RETENTION_SETTINGS = {AWS_LOG_GROUP: "retentionInDays", GCP_LOG_BUCKET: "retentionDays",
+                          ALI_LOG_STORE: "retentionPeriod", HW_LTS_GROUP: "ttlInDays"}
+ALI_LOG_STORE_FOREVER = 3650
+"""An SLS logstore's retentionPeriod that keeps logs permanently (pulumi_alicloud log.Store: "[1-3650] ... stored
+permanently when the value is 3650")."""
 
 
 def check_log_retention(resource: ResourceInput, report_violation: ReportViolation) -> None:
@@ -3248,7 +3254,7 @@ def check_log_retention(resource: ResourceInput, report_violation: ReportViolati
         return
     value = resource.props.get(setting)
     days = _integer(value)
-    if days is None or days <= 0:
+    if days is None or days <= 0 or (resource.resource_type == ALI_LOG_STORE and days >= ALI_LOG_STORE_FOREVER):
         shown = "unset" if value is None else _shown(value)
         report_violation(f"the log store has no retention ({setting} is {shown}), so it keeps logs forever or for "
                          f"a default nobody chose: set {setting} (inferstack keeps the servers' logs 90 days)")
@@ -3291,8 +3297,8 @@ RESOURCE_RULES = [
                  "endpoint or whitelist entry, encrypts in transit (TLS) and requires AUTH; ElastiCache also at rest.",
                  check_managed_redis, lambda t: t in _MANAGED_REDIS, severity="critical"),
     ResourceRule("log-stores-have-retention",
-                 "The servers' log stores (CloudWatch Logs groups, Cloud Logging buckets) keep logs for a set number "
-                 "of days.", check_log_retention, lambda t: t in LOG_RETENTION_SETTINGS),
+                 "Log stores (CloudWatch Logs groups, Cloud Logging buckets, SLS logstores, LTS groups) keep logs for "
+                 "a set number of days.", check_log_retention, lambda t: t in LOG_RETENTION_SETTINGS),
 ]
 STACK_RULES = [
     StackRule("buckets-have-public-access-block",

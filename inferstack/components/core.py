@@ -428,7 +428,8 @@ class AlarmsRequest:
 @dataclass(frozen=True)
 class AlarmsResult:
     alarm_ids: list[StrOutput]
-    """One per rule, in the order of the rules."""
+    """The fleet's alarms: one per rule of `alarm_rules` (in their order), then the cloud's others (the agent's
+    GPU-memory and disk alarms, the canary group's own)."""
 
 
 @dataclass(frozen=True)

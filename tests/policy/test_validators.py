@@ -719,6 +719,14 @@ RETENTION_CASES = [
          ["the log store has no retention (retentionInDays is unset), so it keeps logs forever or for a default "
           "nobody chose: set retentionInDays (inferstack keeps the servers' logs 90 days)"]),
     Case("gcp log bucket kept 90 days", RETENTION, rules.GCP_LOG_BUCKET, {"bucketId": "b", "retentionDays": 90}, []),
+    Case("alibaba logstore kept 90 days", RETENTION, rules.ALI_LOG_STORE, {"name": "s", "retentionPeriod": 90}, []),
+    Case("alibaba logstore kept forever", RETENTION, rules.ALI_LOG_STORE, {"name": "s", "retentionPeriod": 3650},
+         ["the log store has no retention (retentionPeriod is 3650), so it keeps logs forever or for a default nobody "
+          "chose: set retentionPeriod (inferstack keeps the servers' logs 90 days)"]),
+    Case("huawei lts group kept 365 days", RETENTION, rules.HW_LTS_GROUP, {"groupName": "g", "ttlInDays": 365}, []),
+    Case("huawei lts group without ttl", RETENTION, rules.HW_LTS_GROUP, {"groupName": "g"},
+         ["the log store has no retention (ttlInDays is unset), so it keeps logs forever or for a default nobody "
+          "chose: set ttlInDays (inferstack keeps the servers' logs 90 days)"]),
     Case("gcp log bucket with retention 0", RETENTION, rules.GCP_LOG_BUCKET, {"bucketId": "b", "retentionDays": 0},
          ["the log store has no retention (retentionDays is 0), so it keeps logs forever or for a default nobody "
           "chose: set retentionDays (inferstack keeps the servers' logs 90 days)"]),
@@ -742,9 +750,7 @@ def test_every_resource_policy_has_a_compliant_and_a_violating_case_on_every_clo
         seen.setdefault((case.policy.name, bool(case.messages)), set()).add(case.resource_type.split(":")[0])
     # Where a cloud has no resource holding the setting, the stack tests or the not-applicable tests cover it.
     elsewhere = {("metadata-tokens-required", "gcp"), ("metadata-tokens-required", "huaweicloud"),
-                 ("encryption-at-rest", "gcp"), ("cdn-https-only", "gcp"),
-                 # Alibaba's and Huawei's log stores are not built on this branch (the servers' agents there are).
-                 ("log-stores-have-retention", "alicloud"), ("log-stores-have-retention", "huaweicloud")}
+                 ("encryption-at-rest", "gcp"), ("cdn-https-only", "gcp")}
     for policy in pack.RESOURCE_POLICIES:
         for violates in (False, True):
             missing = clouds - seen.get((policy.name, violates), set()) - {c for p, c in elsewhere if p == policy.name}
