@@ -70,13 +70,17 @@ RUNTIME_PINS: dict[Runtime, RuntimePin] = {
     # llama.cpp: server images from ggml-org (build b9603; `server-cuda12-b9603` seen on the package page, CPU
     # tag follows the documented `server-<build>` naming). Native: llama-cpp-python builds llama.cpp from the
     # PyPI source distribution (CPU only; a CUDA build needs the CUDA toolkit, use container mode on GPUs).
+    # `auto` runs llama.cpp's own llama-server on CPUs too: it serves the plan's slots at once (`-np`, continuous
+    # batching), where llama-cpp-python's server serves one request at a time (one lock per model,
+    # llama_cpp/server/app.py), so only the container gives the capacity the plan counts. A CPU plan with several
+    # processes still runs natively (`resolve_mode`: NUMA binding), each process one request at a time.
     "llamacpp": RuntimePin(
         runtime="llamacpp", image_cpu="ghcr.io/ggml-org/llama.cpp:server-b9603",
         image_gpu="ghcr.io/ggml-org/llama.cpp:server-cuda12-b9603",
         pip_requirement="llama-cpp-python[server]==0.3.16", pip_distribution="llama_cpp_python",
         pip_version="0.3.16", apt_packages=("python3-venv", "python3-dev", "build-essential"),
         native_devices=("cpu",),
-        default_mode={"gpu": "container", "cpu": "native"}),
+        default_mode={"gpu": "container", "cpu": "container"}),
     # Triton 25.10 (CUDA 13.0; data-center GPUs also run on R535+ drivers). The same image serves CPU-only hosts
     # and carries both the ONNX Runtime and OpenVINO backends. Triton is container-only in practice: NVIDIA
     # ships no distro packages or wheels of the server.
@@ -93,6 +97,8 @@ def resolve_mode(plan: DeploymentPlan, requested: str) -> Mode:
     pin = RUNTIME_PINS[plan.serving.runtime]
     device: Device = plan.device
     if requested == "auto":
+        if device == "cpu" and plan.serving.processes > 1 and "cpu" in pin.native_devices:
+            return "native"  # only systemd binds each process to its NUMA node (see below)
         return pin.default_mode[device]
     if requested == "native" and device not in pin.native_devices:
         supported = " and ".join(pin.native_devices) or "no"

@@ -71,15 +71,16 @@ CONTAINER_TOOLS_S = 60
 """Installing Docker Engine (and, on GPUs, the NVIDIA Container Toolkit) from their apt repositories (assumption)."""
 RUNTIME_IMAGE_DOWNLOAD_GB: Mapping[str, float] = {"vllm": 10, "triton": 12, "llamacpp": 2}
 """Compressed bytes `docker pull` downloads: vLLM's image ~10 GB (docs/bootstrap.md); Triton's and llama.cpp's CUDA
-server image: assumptions."""
+server image: assumptions (llama.cpp's CPU image is smaller; the CUDA image's figure is kept, an upper bound)."""
 IMAGE_PULL_BYTES_PER_S = 100 * MB
 """What `docker pull` achieves at best: it downloads 3 layers at a time (dockerd `--max-concurrent-downloads`, default
 3) and gunzips each on one core (assumption: 100 MB/s, not measured)."""
 NATIVE_INSTALL_S: Mapping[str, int] = {"llamacpp": 240}
 """pip builds llama.cpp from source: 3-4 min on 2 cores (measured in the end-to-end test, docs/bootstrap.md)."""
-CONTAINER_RUNTIMES = frozenset({("vllm", "gpu"), ("triton", "gpu"), ("triton", "cpu"), ("llamacpp", "gpu")})
-"""What the bootstrap's `auto` install mode runs in a container (inferstack/bootstrap/runtimes.py); the rest is
-native."""
+CONTAINER_RUNTIMES = frozenset({("vllm", "gpu"), ("triton", "gpu"), ("triton", "cpu"), ("llamacpp", "gpu"),
+                                ("llamacpp", "cpu")})
+"""What the bootstrap's `auto` install mode runs in a container (inferstack/bootstrap/runtimes.py `resolve_mode`), but
+for a CPU plan with several processes, which runs natively; a test keeps them equal."""
 
 DEFAULT_NETWORK_GBPS = 5.0
 """Instance bandwidth where instances.csv has no `network_gbps` (every AWS, GCP and Huawei CPU type, most GCP GPU
@@ -115,6 +116,7 @@ class Server:
     network_gbps: float | None
     local_nvme_gb: int | None
     disk_gib: int
+    processes: int = 1
 
 
 def cold_start(server: Server) -> ColdStart:
@@ -150,7 +152,7 @@ def _driver(server: Server) -> ColdStartPhase:
 
 
 def _runtime(server: Server) -> ColdStartPhase:
-    if (server.runtime, server.device) not in CONTAINER_RUNTIMES:
+    if (server.runtime, server.device) not in CONTAINER_RUNTIMES or (server.device == "cpu" and server.processes > 1):
         return ColdStartPhase(phase="runtime", seconds=NATIVE_INSTALL_S[server.runtime],
                               basis="pip builds llama.cpp (measured, 2 cores)")
     image_bytes = RUNTIME_IMAGE_DOWNLOAD_GB[server.runtime] * GB

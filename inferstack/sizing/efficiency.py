@@ -165,8 +165,11 @@ class CpuProfile:
     serving: ServingOverhead = NOT_MEASURED
 
 
-# The CPU server the bootstrap deploys: llama-cpp-python 0.3.16's OpenAI server (llamacpp_server.py), one sequence
-# at a time, Python around every token. Measured by benchmarks/server_overhead.py on 2026-12-01 21:05-21:07 UTC on
+# llama-cpp-python 0.3.16's OpenAI server (llamacpp_server.py), the CPU server the bootstrap deploys natively (CPU
+# plans with several processes, or install_mode native): one sequence at a time, Python around every token. The
+# default CPU server is llama.cpp's own llama-server in a container (bootstrap/runtimes.py), which does this work in
+# C++ and is not measured apart: for it these figures are an upper bound.
+# Measured by benchmarks/server_overhead.py on 2026-12-01 21:05-21:07 UTC on
 # this project's build VM (2 vCPUs, Xeon Sapphire Rapids KVM guest, shared with other jobs: load average 2.6 to 4.3),
 # streaming whole-word answers of the boot test's tiny llama (text_only), whose forward pass the speed model puts at
 # 0.06 ms: e.g. 6.03 ms end to end at 1 token and 120.23 ms at 64. Medians of six runs of 30 requests per cell: per

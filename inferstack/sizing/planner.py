@@ -515,7 +515,8 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
 
     disk_gib = int(math.ceil(disk / 10) * 10)
     start = cold_start(Server(cloud=cloud, runtime=runtime, device=device, model_gib=size_gib,
-                              network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib))
+                              network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib,
+                              processes=sizing.processes))
     fleet = _fleet(spec, sizing, start)
     zones = min(sizing.replicas, demand.stage.min_zones) if sizing.replicas > 1 else 1
     rollout = rollout_for(sizing.replicas, zones, fleet, fleet_cold_start_s(start))

@@ -181,13 +181,21 @@ def unit_settings(result: RenderedBootstrap, unit: str) -> list[tuple[str, str]]
     return [tuple(line.split("=", 1)) for line in text.splitlines() if "=" in line]  # type: ignore[misc]
 
 
-def test_auto_mode_runs_gpu_runtimes_in_containers_and_llamacpp_natively_on_cpu() -> None:
+def test_auto_mode_runs_containers_but_several_cpu_processes_natively() -> None:
+    """llama.cpp on CPU in a container too: llama-server serves the plan's slots at once, llama-cpp-python one request
+    at a time; several CPU processes natively, where systemd binds each to its NUMA node."""
     modes = {}
     for variant in ("gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"):
         plan = sample_plan("aws", variant)
         modes[variant] = settings_of(render_bootstrap(plan, "aws", options_for(plan)))["INSTALL_MODE"]
-    assert modes == {"gpu-llm": "container", "cpu-llm": "native", "cpu-encoder": "container",
-                     "gpu-encoder": "container"}
+    plan = two_process_plan(sample_plan("aws", "cpu-llm"))
+    modes["cpu-llm-2-processes"] = settings_of(render_bootstrap(plan, "aws", options_for(plan)))["INSTALL_MODE"]
+    assert modes == {"gpu-llm": "container", "cpu-llm": "container", "cpu-encoder": "container",
+                     "gpu-encoder": "container", "cpu-llm-2-processes": "native"}
+    plan = sample_plan("aws", "cpu-llm")
+    start = dict(unit_settings(render_bootstrap(plan, "aws", options_for(plan)), "inferstack-server.service"))[
+        "ExecStart"]
+    assert plan.serving.max_num_seqs and f" -np {plan.serving.max_num_seqs} " in start, start
 
 
 def test_the_api_key_is_fetched_by_the_gateway_at_each_start_as_root_into_its_map_file() -> None:

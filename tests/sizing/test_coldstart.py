@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from sample_plans import sample_plan
 
 from inferstack.bootstrap.render import SYNC_WORKERS, shipped_copy
+from inferstack.bootstrap.runtimes import resolve_mode
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.plan import COLD_START_PHASES, ColdStart, DeploymentPlan
 from inferstack.sizing import plan_workload
@@ -32,6 +34,21 @@ BOOT_SH = Path(__file__).resolve().parents[2] / "inferstack" / "bootstrap" / "fi
 # An 8B model in bf16 on a one-GPU server with local NVMe and 10 Gbit/s (AWS g6.xlarge's catalog row).
 GPU_SERVER = Server(cloud="aws", runtime="vllm", device="gpu", model_gib=14.96, network_gbps=10.0,
                     local_nvme_gb=250, disk_gib=120)
+
+
+@pytest.mark.parametrize(("runtime", "device", "processes"), [
+    ("vllm", "gpu", 1), ("vllm", "gpu", 2), ("llamacpp", "gpu", 1), ("llamacpp", "cpu", 1), ("llamacpp", "cpu", 2),
+    ("triton", "cpu", 1), ("triton", "gpu", 1)])
+def test_the_runtime_phase_installs_the_way_the_bootstraps_auto_mode_does(runtime: str, device: str,
+                                                                         processes: int) -> None:
+    variant = {("vllm", "gpu"): "gpu-llm", ("llamacpp", "cpu"): "cpu-llm", ("triton", "cpu"): "cpu-encoder",
+               ("triton", "gpu"): "gpu-encoder", ("llamacpp", "gpu"): "gpu-llm"}[runtime, device]
+    plan = sample_plan("aws", variant)  # type: ignore[arg-type]
+    plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"runtime": runtime,
+                                                                              "processes": processes})})
+    phase = next(p for p in cold_start(dataclasses.replace(GPU_SERVER, runtime=runtime, device=device,
+                                                           processes=processes)).phases if p.phase == "runtime")
+    assert ("pip builds" in phase.basis) == (resolve_mode(plan, "auto") == "native"), phase.basis
 
 
 def test_the_phases_are_the_boot_scripts_in_order_and_sum_to_the_total() -> None:
