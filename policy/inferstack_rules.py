@@ -1651,6 +1651,14 @@ class _Checker:
             self.identity.report(f"the servers' identity may {action} (statement {statement.label}) in any "
                                  f"namespace: add a StringEquals {self.row.metric_condition} condition naming the "
                                  "stack's own", urn)
+            return
+        # inferstack names each deployment's namespace as its log group (aws.py create_telemetry): another stack's
+        # namespace would let a server feed another fleet's alarms.
+        own = {str(n) for g in self.stack.of_type(AWS_LOG_GROUP) if (n := self.stack.known(g.props, "name"))}
+        if names[0] not in own:
+            self.identity.report(f"the servers' identity may {action} (statement {statement.label}) in namespace "
+                                 f"{names[0]}, which is not this stack's (its log groups' names: "
+                                 f"{', '.join(sorted(own)) or 'none'}): name the stack's own namespace", urn)
 
     def secret_read(self, resources: list[str], action: str, label: str, document: _Document) -> None:
         urn = document.source.urn

@@ -1,10 +1,11 @@
 """The cloud's monitoring agent on each server: what it collects, and where it sends it (pure, no Pulumi).
 
-Every server runs its cloud's own agent (CloudWatch agent, Google's Ops Agent, Alibaba's CloudMonitor agent and
-Logtail, Huawei's CES agent and ICAgent), installed and configured by `inferstack-agent.service`, a unit of its own
-that boot.sh starts before its first phase and does not wait for: the agent never delays a server's readiness, and
-a server whose agent cannot be installed still serves (its unit fails and says why; the fleet's alarms on the
-agent's metrics treat missing data as a problem).
+Every server runs its cloud's own agent (the CloudWatch agent, Google's Ops Agent, Alibaba's CloudMonitor agent and
+Logtail; Huawei's agents are a stated gap, docs/deploy-huawei.md), installed and configured by
+`inferstack-agent.service`, a unit of its own that boot.sh starts once its driver phase is done (its last reboot
+point, so a reboot never cuts the agent's package install) and does not wait for: the agent never delays a server's
+readiness, and a server whose agent cannot be installed still serves (its unit fails and says why; on AWS the
+fleet's agent alarms treat a group that sends no data as breaching).
 
 What every cloud's agent collects is decided here, once (`sources`): the runtime's Prometheus metrics on loopback,
 the GPUs' memory and utilisation on a GPU server, the root and model disks' use, and the logs of the runtime, the
@@ -97,6 +98,8 @@ StartLimitBurst=5
 [Service]
 Type=oneshot
 RemainAfterExit=yes
+# A oneshot unit has no start timeout by default: a stalled install ends here, and Restart= tries again.
+TimeoutStartSec=1800
 ExecStart=/bin/bash {AGENT_SCRIPT}
 Restart=on-failure
 RestartSec=60

@@ -1270,14 +1270,19 @@ def _alert_condition(rule: AlarmRule, scheme: str, backend_service: str, group: 
 
 def _agent_condition(rule: AlarmRule, group_label: str) -> dict[str, Any]:
     """An agent rule's threshold condition on the Ops Agent's metrics of one group's servers, per server (and GPU),
-    on one-minute alignments; a server that sends nothing counts as breaching (EVALUATION_MISSING_DATA_ACTIVE)."""
+    on one-minute alignments. Missing data changes nothing (EVALUATION_MISSING_DATA_NO_OP): the conditions are per
+    server, so ACTIVE would open an incident for every server the autoscaler deletes, and a server whose agent never
+    ran has no series to miss."""
     # Verify: metadata.user_labels."KEY" selects gce_instance series by the instance's labels (Monitoring filters).
     servers = f'resource.type = "gce_instance" AND metadata.user_labels."{GROUP_LABEL}" = "{group_label}"'
     common = {"comparison": "COMPARISON_GT", "duration": f"{rule.minutes * 60}s",
-              "evaluation_missing_data": "EVALUATION_MISSING_DATA_ACTIVE"}
+              "evaluation_missing_data": "EVALUATION_MISSING_DATA_NO_OP"}
     if rule.kind is AlarmKind.DISK:
         return {**common, "threshold_value": rule.threshold,
-                "filter": f'{servers} AND metric.type = "{DISK_PERCENT_METRIC}" AND metric.label.state = "used"',
+                # Snap packages' squashfs loop mounts are always 100 % used (Ubuntu images): not the server's disks.
+                # Verify: NOT ... = starts_with(...) in Monitoring filters.
+                "filter": f'{servers} AND metric.type = "{DISK_PERCENT_METRIC}" AND metric.label.state = "used" '
+                          'AND NOT metric.label.device = starts_with("/dev/loop")',
                 "aggregations": [{"alignment_period": "60s", "per_series_aligner": "ALIGN_MEAN",
                                   "cross_series_reducer": "REDUCE_MAX",
                                   "group_by_fields": ["resource.label.instance_id"]}]}

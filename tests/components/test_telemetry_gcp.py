@@ -82,21 +82,22 @@ def test_the_servers_account_gets_the_agents_two_write_only_project_roles(fleet:
     assert roles == ["roles/logging.logWriter", "roles/monitoring.metricWriter"]
 
 
-def test_gpu_memory_and_disk_policies_watch_the_groups_servers_and_treat_silence_as_breaching(
+def test_gpu_memory_and_disk_policies_watch_the_groups_servers_and_not_their_loop_mounts(
         fleet: PreviewResult) -> None:
     label = _named(fleet, "server-template").inputs["labels"][GROUP_LABEL]
     servers = f'resource.type = "gce_instance" AND metadata.user_labels."{GROUP_LABEL}" = "{label}"'
     rules = {r.kind.value: r for r in agent_alarm_rules(fleet.plan)}
     disk = _threshold(_named(fleet, "server-alert-disk"))
     assert disk["filter"] == (f'{servers} AND metric.type = "agent.googleapis.com/disk/percent_used" AND '
-                              'metric.label.state = "used"')
+                              'metric.label.state = "used" AND NOT metric.label.device = starts_with("/dev/loop")')
     assert disk["thresholdValue"] == rules["disk"].threshold
     gpu = _threshold(_named(fleet, "server-alert-gpu-memory"))
     assert gpu["filter"] == (f'{servers} AND metric.type = "agent.googleapis.com/gpu/memory/bytes_used" AND '
                              'metric.label.memory_state = "used"')
     assert gpu["denominatorFilter"] == f'{servers} AND metric.type = "agent.googleapis.com/gpu/memory/bytes_used"'
     assert gpu["thresholdValue"] == pytest.approx(rules["gpu-memory"].threshold / 100)
-    assert {disk["evaluationMissingData"], gpu["evaluationMissingData"]} == {"EVALUATION_MISSING_DATA_ACTIVE"}
+    # Per-server conditions: ACTIVE would open an incident for every server the autoscaler deletes.
+    assert {disk["evaluationMissingData"], gpu["evaluationMissingData"]} == {"EVALUATION_MISSING_DATA_NO_OP"}
     assert _named(fleet, "server-alert-disk").inputs["notificationChannels"] == [CHANNEL]
 
 

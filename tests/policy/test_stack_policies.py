@@ -243,7 +243,8 @@ AWS_TELEMETRY = [
 
 
 def _with_log_group(resources: list[Resource]) -> list[Resource]:
-    return [*resources, Resource(rules.AWS_LOG_GROUP, "server-logs", {"arn": LOG_GROUP_ARN})]
+    return [*resources, Resource(rules.AWS_LOG_GROUP, "server-logs",
+                                 {"arn": LOG_GROUP_ARN, "name": "inferstack/demo/prod/server"})]
 
 
 def test_the_aws_server_role_writing_its_own_log_group_and_namespace_passes() -> None:
@@ -261,6 +262,17 @@ def test_the_aws_server_role_may_not_write_every_log_group_or_every_namespace() 
         "grant the stack's own log group (and its streams) only",
         "the servers' identity may cloudwatch:PutMetricData (statement Metrics) in any namespace: add a StringEquals "
         "cloudwatch:namespace condition naming the stack's own"]
+
+
+def test_the_aws_server_role_may_not_write_another_stacks_namespace() -> None:
+    """A server writing another fleet's namespace could feed (or silence) that fleet's GPU-memory and disk alarms."""
+    elsewhere = [{**statement, "Condition": {"StringEquals": {"cloudwatch:namespace": "inferstack/other/prod/server"}}}
+                 if statement["Sid"] == "PutServerMetrics" else statement for statement in AWS_TELEMETRY]
+    report = check_stack(pack.server_identity_least_privilege, _with_log_group(_aws_identity(AWS_READ + elsewhere)))
+    assert report.messages() == [
+        "the servers' identity may cloudwatch:PutMetricData (statement PutServerMetrics) in namespace "
+        "inferstack/other/prod/server, which is not this stack's (its log groups' names: inferstack/demo/prod/server): "
+        "name the stack's own namespace"]
 
 
 #### cdn-https-front-ends ####

@@ -16,7 +16,9 @@ CONFIG=/etc/inferstack/cloudwatch-agent.json # bootstrap/agents/aws.py CONFIG_PA
 CTL=/opt/aws/amazon-cloudwatch-agent/bin/amazon-cloudwatch-agent-ctl
 
 log() { echo "inferstack-agent: $*"; }
-fetch() { curl --proto '=https' --tlsv1.2 -fsSL --retry 5 --retry-delay 5 -o "$2" "$1"; }
+fetch() { # url, path; a stalled transfer ends (and is retried) rather than holding the unit forever
+    curl --proto '=https' --tlsv1.2 -fsSL --connect-timeout 20 --max-time 600 --retry 5 --retry-delay 5 -o "$2" "$1"
+}
 
 installed() {
     local version
@@ -25,7 +27,7 @@ installed() {
 }
 
 install_agent() { # work: an empty scratch directory
-    local work=$1 arch package
+    local work=$1 arch package status
     arch=$(dpkg --print-architecture) # amd64 or arm64 (Graviton): Amazon publishes both for Ubuntu
     package=$work/amazon-cloudwatch-agent.deb
     fetch "$KEY_URL" "$work/key.gpg"
@@ -33,9 +35,12 @@ install_agent() { # work: an empty scratch directory
     fetch "$DOWNLOAD/ubuntu/$arch/$AGENT_VERSION/amazon-cloudwatch-agent.deb.sig" "$work/package.sig"
     mkdir -m 0700 "$work/gnupg"
     gpg --batch --quiet --homedir "$work/gnupg" --import "$work/key.gpg"
-    # A good signature by the pinned key only: VALIDSIG's last field is the signing key's primary fingerprint.
-    if ! gpg --batch --homedir "$work/gnupg" --status-fd 1 --verify "$work/package.sig" "$package" 2>/dev/null |
-        grep -Eq "^\[GNUPG:\] VALIDSIG .* $KEY_FINGERPRINT\$"; then
+    # A good signature by the pinned key only: VALIDSIG's last field is the signing key's primary fingerprint, and
+    # GOODSIG (not REVKEYSIG or EXPKEYSIG) says that key is neither revoked nor expired.
+    status=$(gpg --batch --homedir "$work/gnupg" --status-fd 1 --verify "$work/package.sig" "$package" 2>/dev/null) ||
+        status=""
+    if ! grep -Eq "^\[GNUPG:\] VALIDSIG .* $KEY_FINGERPRINT\$" <<<"$status" ||
+        ! grep -q '^\[GNUPG:\] GOODSIG ' <<<"$status"; then
         log "the CloudWatch agent package's signature is not Amazon's (key $KEY_FINGERPRINT): not installed"
         return 1
     fi
@@ -43,12 +48,13 @@ install_agent() { # work: an empty scratch directory
     log "installed the CloudWatch agent $AGENT_VERSION ($arch)"
 }
 
+WORK="" # the install's scratch directory, removed on exit (a global: the EXIT trap runs after main returns)
+trap 'rm -rf "$WORK"' EXIT
+
 main() {
-    local work
     if ! installed; then
-        work=$(mktemp -d)
-        trap 'rm -rf "$work"' EXIT
-        install_agent "$work"
+        WORK=$(mktemp -d)
+        install_agent "$WORK"
     fi
     "$CTL" -a fetch-config -m ec2 -s -c "file:$CONFIG"
     log "the CloudWatch agent runs with $CONFIG"

@@ -33,7 +33,8 @@ installed() {
 trusted_keyring() { # work: an empty scratch directory; writes KEYRING with the pinned keys only
     local work=$1 fingerprint
     mkdir -m 0700 "$work/gnupg"
-    curl --proto '=https' --tlsv1.2 -fsSL --retry 5 --retry-delay 5 -o "$work/apt-key.gpg" "$KEY_URL"
+    curl --proto '=https' --tlsv1.2 -fsSL --connect-timeout 20 --max-time 600 --retry 5 --retry-delay 5 \
+        -o "$work/apt-key.gpg" "$KEY_URL"
     gpg --batch --quiet --homedir "$work/gnupg" --import "$work/apt-key.gpg"
     for fingerprint in "${KEY_FINGERPRINTS[@]}"; do
         if ! gpg --batch --homedir "$work/gnupg" --with-colons --list-keys "$fingerprint" >/dev/null 2>&1; then
@@ -64,12 +65,13 @@ install_agent() { # work: an empty scratch directory
     log "installed the Ops Agent $AGENT_VERSION ($codename)"
 }
 
+WORK="" # the install's scratch directory, removed on exit (a global: the EXIT trap runs after main returns)
+trap 'rm -rf "$WORK"' EXIT
+
 main() {
-    local work
     if ! installed; then
-        work=$(mktemp -d)
-        trap 'rm -rf "$work"' EXIT
-        install_agent "$work"
+        WORK=$(mktemp -d)
+        install_agent "$WORK"
     fi
     if ! cmp -s "$BUNDLED_CONFIG" "$CONFIG"; then
         install -m 0644 "$BUNDLED_CONFIG" "$CONFIG"

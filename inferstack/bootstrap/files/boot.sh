@@ -425,8 +425,8 @@ phase_model_load() {
 
 #### main ####
 
-# The cloud's monitoring agent is installed by a unit of its own (bootstrap/telemetry.py), started here and never
-# waited for: it does not delay readiness, and a server whose agent fails still serves.
+# The cloud's monitoring agent is installed by a unit of its own (bootstrap/telemetry.py), started once the driver
+# phase is done and never waited for: it does not delay readiness, and a server whose agent fails still serves.
 start_agent() {
     [ -f "/etc/systemd/system/$AGENT_UNIT" ] || return 0
     systemctl daemon-reload
@@ -458,7 +458,6 @@ main() {
     started=$(now_s)
     DURATIONS=()
     record_vm_boot
-    start_agent
     log "boot start: $RUNTIME ($INSTALL_MODE) on $DEVICE, model $MODEL_NAME from $INFERSTACK_CLOUD $MODEL_BUCKET/$MODEL_PREFIX"
     for phase in metadata_firewall driver runtime gateway model_sync service model_load; do
         code=0
@@ -472,6 +471,8 @@ main() {
             log "summary: FAILED in phase $phase after $(elapsed_s "$started")s (${DURATIONS[*]}); see the lines above"
             exit 1
         fi
+        # After the driver phase, the boot's last reboot point: a reboot never cuts the agent's package install.
+        [ "$phase" = driver ] && start_agent
     done
     log "summary: ready in $(elapsed_s "$started")s (${DURATIONS[*]})"
 }
