@@ -53,7 +53,7 @@ from inferstack.sizing.coldstart import (
     scale_in_cooldown_s,
 )
 from inferstack.sizing.demand import Demand, demand_of
-from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate
+from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate, with_autoscaling
 from inferstack.sizing.hardware import gpu_specs
 from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.models import resolve
@@ -275,8 +275,9 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
                 continue
             priced.append(Priced(sizing, region, price))
     ranked = sorted(priced, key=_rank_key)
-    kept = ranked if alternatives is None else ranked[: alternatives + 1]
-    plans = [_deployment_plan(demand, p, ranked, cloud) for p in kept]
+    shown = len(ranked) if alternatives is None else alternatives + 1
+    ranked[:shown] = [replace(p, sizing=with_autoscaling(demand, p.sizing)) for p in ranked[:shown]]
+    plans = [_deployment_plan(demand, p, ranked, cloud) for p in ranked[:shown]]
     return CloudOutcome(
         cloud=cloud,
         regions=regions,

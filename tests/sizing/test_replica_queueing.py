@@ -39,6 +39,22 @@ def test_a_slot_is_held_at_the_time_averaged_context_of_the_batch():
     assert model.cycle_s(8) == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("slots", [1, 5, 8, 9, 16, 29, 52])
+def test_the_slot_queue_holds_the_cycle_exactly_up_to_8_and_every_8th_and_straight_lines_between(slots):
+    _, _, model = _model(RAG_ON_L40S)
+    holds = model._slot_holds(slots)
+    assert len(holds) == slots + 1
+    for n in range(1, slots + 1):
+        below = n - n % 8
+        if n <= 8 or n == below:
+            assert holds[n] == model.cycle_s(n)
+        else:
+            share = (n - below) / 8
+            assert holds[n] == pytest.approx(model.cycle_s(below) * (1 - share) + model.cycle_s(below + 8) * share,
+                                             rel=1e-12)
+            assert holds[n] != pytest.approx(model.cycle_s(n), rel=1e-9)  # interpolated, not the cycle itself
+
+
 def test_the_tpot_tail_widens_with_the_spread_of_the_prefill_stalls_an_answer_sits_through():
     demand, prediction, model = _model(RAG_ON_L40S)
     rate = 0.6 * prediction.saturation_rps
