@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from inferstack.sizing.catalog import Offer
@@ -108,7 +108,7 @@ class Sizing:
     concurrency_per_replica: int = 0
     utilization: float = 0.0
     # The most a replica may carry, of its saturation (0: the stage's cap), and target_rps below: an LLM's are worked
-    # out by `with_autoscaling`, only for the plans a report shows (they are a third of the sizing's work).
+    # out by `with_autoscaling`, only for the plans a report shows (searches the other sizings would waste).
     utilization_limit: float = 0.0
     ttft_p95_ms: float | None = None
     tpot_p95_ms: float | None = None
@@ -128,6 +128,8 @@ class Sizing:
     kv_capacity_tokens: int = 0
     max_concurrency: int = 0
     threads: int | None = None
+    # A feasible LLM sizing's queueing model, with what it has worked out, for `with_autoscaling`.
+    load_model: _LlmLoadModel | None = field(default=None, compare=False, repr=False)
 
     @property
     def feasible(self) -> bool:
@@ -188,12 +190,10 @@ def _llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
     )
 
 
-def with_autoscaling(demand: Demand, sizing: Sizing) -> Sizing:
+def with_autoscaling(sizing: Sizing) -> Sizing:
     """A feasible LLM sizing with `utilization_limit` and `target_rps` worked out (a non-LLM sizing has them already).
     The planner asks only for the plans its report shows: for the others these searches would be wasted."""
-    if sizing.blocked is not None or not demand.model.is_llm:
-        return sizing
-    return _LlmLoadModel(demand, _llm_replica(demand, sizing.candidate)).with_autoscaling(sizing)
+    return sizing if sizing.load_model is None else sizing.load_model.with_autoscaling(sizing)
 
 
 def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
@@ -553,6 +553,7 @@ class _LlmLoadModel:
             kv_capacity_tokens=r.kv_capacity_tokens(),
             max_concurrency=r.max_concurrency(d.sequence_tokens),
             threads=r.cpu.cores if r.cpu and not candidate.on_gpu else None,
+            load_model=self,
         )
 
 

@@ -276,7 +276,7 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
             priced.append(Priced(sizing, region, price))
     ranked = sorted(priced, key=_rank_key)
     shown = len(ranked) if alternatives is None else alternatives + 1
-    ranked[:shown] = [replace(p, sizing=with_autoscaling(demand, p.sizing)) for p in ranked[:shown]]
+    ranked[:shown] = [replace(p, sizing=with_autoscaling(p.sizing)) for p in ranked[:shown]]
     plans = [_deployment_plan(demand, p, ranked, cloud) for p in ranked[:shown]]
     return CloudOutcome(
         cloud=cloud,
