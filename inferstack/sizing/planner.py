@@ -1,8 +1,9 @@
 """The planner: workload spec → the cheapest feasible deployment per cloud, ranked alternatives, and why.
 
 For every allowed cloud and region, every catalog offer is sized (`evaluate.size_candidate`), priced
-(`catalog.PriceBook`) and ranked by monthly cost in the ranking currency. Offers without a known price are
-shown but never ranked as cheapest. When nothing fits, the report says what blocks each cloud and which
+(`catalog.PriceBook`) and ranked by monthly cost in the ranking currency; the plans the report shows get their
+autoscaling figures last (`evaluate.with_autoscaling`). Offers without a known price are shown but never ranked as
+cheapest. When nothing fits, the report says what blocks each cloud and which
 nearest change (a lower precision, a looser target, another accelerator or cloud) would make it feasible.
 """
 

@@ -12,6 +12,8 @@ from inferstack.sizing.evaluate import (
     Z_95,
     _LlmLoadModel,
     predict_llm_replica,
+    size_candidate,
+    with_autoscaling,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -85,3 +87,14 @@ def test_a_replica_with_few_slots_is_capped_by_its_slot_queue_below_the_utilizat
     assert prediction.ceiling_rps < 0.75 * prediction.saturation_rps
     _, roomy, _ = _model(CHAT_ON_H100)  # 256 slots: the 80 % cap binds first
     assert roomy.ceiling_rps == pytest.approx(0.8 * roomy.saturation_rps, rel=1e-6)
+
+
+def test_a_sizing_gets_its_autoscaling_figures_from_its_own_replicas_ceiling_when_asked():
+    demand, prediction, _ = _model(RAG_ON_L40S)
+    sizing = size_candidate(demand, simulation._candidate(RAG_ON_L40S))
+    assert sizing.feasible and sizing.target_rps == 0  # worked out only for the plans a report shows
+    scaled = with_autoscaling(sizing)
+    assert scaled.utilization_limit == pytest.approx(prediction.ceiling_rps / prediction.saturation_rps, rel=1e-12)
+    per_replica = scaled.target_rps / scaled.processes
+    assert sizing.replica_load_rps <= per_replica <= prediction.ceiling_rps * (1 + 1e-12)
+    assert with_autoscaling(scaled) == scaled
