@@ -531,8 +531,9 @@ class _VersionAction(argparse.Action):
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; with `command`, a subcommand's name, only that subcommand's. argparse builds a parser
-    per subcommand, and building every one costs a `plan --json` run 2 % of its instructions: `main` builds the one
-    its command line names, and all of them for `--help`, `--version` or a name none has."""
+    per subcommand, and building every one adds about 1 % to a `plan --json` run: `main` builds the one its command
+    line names, and all of them for `--help`, `--version` or a name none has. A new subcommand is an `_add_…`
+    function and its entry in `_SUBCOMMANDS`."""
     parser = argparse.ArgumentParser(prog="inferstack", description="Size, price and provision AI inference servers.")
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
