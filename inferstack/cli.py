@@ -529,11 +529,26 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with `command`, a subcommand's name, only that subcommand's. argparse builds a parser
+    per subcommand, and building every one adds about 1 % to a `plan --json` run: `main` builds the one its command
+    line names, and all of them for `--help`, `--version` or a name none has. A new subcommand is an `_add_…`
+    function and its entry in `_SUBCOMMANDS`."""
     parser = argparse.ArgumentParser(prog="inferstack", description="Size, price and provision AI inference servers.")
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    known = any(command in names for names, _ in _SUBCOMMANDS)
+    for names, add_subcommand in _SUBCOMMANDS:
+        if not known or command in names:
+            add_subcommand(commands)
+    return parser
 
+
+if TYPE_CHECKING:
+    _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]  # what add_subparsers returns
+
+
+def _add_plan(commands: _Subparsers) -> None:
     plan = commands.add_parser("plan", help="the cheapest feasible deployment per cloud for a workload file")
     plan.add_argument("workload", type=Path, help="workload file (YAML or JSON), see examples/workloads/")
     plan.add_argument("--cloud", action="append", choices=CLOUDS, help="only this cloud (repeatable)")
@@ -558,6 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="measured speeds (`inferstack calibrate`), used where model, engine and hardware match")
     plan.set_defaults(handler=_cmd_plan)
 
+
+def _add_estimate(commands: _Subparsers) -> None:
     est = commands.add_parser("estimate", help="memory and speed of one model on given hardware")
     which = est.add_mutually_exclusive_group(required=True)
     which.add_argument("--model", help="built-in model name (`inferstack models`)")
@@ -614,6 +631,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--json", action="store_true")
     est.set_defaults(handler=_cmd_estimate)
 
+
+def _add_models_and_gpus(commands: _Subparsers) -> None:
     for name, help_text, handler in (
         ("models", "the built-in model registry", _cmd_models),
         ("gpus", "accelerator specs", _cmd_gpus),
@@ -622,6 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true")
         sub.set_defaults(handler=handler)
 
+
+def _add_catalog(commands: _Subparsers) -> None:
     catalog = commands.add_parser(
         "catalog", help="instance types with specs and prices; `catalog refresh` updates prices"
     )
@@ -644,6 +665,8 @@ def build_parser() -> argparse.ArgumentParser:
     refresh.add_argument("--json", action="store_true")
     refresh.set_defaults(handler=_cmd_catalog_refresh)
 
+
+def _add_preview(commands: _Subparsers) -> None:
     preview = commands.add_parser("preview", help="the resources `pulumi up` would create, offline (Pulumi mocks)")
     preview.add_argument("workload", type=Path)
     preview.add_argument("--cloud", required=True, choices=CLOUDS)
@@ -680,6 +703,8 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--json", action="store_true")
     preview.set_defaults(handler=_cmd_preview)
 
+
+def _add_diff(commands: _Subparsers) -> None:
     diff = commands.add_parser("diff", help="what a workload change does to each cloud's plan (markdown for PRs)")
     diff.add_argument("workloads", nargs="+", type=Path, metavar="WORKLOAD", help="BASE HEAD, or HEAD with --base-ref")
     diff.add_argument("--base-ref", metavar="GIT_REF", help="base = HEAD's own path at this git commit (git show)")
@@ -688,12 +713,16 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true", help="the structured diff")
     diff.set_defaults(handler=_cmd_diff)
 
+
+def _add_pin(commands: _Subparsers) -> None:
     pin = commands.add_parser("pin", help="write the plan a stack deploys next to its config (commit it)")
     pin.add_argument("stack", type=Path, metavar="STACK_FILE",
                      help="the stack's config, e.g. stacks/Pulumi.aws-prod.yaml")
     pin.add_argument("--json", action="store_true", help="print the pinned plan")
     pin.set_defaults(handler=_cmd_pin)
 
+
+def _add_loadtest(commands: _Subparsers) -> None:
     load = commands.add_parser("loadtest", help="drive an OpenAI-compatible endpoint; measure TTFT, TPOT, throughput")
     load.add_argument("url", help="the server's address, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)")
     load.add_argument("--workload", type=Path, help="send its traffic shape at its plan's rate; compare with the plan")
@@ -717,21 +746,40 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--json", action="store_true")
     load.set_defaults(handler=_cmd_loadtest)
 
+
+def _add_calibrate(commands: _Subparsers) -> None:
     cal = commands.add_parser("calibrate", help="turn `loadtest --workload --json` results into a calibration file")
     cal.add_argument("results", nargs="+", type=Path, metavar="RESULT", help="loadtest --json output files")
     cal.add_argument("--output", type=Path, metavar="FILE", help="write here (default: print)")
     cal.set_defaults(handler=_cmd_calibrate)
 
+
+def _add_manifest(commands: _Subparsers) -> None:
     manifest = commands.add_parser("manifest", help="write manifest.json (path, size, sha256) for a model folder")
     manifest.add_argument("model_dir", type=Path, help="the folder you upload under the plan's bucket prefix")
     manifest.add_argument("--revision", help="the workload's model.revision, which the server checks (a hub commit "
                           "or a label; the files go under the plan's bucket prefix, which ends in it)")
     manifest.set_defaults(handler=_cmd_manifest)
-    return parser
+
+
+# Each subcommand's names (as the command line spells them) and what adds its parser, in the order --help lists them.
+_SUBCOMMANDS: tuple[tuple[tuple[str, ...], Callable[[_Subparsers], None]], ...] = (
+    (("plan",), _add_plan),
+    (("estimate",), _add_estimate),
+    (("models", "gpus"), _add_models_and_gpus),
+    (("catalog",), _add_catalog),
+    (("preview",), _add_preview),
+    (("diff",), _add_diff),
+    (("pin",), _add_pin),
+    (("loadtest",), _add_loadtest),
+    (("calibrate",), _add_calibrate),
+    (("manifest",), _add_manifest),
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv[0] if argv else None).parse_args(argv)
     try:
         return int(args.handler(args))
     except InferstackError as error:

@@ -580,3 +580,33 @@ def test_plan_at_100_and_80_columns_shows_every_instance_type_and_gpu_id_whole(c
     assert not [name for name in ids if not whole_word(name, result.stdout)]
     table_lines = [line for line in result.stdout.splitlines() if line.startswith("│ instance type")]
     assert all(whole_word(o["chosen"]["offer"], "".join(table_lines)) for o in report["clouds"])
+
+
+SUBCOMMANDS = ["plan", "estimate", "models", "gpus", "catalog", "preview", "diff", "pin", "loadtest", "calibrate",
+               "manifest"]
+
+
+def _subcommands(parser) -> list[str]:
+    from argparse import _SubParsersAction
+
+    return next(list(a.choices) for a in parser._actions if isinstance(a, _SubParsersAction))
+
+
+def test_a_command_line_builds_only_the_subcommand_it_names_and_every_one_otherwise():
+    # Start-up time (benchmarks/plan_speed.py): argparse builds a parser per subcommand, so `plan` builds its own.
+    from inferstack.cli import build_parser
+
+    assert _subcommands(build_parser("plan")) == ["plan"]
+    assert _subcommands(build_parser("gpus")) == ["models", "gpus"]
+    assert _subcommands(build_parser()) == SUBCOMMANDS
+    assert _subcommands(build_parser("--help")) == SUBCOMMANDS
+    assert _subcommands(build_parser("plna")) == SUBCOMMANDS  # argparse names the choices in its error
+
+
+def test_help_lists_every_subcommand_and_a_misspelt_one_is_told_the_choices():
+    listed = inferstack("--help")
+    assert listed.returncode == 0
+    assert all(re.search(rf"^    {name}\b", listed.stdout, re.MULTILINE) for name in SUBCOMMANDS), listed.stdout
+    misspelt = inferstack("plna", "x.yaml")
+    assert misspelt.returncode == 2
+    assert "invalid choice: 'plna' (choose from 'plan', 'estimate'," in misspelt.stderr

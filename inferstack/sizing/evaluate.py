@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from inferstack.sizing.catalog import Offer
@@ -107,12 +107,15 @@ class Sizing:
     slots: int = 0  # batch slots per replica (max_num_seqs, llama.cpp --parallel, Triton max batch)
     concurrency_per_replica: int = 0
     utilization: float = 0.0
-    utilization_limit: float = 0.0  # the most a replica may carry, of its saturation (0: the stage's cap)
+    # The most a replica may carry, of its saturation (0: the stage's cap), and target_rps below: an LLM's are worked
+    # out by `with_autoscaling`, only for the plans a report shows (searches the other sizings would waste).
+    utilization_limit: float = 0.0
     ttft_p95_ms: float | None = None
     tpot_p95_ms: float | None = None
     latency_p95_ms: float = 0.0
     capacity_rps: float = 0.0  # whole deployment, at saturation
     load_rps: float = 0.0
+    replica_load_rps: float = 0.0  # per replica (model process), at peak
     target_rps: float = 0.0  # per server: the most it carries within the targets at <= max utilization (autoscaling)
     output_tokens_per_s: float | None = None  # whole deployment, at peak load
     weights_gib: float = 0.0
@@ -125,6 +128,8 @@ class Sizing:
     kv_capacity_tokens: int = 0
     max_concurrency: int = 0
     threads: int | None = None
+    # A feasible LLM sizing's queueing model, with what it has worked out, for `with_autoscaling`.
+    load_model: _LlmLoadModel | None = field(default=None, compare=False, repr=False)
 
     @property
     def feasible(self) -> bool:
@@ -183,6 +188,12 @@ def _llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
         prefill_time_factor=measured.ttft_factor if measured else 1.0,
         decode_time_factor=measured.tpot_factor if measured else 1.0,
     )
+
+
+def with_autoscaling(sizing: Sizing) -> Sizing:
+    """A feasible LLM sizing with `utilization_limit` and `target_rps` worked out (a non-LLM sizing has them already).
+    The planner asks only for the plans its report shows: for the others these searches would be wasted."""
+    return sizing if sizing.load_model is None else sizing.load_model.with_autoscaling(sizing)
 
 
 def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
@@ -290,7 +301,7 @@ class _LlmLoadModel:
         # service time of that variability (the slot is held for the whole answer).
         self.service_variability = (1 + demand.output_tokens_cv2) / 2
         self._cycles: dict[int, float] = {}
-        self._holds: list[float] = []  # _slot_hold_s(n) at index n, for the slot queue
+        self._holds: list[float] = []  # _slot_holds: the slot queue's hold time at index n
         # Latencies and slot queues by their arguments: the sizing asks again for rates its searches already tried.
         self._latencies: dict[tuple[int, float | None, int], TokenLatency] = {}
         self._ttfts: dict[tuple[int, float, int], tuple[float, float]] = {}
@@ -311,14 +322,17 @@ class _LlmLoadModel:
             )
         return self._cycles[concurrency]
 
-    def _slot_hold_s(self, concurrency: int) -> float:
-        """`cycle_s`, exact at every 8th concurrency and interpolated between: the slot queue asks for every n up
-        to the slots, for every rate the planner tries, and the cycle is smooth in n."""
-        below = concurrency - concurrency % SLOT_HOLD_KNOTS
-        if concurrency <= SLOT_HOLD_KNOTS or below == concurrency:
-            return self.cycle_s(concurrency)
-        fraction = (concurrency - below) / SLOT_HOLD_KNOTS
-        return self.cycle_s(below) * (1 - fraction) + self.cycle_s(below + SLOT_HOLD_KNOTS) * fraction
+    def _slot_holds(self, slots: int) -> list[float]:
+        """`cycle_s(n)` at index n for n = 1..slots (index 0 unused): exact up to 8 and at every 8th concurrency,
+        interpolated between. The slot queue asks for every n up to the slots, for every rate the planner tries,
+        and the cycle is smooth in n."""
+        holds = [0.0, *(self.cycle_s(n) for n in range(1, min(slots, SLOT_HOLD_KNOTS) + 1))]
+        for below in range(SLOT_HOLD_KNOTS, slots, SLOT_HOLD_KNOTS):
+            lower, upper = self.cycle_s(below), self.cycle_s(below + SLOT_HOLD_KNOTS)
+            fractions = (step / SLOT_HOLD_KNOTS for step in range(1, SLOT_HOLD_KNOTS))
+            holds += [lower * (1 - fraction) + upper * fraction for fraction in fractions]
+            holds.append(upper)
+        return holds[: slots + 1]
 
     def token_latency(
         self, concurrency: int, arrival_rps: float | None = None, own_prompt_tokens: int = 0
@@ -373,7 +387,7 @@ class _LlmLoadModel:
         key = (arrival_rps, slots)
         if key not in self._slot_queues:
             if len(self._holds) <= slots:
-                self._holds = [0.0, *(self._slot_hold_s(n) for n in range(1, slots + 1))]
+                self._holds = self._slot_holds(slots)
             self._slot_queues[key] = SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots, SLOT_PEAKEDNESS)
         return self._slot_queues[key]
 
@@ -456,17 +470,22 @@ class _LlmLoadModel:
             ttft_s = self.ttft_p95_s(concurrency, per_replica_rps, slots)
             if d.ttft_p95_ms is not None and ttft_s * 1e3 > d.ttft_p95_ms:
                 continue
-            sizing = self._sizing(
+            return self._sizing(
                 candidate, replicas, serving, slots, concurrency, utilization, ttft_s, saturation_rps, per_replica_rps
-            )
-            ceiling_rps = self.ceiling_rps(slots, saturation_rps)
-            return replace(
-                sizing,
-                target_rps=self._target_rps(per_replica_rps, slots, ceiling_rps) * per_server,
-                utilization_limit=ceiling_rps / saturation_rps,
             )
         return _blocked(
             candidate, "replicas", f"needs more than {MAX_REPLICAS} replicas to carry the load within the targets"
+        )
+
+    def with_autoscaling(self, sizing: Sizing) -> Sizing:
+        """`sizing` (this model's) with the replica's utilization limit and the autoscaler's target per server."""
+        slots = sizing.slots
+        saturation_rps = slots / self.cycle_s(slots)
+        ceiling_rps = self.ceiling_rps(slots, saturation_rps)
+        return replace(
+            sizing,
+            target_rps=self._target_rps(sizing.replica_load_rps, slots, ceiling_rps) * sizing.processes,
+            utilization_limit=ceiling_rps / saturation_rps,
         )
 
     def _target_rps(self, planned_rps: float, slots: int, ceiling_rps: float) -> float:
@@ -522,6 +541,7 @@ class _LlmLoadModel:
             latency_p95_ms=self.latency_p95_s(concurrency, per_replica_rps, slots) * 1e3,
             capacity_rps=saturation_rps * replicas * processes,
             load_rps=per_replica_rps * serving * processes,
+            replica_load_rps=per_replica_rps,
             output_tokens_per_s=per_replica_rps * serving * processes * d.output_tokens,
             weights_gib=r.weights_gib_per_device,
             overhead_gib=r.overhead_gib,
@@ -533,6 +553,7 @@ class _LlmLoadModel:
             kv_capacity_tokens=r.kv_capacity_tokens(),
             max_concurrency=r.max_concurrency(d.sequence_tokens),
             threads=r.cpu.cores if r.cpu and not candidate.on_gpu else None,
+            load_model=self,
         )
 
 

@@ -1,8 +1,9 @@
 """The planner: workload spec → the cheapest feasible deployment per cloud, ranked alternatives, and why.
 
 For every allowed cloud and region, every catalog offer is sized (`evaluate.size_candidate`), priced
-(`catalog.PriceBook`) and ranked by monthly cost in the ranking currency. Offers without a known price are
-shown but never ranked as cheapest. When nothing fits, the report says what blocks each cloud and which
+(`catalog.PriceBook`) and ranked by monthly cost in the ranking currency; the plans the report shows get their
+autoscaling figures last (`evaluate.with_autoscaling`). Offers without a known price are shown but never ranked as
+cheapest. When nothing fits, the report says what blocks each cloud and which
 nearest change (a lower precision, a looser target, another accelerator or cloud) would make it feasible.
 """
 
@@ -53,7 +54,7 @@ from inferstack.sizing.coldstart import (
     scale_in_cooldown_s,
 )
 from inferstack.sizing.demand import Demand, demand_of
-from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate
+from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate, with_autoscaling
 from inferstack.sizing.hardware import gpu_specs
 from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.models import resolve
@@ -275,8 +276,9 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
                 continue
             priced.append(Priced(sizing, region, price))
     ranked = sorted(priced, key=_rank_key)
-    kept = ranked if alternatives is None else ranked[: alternatives + 1]
-    plans = [_deployment_plan(demand, p, ranked, cloud) for p in kept]
+    shown = len(ranked) if alternatives is None else alternatives + 1
+    ranked[:shown] = [replace(p, sizing=with_autoscaling(p.sizing)) for p in ranked[:shown]]
+    plans = [_deployment_plan(demand, p, ranked, cloud) for p in ranked[:shown]]
     return CloudOutcome(
         cloud=cloud,
         regions=regions,

@@ -12,6 +12,8 @@ from inferstack.sizing.evaluate import (
     Z_95,
     _LlmLoadModel,
     predict_llm_replica,
+    size_candidate,
+    with_autoscaling,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -37,6 +39,22 @@ def test_a_slot_is_held_at_the_time_averaged_context_of_the_batch():
         8, demand.kv_context_tokens
     )
     assert model.cycle_s(8) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("slots", [1, 5, 8, 9, 16, 29, 52])
+def test_the_slot_queue_holds_the_cycle_exactly_up_to_8_and_every_8th_and_straight_lines_between(slots):
+    _, _, model = _model(RAG_ON_L40S)
+    holds = model._slot_holds(slots)
+    assert len(holds) == slots + 1
+    for n in range(1, slots + 1):
+        below = n - n % 8
+        if n <= 8 or n == below:
+            assert holds[n] == model.cycle_s(n)
+        else:
+            share = (n - below) / 8
+            assert holds[n] == pytest.approx(model.cycle_s(below) * (1 - share) + model.cycle_s(below + 8) * share,
+                                             rel=1e-12)
+            assert holds[n] != pytest.approx(model.cycle_s(n), rel=1e-9)  # interpolated, not the cycle itself
 
 
 def test_the_tpot_tail_widens_with_the_spread_of_the_prefill_stalls_an_answer_sits_through():
@@ -69,3 +87,14 @@ def test_a_replica_with_few_slots_is_capped_by_its_slot_queue_below_the_utilizat
     assert prediction.ceiling_rps < 0.75 * prediction.saturation_rps
     _, roomy, _ = _model(CHAT_ON_H100)  # 256 slots: the 80 % cap binds first
     assert roomy.ceiling_rps == pytest.approx(0.8 * roomy.saturation_rps, rel=1e-6)
+
+
+def test_a_sizing_gets_its_autoscaling_figures_from_its_own_replicas_ceiling_when_asked():
+    demand, prediction, _ = _model(RAG_ON_L40S)
+    sizing = size_candidate(demand, simulation._candidate(RAG_ON_L40S))
+    assert sizing.feasible and sizing.target_rps == 0  # worked out only for the plans a report shows
+    scaled = with_autoscaling(sizing)
+    assert scaled.utilization_limit == pytest.approx(prediction.ceiling_rps / prediction.saturation_rps, rel=1e-12)
+    per_replica = scaled.target_rps / scaled.processes
+    assert sizing.replica_load_rps <= per_replica <= prediction.ceiling_rps * (1 + 1e-12)
+    assert with_autoscaling(scaled) == scaled
