@@ -121,3 +121,29 @@ def test_a_cloudwatch_agent_package_signed_by_the_pinned_key_installs_and_leaves
     assert (impostor["calls"] / "apt-get").read_text().split()[-1].endswith("/amazon-cloudwatch-agent.deb")
     assert (impostor["calls"] / "amazon-cloudwatch-agent-ctl").read_text().split()[:2] == ["-a", "fetch-config"]
     assert list(impostor["scratch"].iterdir()) == []  # the package, its signature and the keyring removed
+
+
+def test_a_cloudwatch_agent_package_signed_by_the_pinned_key_once_revoked_is_refused(
+        impostor: dict[str, Path], tmp_path: Path) -> None:
+    """gpg still reports VALIDSIG for a signature by a revoked key (beside REVKEYSIG): the script also wants GOODSIG."""
+    home = impostor["home"]
+    listing = subprocess.run(["gpg", "--batch", "--homedir", str(home), "--with-colons", "--list-secret-keys"],
+                             check=True, capture_output=True, text=True).stdout
+    fingerprint = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+    package = impostor["fixtures"] / "amazon-cloudwatch-agent.deb"
+    package.write_bytes(b"the CloudWatch agent")
+    subprocess.run(["gpg", "--batch", "--homedir", str(home), "--detach-sign", "-o", str(package) + ".sig",
+                    str(package)], check=True, capture_output=True)
+    # gpg writes a revocation certificate for every key it makes; its first line is guarded by a colon.
+    certificate = (home / "openpgp-revocs.d" / f"{fingerprint}.rev").read_text()
+    revocation = tmp_path / "revocation.asc"
+    revocation.write_text(certificate.replace(":-----BEGIN PGP PUBLIC KEY BLOCK-----",
+                                              "-----BEGIN PGP PUBLIC KEY BLOCK-----"))
+    subprocess.run(["gpg", "--batch", "--homedir", str(home), "--import", str(revocation)], check=True,
+                   capture_output=True)
+    _export(impostor, impostor["fixtures"] / "amazon-cloudwatch-agent.gpg")  # the key, revoked
+    result = _run("agent_aws.sh", impostor, tmp_path, replace=(
+        ("KEY_FINGERPRINT=937616F3450B7D806CBD9725D58167303B789C72", f"KEY_FINGERPRINT={fingerprint}"),))
+    assert result.returncode != 0
+    assert "signature is not Amazon's" in result.stdout
+    assert not (impostor["calls"] / "apt-get").exists()
