@@ -374,7 +374,7 @@ def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, 
         FileSpec(f"{UNIT_DIR}/inferstack-gateway.service", gateway_unit(cloud, options), "0644"),
     ]
     if options.telemetry:
-        files += [FileSpec(*spec) for spec in telemetry.agent_files(plan, cloud, options.telemetry)]
+        files += [FileSpec(*spec) for spec in telemetry.agent_files(plan, cloud, options.telemetry, mode)]
         files.append(FileSpec(f"{UNIT_DIR}/{telemetry.AGENT_UNIT}.service", telemetry.agent_unit(), "0644"))
     return files
 

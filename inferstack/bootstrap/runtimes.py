@@ -208,7 +208,7 @@ def llamacpp_server_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_P
     serving = plan.serving
     slots = serving.max_num_seqs or 1
     args: list[Word] = ["-m", Env("MODEL_FILE"), "--alias", plan.model.name, "--host", listen_host(mode),
-                        "--port", str(port), "-np", str(slots)]
+                        "--port", str(port), "-np", str(slots), "--metrics"]  # Prometheus /metrics, for the agent
     if serving.max_model_len:
         args += ["-c", str(serving.max_model_len * slots)]
     if serving.threads:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from inferstack.bootstrap.gateway import ACCESS_LOG
-from inferstack.bootstrap.runtimes import runtime_processes
+from inferstack.bootstrap.runtimes import Mode, resolve_mode, runtime_processes
 from inferstack.plan import DeploymentPlan
 from inferstack.spec import Cloud
 
@@ -70,15 +70,17 @@ class Sources:
     """Log files shipped: the gateway's access log and the boot log."""
 
 
-def sources(plan: DeploymentPlan) -> Sources:
-    """What the agent collects on a server of `plan`."""
+def sources(plan: DeploymentPlan, mode: Mode | None = None) -> Sources:
+    """What the agent collects on a server of `plan` installed in `mode` (None: as `install_mode: auto` installs it)."""
     processes = runtime_processes(plan)
     runtime = plan.serving.runtime
-    if runtime == "vllm":  # vLLM serves /metrics on its API port
+    mode = mode or resolve_mode(plan, "auto")
+    if runtime == "vllm" or (runtime == "llamacpp" and mode == "container"):
+        # vLLM serves /metrics on its API port, and so does llama-server with --metrics (runtimes.py)
         urls = tuple(f"http://127.0.0.1:{p.port}/metrics" for p in processes)
     elif runtime == "triton" and plan.serving.metrics_port:
         urls = (f"http://127.0.0.1:{plan.serving.metrics_port}/metrics",)
-    else:  # llama-cpp-python's server has no metrics endpoint
+    else:  # llama-cpp-python's server (native llama.cpp) has no metrics endpoint
         urls = ()
     return Sources(metrics_urls=urls, gpu=plan.device == "gpu", disks=("/",),
                    units=(*(p.name for p in processes), "inferstack-gateway", "inferstack-boot"),
@@ -106,10 +108,12 @@ RestartSec=60
 """
 
 
-def agent_files(plan: DeploymentPlan, cloud: Cloud, target: TelemetryTarget) -> list[tuple[str, str, str]]:
-    """The files (path, content, mode) that install and configure `cloud`'s agent for `plan` (its unit aside)."""
+def agent_files(plan: DeploymentPlan, cloud: Cloud, target: TelemetryTarget,
+                mode: Mode) -> list[tuple[str, str, str]]:
+    """The files (path, content, mode) that install and configure `cloud`'s agent for `plan` installed in `mode` (its
+    unit aside)."""
     module = importlib.import_module(f"inferstack.bootstrap.agents.{cloud}")
-    files: list[tuple[str, str, str]] = module.agent_files(plan, sources(plan), target)
+    files: list[tuple[str, str, str]] = module.agent_files(plan, sources(plan, mode), target)
     return files
 
 

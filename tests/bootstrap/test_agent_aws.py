@@ -66,7 +66,7 @@ def test_the_runtime_units_journals_and_the_access_and_boot_logs_go_to_the_targe
     assert len({e["log_stream_name"] for e in entries}) == len(entries)  # one stream per server and source
 
 
-def test_vllm_is_scraped_on_loopback_and_llama_cpp_not_at_all() -> None:
+def test_vllm_and_llama_server_are_scraped_on_loopback_and_native_llama_cpp_not_at_all() -> None:
     plan = sample_plan("aws", "gpu-llm")
     files = {path: content for path, content, _ in agent.agent_files(plan, sources(plan), TARGET)}
     scrape = yaml.safe_load(files[agent.PROMETHEUS_CONFIG_PATH])
@@ -74,9 +74,11 @@ def test_vllm_is_scraped_on_loopback_and_llama_cpp_not_at_all() -> None:
     prometheus = _config(plan)["logs"]["metrics_collected"]["prometheus"]
     assert prometheus["emf_processor"]["metric_namespace"] == TARGET.metrics
     assert prometheus["log_group_name"] == TARGET.logs
-    llama = sample_plan("aws", "cpu-llm")
-    assert "metrics_collected" not in _config(llama)["logs"]
-    assert agent.PROMETHEUS_CONFIG_PATH not in [p for p, _, _ in agent.agent_files(llama, sources(llama), TARGET)]
+    llama = sample_plan("aws", "cpu-llm")  # natively, llama-cpp-python: no metrics endpoint
+    assert "metrics_collected" not in agent.agent_config(llama, sources(llama, "native"), TARGET)["logs"]
+    assert agent.PROMETHEUS_CONFIG_PATH not in [
+        p for p, _, _ in agent.agent_files(llama, sources(llama, "native"), TARGET)]
+    assert agent.PROMETHEUS_CONFIG_PATH in [p for p, _, _ in agent.agent_files(llama, sources(llama), TARGET)]
 
 
 def test_the_install_script_pins_the_version_and_amazons_key_and_passes_shellcheck(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from sample_plans import sample_plan
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.bootstrap.agents import gcp as agent
+from inferstack.bootstrap.runtimes import Mode
 from inferstack.bootstrap.telemetry import AGENT_SCRIPT, AGENT_UNIT, TelemetryTarget, sources
 
 TARGET = TelemetryTarget(logs="inferstack-prod-server-logs-1a2b3c4d", metrics="inferstack-prod-server-logs-1a2b3c4d")
@@ -29,9 +30,9 @@ KNOWN = {"files": {"type", "include_paths", "exclude_paths", "wildcard_refresh_i
          "hostmetrics": {"type", "collection_interval"}, "prometheus": {"type", "config"}}
 
 
-def _config(variant: str) -> dict:
+def _config(variant: str, mode: Mode | None = None) -> dict:
     plan = sample_plan("gcp", variant)  # type: ignore[arg-type]
-    files = dict((path, content) for path, content, _ in agent.agent_files(plan, sources(plan), TARGET))
+    files = dict((path, content) for path, content, _ in agent.agent_files(plan, sources(plan, mode), TARGET))
     return yaml.safe_load(files[agent.CONFIG_PATH])
 
 
@@ -63,12 +64,12 @@ def test_the_journal_is_filtered_to_the_runtime_gateway_and_boot_units() -> None
                          '"^(inferstack-server|inferstack-gateway|inferstack-boot)\\\\.service$"')
 
 
-def test_vllm_is_scraped_on_loopback_under_the_targets_job_and_llama_cpp_not_at_all() -> None:
+def test_vllm_is_scraped_on_loopback_under_the_targets_job_and_native_llama_cpp_not_at_all() -> None:
     metrics = _config("gpu-llm")["metrics"]
     (runtime,) = [r for r in metrics["receivers"].values() if r["type"] == "prometheus"]
     (scrape,) = runtime["config"]["scrape_configs"]
     assert scrape["job_name"] == TARGET.metrics and scrape["static_configs"] == [{"targets": ["127.0.0.1:18000"]}]
-    llama = _config("cpu-llm")["metrics"]
+    llama = _config("cpu-llm", "native")["metrics"]
     assert [r["type"] for r in llama["receivers"].values()] == ["hostmetrics"]  # disk (and GPU where one is)
 
 

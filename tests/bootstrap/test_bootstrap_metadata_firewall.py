@@ -48,9 +48,10 @@ sys.exit(3)
 '''
 
 
-def boot_files(cloud: str, variant: str) -> dict[str, str]:
+def boot_files(cloud: str, variant: str, install_mode: str = "auto") -> dict[str, str]:
     plan = sample_plan(cloud, variant)  # type: ignore[arg-type]
-    return server_files(render_bootstrap(plan, cloud, BootstrapOptions(model_bucket="acme-models", region=plan.region)))
+    return server_files(render_bootstrap(plan, cloud, BootstrapOptions(
+        model_bucket="acme-models", region=plan.region, install_mode=install_mode)))
 
 
 def server_files(result: RenderedBootstrap) -> dict[str, str]:
@@ -120,7 +121,7 @@ def test_rules_go_before_those_docker_already_has(tmp_path: Path) -> None:
 
 
 def test_a_native_server_gets_the_host_rule_and_no_docker_chain(tmp_path: Path) -> None:
-    files = boot_files("huawei", "cpu-llm")  # llama.cpp installed natively
+    files = boot_files("huawei", "cpu-llm", "native")  # llama.cpp installed natively
     assert "INSTALL_MODE=native" in files["/etc/inferstack/bootstrap.env"]
     detail, _ = run_phase(tmp_path, files, {"OUTPUT": []})
     assert chains_of(tmp_path) == {"OUTPUT": [OWNER_RULE]}

@@ -22,9 +22,12 @@ def test_vllm_is_scraped_on_each_processs_own_loopback_port() -> None:
     assert two.units[:2] == ("inferstack-server-1", "inferstack-server-2")
 
 
-def test_triton_is_scraped_on_its_metrics_port_and_llama_cpp_not_at_all() -> None:
+def test_triton_is_scraped_on_its_metrics_port_and_llama_cpp_only_as_llama_server() -> None:
     assert sources(sample_plan("gcp", "gpu-encoder")).metrics_urls == ("http://127.0.0.1:8002/metrics",)
-    assert sources(sample_plan("gcp", "cpu-llm")).metrics_urls == ()  # llama-cpp-python serves no /metrics
+    llama = sample_plan("gcp", "cpu-llm")
+    assert sources(llama, "native").metrics_urls == ()  # llama-cpp-python serves no /metrics
+    assert sources(llama, "container").metrics_urls == ("http://127.0.0.1:18000/metrics",)  # llama-server --metrics
+    assert sources(llama).metrics_urls == sources(llama, "container").metrics_urls  # auto installs the container
 
 
 def test_every_metrics_url_is_on_loopback() -> None:

@@ -170,13 +170,15 @@ def test_existing_assets_bucket_is_served_without_touching_it(run: Any) -> None:
     ("production", FLEET_TYPES | LOAD_BALANCER_LOG_TYPES | {"SecurityGroup", "SecurityGroupIngressRule",
                                                             "SecurityGroupEgressRule"}),
 ])
-def test_everything_brought_leaves_only_servers_cdn_and_secrets_to_create(run: Any, stage: str,
+def test_everything_brought_leaves_only_servers_cdn_secrets_and_logs_to_create(run: Any, stage: str,
                                                                           servers: set[str]) -> None:
     recording = _deploy(run, stage=stage, network_id="vpc-0b1e55ed", subnet_ids=["subnet-0000000a", "subnet-0000000b"],
                         security_group_ids=["sg-0000e000"], instance_identity="existing-profile",
                         model_bucket="team-models", assets_bucket="team-assets",
                         api_key=pulumi.Output.secret("k"))
-    assert _types(recording) == {*servers, "OriginAccessControl", "Distribution", "Parameter", "BucketObjectv2"}
+    # The servers' log group is the deployment's own (the agent's destination; a brought identity is told to grant it).
+    assert _types(recording) == {*servers, "OriginAccessControl", "Distribution", "Parameter", "BucketObjectv2",
+                                 "LogGroup"}
 
 
 def test_without_static_assets_no_cdn_is_created(run: Any) -> None:

@@ -13,6 +13,7 @@ import pulumi
 import pytest
 
 from inferstack import bootstrap
+from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components import InferenceServer
 from inferstack.components import aws as aws_backend
 from inferstack.components.aws import IMAGE_PARAMETERS, USER_DATA_LIMIT_BYTES
@@ -101,8 +102,10 @@ def test_user_data_is_the_rendered_bootstrap_gzip_compressed_under_the_ec2_limit
     recording = _server(run, plan)
     packed = base64.b64decode(recording.of_type(INSTANCE)[0].inputs["userDataBase64"])
     assert len(packed) <= USER_DATA_LIMIT_BYTES
+    logs = recording.named("chat-logs").inputs["name"]  # the servers' log group; its name is the metric namespace
     expected = bootstrap.render_bootstrap(plan, "aws", bootstrap.BootstrapOptions(
-        model_bucket=recording.named("chat-store-models").id, region="us-east-1"))
+        model_bucket=recording.named("chat-store-models").id, region="us-east-1",
+        telemetry=TelemetryTarget(logs=logs, metrics=logs)))
     assert gzip.decompress(packed).decode() == expected.user_data
     bundle = recording.named("chat-bundle")
     assert bundle.inputs["bucket"] == recording.named("chat-store-models").id
