@@ -38,10 +38,12 @@ TEMPLATES = {"aws": "server-template", "gcp": "server-template", "alibaba": "ser
              "huawei": "server-template"}
 
 
-def _preview(tmp_path: Path, cloud: str, workload: dict[str, Any]) -> PreviewResult:
+def _preview(tmp_path: Path, cloud: str, workload: dict[str, Any],
+             config: dict[str, str] | None = None) -> PreviewResult:
+    """The preview of `workload` placed on `cloud` (under stack `config`), with the arguments that cloud needs."""
     path = tmp_path / f"{cloud}-{abs(hash(yaml.safe_dump(workload)))}.yaml"
     path.write_text(yaml.safe_dump({**workload, "placement": {"clouds": [cloud]}}), encoding="utf-8")
-    return preview_workload(path, cloud=cloud, **CLOUD_ARGS[cloud])  # type: ignore[arg-type]
+    return preview_workload(path, cloud=cloud, config=config, **CLOUD_ARGS[cloud])  # type: ignore[arg-type]
 
 
 def _named(result: PreviewResult, name: str) -> RegisteredResource:

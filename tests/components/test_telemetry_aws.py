@@ -9,19 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from inferstack.components.observability import LOG_RETENTION_DAYS, agent_alarm_rules
 from inferstack.preview import PreviewResult, RegisteredResource, preview_workload
-from tests.components.conftest import CLOUD_ARGS
+from tests.components.test_canary import BASE, CANARY, _preview
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOAD = REPO / "examples" / "workloads" / "chat-8b-public.yaml"
 TOPIC = "arn:aws:sns:us-east-1:123456789012:inference-alarms"
-CANARY_WORKLOAD: dict[str, Any] = {
-    "name": "chat", "model": "llama-3.1-8b", "precision": "bf16", "stage": "production",
-    "traffic": {"requests_per_s": 20}, "canary": {"model": "llama-3.1-8b", "precision": "fp8", "weight": 10},
-    "placement": {"clouds": ["aws"]}}
 
 
 @pytest.fixture(scope="module")
@@ -31,10 +26,8 @@ def fleet() -> PreviewResult:
 
 @pytest.fixture(scope="module")
 def canary(tmp_path_factory: pytest.TempPathFactory) -> PreviewResult:
-    path = tmp_path_factory.mktemp("canary") / "chat.yaml"
-    path.write_text(yaml.safe_dump(CANARY_WORKLOAD), encoding="utf-8")
-    return preview_workload(path, cloud="aws", config={"inferstack:alarmNotification": TOPIC},
-                            **CLOUD_ARGS["aws"])
+    return _preview(tmp_path_factory.mktemp("canary"), "aws", {**BASE, "canary": {**CANARY, "weight": 10}},
+                    {"inferstack:alarmNotification": TOPIC})
 
 
 def _of_type(result: PreviewResult, kind: str) -> list[RegisteredResource]:

@@ -9,22 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from inferstack.bootstrap.agents.gcp import log_names
 from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components.gcp import GROUP_LABEL
 from inferstack.components.observability import LOG_RETENTION_DAYS, agent_alarm_rules
 from inferstack.preview import PreviewResult, RegisteredResource, preview_workload
-from tests.components.conftest import CLOUD_ARGS
+from tests.components.test_canary import BASE, CANARY, _preview
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOAD = REPO / "examples" / "workloads" / "chat-8b-public.yaml"
 CHANNEL = "projects/my-project/notificationChannels/1234567890"
-CANARY_WORKLOAD: dict[str, Any] = {
-    "name": "chat", "model": "llama-3.1-8b", "precision": "bf16", "stage": "production",
-    "traffic": {"requests_per_s": 20}, "canary": {"model": "llama-3.1-8b", "precision": "fp8", "weight": 10},
-    "placement": {"clouds": ["gcp"]}}
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +29,8 @@ def fleet() -> PreviewResult:
 
 @pytest.fixture(scope="module")
 def canary(tmp_path_factory: pytest.TempPathFactory) -> PreviewResult:
-    path = tmp_path_factory.mktemp("canary") / "chat.yaml"
-    path.write_text(yaml.safe_dump(CANARY_WORKLOAD), encoding="utf-8")
-    return preview_workload(path, cloud="gcp", config={"inferstack:alarmNotification": CHANNEL},
-                            **CLOUD_ARGS["gcp"])
+    return _preview(tmp_path_factory.mktemp("canary"), "gcp", {**BASE, "canary": {**CANARY, "weight": 10}},
+                    {"inferstack:alarmNotification": CHANNEL})
 
 
 def _one(result: PreviewResult, kind: str) -> RegisteredResource:
