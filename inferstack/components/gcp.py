@@ -716,7 +716,8 @@ class GcpBackend(CloudBackend):
 
     def _agent_policies(self, parent: pulumi.Resource, name: str, request: AlarmsRequest, plan: DeploymentPlan,
                         group_label: str) -> list[gcp.monitoring.AlertPolicy]:
-        """The GPU-memory and disk policies of one group's servers (by their GROUP_LABEL); no data is a breach."""
+        """The GPU-memory and disk policies of one group's servers (by their GROUP_LABEL), per server
+        (`_agent_condition`)."""
         if request.telemetry is None:
             return []
         return [self._policy(parent, name, request, rule, {
