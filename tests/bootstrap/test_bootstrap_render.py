@@ -20,6 +20,7 @@ from sample_plans import sample_plan
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.bootstrap.render import RenderedBootstrap
+from inferstack.bootstrap.telemetry import AGENT_SCRIPT, TelemetryTarget
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan, Serving
 from inferstack.spec import CLOUDS
@@ -110,16 +111,35 @@ def test_every_variants_user_data_passes_cloud_init_schema(rendered: tuple[str, 
     assert "Valid cloud-config" in result.stdout
 
 
-def test_every_shell_script_it_writes_passes_shellcheck(rendered: tuple[str, RenderedBootstrap],
-                                                        tmp_path: Path) -> None:
-    scripts = {path: body for path, body in written_files(rendered[1]).items()
+def shellchecked(result: RenderedBootstrap, tmp_path: Path) -> set[str]:
+    """The paths of the shell scripts `result` writes, each checked to pass shellcheck."""
+    scripts = {path: body for path, body in written_files(result).items()
                if body.startswith("#!/bin/bash") or path.endswith(".sh")}
-    assert set(scripts) == {"/usr/local/lib/inferstack/boot.sh"}
     for path, body in scripts.items():
         script = tmp_path / Path(path).name
         script.write_text(body)
-        result = subprocess.run(["shellcheck", "--shell=bash", str(script)], capture_output=True, text=True)
-        assert result.returncode == 0, f"{path}:\n{result.stdout}"
+        checked = subprocess.run(["shellcheck", "--shell=bash", str(script)], capture_output=True, text=True)
+        assert checked.returncode == 0, f"{path}:\n{checked.stdout}"
+    return set(scripts)
+
+
+def test_every_shell_script_it_writes_passes_shellcheck(rendered: tuple[str, RenderedBootstrap],
+                                                        tmp_path: Path) -> None:
+    assert shellchecked(rendered[1], tmp_path) == {"/usr/local/lib/inferstack/boot.sh"}
+
+
+# Where each cloud's agent sends (in its own terms, bootstrap/telemetry.TelemetryTarget); Huawei installs none.
+AGENT_TARGETS = {
+    "aws": TelemetryTarget(logs="inferstack/demo/prod/server", metrics="inferstack/demo/prod/server"),
+    "gcp": TelemetryTarget(logs="inferstack-prod-server-logs-1a2b3c4d", metrics="inferstack-prod-server-logs-1a2b3c4d"),
+    "alibaba": TelemetryTarget(logs="inferstack-prod-server-logs-1a2b3c/server-logs", metrics="acs_ecs_dashboard")}
+
+
+@pytest.mark.parametrize("cloud", sorted(AGENT_TARGETS))
+def test_the_monitoring_agents_install_script_passes_shellcheck_too(cloud: str, tmp_path: Path) -> None:
+    plan = sample_plan(cloud, "gpu-llm")  # type: ignore[arg-type]
+    result = render_bootstrap(plan, cloud, options_for(plan, telemetry=AGENT_TARGETS[cloud]))
+    assert shellchecked(result, tmp_path) == {"/usr/local/lib/inferstack/boot.sh", AGENT_SCRIPT}
 
 
 def test_every_python_program_it_writes_parses_as_python_3_8(rendered: tuple[str, RenderedBootstrap]) -> None:
