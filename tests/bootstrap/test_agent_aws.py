@@ -79,6 +79,9 @@ def test_vllm_and_llama_server_are_scraped_on_loopback_and_native_llama_cpp_not_
     assert agent.PROMETHEUS_CONFIG_PATH not in [
         p for p, _, _ in agent.agent_files(llama, sources(llama, "native"), TARGET)]
     assert agent.PROMETHEUS_CONFIG_PATH in [p for p, _, _ in agent.agent_files(llama, sources(llama), TARGET)]
+    # Only the few series each runtime's alarms and graphs would read become metrics (each one is billed).
+    selected = _config(llama)["logs"]["metrics_collected"]["prometheus"]["emf_processor"]["metric_declaration"]
+    assert selected[0]["metric_selectors"] == list(agent.RUNTIME_METRICS["llamacpp"])
 
 
 def test_the_install_script_pins_the_version_and_amazons_key() -> None:  # shellcheck: test_bootstrap_render

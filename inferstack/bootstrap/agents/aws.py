@@ -46,6 +46,10 @@ RUNTIME_METRICS = {
     "vllm": ("^vllm:num_requests_running$", "^vllm:num_requests_waiting$", "^vllm:gpu_cache_usage_perc$",
              "^vllm:kv_cache_usage_perc$"),
     # Verify: CloudWatch keeps the ":" of vLLM's names in the extracted metric names.
+    # llama-server's (--metrics; tools/server in llama.cpp): requests in progress and deferred, tokens generated.
+    # Verify against the pinned build.
+    "llamacpp": ("^llamacpp:requests_processing$", "^llamacpp:requests_deferred$",
+                 "^llamacpp:tokens_predicted_total$"),
     # Triton's (docs: user_guide/metrics.md): successful and failed inferences, queue time.
     "triton": ("^nv_inference_request_success$", "^nv_inference_request_failure$",
                "^nv_inference_queue_duration_us$"),
