@@ -19,7 +19,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,14 +47,14 @@ class Constant:
 
 def _profile_constant(engine: Engine, name: str, bounds: tuple[float, float], prior: float) -> Constant:
     def set_value(value: float) -> None:
-        efficiency.GPU_PROFILES[engine] = replace(efficiency.GPU_PROFILES[engine], **{name: value})
+        efficiency.GPU_PROFILES[engine] = efficiency.GPU_PROFILES[engine]._replace(**{name: value})
 
     return Constant(name, lambda: float(getattr(efficiency.GPU_PROFILES[engine], name)), set_value, bounds, prior)
 
 
 def _cpu_constant(engine: Engine, name: str, bounds: tuple[float, float], prior: float) -> Constant:
     def set_value(value: float) -> None:
-        efficiency.CPU_PROFILES[engine] = replace(efficiency.CPU_PROFILES[engine], **{name: value})
+        efficiency.CPU_PROFILES[engine] = efficiency.CPU_PROFILES[engine]._replace(**{name: value})
 
     return Constant(name, lambda: float(getattr(efficiency.CPU_PROFILES[engine], name)), set_value, bounds, prior)
 
@@ -64,7 +64,7 @@ def _cpu_flops_constant(engine: Engine, bounds: tuple[float, float], prior: floa
 
     def set_value(value: float) -> None:
         per_isa = {"amx": value, "avx512": value, "avx2": value / 2, "neon": value / 2}
-        efficiency.CPU_PROFILES[engine] = replace(efficiency.CPU_PROFILES[engine], matmul_flops_per_cycle=per_isa)
+        efficiency.CPU_PROFILES[engine] = efficiency.CPU_PROFILES[engine]._replace(matmul_flops_per_cycle=per_isa)
 
     return Constant(
         "matmul_flops_per_cycle[amx]",

@@ -5,9 +5,11 @@
 Runs `python -m inferstack.cli plan` from this checkout (its code, not whichever copy is installed) on every
 sample workload (all four clouds, every catalog offer), for the table people read and for --json, and prints
 the best and median wall time and the median CPU time (user + system) per case, after the bare interpreter
-start for scale. Target (issue "Sizing"): `--json` median under 300 ms. Timing depends on the machine and its
-load, so this is a figure, not a test: it exits non-zero only with --check, when a `--json` median misses the
-target. Compare runs on the same machine under the same load; CPU time is the steadier figure on a busy one.
+start for scale. The cases take turns, one run each per round, so a spell of a slower host (on a shared VM the
+same run varies by half) falls on every case alike instead of on whichever ran then. Target (issue "Sizing"):
+`--json` median under 300 ms. Timing depends on the machine and its load, so this is a figure, not a test: it
+exits non-zero only with --check, when a `--json` median misses the target. Compare runs on the same machine
+under the same load; CPU time is the steadier figure on a busy one.
 --instructions also counts the instructions of one `--json` run per workload under valgrind's callgrind (valgrind
 must be installed; about 30 s a run): exact and independent of load, the figure to compare changes by.
 """
@@ -34,19 +36,20 @@ MIN_RUNS = 10  # the issue asks for the median of at least 10 runs
 ENVIRONMENT = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timings(command: list[str], runs: int) -> tuple[list[float], list[float]]:
-    """Wall seconds and CPU seconds (user + system) of each run of `command` from the checkout's root, after one
-    untimed run."""
-    walls, cpus = [], []
-    for run in range(runs + 1):
-        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=ENVIRONMENT)
-        if run == 0:
-            continue  # the warm-up
-        walls.append(time.perf_counter() - start)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return walls, cpus
+def timings(commands: list[list[str]], runs: int) -> list[tuple[list[float], list[float]]]:
+    """Wall seconds and CPU seconds (user + system) of each run of each command from the checkout's root: one
+    untimed round, then `runs` rounds of one run of each command in turn."""
+    measured: list[tuple[list[float], list[float]]] = [([], []) for _ in commands]
+    for round_ in range(runs + 1):
+        for command, (walls, cpus) in zip(commands, measured, strict=True):
+            before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+            subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=ENVIRONMENT)
+            if round_ == 0:
+                continue  # the warm-up, which also writes the bytecode caches
+            walls.append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return measured
 
 
 def instructions(command: list[str]) -> int:
@@ -87,14 +90,18 @@ def main() -> int:
     print(f"{args.runs} runs per case; target: --json median < {TARGET_S * 1e3:.0f} ms")
     print("| workload | output | wall best | wall median | CPU median | median < target |")
     print("|---|---|---:|---:|---:|---|")
-    print(row("(python start)", "–", *timings([sys.executable, "-c", "pass"], args.runs), target=False))
+    cases = [
+        (workload.name, label, [*command, str(workload.relative_to(ROOT)), *extra])
+        for workload in sorted((ROOT / "examples" / "workloads").glob("*.yaml"))
+        for label, extra in (("table", []), ("json", ["--json"]))
+    ]
+    start, *measured = timings([[sys.executable, "-c", "pass"], *(case[2] for case in cases)], args.runs)
+    print(row("(python start)", "–", *start, target=False))
     missed = []
-    for workload in sorted((ROOT / "examples" / "workloads").glob("*.yaml")):
-        for label, extra in (("table", []), ("json", ["--json"])):
-            walls, cpus = timings([*command, str(workload.relative_to(ROOT)), *extra], args.runs)
-            print(row(workload.name, label, walls, cpus, target=label == "json"), flush=True)
-            if label == "json" and statistics.median(walls) >= TARGET_S:
-                missed.append(workload.name)
+    for (name, label, _), (walls, cpus) in zip(cases, measured, strict=True):
+        print(row(name, label, walls, cpus, target=label == "json"))
+        if label == "json" and statistics.median(walls) >= TARGET_S:
+            missed.append(name)
     if missed:
         print(f"--json median at or over {TARGET_S * 1e3:.0f} ms: {', '.join(missed)}")
     if args.instructions:

@@ -275,7 +275,6 @@ def _enum_option(enum: type[EnumType]) -> Callable[[str], EnumType]:
 def _model_from_config(path: Path) -> ResolvedModel:
     """`--model-config`: the model, named after a config.json's folder or after any other config file
     (llama-tiny.json: llama-tiny), and shown under that name as written; custom-model when it is no valid name."""
-    from dataclasses import replace
 
     from pydantic import ValidationError
 
@@ -291,7 +290,7 @@ def _model_from_config(path: Path) -> ResolvedModel:
         problems = problems_from_validation(error, model=ModelSpec)
         raise InputError(Problem("--model-config", p.message, value=str(path), fix=p.fix) for p in problems) from None
     model = resolve(spec)
-    return replace(model, display_name=named_after) if name != "custom-model" else model
+    return model._replace(display_name=named_after) if name != "custom-model" else model
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:

@@ -40,15 +40,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from inferstack.spec import Cloud
 
 
-@dataclass(frozen=True)
-class CloudFacts:
+class CloudFacts(NamedTuple):
     """One cloud's identity and the facts about it that more than one layer reads."""
 
     id: Cloud

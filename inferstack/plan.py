@@ -374,6 +374,8 @@ def rollout_for(instance_count: int, zones: int, fleet: Fleet | None, cold_start
 class DeploymentPlan(_Frozen):
     """One deployment on one cloud: what to create, what it costs, how it will perform, and why."""
 
+    model_config = ConfigDict(defer_build=True)
+
     workload: WorkloadName
     stage: Stage
     cloud: Cloud
@@ -455,6 +457,8 @@ class DeploymentPlan(_Frozen):
 class CanaryPlan(_Frozen):
     """A canary's share of the requests and the plan of its group: the canary version as it would run at full
     traffic (what promoting it deploys), with its replicas, fleet, price and load cut to its share."""
+
+    model_config = ConfigDict(defer_build=True)
 
     weight: int = Field(ge=0, le=100, description="Percent of the requests the canary group takes.")
     plan: DeploymentPlan = Field(description="The canary group's plan.")

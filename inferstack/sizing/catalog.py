@@ -12,10 +12,9 @@ import datetime
 import math
 import os
 import re
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import Problem, input_error
@@ -34,8 +33,7 @@ CATALOG_REGIONS: dict[Cloud, str] = {facts.id: facts.catalog_region for facts in
 _ATTACHED = re.compile(r"^(?P<machine>[\w-]+)\+(?P<count>\d+)x\s*(?P<accelerator>[\w-]+)$")
 
 
-@dataclass(frozen=True)
-class Offer:
+class Offer(NamedTuple):
     """One instance type of one cloud, as the catalog describes it."""
 
     cloud: Cloud
@@ -191,8 +189,7 @@ def price_age_days(source_date: str, today: datetime.date) -> int | None:
         return None
 
 
-@dataclass(frozen=True)
-class ListPrice:
+class ListPrice(NamedTuple):
     amount_per_hour: float
     currency: str
     region: str
@@ -201,8 +198,7 @@ class ListPrice:
     from_override_file: bool = False  # the user's own price: discounts do not apply to it
 
 
-@dataclass(frozen=True)
-class ExchangeRates:
+class ExchangeRates(NamedTuple):
     """Units of USD per unit of each currency, with where they came from."""
 
     usd_per_unit: dict[str, float]

@@ -19,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.plan import COLD_START_PHASES, ColdStart, ColdStartPhase, ColdStartPhaseName
@@ -105,8 +105,7 @@ GRACE_FACTOR = 1.5
 MIN_SCALE_IN_COOLDOWN_S = 900
 
 
-@dataclass(frozen=True)
-class Server:
+class Server(NamedTuple):
     """What the estimate needs to know about the server and its model."""
 
     cloud: Cloud
@@ -230,8 +229,7 @@ PHASE_LINE_MARKER = "inferstack-phase "
 _PHASE_LINE = re.compile(re.escape(PHASE_LINE_MARKER) + r"(\{.*\})\s*$")
 
 
-@dataclass(frozen=True)
-class MeasuredPhase:
+class MeasuredPhase(NamedTuple):
     """One `inferstack-phase` line of a boot log: a phase's real start and end (Unix seconds) and its outcome."""
 
     phase: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from inferstack.errors import InputError, Problem
 from inferstack.sizing.models import ResolvedModel
@@ -29,8 +29,7 @@ DEFAULT_LATENCY_P95_MS = 1000.0
 TOKEN_SLO_FIELDS = ("ttft_p95_ms", "tpot_p95_ms", "min_output_tokens_per_s")
 
 
-@dataclass(frozen=True)
-class StageRules:
+class StageRules(NamedTuple):
     """What each stage requires of a deployment."""
 
     min_replicas: int

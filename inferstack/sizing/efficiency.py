@@ -8,13 +8,12 @@ every calibration row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from inferstack.spec import Engine
 
 
-@dataclass(frozen=True)
-class ServingOverhead:
+class ServingOverhead(NamedTuple):
     """The server's own work around the engine's forward passes, serial with them: HTTP and JSON, the tokenizer,
     the sampler, the detokenizer, one streamed chunk per token, and the Python around them. A floor under the
     roofline that matters for tiny models (microseconds of forward pass) and vanishes beside a big model's step."""
@@ -28,8 +27,7 @@ class ServingOverhead:
 NOT_MEASURED = ServingOverhead(0.0, 0.0, "not measured separately")
 
 
-@dataclass(frozen=True)
-class EngineProfile:
+class EngineProfile(NamedTuple):
     """Efficiency of one engine on GPUs (or CPUs, for llama.cpp and ONNX Runtime)."""
 
     name: str
@@ -153,8 +151,7 @@ GPU_PROFILES: dict[Engine, EngineProfile] = {
 }
 
 
-@dataclass(frozen=True)
-class CpuProfile:
+class CpuProfile(NamedTuple):
     """Efficiency of a CPU engine."""
 
     name: str

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from inferstack.sizing.catalog import Offer
 from inferstack.sizing.demand import Demand
@@ -62,8 +61,7 @@ SLOT_PEAKEDNESS = 1.3
 SLOT_WAIT_CEILING = 0.02
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """An offer with the engine and precision it would run."""
 
     offer: Offer
@@ -84,8 +82,7 @@ class Candidate:
         return self.dtype or self.precision
 
 
-@dataclass(frozen=True)
-class Blocker:
+class Blocker(NamedTuple):
     """Why a candidate cannot serve the demand: a kind to group by, a sentence, and how far off it is."""
 
     kind: str  # memory | tensor_parallel | ttft | tpot | latency | replicas | cpu_facts
@@ -96,8 +93,7 @@ class Blocker:
         return self.message
 
 
-@dataclass(frozen=True)
-class Sizing:
+class Sizing(NamedTuple):
     """A feasible deployment of one candidate (or, with `blocked`, why there is none)."""
 
     candidate: Candidate
@@ -128,8 +124,9 @@ class Sizing:
     kv_capacity_tokens: int = 0
     max_concurrency: int = 0
     threads: int | None = None
-    # A feasible LLM sizing's queueing model, with what it has worked out, for `with_autoscaling`.
-    load_model: _LlmLoadModel | None = field(default=None, compare=False, repr=False)
+    # A feasible LLM sizing's queueing model, with what it has worked out, for `with_autoscaling` (an object of
+    # its own per sizing: sizings with the same figures compare equal without it).
+    load_model: _LlmLoadModel | None = None
 
     @property
     def feasible(self) -> bool:
@@ -254,8 +251,7 @@ def _memory_slots(demand: Demand, candidate: Candidate, replica: LlmReplica) -> 
     return min(cap, max(math.floor(root**2), min(in_mean_sequences, 1)))
 
 
-@dataclass(frozen=True)
-class ReplicaPrediction:
+class ReplicaPrediction(NamedTuple):
     """What the planner's closed forms predict for one LLM replica at a given Poisson arrival rate."""
 
     replica: LlmReplica
@@ -482,8 +478,7 @@ class _LlmLoadModel:
         slots = sizing.slots
         saturation_rps = slots / self.cycle_s(slots)
         ceiling_rps = self.ceiling_rps(slots, saturation_rps)
-        return replace(
-            sizing,
+        return sizing._replace(
             target_rps=self._target_rps(sizing.replica_load_rps, slots, ceiling_rps) * sizing.processes,
             utilization_limit=ceiling_rps / saturation_rps,
         )

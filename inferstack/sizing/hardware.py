@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
+from typing import NamedTuple
 
 from inferstack.errors import input_error
 
@@ -41,8 +41,7 @@ def link_bandwidth_gbps(interconnect: str) -> float:
     return _PCIE_X16_GBPS.get(pcie.group(1), 15.75) if pcie else 15.75
 
 
-@dataclass(frozen=True)
-class GpuSpec:
+class GpuSpec(NamedTuple):
     """One accelerator model (a row of gpus.csv)."""
 
     id: str
@@ -89,7 +88,7 @@ class GpuSpec:
         nvidia-smi reading belongs to its own size, so the other size falls back to the datasheet factor."""
         if memory_gb == self.memory_gb:
             return self
-        return replace(self, memory_gb=memory_gb, nvidia_smi_total_mib=None)
+        return self._replace(memory_gb=memory_gb, nvidia_smi_total_mib=None)
 
 
 def _number(text: str) -> float | None:
@@ -175,8 +174,7 @@ CPU_MATMUL_PEAK_OPS_PER_CYCLE: dict[str, dict[str, float]] = {
 _CPU_MATMUL_UNIT = {("amx", "bf16"): "amx", ("amx", "int8"): "amx", ("avx512", "int8"): "vnni"}
 
 
-@dataclass(frozen=True)
-class CpuSpec:
+class CpuSpec(NamedTuple):
     """What a CPU server offers an inference runtime."""
 
     cores: int  # physical cores (one runtime thread each)
@@ -194,8 +192,7 @@ class CpuSpec:
         if processes == 1 and self.numa_nodes == 1:
             return self
         node_gbps = self.memory_bandwidth_gbps / self.numa_nodes
-        return replace(
-            self,
+        return self._replace(
             cores=max(1, self.cores // processes),
             memory_bandwidth_gbps=min(self.memory_bandwidth_gbps / processes, node_gbps),
             numa_nodes=max(1, self.numa_nodes // processes),

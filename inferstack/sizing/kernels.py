@@ -9,15 +9,14 @@ asks `served_precision` before sizing an offer, so no plan names a dtype or kern
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from inferstack.sizing.hardware import DATA_DIR, GpuSpec
 from inferstack.spec import Engine, Precision
 
 
-@dataclass(frozen=True)
-class KernelFloor:
+class KernelFloor(NamedTuple):
     """One row of engine_kernels.csv."""
 
     engine: Engine
@@ -28,8 +27,7 @@ class KernelFloor:
     source: str
 
 
-@dataclass(frozen=True)
-class Served:
+class Served(NamedTuple):
     """What the server runs for a requested precision, and why when it differs."""
 
     precision: Precision

@@ -11,13 +11,12 @@ rate its queueing model derives, and adds the waits and the p95 rules in `evalua
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from inferstack.sizing.llm import LlmReplica
 
 
-@dataclass(frozen=True)
-class TokenLatency:
+class TokenLatency(NamedTuple):
     """Mean latencies of one request at a concurrency, without waiting for a slot or behind other prefills."""
 
     ttft_s: float  # own prefill + the decode step it joins

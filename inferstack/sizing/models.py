@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from inferstack.errors import input_error
 from inferstack.sizing.architecture import LlmArchitecture, read_config_file, read_llm_config
@@ -21,8 +20,7 @@ from inferstack.spec import ModelKind, ModelSpec
 DATA_DIR = Path(__file__).parent / "data"
 
 
-@dataclass(frozen=True)
-class ResolvedModel:
+class ResolvedModel(NamedTuple):
     """A model the sizing code can reason about."""
 
     name: str
@@ -144,6 +142,5 @@ def resolve(model: str | ModelSpec) -> ResolvedModel:
 
 
 def _renamed(model: ResolvedModel, name: str) -> ResolvedModel:
-    from dataclasses import replace
 
-    return replace(model, name=name, display_name=name)
+    return model._replace(name=name, display_name=name)

@@ -14,9 +14,9 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import InputError, Problem, input_error, with_article
@@ -83,8 +83,7 @@ DISK_BASE_GIB = {"gpu": 80, "cpu": 30}  # DLAMI/DLVM GPU images need ~75 GB; Ubu
 RUNTIME_IMAGE_GIB = {"vllm": 20, "triton": 20, "llamacpp": 2}  # container images / venv on disk
 
 
-@dataclass(frozen=True)
-class Priced:
+class Priced(NamedTuple):
     sizing: Sizing
     region: str
     price: Price
@@ -277,7 +276,7 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
             priced.append(Priced(sizing, region, price))
     ranked = sorted(priced, key=_rank_key)
     shown = len(ranked) if alternatives is None else alternatives + 1
-    ranked[:shown] = [replace(p, sizing=with_autoscaling(p.sizing)) for p in ranked[:shown]]
+    ranked[:shown] = [p._replace(sizing=with_autoscaling(p.sizing)) for p in ranked[:shown]]
     plans = [_deployment_plan(demand, p, ranked, cloud) for p in ranked[:shown]]
     return CloudOutcome(
         cloud=cloud,
@@ -308,7 +307,7 @@ def _size(demand: Demand, candidate: Candidate, shared: dict[tuple[object, ...],
         return size_candidate(demand, candidate)
     if key not in shared:
         shared[key] = size_candidate(demand, candidate)
-    return replace(shared[key], candidate=candidate)
+    return shared[key]._replace(candidate=candidate)
 
 
 def _over_budget(demand: Demand, sizing: Sizing, region: str, price: Price) -> tuple[str, tuple[float, str]] | None:

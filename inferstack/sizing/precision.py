@@ -8,14 +8,13 @@ everything at the file's average rate; MXFP4 (gpt-oss) quantizes only the routed
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from inferstack.sizing.architecture import LlmArchitecture
 from inferstack.spec import KvCacheDtype, Precision
 
 
-@dataclass(frozen=True)
-class PrecisionFormat:
+class PrecisionFormat(NamedTuple):
     bits_per_weight: float
     scope: str  # "all": every weight; "linear": transformer blocks only; "experts": routed experts only
     compute: str  # which tensor-core peak runs the matmuls: fp16, fp8, int8, fp32

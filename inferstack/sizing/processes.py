@@ -15,7 +15,6 @@ reads its own weights every step), so CPU counts stop at the node count. No cata
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from inferstack.plan import MAX_PROCESSES_PER_SERVER
 from inferstack.sizing.demand import Demand
@@ -44,7 +43,7 @@ def size_processes(demand: Demand, candidate: Candidate, size: Callable[[Candida
     fewest_servers = max(demand.stage.min_replicas, 1 + demand.stage.spare_replicas)
     if len(counts) == 1 or (single.feasible and single.replicas <= fewest_servers):
         return single  # more processes cannot need fewer servers than the stage's least
-    sizings = [single, *(size(replace(candidate, processes=n)) for n in counts[1:])]
+    sizings = [single, *(size(candidate._replace(processes=n)) for n in counts[1:])]
     feasible = [s for s in sizings if s.feasible]
     if not feasible:
         return single
@@ -54,7 +53,7 @@ def size_processes(demand: Demand, candidate: Candidate, size: Callable[[Candida
     if best.processes == 1 and not too_big:
         return best
     note = _why(best, sizings[0], too_big)
-    return replace(best, candidate=replace(best.candidate, notes=(*best.candidate.notes, note)))
+    return best._replace(candidate=best.candidate._replace(notes=(*best.candidate.notes, note)))
 
 
 def _layout(candidate: Candidate) -> str:

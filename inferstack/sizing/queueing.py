@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 P95_TAIL = 0.05
 NEGLIGIBLE = 1e-12  # relative probability below which the slot queue stops adding states
@@ -32,8 +32,7 @@ def erlang_c(servers: int, offered_load: float) -> float:
     return erlang_b / (1 - rho * (1 - erlang_b))
 
 
-@dataclass(frozen=True)
-class SlotQueue:
+class SlotQueue(NamedTuple):
     """M/M(n)/m: Poisson arrivals to m slots whose requests finish faster or slower with the number in service.
 
     With n ≤ m requests in service each holds its slot for `service_s(n)` on average, so they leave at rate

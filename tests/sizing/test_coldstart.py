@@ -3,7 +3,6 @@ from the server's network, disks and model; and the boot log's machine-readable 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import subprocess
 from pathlib import Path
@@ -46,7 +45,7 @@ def test_the_runtime_phase_installs_the_way_the_bootstraps_auto_mode_does(runtim
     plan = sample_plan("aws", variant)  # type: ignore[arg-type]
     plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"runtime": runtime,
                                                                               "processes": processes})})
-    phase = next(p for p in cold_start(dataclasses.replace(GPU_SERVER, runtime=runtime, device=device,
+    phase = next(p for p in cold_start(GPU_SERVER._replace(runtime=runtime, device=device,
                                                            processes=processes)).phases if p.phase == "runtime")
     assert ("pip builds" in phase.basis) == (resolve_mode(plan, "auto") == "native"), phase.basis
 
@@ -74,8 +73,8 @@ def test_the_boot_script_runs_the_plans_phases_after_the_vm_boot() -> None:
 
 @pytest.mark.parametrize("cloud", CLOUDS)
 def test_the_driver_takes_time_only_on_a_gpu_server_of_a_cloud_without_a_driver_ready_image(cloud: str) -> None:
-    gpu = cold_start(dataclasses.replace(GPU_SERVER, cloud=cloud))  # type: ignore[arg-type]
-    cpu = cold_start(dataclasses.replace(GPU_SERVER, cloud=cloud, runtime="llamacpp", device="cpu"))  # type: ignore[arg-type]
+    gpu = cold_start(GPU_SERVER._replace(cloud=cloud))  # type: ignore[arg-type]
+    cpu = cold_start(GPU_SERVER._replace(cloud=cloud, runtime="llamacpp", device="cpu"))  # type: ignore[arg-type]
     assert gpu.seconds("driver") == (0 if CLOUD_FACTS[cloud].driver_ready_image else DRIVER_INSTALL_S)
     assert cpu.seconds("driver") == 0
     assert CLOUD_FACTS["alibaba"].driver_ready_image is False and CLOUD_FACTS["aws"].driver_ready_image is True
@@ -83,7 +82,7 @@ def test_the_driver_takes_time_only_on_a_gpu_server_of_a_cloud_without_a_driver_
 
 def test_local_nvme_loads_and_syncs_faster_than_the_boot_volume() -> None:
     nvme = cold_start(GPU_SERVER)
-    gp3 = cold_start(dataclasses.replace(GPU_SERVER, local_nvme_gb=0))
+    gp3 = cold_start(GPU_SERVER._replace(local_nvme_gb=0))
     assert gp3.seconds("model_load") > nvme.seconds("model_load")
     assert gp3.seconds("model_sync") > nvme.seconds("model_sync")
     # gp3 at its 125 MiB/s baseline: 14.96 GiB read in 123 s, plus vLLM's 90 s warm-up
@@ -92,7 +91,7 @@ def test_local_nvme_loads_and_syncs_faster_than_the_boot_volume() -> None:
 
 def test_a_bigger_model_downloads_and_loads_longer() -> None:
     small = cold_start(GPU_SERVER)
-    large = cold_start(dataclasses.replace(GPU_SERVER, model_gib=140.0))
+    large = cold_start(GPU_SERVER._replace(model_gib=140.0))
     rate, _ = download_bytes_per_s(GPU_SERVER)
     extra_gib = 140.0 - 14.96
     # the extra bytes cross the network (at the sync's rate) and are hashed (1 GiB/s)
@@ -102,16 +101,16 @@ def test_a_bigger_model_downloads_and_loads_longer() -> None:
 
 
 def test_the_download_is_limited_by_the_network_the_bucket_or_the_disk() -> None:
-    assert download_bytes_per_s(dataclasses.replace(GPU_SERVER, network_gbps=1.0)) == (125e6, "network")
-    rate, limit = download_bytes_per_s(dataclasses.replace(GPU_SERVER, network_gbps=100.0))
+    assert download_bytes_per_s(GPU_SERVER._replace(network_gbps=1.0)) == (125e6, "network")
+    rate, limit = download_bytes_per_s(GPU_SERVER._replace(network_gbps=100.0))
     assert (rate, limit) == (16 * 50e6, "bucket, 16 connections")
-    assert download_bytes_per_s(dataclasses.replace(GPU_SERVER, local_nvme_gb=None))[1] == "gp3"
-    slow = cold_start(dataclasses.replace(GPU_SERVER, network_gbps=1.0))
+    assert download_bytes_per_s(GPU_SERVER._replace(local_nvme_gb=None))[1] == "gp3"
+    slow = cold_start(GPU_SERVER._replace(network_gbps=1.0))
     assert slow.seconds("model_sync") > cold_start(GPU_SERVER).seconds("model_sync")
 
 
 def test_an_instance_without_a_network_figure_gets_the_conservative_default() -> None:
-    assert download_bytes_per_s(dataclasses.replace(GPU_SERVER, network_gbps=None)) == (5e9 / 8, "network")
+    assert download_bytes_per_s(GPU_SERVER._replace(network_gbps=None)) == (5e9 / 8, "network")
 
 
 def test_the_estimate_counts_the_model_syncs_own_parallelism() -> None:

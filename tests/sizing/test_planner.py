@@ -1,6 +1,5 @@
 """Planner cases from the source documents, and the planner's guarantees as properties."""
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -154,7 +153,9 @@ def test_gpu_offers_with_the_same_accelerators_are_sized_alike(name):
         sizing = size_candidate(demand, candidate)
         if key in first:
             shared += 1
-            assert sizing == replace(first[key], candidate=candidate), offer.name
+            # Its queueing model (load_model) is a new object per sizing: the figures are what must agree.
+            assert sizing._replace(load_model=None) == first[key]._replace(candidate=candidate, load_model=None), \
+                offer.name
         first.setdefault(key, sizing)
     assert shared > 0
 
@@ -213,7 +214,7 @@ def test_adding_a_cheaper_feasible_instance_never_raises_the_cost(tmp_path_facto
     if before is None or before.price.hourly_per_instance is None:
         return
     original = next(o for o in offers() if o.name == before.offer)
-    cheaper = replace(original, name=f"{original.name}-cheaper", machine_type=f"{original.machine_type}-cheaper")
+    cheaper = original._replace(name=f"{original.name}-cheaper", machine_type=f"{original.machine_type}-cheaper")
     prices = tmp_path_factory.mktemp("prices") / "prices.yaml"
     prices.write_text(
         yaml.safe_dump(

@@ -3,7 +3,6 @@ GPU (group) of a multi-GPU server, where that needs fewer servers at the SLO, an
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ TWO_SOCKET_PRICE_PER_HOUR = 8.0
 
 def two_socket_server(memory_gib: float = 384.0) -> Offer:
     base = next(o for o in offers() if o.cloud == "aws" and o.family == "c7i" and not o.has_gpu)
-    return replace(base, name="c7i.48xlarge", machine_type="c7i.48xlarge", vcpus=192, memory_gib=memory_gib,
+    return base._replace(name="c7i.48xlarge", machine_type="c7i.48xlarge", vcpus=192, memory_gib=memory_gib,
                    cpu=host_cpu("aws", "c7i", 192))
 
 
@@ -72,7 +71,7 @@ def test_a_cpu_plan_runs_one_process_per_numa_node_when_that_needs_fewer_servers
     candidate = planner._candidate(wanted, offer)
     assert not isinstance(candidate, str)
     one = size_candidate(wanted, candidate)
-    two = size_candidate(wanted, replace(candidate, processes=2))
+    two = size_candidate(wanted, candidate._replace(processes=2))
     assert one.feasible and two.feasible and two.replicas < one.replicas  # 4 servers instead of 5
 
     plan = plan_on(spec, offer, tmp_path, monkeypatch)
@@ -101,7 +100,7 @@ def test_two_processes_are_not_planned_where_two_copies_of_the_weights_do_not_fi
     wanted = demand(spec)
     candidate = planner._candidate(wanted, offer)
     assert not isinstance(candidate, str)
-    two = size_candidate(wanted, replace(candidate, processes=2))
+    two = size_candidate(wanted, candidate._replace(processes=2))
     assert two.blocked is not None and two.blocked.kind == "memory"
     assert "172.8 GiB usable per process (2 processes per server, each with its own weights)" in str(two.blocked)
 
