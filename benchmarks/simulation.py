@@ -2,10 +2,12 @@
 
     python benchmarks/simulation.py [--requests N]
 
-For each grid point (a model on a GPU, a traffic shape, a load) it prints the planner's p95 TTFT / TPOT /
-end-to-end beside the simulated ones (inferstack.sizing.simulate) and the relative error. The loads are 30 % and
+For each grid point (a model on a GPU, or one of several processes on a CPU server; a traffic shape; a load) it
+prints the planner's p95 TTFT / TPOT / end-to-end beside the simulated ones (inferstack.sizing.simulate) and the
+relative error. The loads are 30 % and
 60 % of the replica's saturation rate and its ceiling: the most the planner puts on it (the stage's utilization
-cap, or where 2 % of arrivals would wait for a slot: `evaluate.SLOT_WAIT_CEILING`). Target (issue 13): every
+cap, or where 2 % of arrivals would wait for a slot: `evaluate.SLOT_WAIT_CEILING`; for a server of one request at a
+time, `evaluate.SERIAL_UTILIZATION_CEILING`). Target (issue 13): every
 figure within 15 %; exits non-zero when one is not. Points at 85 %, past the ceiling, follow for reference and
 are not gated: the p95 request waits for a slot there, the closed form reads TTFT high (up to +41 % against
 60,000 requests, 8B RAG on one L40S), and a simulated p95 of a few thousand requests swings with the seed.
@@ -43,30 +45,34 @@ SHAPES = {
 class GridPoint:
     model: str
     precision: str
-    gpu: str
+    hardware: str  # a GPU id, or a CPU offer's name (gpus 0)
     gpus: int
     shape: str
     utilization: float | None  # of the saturation rate; None: the planner's ceiling for this replica
+    processes: int = 1  # model processes per server (on a CPU, several run one request at a time each)
 
     @property
     def label(self) -> str:
         load = "ceiling" if self.utilization is None else f"{self.utilization:.0%}"
-        return f"{self.model} {self.precision} {self.gpus}x{self.gpu} {self.shape} @{load}"
+        where = f"{self.gpus}x{self.hardware}" if self.gpus else f"{self.hardware}/{self.processes} processes"
+        return f"{self.model} {self.precision} {where} {self.shape} @{load}"
 
 
+# (model, precision, GPU id or CPU offer, GPUs, shapes, processes)
 CONFIGURATIONS = (
-    ("llama-3.1-8b", "bf16", "L40S", 1, ("chat", "rag")),
-    ("llama-3.1-8b", "bf16", "H100-SXM", 1, ("chat", "long-answer")),
-    ("qwen3-32b", "fp8", "H100-SXM", 1, ("chat",)),
-    ("llama-3.3-70b", "bf16", "A100-SXM4-80GB", 4, ("chat",)),
+    ("llama-3.1-8b", "bf16", "L40S", 1, ("chat", "rag"), 1),
+    ("llama-3.1-8b", "bf16", "H100-SXM", 1, ("chat", "long-answer"), 1),
+    ("qwen3-32b", "fp8", "H100-SXM", 1, ("chat",), 1),
+    ("llama-3.3-70b", "bf16", "A100-SXM4-80GB", 4, ("chat",), 1),
+    # One process of a CPU plan with several: llama-cpp-python's server, one request at a time (one slot).
+    ("mistral-7b", "q4_k_m", "m7i.24xlarge", 0, ("chat",), 2),
 )
-
 
 
 def _points(loads: tuple[float | None, ...]) -> tuple[GridPoint, ...]:
     return tuple(
-        GridPoint(model, precision, gpu, gpus, shape, load)
-        for model, precision, gpu, gpus, shapes in CONFIGURATIONS
+        GridPoint(model, precision, hardware, gpus, shape, load, processes)
+        for model, precision, hardware, gpus, shapes, processes in CONFIGURATIONS
         for shape in shapes
         for load in loads
     )
@@ -108,8 +114,11 @@ def _demand(point: GridPoint) -> Demand:
 
 
 def _candidate(point: GridPoint) -> Candidate:
-    offer = next(o for o in offers() if o.gpu is not None and o.gpu.id == point.gpu and o.gpu_count == point.gpus)
-    return Candidate(offer, Engine.VLLM, Precision(point.precision))
+    if not point.gpus:
+        offer = next(o for o in offers() if o.name == point.hardware)
+        return Candidate(offer, Engine.LLAMACPP, Precision(point.precision), processes=point.processes)
+    offer = next(o for o in offers() if o.gpu is not None and o.gpu.id == point.hardware and o.gpu_count == point.gpus)
+    return Candidate(offer, Engine.VLLM, Precision(point.precision), processes=point.processes)
 
 
 def run_point(point: GridPoint, requests: int = 12000, seed: int = 1) -> PointResult:

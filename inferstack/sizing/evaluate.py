@@ -38,6 +38,10 @@ if TYPE_CHECKING:  # calibration.py is loaded only when a plan has a calibration
 MAX_REPLICAS = 64
 MAX_NUM_SEQS_GPU = 256  # vLLM's default max_num_seqs
 MAX_SLOTS_CPU = 16  # llama.cpp --parallel beyond this only splits the context further
+# A CPU plan with several processes runs llama-cpp-python's server natively, one process per NUMA node (only systemd
+# binds a process to its node: bootstrap/runtimes.resolve_mode), and that server runs one request at a time (one lock
+# per model, llama_cpp/server/app.py): each of its processes is a replica of one slot.
+NATIVE_CPU_SLOTS = 1
 # p95 of the per-request TPOT over its mean: 1 + per_share × (share of engine time spent prefilling) + z × the
 # spread of the prefill stalls one answer sits through (see `_LlmLoadModel.tpot_p95_s`); per_share is fitted on
 # the simulated grid of benchmarks/simulation.py (the batch size that rises and falls with the prefills).
@@ -59,6 +63,11 @@ SLOT_PEAKEDNESS = 1.3
 # chat-8b-public on one L40S, 60,000 simulated requests: 247 ms at 75 % of saturation (predicted 229), 838 ms at
 # 80 % (predicted 340).
 SLOT_WAIT_CEILING = 0.02
+# The most a serial replica (one request at a time) is loaded. Its arrivals wait behind whole requests, a share ρ
+# of them (M/G/1), and past 70 % of saturation the closed form's exponential tail reads the p95 wait high against
+# 24,000-request simulations (benchmarks/simulation.py, mistral-7b q4_k_m, one of two processes on an m7i.24xlarge:
+# TTFT +15 % to +25 % over four seeds at 80 %, +10 % to +15 % over three at 70 %).
+SERIAL_UTILIZATION_CEILING = 0.7
 
 
 class Candidate(NamedTuple):
@@ -219,7 +228,7 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
             "memory",
             f"the KV cache ({replica.kv_cache_gib:.1f} GiB) cannot hold one {demand.max_model_len}-token sequence",
         )
-    model = _LlmLoadModel(demand, replica)
+    model = _LlmLoadModel(demand, replica, serial=serves_one_at_a_time(candidate))
     slots = model.largest_concurrency_meeting_tpot(_memory_slots(demand, candidate, replica))
     if slots < 1:
         tpot_ms = model.tpot_p95_s(1) * 1e3
@@ -241,10 +250,21 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
     return model.size_replicas(candidate, slots, slots / model.cycle_s(slots))
 
 
+def serves_one_at_a_time(candidate: Candidate) -> bool:
+    """Whether the candidate's server runs one request at a time (NATIVE_CPU_SLOTS): a CPU plan with several
+    processes."""
+    return not candidate.on_gpu and candidate.processes > 1
+
+
 def _memory_slots(demand: Demand, candidate: Candidate, replica: LlmReplica) -> int:
     """Sequences the KV cache holds with room for their lengths to vary: n with n + z·√n·CV ≤ cache / mean, so
     that n sequences drawn at random fit about five times in six (z = 1)."""
-    cap = MAX_NUM_SEQS_GPU if candidate.on_gpu else min(MAX_SLOTS_CPU, replica.cpu.cores if replica.cpu else 1)
+    if candidate.on_gpu:
+        cap = MAX_NUM_SEQS_GPU
+    elif serves_one_at_a_time(candidate):
+        cap = NATIVE_CPU_SLOTS
+    else:
+        cap = min(MAX_SLOTS_CPU, replica.cpu.cores if replica.cpu else 1)
     in_mean_sequences = replica.max_concurrency(demand.kv_sequence_tokens)
     spread = demand.sequence_tokens_cv * KV_HEADROOM_SIGMAS
     root = (-spread + math.sqrt(spread**2 + 4 * in_mean_sequences)) / 2
@@ -269,7 +289,7 @@ def predict_llm_replica(
 ) -> ReplicaPrediction:
     """The planner's p95 TTFT/TPOT/end-to-end for one replica at `arrival_rps` (slots: the planner's unless given)."""
     replica = _llm_replica(demand, candidate)
-    model = _LlmLoadModel(demand, replica)
+    model = _LlmLoadModel(demand, replica, serial=serves_one_at_a_time(candidate))
     if slots is None:
         slots = model.largest_concurrency_meeting_tpot(_memory_slots(demand, candidate, replica))
     concurrency = model.concurrency_at(arrival_rps, slots)
@@ -289,10 +309,14 @@ def predict_llm_replica(
 
 
 class _LlmLoadModel:
-    """The queueing view of one LLM replica for one demand: `token_latency` plus the waits and the p95 rules."""
+    """The queueing view of one LLM replica for one demand: `token_latency` plus the waits and the p95 rules.
 
-    def __init__(self, demand: Demand, replica: LlmReplica):
-        self.demand, self.replica = demand, replica
+    `serial`: the server runs one request at a time (`serves_one_at_a_time`). Nothing then joins a running answer:
+    its tokens come at the decode step of one sequence, and a request waits for the slot behind whole requests
+    (the slot queue's M/G/1 wait), not behind other prompts' prefills besides."""
+
+    def __init__(self, demand: Demand, replica: LlmReplica, serial: bool = False):
+        self.demand, self.replica, self.serial = demand, replica, serial
         # A long answer waits longer for a slot: Allen–Cunneen scales M/M/m waits by (1 + CV²ₛ)/2 for a
         # service time of that variability (the slot is held for the whole answer).
         self.service_variability = (1 + demand.output_tokens_cv2) / 2
@@ -308,6 +332,11 @@ class _LlmLoadModel:
         extra_tokens = max(demand.prompt_tokens_p95 - demand.prompt_tokens, 1)
         per_token_s = (self.prefill_p95_s - self.prefill_mean_s) / extra_tokens
         self.prefill_cv2 = demand.prompt_tokens_cv2 * (per_token_s * demand.prompt_tokens / self.prefill_mean_s) ** 2
+        if serial:  # the slot is held for the prefill too, and prompts vary in length as well as answers
+            prefill_s, answer_s = self.prefill_mean_s, self.cycle_s(1) - self.prefill_mean_s
+            service_cv2 = (self.prefill_cv2 * prefill_s**2 + demand.output_tokens_cv2 * answer_s**2) / (
+                prefill_s + answer_s) ** 2
+            self.service_variability = (1 + service_cv2) / 2
 
     def cycle_s(self, concurrency: int) -> float:
         """Seconds a request holds its slot at `concurrency` (cached: the slot queue asks for every n ≤ slots)."""
@@ -341,7 +370,10 @@ class _LlmLoadModel:
 
     def _token_latency(self, concurrency: int, arrival_rps: float | None, own_prompt_tokens: int) -> TokenLatency:
         d = self.demand
-        rate = concurrency / self.cycle_s(concurrency) if arrival_rps is None else arrival_rps
+        # Other prompts' prefills stall a running answer at this rate; a serial server prefills none meanwhile.
+        rate = arrival_rps if arrival_rps is not None else concurrency / self.cycle_s(concurrency)
+        if self.serial:
+            rate = 0.0
         return token_latency(
             self.replica,
             concurrency=concurrency,
@@ -384,12 +416,18 @@ class _LlmLoadModel:
         if key not in self._slot_queues:
             if len(self._holds) <= slots:
                 self._holds = self._slot_holds(slots)
-            self._slot_queues[key] = SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots, SLOT_PEAKEDNESS)
+            # A serial server has no batch for a prefill to stall: its queue is plain M/G/1 (peakedness 1).
+            peakedness = 1.0 if self.serial else SLOT_PEAKEDNESS
+            self._slot_queues[key] = SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots, peakedness)
         return self._slot_queues[key]
 
     def within_ceiling(self, arrival_rps: float, slots: int, saturation_rps: float) -> bool:
         """Whether a replica may carry `arrival_rps`: at most the stage's utilization of its saturation, and few
-        enough arrivals waiting for a slot that the p95 request does not (SLOT_WAIT_CEILING)."""
+        enough arrivals waiting for a slot that the p95 request does not (SLOT_WAIT_CEILING). A serial replica has
+        no such load (a share ρ of its arrivals waits): SERIAL_UTILIZATION_CEILING caps it, and the TTFT target,
+        whose p95 counts the wait, bounds it below that."""
+        if self.serial:
+            return arrival_rps <= min(self.demand.stage.max_utilization, SERIAL_UTILIZATION_CEILING) * saturation_rps
         if arrival_rps > self.demand.stage.max_utilization * saturation_rps:
             return False
         return self.slot_queue(arrival_rps, slots).p_wait <= SLOT_WAIT_CEILING
@@ -413,8 +451,9 @@ class _LlmLoadModel:
         return self._ttfts[key]
 
     def _ttft_s(self, concurrency: int, arrival_rps: float, slots: int) -> tuple[float, float]:
-        prefill_wait_mean = mg1_mean_wait_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2)
-        prefill_wait_p95 = mg1_wait_p95_s(arrival_rps, self.prefill_mean_s, self.prefill_cv2)
+        prefill_rps = 0.0 if self.serial else arrival_rps  # serial: the slot queue's wait is the whole wait
+        prefill_wait_mean = mg1_mean_wait_s(prefill_rps, self.prefill_mean_s, self.prefill_cv2)
+        prefill_wait_p95 = mg1_wait_p95_s(prefill_rps, self.prefill_mean_s, self.prefill_cv2)
         mean = self.token_latency(concurrency, arrival_rps).ttft_s + prefill_wait_mean
         p95 = mean + math.hypot(self.prefill_p95_s - self.prefill_mean_s, prefill_wait_p95 - prefill_wait_mean)
         slot_queue = self.slot_queue(arrival_rps, slots)

@@ -249,7 +249,10 @@ def _replica_line(demand: Demand, sizing: object) -> str:
     assert isinstance(sizing, Sizing)
     rules = demand.stage
     limit = f"limit {rules.max_utilization:.0%}"
-    if 0 < sizing.utilization_limit < rules.max_utilization - 0.005:
+    if sizing.load_model is not None and sizing.load_model.serial:
+        limit = (f"limit {sizing.utilization_limit:.0%}: llama-cpp-python serves one request at a time, so a share of "
+                 "requests as large as the load waits for the one before it")
+    elif 0 < sizing.utilization_limit < rules.max_utilization - 0.005:
         limit = f"limit {sizing.utilization_limit:.0%}, where {SLOT_WAIT_CEILING:.0%} of requests would wait for a slot"
     line = (
         f"{sizing.replicas} replica(s), each at {sizing.utilization:.0%} of its saturation at peak "

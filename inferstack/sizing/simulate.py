@@ -185,11 +185,12 @@ def simulate_plan(spec: WorkloadSpec, plan: DeploymentPlan, requests: int = 4000
     """Simulate one replica of an LLM plan at its planned per-replica peak rate, beside what the plan predicts."""
     demand = demand_of(spec, resolve(spec.model))
     offer = next(o for o in offers() if (o.cloud, o.region, o.name) == (plan.cloud, plan.region, plan.offer))
-    candidate = Candidate(offer, Engine(plan.serving.engine), Precision(plan.precision))
+    candidate = Candidate(offer, Engine(plan.serving.engine), Precision(plan.precision),
+                          processes=plan.serving.processes)  # a replica is one process: its GPUs or share of the CPU
     perf, slots = plan.performance, plan.serving.max_num_seqs
     if slots is None or perf.ttft_p95_ms is None or perf.tpot_p95_ms is None:
         raise ValueError(f"{plan.workload} is not an LLM plan: nothing to simulate")
-    rate = perf.load_requests_per_s / serving_replicas(plan)
+    rate = perf.load_requests_per_s / (serving_replicas(plan) * plan.serving.processes)  # per process
     replica = predict_llm_replica(demand, candidate, rate, slots).replica
     traffic = TrafficShape.of(demand)
     simulated = simulate_replica(replica, traffic, arrival_rps=rate, slots=slots, requests=requests, seed=seed)

@@ -12,12 +12,13 @@ from inferstack.errors import InputError
 from inferstack.plan import MAX_PROCESSES_PER_SERVER, Serving
 from inferstack.sizing import planner
 from inferstack.sizing.catalog import Offer, host_cpu, offers
-from inferstack.sizing.demand import Demand, demand_of
+from inferstack.sizing.demand import STAGES, Demand, demand_of
 from inferstack.sizing.estimate import estimate
-from inferstack.sizing.evaluate import size_candidate
+from inferstack.sizing.evaluate import SERIAL_UTILIZATION_CEILING, size_candidate
 from inferstack.sizing.hardware import CpuSpec, gpu_spec
 from inferstack.sizing.models import lookup, resolve
 from inferstack.sizing.processes import process_counts, size_processes
+from inferstack.sizing.simulate import simulate_plan
 from inferstack.spec import Engine, Precision, WorkloadSpec, parse_workload
 
 # AWS c7i.48xlarge: 192 vCPU, 384 GiB, two Xeon 8488C sockets of 96 vCPU (cpu_families.csv). The catalog has no
@@ -64,7 +65,9 @@ def test_a_two_socket_server_is_credited_one_nodes_bandwidth_per_process():
                                              two_socket_server())) == [1, 2]
 
 
-def test_a_cpu_plan_runs_one_process_per_numa_node_when_that_needs_fewer_servers(tmp_path, monkeypatch):
+def test_a_cpu_plan_keeps_one_batching_process_where_serial_processes_need_more_servers(tmp_path, monkeypatch):
+    # Several processes run llama-cpp-python natively, one request at a time each; one process runs llama-server,
+    # which batches 16: at a loose TPOT target the batch carries the load on half the servers.
     spec = cpu_workload("mistral-7b", "int4", 3.0, 30000, 400)
     offer = two_socket_server()
     wanted = demand(spec)
@@ -72,11 +75,31 @@ def test_a_cpu_plan_runs_one_process_per_numa_node_when_that_needs_fewer_servers
     assert not isinstance(candidate, str)
     one = size_candidate(wanted, candidate)
     two = size_candidate(wanted, candidate._replace(processes=2))
-    assert one.feasible and two.feasible and two.replicas < one.replicas  # 4 servers instead of 5
+    assert one.feasible and two.feasible and one.slots == 16 and two.slots == 1
+    assert one.replicas < two.replicas  # 6 servers against 12
+
+    plan = plan_on(spec, offer, tmp_path, monkeypatch)
+    assert plan is not None and plan.serving.processes == 1 and plan.instance_count == one.replicas
+
+
+def test_a_cpu_plan_runs_one_serial_process_per_numa_node_where_one_process_misses_the_tpot_target(
+        tmp_path, monkeypatch):
+    # At 60 ms TPOT one process fails even at one sequence (other prompts' prefills stall its answers), while a
+    # process that serves one request at a time decodes each answer alone: two such processes per server carry it.
+    spec = cpu_workload("mistral-7b", "int4", 3.0, 30000, 60)
+    offer = two_socket_server()
+    wanted = demand(spec)
+    candidate = planner._candidate(wanted, offer)
+    assert not isinstance(candidate, str)
+    one = size_candidate(wanted, candidate)
+    two = size_candidate(wanted, candidate._replace(processes=2))
+    assert not one.feasible and two.feasible and two.slots == 1
+    assert two.tpot_p95_ms is not None and two.tpot_p95_ms <= 60
 
     plan = plan_on(spec, offer, tmp_path, monkeypatch)
     assert plan is not None
     assert plan.serving.processes == 2 and plan.memory.processes == 2 and plan.instance_count == two.replicas
+    assert plan.serving.max_num_seqs == 1  # what llama-cpp-python's server runs at once
     assert plan.serving.threads == 48  # each process on its own socket's cores
     memory = plan.memory
     per_process = memory.weights_gib + memory.overhead_gib + memory.kv_cache_needed_gib
@@ -85,11 +108,14 @@ def test_a_cpu_plan_runs_one_process_per_numa_node_when_that_needs_fewer_servers
     assert memory.kv_cache_needed_gib <= memory.kv_cache_gib
     why = " ".join(plan.rationale)
     assert "2 model processes per server (one per NUMA node" in why
-    assert f"{two.replicas} server(s), against {one.replicas} with one process" in why
+    assert f"{two.replicas} server(s), against one process: {one.blocked}" in why
     assert "2 processes each hold their own weights and cache: 2 x" in why
+    assert "llama-cpp-python serves one request at a time" in why
     assert plan.price.monthly.amount == pytest.approx(TWO_SOCKET_PRICE_PER_HOUR * 730 * two.replicas)
-    # The whole fleet carries the load: its processes, not its servers, are the replicas of the queueing model.
+    # The whole fleet carries the load: its processes, not its servers, are the replicas of the queueing model,
+    # each loaded to at most SERIAL_UTILIZATION_CEILING.
     assert plan.performance.capacity_requests_per_s >= plan.performance.load_requests_per_s == pytest.approx(3.0)
+    assert plan.performance.utilization <= SERIAL_UTILIZATION_CEILING
     assert plan.fleet is not None and plan.fleet.target_requests_per_s * plan.instance_count >= 3.0
 
 
@@ -122,6 +148,24 @@ def test_a_small_model_on_a_multi_gpu_server_may_run_one_process_per_gpu_pair():
     single = size_candidate(wanted, candidate)
     assert chosen.processes > 1 and chosen.replicas < single.replicas
     assert chosen.capacity_rps >= chosen.load_rps
+
+
+def test_plan_simulate_runs_one_process_of_a_multi_process_plan_at_its_share(monkeypatch):
+    # `plan --simulate` simulates one replica of the queueing model: one process on its own GPUs, at the peak load
+    # over every serving process (before, the whole server's GPUs at the load over its servers: TTFT -100 %).
+    spec = parse_workload(yaml.safe_load((Path(__file__).parents[2] / "examples/workloads/chat-8b-public.yaml")
+                                         .read_text()))
+    offer = next(o for o in offers() if o.name == "ecs.gn7i-4x.16xlarge")  # 4x A10
+    monkeypatch.setattr(planner, "offers", lambda: (offer,))
+    plan = planner.plan_workload(spec, clouds=["alibaba"]).outcome("alibaba").chosen
+    monkeypatch.undo()
+    assert plan is not None and plan.serving.processes == 2 and plan.tensor_parallel == 2
+    simulated = simulate_plan(spec, plan)
+    processes = (plan.replicas - STAGES[plan.stage].spare_replicas) * plan.serving.processes
+    assert simulated["requests_per_s_per_replica"] == pytest.approx(plan.performance.load_requests_per_s / processes,
+                                                                    abs=1e-4)
+    for metric in ("ttft_p95_ms", "tpot_p95_ms", "latency_p95_ms"):
+        assert simulated[metric] == pytest.approx(simulated[f"predicted_{metric}"], rel=0.15), metric
 
 
 def test_a_process_count_beyond_the_bound_is_refused_by_the_plan_model():

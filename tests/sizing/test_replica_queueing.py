@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from inferstack.sizing.evaluate import (
+    SERIAL_UTILIZATION_CEILING,
     SLOT_WAIT_CEILING,
     TPOT_TAIL_PER_PREFILL_SHARE,
     Z_95,
@@ -98,3 +99,18 @@ def test_a_sizing_gets_its_autoscaling_figures_from_its_own_replicas_ceiling_whe
     per_replica = scaled.target_rps / scaled.processes
     assert sizing.replica_load_rps <= per_replica <= prediction.ceiling_rps * (1 + 1e-12)
     assert with_autoscaling(scaled) == scaled
+
+
+def test_a_serial_replica_decodes_each_answer_alone_and_is_loaded_to_its_own_ceiling():
+    # One of two llama-cpp-python processes on a CPU server: one request at a time, so nothing stalls its answer
+    # (every token is the decode step of one sequence, at any load) and the whole wait is for the slot.
+    point = next(p for p in simulation.GRID if not p.gpus and p.utilization is None)
+    demand, candidate = simulation._demand(point), simulation._candidate(point)
+    at_saturation = predict_llm_replica(demand, candidate, 1.0)
+    assert at_saturation.slots == 1
+    replica, saturation = at_saturation.replica, at_saturation.saturation_rps
+    alone_ms = replica.decode_step_s(1, demand.kv_context_tokens) * 1e3
+    light, heavy = (predict_llm_replica(demand, candidate, share * saturation) for share in (0.2, 0.6))
+    assert light.tpot_p95_ms == pytest.approx(alone_ms) and heavy.tpot_p95_ms == pytest.approx(alone_ms)
+    assert heavy.ttft_p95_ms > 2 * light.ttft_p95_ms  # waiting behind whole requests
+    assert at_saturation.ceiling_rps == pytest.approx(SERIAL_UTILIZATION_CEILING * saturation, rel=1e-6)
