@@ -234,6 +234,10 @@ def _estimate_llm(
     activation = replica.overhead_gib - (0.0 if cpu else _non_torch(replica))
     if processes > 1:
         notes.append(_processes_note(processes, total, replica, gpu is not None, memory_known))
+        if cpu and engine is Engine.LLAMACPP and concurrency > 1:
+            notes.append("a CPU plan's processes run llama-cpp-python, which serves one request at a time "
+                         "(`plan` sizes each as one slot): at --concurrency above 1 these are a batching server's "
+                         "rates")
     return Estimate(
         model=model.name,
         hardware=_hardware_label(gpu, server_gpus, cpu),

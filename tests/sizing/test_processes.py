@@ -185,6 +185,7 @@ def test_estimate_with_two_processes_splits_cores_ram_and_gpus_and_reports_the_s
     assert two.weights_gib == pytest.approx(one.weights_gib)
     assert two.kv_cache_available_gib == pytest.approx((384 - 38.4) / 2 - two.weights_gib - two.overhead_gib)
     assert "2 processes, each with its own weights and KV cache: 2 x" in " ".join(two.notes)
+    assert "llama-cpp-python, which serves one request at a time" in " ".join(two.notes)  # at --concurrency 8
     # one process is credited one socket's bandwidth: two, one per socket, decode about twice the server's tokens
     assert two.output_tokens_per_s > 1.5 * one.output_tokens_per_s
 

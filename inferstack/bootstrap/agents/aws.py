@@ -45,7 +45,9 @@ RUNTIME_METRICS = {
     # against the pinned vLLM version (the KV cache gauge was renamed from gpu_cache_usage_perc in the V1 engine).
     "vllm": ("^vllm:num_requests_running$", "^vllm:num_requests_waiting$", "^vllm:gpu_cache_usage_perc$",
              "^vllm:kv_cache_usage_perc$"),
-    # Verify: CloudWatch keeps the ":" of vLLM's names in the extracted metric names.
+    # The ":" stays in the CloudWatch metric name: the agent's Prometheus receiver takes the name from __name__
+    # unchanged and the EMF exporter matches metric_selectors against it and writes it as is (agent v1.300071.0:
+    # plugins/inputs/prometheus/metrics_receiver.go, internal/metric/metric.go; awsemfexporter metric_declaration.go).
     # llama-server's (--metrics; tools/server in llama.cpp): requests in progress and deferred, tokens generated.
     # Verify against the pinned build.
     "llamacpp": ("^llamacpp:requests_processing$", "^llamacpp:requests_deferred$",
@@ -86,6 +88,8 @@ def agent_config(plan: DeploymentPlan, sources: Sources, target: TelemetryTarget
         logs["metrics_collected"] = {"prometheus": {
             "log_group_name": target.logs, "prometheus_config_path": PROMETHEUS_CONFIG_PATH,
             "emf_processor": {"metric_namespace": target.metrics, "metric_declaration": [{
+                # One series per deployment (its own namespace) with every server's samples: the scrape target is
+                # loopback on every server, so no label tells the servers apart.
                 "source_labels": ["job"], "label_matcher": f"^{SCRAPE_JOB}$", "dimensions": [["job"]],
                 "metric_selectors": list(RUNTIME_METRICS.get(plan.serving.runtime, ("^.+$",)))}]}}}
     return {
