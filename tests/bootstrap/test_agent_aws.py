@@ -7,6 +7,7 @@ script, the configuration and the agent's unit."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -21,6 +22,8 @@ from inferstack.bootstrap.telemetry import AGENT_SCRIPT, AGENT_UNIT, sources
 from inferstack.plan import DeploymentPlan
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "data" / "cloudwatch-agent-schema.json").read_text())
+# What each pinned runtime exposes on /metrics, read from its source (the file says where).
+EXPOSED = json.loads((Path(__file__).resolve().parents[1] / "data" / "runtime_metric_names.json").read_text())
 TARGET = AGENT_TARGETS["aws"]
 VARIANTS = ["gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"]
 
@@ -82,6 +85,14 @@ def test_vllm_and_llama_server_are_scraped_on_loopback_and_native_llama_cpp_not_
     # Only the few series each runtime's alarms and graphs would read become metrics (each one is billed).
     selected = _config(llama)["logs"]["metrics_collected"]["prometheus"]["emf_processor"]["metric_declaration"]
     assert selected[0]["metric_selectors"] == list(agent.RUNTIME_METRICS["llamacpp"])
+
+
+@pytest.mark.parametrize("runtime", sorted(agent.RUNTIME_METRICS))
+def test_every_metric_selector_names_a_metric_the_pinned_runtime_exposes(runtime: str) -> None:
+    # A selector no exposed name matches sends nothing, silently (vllm:gpu_cache_usage_perc, gone in vLLM 0.12.0).
+    exposed = EXPOSED[runtime]["names"]
+    for selector in agent.RUNTIME_METRICS[runtime]:
+        assert [name for name in exposed if re.fullmatch(selector.strip("^$"), name)], selector
 
 
 def test_the_install_script_pins_the_version_and_amazons_key() -> None:  # shellcheck: test_bootstrap_render

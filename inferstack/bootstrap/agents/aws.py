@@ -41,18 +41,20 @@ GPU_MEASUREMENTS = ("memory_used", "memory_total", "utilization_gpu")
 """nvidia_gpu measurements (MiB, MiB, percent): metric names are `nvidia_smi_<measurement>` (CloudWatch User Guide,
 "Collect NVIDIA GPU metrics"; plugins/inputs/nvidia_smi/schema_v12/parser.go)."""
 RUNTIME_METRICS = {
-    # vLLM's Prometheus metrics (vllm/engine/metrics.py): requests running and queued, KV cache use. Verify the names
-    # against the pinned vLLM version (the KV cache gauge was renamed from gpu_cache_usage_perc in the V1 engine).
-    "vllm": ("^vllm:num_requests_running$", "^vllm:num_requests_waiting$", "^vllm:gpu_cache_usage_perc$",
-             "^vllm:kv_cache_usage_perc$"),
+    # vLLM's Prometheus gauges: requests running and queued, KV cache use (vllm 0.12.0's wheel,
+    # vllm/v1/metrics/loggers.py; vllm:gpu_cache_usage_perc, the KV gauge's old name, was removed in 0.12.0 by
+    # vllm-project/vllm#29330).
+    "vllm": ("^vllm:num_requests_running$", "^vllm:num_requests_waiting$", "^vllm:kv_cache_usage_perc$"),
     # The ":" stays in the CloudWatch metric name: the agent's Prometheus receiver takes the name from __name__
     # unchanged and the EMF exporter matches metric_selectors against it and writes it as is (agent v1.300071.0:
     # plugins/inputs/prometheus/metrics_receiver.go, internal/metric/metric.go; awsemfexporter metric_declaration.go).
-    # llama-server's (--metrics; tools/server in llama.cpp): requests in progress and deferred, tokens generated.
-    # Verify against the pinned build.
+    # llama-server's (--metrics): requests in progress and deferred (gauges), tokens generated (a counter written
+    # with its _total). tools/server/server-context.cpp, the same at builds b9538 and b9713 either side of the
+    # pinned b9603 (read in xllamacpp's source packages, which bundle llama.cpp; the b9603 tree itself not read).
     "llamacpp": ("^llamacpp:requests_processing$", "^llamacpp:requests_deferred$",
                  "^llamacpp:tokens_predicted_total$"),
-    # Triton's (docs: user_guide/metrics.md): successful and failed inferences, queue time.
+    # Triton's counters: successful and failed inferences, queue time (triton-inference-server/core r25.10,
+    # src/metrics.cc).
     "triton": ("^nv_inference_request_success$", "^nv_inference_request_failure$",
                "^nv_inference_queue_duration_us$"),
 }
