@@ -689,8 +689,9 @@ class GcpBackend(CloudBackend):
             destination=pulumi.Output.concat("logging.googleapis.com/", bucket.name),
             unique_writer_identity=False, description=f"inferstack {name}: the servers' logs to their bucket",
             opts=opts)
-        # Verify: exclusions made with the projects.exclusions API apply to the _Default sink only (Cloud Logging,
-        # "Exclusion filters"). A deleted log bucket stays DELETE_REQUESTED 7 days and its id cannot be reused
+        # An exclusion made with the projects.exclusions API applies to the _Default sink only (Logging API,
+        # exclusions.create: "Creates a new exclusion in the _Default sink"), so our own sink still routes these
+        # logs to their bucket. A deleted log bucket stays DELETE_REQUESTED 7 days and its id cannot be reused
         # meanwhile: a development stack destroyed and deployed again within a week under the same name fails here.
         gcp.logging.ProjectExclusion(
             f"{name}-log-exclusion", name=_gcp_name(name, "log-exclusion"), project=project, filter=logs,

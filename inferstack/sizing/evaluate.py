@@ -228,8 +228,7 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
             "memory",
             f"the KV cache ({replica.kv_cache_gib:.1f} GiB) cannot hold one {demand.max_model_len}-token sequence",
         )
-    model = _LlmLoadModel(demand, replica, serial=serves_one_at_a_time(candidate))
-    slots = model.largest_concurrency_meeting_tpot(_memory_slots(demand, candidate, replica))
+    model, slots = _load_model(demand, candidate, replica)
     if slots < 1:
         tpot_ms = model.tpot_p95_s(1) * 1e3
         return _blocked(
@@ -248,6 +247,24 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
             own_ttft_s * 1e3 / demand.ttft_p95_ms,
         )
     return model.size_replicas(candidate, slots, slots / model.cycle_s(slots))
+
+
+def _load_model(
+    demand: Demand, candidate: Candidate, replica: LlmReplica, slots: int | None = None
+) -> tuple[_LlmLoadModel, int]:
+    """The replica's queueing model and its slots: the most sequences the KV cache holds and the TPOT target allows
+    (unless given). A replica of one slot is serial, whatever its server (vLLM's --max-num-seqs 1, llama-server's
+    -np 1: a waiting request is prefilled only once the slot is free), and so is one whose answers miss the TPOT
+    target even one at a time among other prompts' prefills: alone on its slot an answer decodes unstalled."""
+    model = _LlmLoadModel(demand, replica, serial=serves_one_at_a_time(candidate))
+    if slots is None:
+        fit = _memory_slots(demand, candidate, replica)
+        slots = model.largest_concurrency_meeting_tpot(fit)
+        if slots == 0 and fit >= 1 and not model.serial:
+            slots = _LlmLoadModel(demand, replica, serial=True).largest_concurrency_meeting_tpot(1)
+    if slots == 1 and not model.serial:
+        model = _LlmLoadModel(demand, replica, serial=True)
+    return model, slots
 
 
 def serves_one_at_a_time(candidate: Candidate) -> bool:
@@ -289,9 +306,7 @@ def predict_llm_replica(
 ) -> ReplicaPrediction:
     """The planner's p95 TTFT/TPOT/end-to-end for one replica at `arrival_rps` (slots: the planner's unless given)."""
     replica = _llm_replica(demand, candidate)
-    model = _LlmLoadModel(demand, replica, serial=serves_one_at_a_time(candidate))
-    if slots is None:
-        slots = model.largest_concurrency_meeting_tpot(_memory_slots(demand, candidate, replica))
+    model, slots = _load_model(demand, candidate, replica, slots)
     concurrency = model.concurrency_at(arrival_rps, slots)
     ttft_s = model.ttft_p95_s(concurrency, arrival_rps, slots)
     tpot_s = model.tpot_p95_s(concurrency, arrival_rps)

@@ -250,8 +250,8 @@ def _replica_line(demand: Demand, sizing: object) -> str:
     rules = demand.stage
     limit = f"limit {rules.max_utilization:.0%}"
     if sizing.load_model is not None and sizing.load_model.serial:
-        limit = (f"limit {sizing.utilization_limit:.0%}: llama-cpp-python serves one request at a time, so a share of "
-                 "requests as large as the load waits for the one before it")
+        limit = (f"limit {sizing.utilization_limit:.0%}: one request at a time, so a share of requests as large as "
+                 "the load waits for the one before it")
     elif 0 < sizing.utilization_limit < rules.max_utilization - 0.005:
         limit = f"limit {sizing.utilization_limit:.0%}, where {SLOT_WAIT_CEILING:.0%} of requests would wait for a slot"
     line = (

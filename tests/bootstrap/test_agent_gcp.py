@@ -11,6 +11,7 @@ confgenerator/logging_receivers.go `files` include_paths, `systemd_journald`; lo
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -59,8 +60,14 @@ def test_each_log_goes_under_a_name_the_sink_routes_and_the_agents_syslog_pipeli
 def test_the_journal_is_filtered_to_the_runtime_gateway_and_boot_units() -> None:
     (processor,) = _config("gpu-llm")["logging"]["processors"].values()
     (condition,) = processor["match_any"]
-    assert condition == ('jsonPayload._SYSTEMD_UNIT !~ '
-                         '"^(inferstack-server|inferstack-gateway|inferstack-boot)\\\\.service$"')
+    field, operator, quoted = condition.split(" ", 2)
+    assert (field, operator) == ("jsonPayload._SYSTEMD_UNIT", "!~") and quoted[0] == quoted[-1] == '"'
+    # The agent passes the text between the quotes to the regex engine unchanged (ops-agent ast.go): a unit the
+    # regex matches is kept, any other excluded.
+    regex = re.compile(quoted[1:-1])
+    kept = ["inferstack-server.service", "inferstack-gateway.service", "inferstack-boot.service"]
+    assert all(regex.search(unit) for unit in kept)
+    assert not any(regex.search(unit) for unit in ("sshd.service", "inferstack-server-service", "docker.service"))
 
 
 def test_vllm_is_scraped_on_loopback_under_the_targets_job_and_native_llama_cpp_not_at_all() -> None:

@@ -110,13 +110,25 @@ def test_a_cpu_plan_runs_one_serial_process_per_numa_node_where_one_process_miss
     assert "2 model processes per server (one per NUMA node" in why
     assert f"{two.replicas} server(s), against one process: {one.blocked}" in why
     assert "2 processes each hold their own weights and cache: 2 x" in why
-    assert "llama-cpp-python serves one request at a time" in why
+    assert "limit 70%: one request at a time" in why
     assert plan.price.monthly.amount == pytest.approx(TWO_SOCKET_PRICE_PER_HOUR * 730 * two.replicas)
     # The whole fleet carries the load: its processes, not its servers, are the replicas of the queueing model,
     # each loaded to at most SERIAL_UTILIZATION_CEILING.
     assert plan.performance.capacity_requests_per_s >= plan.performance.load_requests_per_s == pytest.approx(3.0)
     assert plan.performance.utilization <= SERIAL_UTILIZATION_CEILING
     assert plan.fleet is not None and plan.fleet.target_requests_per_s * plan.instance_count >= 3.0
+
+
+def test_a_batching_server_that_misses_the_tpot_target_among_prefills_runs_one_slot_where_alone_it_meets_it():
+    # One process of 96 cores: among other prompts' prefills one answer's TPOT p95 is 42 ms, over 40; served one
+    # at a time (llama-server -np 1) it decodes alone, within 40 ms, and the plan needs more servers instead.
+    spec = cpu_workload("mistral-7b", "int4", 3.0, 30000, 40)
+    wanted = demand(spec)
+    candidate = planner._candidate(wanted, two_socket_server())
+    assert not isinstance(candidate, str)
+    one = size_candidate(wanted, candidate)
+    assert one.feasible and one.slots == 1 and one.load_model is not None and one.load_model.serial
+    assert one.tpot_p95_ms is not None and one.tpot_p95_ms <= 40
 
 
 def test_two_processes_are_not_planned_where_two_copies_of_the_weights_do_not_fit(tmp_path, monkeypatch):

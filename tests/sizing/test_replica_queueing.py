@@ -114,3 +114,14 @@ def test_a_serial_replica_decodes_each_answer_alone_and_is_loaded_to_its_own_cei
     assert light.tpot_p95_ms == pytest.approx(alone_ms) and heavy.tpot_p95_ms == pytest.approx(alone_ms)
     assert heavy.ttft_p95_ms > 2 * light.ttft_p95_ms  # waiting behind whole requests
     assert at_saturation.ceiling_rps == pytest.approx(SERIAL_UTILIZATION_CEILING * saturation, rel=1e-6)
+
+
+def test_a_replica_of_one_slot_is_serial_whatever_its_server():
+    # vLLM at --max-num-seqs 1 prefills a waiting request only once the slot is free: no prefill stalls an answer.
+    demand, candidate = simulation._demand(CHAT_ON_H100), simulation._candidate(CHAT_ON_H100)
+    at_saturation = predict_llm_replica(demand, candidate, 1.0, slots=1)
+    alone_ms = at_saturation.replica.decode_step_s(1, demand.kv_context_tokens) * 1e3
+    loaded = predict_llm_replica(demand, candidate, 0.6 * at_saturation.saturation_rps, slots=1)
+    assert loaded.tpot_p95_ms == pytest.approx(alone_ms)
+    assert at_saturation.ceiling_rps == pytest.approx(SERIAL_UTILIZATION_CEILING * at_saturation.saturation_rps,
+                                                      rel=1e-6)

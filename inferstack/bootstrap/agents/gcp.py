@@ -54,18 +54,22 @@ def agent_config(sources: Sources, target: TelemetryTarget) -> dict[str, Any]:
                       boot: {"type": "files", "include_paths": [boot_log]},
                       journal: {"type": "systemd_journald"}},
         # The journal's fields keep their names (fluent-bit's systemd input, Strip_Underscores off, as confgenerator
-        # configures it); the filter grammar (confgenerator/filter/internal/filter.bnf) has `!~`. Verify on a server
-        # that only the three units' lines arrive.
+        # configures it); the filter grammar (confgenerator/filter/internal/filter.bnf) has `!~`, and the agent hands
+        # a regex's text between the quotes to the regex engine as written, escapes and all (ast.go NewRestriction:
+        # "preserve the original escaped text for the regex engine"): one backslash before the dot. Lines without
+        # _SYSTEMD_UNIT (the kernel's) are not excluded: fluent-bit's Key_value_does_not_match is false for a
+        # missing key.
         "processors": {f"{prefix}_units": {
             "type": "exclude_logs",
-            "match_any": [f'jsonPayload._SYSTEMD_UNIT !~ "^({units})\\\\.service$"']}},
+            "match_any": [f'jsonPayload._SYSTEMD_UNIT !~ "^({units})\\.service$"']}},
         "service": {"pipelines": {
             "default_pipeline": {"receivers": []},  # the agent's own syslog collection: not ours to ship
             f"{prefix}_files": {"receivers": [access, boot]},
             f"{prefix}_journal": {"receivers": [journal], "processors": [f"{prefix}_units"]}}},
     }
     metrics: dict[str, Any] = {
-        # The built-in receiver's id and type, restated (verify: redefining "hostmetrics" replaces the built-in one).
+        # The built-in receiver's id and type, restated: a receiver or pipeline of a built-in's name replaces it
+        # (ops-agent confgenerator/confmerger.go), so the built-in pipeline's empty exclude_metrics goes with it.
         "receivers": {"hostmetrics": {"type": "hostmetrics", "collection_interval": INTERVAL}},
         "service": {"pipelines": {"default_pipeline": {"receivers": ["hostmetrics"]}}},
     }
