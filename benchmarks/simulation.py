@@ -50,29 +50,34 @@ class GridPoint:
     shape: str
     utilization: float | None  # of the saturation rate; None: the planner's ceiling for this replica
     processes: int = 1  # model processes per server (on a CPU, several run one request at a time each)
+    slots: int | None = None  # None: the planner's
+
 
     @property
     def label(self) -> str:
         load = "ceiling" if self.utilization is None else f"{self.utilization:.0%}"
         where = f"{self.gpus}x{self.hardware}" if self.gpus else f"{self.hardware}/{self.processes} processes"
-        return f"{self.model} {self.precision} {where} {self.shape} @{load}"
+        one_slot = " 1 slot" if self.slots == 1 else ""
+        return f"{self.model} {self.precision} {where}{one_slot} {self.shape} @{load}"
 
 
-# (model, precision, GPU id or CPU offer, GPUs, shapes, processes)
+# (model, precision, GPU id or CPU offer, GPUs, shapes, processes, slots)
 CONFIGURATIONS = (
-    ("llama-3.1-8b", "bf16", "L40S", 1, ("chat", "rag"), 1),
-    ("llama-3.1-8b", "bf16", "H100-SXM", 1, ("chat", "long-answer"), 1),
-    ("qwen3-32b", "fp8", "H100-SXM", 1, ("chat",), 1),
-    ("llama-3.3-70b", "bf16", "A100-SXM4-80GB", 4, ("chat",), 1),
-    # One process of a CPU plan with several: llama-cpp-python's server, one request at a time (one slot).
-    ("mistral-7b", "q4_k_m", "m7i.24xlarge", 0, ("chat",), 2),
+    ("llama-3.1-8b", "bf16", "L40S", 1, ("chat", "rag"), 1, None),
+    ("llama-3.1-8b", "bf16", "H100-SXM", 1, ("chat", "long-answer"), 1, None),
+    ("qwen3-32b", "fp8", "H100-SXM", 1, ("chat",), 1, None),
+    ("llama-3.3-70b", "bf16", "A100-SXM4-80GB", 4, ("chat",), 1, None),
+    # Serial replicas, one request at a time: one process of a CPU plan with several (llama-cpp-python's server),
+    # and vLLM held to one slot.
+    ("mistral-7b", "q4_k_m", "m7i.24xlarge", 0, ("chat",), 2, None),
+    ("llama-3.1-8b", "bf16", "L40S", 1, ("chat",), 1, 1),
 )
 
 
 def _points(loads: tuple[float | None, ...]) -> tuple[GridPoint, ...]:
     return tuple(
-        GridPoint(model, precision, hardware, gpus, shape, load, processes)
-        for model, precision, hardware, gpus, shapes, processes in CONFIGURATIONS
+        GridPoint(model, precision, hardware, gpus, shape, load, processes, slots)
+        for model, precision, hardware, gpus, shapes, processes, slots in CONFIGURATIONS
         for shape in shapes
         for load in loads
     )
@@ -123,12 +128,12 @@ def _candidate(point: GridPoint) -> Candidate:
 
 def run_point(point: GridPoint, requests: int = 12000, seed: int = 1) -> PointResult:
     demand, candidate = _demand(point), _candidate(point)
-    at_saturation = predict_llm_replica(demand, candidate, 1.0)
+    at_saturation = predict_llm_replica(demand, candidate, 1.0, point.slots)
     if point.utilization is None:
         arrival_rps = at_saturation.ceiling_rps
     else:
         arrival_rps = point.utilization * at_saturation.saturation_rps
-    predicted = predict_llm_replica(demand, candidate, arrival_rps)
+    predicted = predict_llm_replica(demand, candidate, arrival_rps, point.slots)
     traffic = TrafficShape.of(demand)
     simulated = simulate_replica(
         predicted.replica, traffic, arrival_rps=arrival_rps, slots=predicted.slots, requests=requests, seed=seed
