@@ -133,8 +133,8 @@ class Sizing(NamedTuple):
     kv_capacity_tokens: int = 0
     max_concurrency: int = 0
     threads: int | None = None
-    # A feasible LLM sizing's queueing model, with what it has worked out, for `with_autoscaling` (an object of
-    # its own per sizing: sizings with the same figures compare equal without it).
+    # A feasible LLM sizing's queueing model, with what it has worked out, for `with_autoscaling`: an object of its
+    # own per sizing, so compare sizings' figures with load_model=None.
     load_model: _LlmLoadModel | None = None
 
     @property
@@ -246,7 +246,31 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
             f"the {demand.ttft_p95_ms:g} ms TTFT target",
             own_ttft_s * 1e3 / demand.ttft_p95_ms,
         )
-    return model.size_replicas(candidate, slots, slots / model.cycle_s(slots))
+    sizing = model.size_replicas(candidate, slots, slots / model.cycle_s(slots))
+    return sizing if model.serial else _fewer_servers(sizing, _one_slot(demand, candidate, replica, sizing))
+
+
+def _one_slot(demand: Demand, candidate: Candidate, replica: LlmReplica, batching: Sizing) -> Sizing | None:
+    """The replica held to one slot (serial), where that could need fewer servers than `batching`: a batch's
+    2 %-wait ceiling is low at few slots (M/M/2: about 10 % of saturation), one serial slot's is 70 %. None where
+    one slot misses the TPOT target or cannot need fewer servers (the stage's floor, or its capacity bound)."""
+    model = _LlmLoadModel(demand, replica, serial=True)
+    if model.largest_concurrency_meeting_tpot(1) < 1:
+        return None
+    rules, per_server = demand.stage, candidate.processes
+    if batching.feasible:
+        capacity_rps = min(rules.max_utilization, SERIAL_UTILIZATION_CEILING) / model.cycle_s(1) * per_server
+        fewest = max(rules.min_replicas, math.ceil(model.required_rps(1) / capacity_rps) + rules.spare_replicas)
+        if fewest >= batching.replicas:
+            return None
+    return model.size_replicas(candidate, 1, 1 / model.cycle_s(1))
+
+
+def _fewer_servers(batching: Sizing, serial: Sizing | None) -> Sizing:
+    """The sizing that needs fewer servers; the batching one on a tie (it has room to grow)."""
+    if serial is None or not serial.feasible:
+        return batching
+    return serial if not batching.feasible or serial.replicas < batching.replicas else batching
 
 
 def _load_model(
@@ -261,7 +285,8 @@ def _load_model(
         fit = _memory_slots(demand, candidate, replica)
         slots = model.largest_concurrency_meeting_tpot(fit)
         if slots == 0 and fit >= 1 and not model.serial:
-            slots = _LlmLoadModel(demand, replica, serial=True).largest_concurrency_meeting_tpot(1)
+            model = _LlmLoadModel(demand, replica, serial=True)  # its TPOT at one sequence is the one to report
+            slots = model.largest_concurrency_meeting_tpot(1)
     if slots == 1 and not model.serial:
         model = _LlmLoadModel(demand, replica, serial=True)
     return model, slots
@@ -501,8 +526,14 @@ class _LlmLoadModel:
     def size_replicas(self, candidate: Candidate, slots: int, saturation_rps: float) -> Sizing:
         d, rules = self.demand, self.demand.stage
         per_server = candidate.processes  # each process is a replica; the stage's rules count servers
-        needed_rps = self._required_rps(slots)
+        needed_rps = self.required_rps(slots)
         users = d.concurrent_users
+        if users and self.serial:
+            # A user whose next request waits for its answer keeps a one-slot replica busy all the time: past the
+            # serial ceiling at any replica count. Closed-loop users on serial servers are not modelled.
+            return _blocked(candidate, "replicas", f"serves one request at a time, and each of the {users} "
+                            "concurrent users would keep a replica busy past its "
+                            f"{SERIAL_UTILIZATION_CEILING:.0%} ceiling")
         active = max(1, math.ceil(needed_rps / (rules.max_utilization * saturation_rps)))
         if users:
             active = max(active, math.ceil(users / slots))
@@ -548,7 +579,7 @@ class _LlmLoadModel:
 
         return highest_feasible_rate(planned_rps, ceiling_rps, feasible)
 
-    def _required_rps(self, slots: int) -> float:
+    def required_rps(self, slots: int) -> float:
         """Peak request rate to plan for: the given rate, the users' rate, or a throughput floor."""
         d = self.demand
         rates = [d.requests_per_s or 0.0]
