@@ -14,7 +14,7 @@ from inferstack.sizing import planner
 from inferstack.sizing.catalog import Offer, host_cpu, offers
 from inferstack.sizing.demand import STAGES, Demand, demand_of
 from inferstack.sizing.estimate import estimate
-from inferstack.sizing.evaluate import SERIAL_UTILIZATION_CEILING, size_candidate
+from inferstack.sizing.evaluate import SERIAL_UTILIZATION_CEILING, Sizing, size_candidate
 from inferstack.sizing.hardware import CpuSpec, gpu_spec
 from inferstack.sizing.models import lookup, resolve
 from inferstack.sizing.processes import process_counts, size_processes
@@ -65,16 +65,20 @@ def test_a_two_socket_server_is_credited_one_nodes_bandwidth_per_process():
                                              two_socket_server())) == [1, 2]
 
 
+def one_and_two_processes(spec: WorkloadSpec, offer: Offer) -> tuple[Sizing, Sizing]:
+    """The offer sized with one model process per server, and with two."""
+    wanted = demand(spec)
+    candidate = planner._candidate(wanted, offer)
+    assert not isinstance(candidate, str)
+    return size_candidate(wanted, candidate), size_candidate(wanted, candidate._replace(processes=2))
+
+
 def test_a_cpu_plan_keeps_one_batching_process_where_serial_processes_need_more_servers(tmp_path, monkeypatch):
     # Several processes run llama-cpp-python natively, one request at a time each; one process runs llama-server,
     # which batches 16: at a loose TPOT target the batch carries the load on half the servers.
     spec = cpu_workload("mistral-7b", "int4", 3.0, 30000, 400)
     offer = two_socket_server()
-    wanted = demand(spec)
-    candidate = planner._candidate(wanted, offer)
-    assert not isinstance(candidate, str)
-    one = size_candidate(wanted, candidate)
-    two = size_candidate(wanted, candidate._replace(processes=2))
+    one, two = one_and_two_processes(spec, offer)
     assert one.feasible and two.feasible and one.slots == 16 and two.slots == 1
     assert one.replicas < two.replicas  # 6 servers against 12
 
@@ -82,18 +86,13 @@ def test_a_cpu_plan_keeps_one_batching_process_where_serial_processes_need_more_
     assert plan is not None and plan.serving.processes == 1 and plan.instance_count == one.replicas
 
 
-def test_a_cpu_plan_runs_one_serial_process_per_numa_node_where_one_process_misses_the_tpot_target(
-        tmp_path, monkeypatch):
+def test_a_cpu_plan_runs_one_serial_process_per_numa_node_where_that_needs_fewer_servers(tmp_path, monkeypatch):
     # At 60 ms TPOT one batching process carries little (other prompts' prefills stall its answers) and is best
     # held to one slot too; two serial processes per server, one per socket, each with its socket's bandwidth,
     # need fewer servers than one process across both.
     spec = cpu_workload("mistral-7b", "int4", 3.0, 30000, 60)
     offer = two_socket_server()
-    wanted = demand(spec)
-    candidate = planner._candidate(wanted, offer)
-    assert not isinstance(candidate, str)
-    one = size_candidate(wanted, candidate)
-    two = size_candidate(wanted, candidate._replace(processes=2))
+    one, two = one_and_two_processes(spec, offer)
     assert one.feasible and two.feasible and one.slots == two.slots == 1 and two.replicas < one.replicas
     assert two.tpot_p95_ms is not None and two.tpot_p95_ms <= 60
 
