@@ -37,6 +37,11 @@ class StageRules(NamedTuple):
     spare_replicas: int  # replicas that may fail while the rest still meet the load at target utilization
     max_utilization: float  # of saturation throughput, per replica, at peak
 
+    @property
+    def fewest_servers(self) -> int:
+        """No deployment of this stage has fewer servers: its floor, and one serving beside the spares."""
+        return max(self.min_replicas, 1 + self.spare_replicas)
+
 
 STAGES: dict[Stage, StageRules] = {
     "validation": StageRules(min_replicas=1, min_zones=1, spare_replicas=0, max_utilization=0.8),

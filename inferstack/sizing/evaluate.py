@@ -253,16 +253,18 @@ def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
 def _one_slot(demand: Demand, candidate: Candidate, replica: LlmReplica, batching: Sizing) -> Sizing | None:
     """The replica held to one slot (serial), where that could need fewer servers than `batching`: a batch's
     2 %-wait ceiling is low at few slots (M/M/2: about 10 % of saturation), one serial slot's is 70 %. None where
-    one slot misses the TPOT target or cannot need fewer servers (the stage's floor, or its capacity bound)."""
-    model = _LlmLoadModel(demand, replica, serial=True)
-    if model.largest_concurrency_meeting_tpot(1) < 1:
+    one slot cannot need fewer servers (the stage's floor, or its capacity bound) or misses the TPOT target."""
+    rules = demand.stage
+    if batching.feasible and batching.replicas <= rules.fewest_servers:
         return None
-    rules, per_server = demand.stage, candidate.processes
+    model = _LlmLoadModel(demand, replica, serial=True)
     if batching.feasible:
-        capacity_rps = min(rules.max_utilization, SERIAL_UTILIZATION_CEILING) / model.cycle_s(1) * per_server
+        capacity_rps = model.utilization_cap / model.cycle_s(1) * candidate.processes
         fewest = max(rules.min_replicas, math.ceil(model.required_rps(1) / capacity_rps) + rules.spare_replicas)
         if fewest >= batching.replicas:
             return None
+    if model.largest_concurrency_meeting_tpot(1) < 1:
+        return None
     return model.size_replicas(candidate, 1, 1 / model.cycle_s(1))
 
 
@@ -280,19 +282,19 @@ def _load_model(
     (unless given). A replica of one slot is serial, whatever its server (vLLM's --max-num-seqs 1, llama-server's
     -np 1: a waiting request is prefilled only once the slot is free), and so is one whose answers miss the TPOT
     target even one at a time among other prompts' prefills: alone on its slot an answer decodes unstalled."""
-    model = _LlmLoadModel(demand, replica, serial=serves_one_at_a_time(candidate))
+    model = _LlmLoadModel(demand, replica)
     if slots is None:
         fit = _memory_slots(demand, candidate, replica)
         slots = model.largest_concurrency_meeting_tpot(fit)
-        if slots == 0 and fit >= 1 and not model.serial:
+        if slots == 0 and fit >= 1:
             model = _LlmLoadModel(demand, replica, serial=True)  # its TPOT at one sequence is the one to report
-            slots = model.largest_concurrency_meeting_tpot(1)
-    if slots == 1 and not model.serial:
+            return model, model.largest_concurrency_meeting_tpot(1)
+    if slots == 1:
         model = _LlmLoadModel(demand, replica, serial=True)
     return model, slots
 
 
-def serves_one_at_a_time(candidate: Candidate) -> bool:
+def _serves_one_at_a_time(candidate: Candidate) -> bool:
     """Whether the candidate's server runs one request at a time (NATIVE_CPU_SLOTS): a CPU plan with several
     processes."""
     return not candidate.on_gpu and candidate.processes > 1
@@ -303,7 +305,7 @@ def _memory_slots(demand: Demand, candidate: Candidate, replica: LlmReplica) -> 
     that n sequences drawn at random fit about five times in six (z = 1)."""
     if candidate.on_gpu:
         cap = MAX_NUM_SEQS_GPU
-    elif serves_one_at_a_time(candidate):
+    elif _serves_one_at_a_time(candidate):
         cap = NATIVE_CPU_SLOTS
     else:
         cap = min(MAX_SLOTS_CPU, replica.cpu.cores if replica.cpu else 1)
@@ -351,7 +353,8 @@ def predict_llm_replica(
 class _LlmLoadModel:
     """The queueing view of one LLM replica for one demand: `token_latency` plus the waits and the p95 rules.
 
-    `serial`: the server runs one request at a time (`serves_one_at_a_time`). Nothing then joins a running answer:
+    `serial`: the server runs one request at a time (a replica of one slot: `_load_model`). Nothing then joins a
+    running answer:
     its tokens come at the decode step of one sequence, and a request waits for the slot behind whole requests
     (the slot queue's M/G/1 wait), not behind other prompts' prefills besides."""
 
@@ -461,16 +464,20 @@ class _LlmLoadModel:
             self._slot_queues[key] = SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots, peakedness)
         return self._slot_queues[key]
 
+    @property
+    def utilization_cap(self) -> float:
+        """The most of its saturation a replica carries: the stage's cap, and SERIAL_UTILIZATION_CEILING too for a
+        serial replica."""
+        cap = self.demand.stage.max_utilization
+        return min(cap, SERIAL_UTILIZATION_CEILING) if self.serial else cap
+
     def within_ceiling(self, arrival_rps: float, slots: int, saturation_rps: float) -> bool:
-        """Whether a replica may carry `arrival_rps`: at most the stage's utilization of its saturation, and few
-        enough arrivals waiting for a slot that the p95 request does not (SLOT_WAIT_CEILING). A serial replica has
-        no such load (a share ρ of its arrivals waits): SERIAL_UTILIZATION_CEILING caps it, and the TTFT target,
-        whose p95 counts the wait, bounds it below that."""
-        if self.serial:
-            return arrival_rps <= min(self.demand.stage.max_utilization, SERIAL_UTILIZATION_CEILING) * saturation_rps
-        if arrival_rps > self.demand.stage.max_utilization * saturation_rps:
+        """Whether a replica may carry `arrival_rps`: at most its utilization cap, and few enough arrivals waiting
+        for a slot that the p95 request does not (SLOT_WAIT_CEILING). A serial replica has no such load (a share ρ
+        of its arrivals waits): the TTFT target, whose p95 counts the wait, bounds it below its cap."""
+        if arrival_rps > self.utilization_cap * saturation_rps:
             return False
-        return self.slot_queue(arrival_rps, slots).p_wait <= SLOT_WAIT_CEILING
+        return self.serial or self.slot_queue(arrival_rps, slots).p_wait <= SLOT_WAIT_CEILING
 
     def ceiling_rps(self, slots: int, saturation_rps: float) -> float:
         """The highest rate `within_ceiling` accepts."""

@@ -40,8 +40,7 @@ def size_processes(demand: Demand, candidate: Candidate, size: Callable[[Candida
     on a tie), with a note saying why, or the one-process sizing when none is feasible."""
     counts = process_counts(demand, candidate)
     single = size(candidate)
-    fewest_servers = max(demand.stage.min_replicas, 1 + demand.stage.spare_replicas)
-    if len(counts) == 1 or (single.feasible and single.replicas <= fewest_servers):
+    if len(counts) == 1 or (single.feasible and single.replicas <= demand.stage.fewest_servers):
         return single  # more processes cannot need fewer servers than the stage's least
     sizings = [single, *(size(candidate._replace(processes=n)) for n in counts[1:])]
     feasible = [s for s in sizings if s.feasible]
