@@ -4,13 +4,13 @@
 
 For each grid point (a model on a GPU, or one of several processes on a CPU server; a traffic shape; a load) it
 prints the planner's p95 TTFT / TPOT / end-to-end beside the simulated ones (inferstack.sizing.simulate) and the
-relative error. The loads are 30 % and
-60 % of the replica's saturation rate and its ceiling: the most the planner puts on it (the stage's utilization
-cap, or where 2 % of arrivals would wait for a slot: `evaluate.SLOT_WAIT_CEILING`; for a server of one request at a
-time, `evaluate.SERIAL_UTILIZATION_CEILING`). Target (issue 13): every
-figure within 15 %; exits non-zero when one is not. Points at 85 %, past the ceiling, follow for reference and
-are not gated: the p95 request waits for a slot there, the closed form reads TTFT high (up to +41 % against
-60,000 requests, 8B RAG on one L40S), and a simulated p95 of a few thousand requests swings with the seed.
+relative error. The loads are 30 % and 60 % of the replica's saturation rate and its ceiling: the most the planner
+puts on it (the stage's utilization cap, or where 2 % of arrivals would wait for a slot:
+`evaluate.SLOT_WAIT_CEILING`; for a server of one request at a time, `evaluate.SERIAL_UTILIZATION_CEILING`).
+Target (issue 13): every figure within 15 %; exits non-zero when one is not. Points at 85 %, past the ceiling,
+follow for reference and are not gated: the p95 request waits for a slot there, the closed form reads TTFT high
+(up to +41 % against 60,000 requests, 8B RAG on one L40S), and a simulated p95 of a few thousand requests swings
+with the seed.
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ class GridPoint:
     utilization: float | None  # of the saturation rate; None: the planner's ceiling for this replica
     processes: int = 1  # model processes per server (on a CPU, several run one request at a time each)
     slots: int | None = None  # None: the planner's
-
 
     @property
     def label(self) -> str:
