@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from enum import Enum
 from pathlib import Path
+from types import ModuleType
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
@@ -712,13 +714,54 @@ def read_input_file(path: Path, *, field: str, what: str, example: str) -> str:
         ) from None
 
 
+# PyYAML's pure-Python reader compiles, as it is imported, a character class over all of Unicode to find characters
+# it refuses (yaml/pyyaml#124 and #301): 47 M instructions, 5 % of a `plan --json`, for a pattern the C loader used
+# here never reads. `import_yaml` has that one pattern compiled when the pure-Python reader first uses it.
+_YAML_NON_PRINTABLE = "[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010ffff]"
+
+
+class _PatternOnFirstUse:
+    """Stands in for re.compile(pattern) and compiles it when one of its methods is first asked for."""
+
+    def __init__(self, pattern: str) -> None:
+        self._pattern = pattern
+        self._compiled: re.Pattern[str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._compiled is None:
+            # re.UNICODE, the default for text patterns, only so that re's cache (where this object stands) is missed
+            self._compiled = re.compile(self._pattern, re.UNICODE)
+        return getattr(self._compiled, name)
+
+
+def import_yaml() -> ModuleType:
+    """The yaml module, imported without compiling its reader's unprintable-character pattern at once.
+
+    re.compile answers from its caches first (`re._cache`, and `re._cache2` from 3.12; checked on CPython 3.10 to
+    3.13), so the pattern yaml.reader compiles is put there as a `_PatternOnFirstUse` while yaml is imported, then
+    taken out. Where re has no such cache, yaml is imported as usual."""
+    if "yaml" in sys.modules:
+        return sys.modules["yaml"]
+    key = (str, _YAML_NON_PRINTABLE, 0)
+    caches = [cache for name in ("_cache", "_cache2") if isinstance(cache := getattr(re, name, None), dict)]
+    if caches:
+        caches[0][key] = _PatternOnFirstUse(_YAML_NON_PRINTABLE)
+    try:
+        import yaml
+    finally:
+        for cache in caches:
+            if isinstance(cache.get(key), _PatternOnFirstUse):
+                del cache[key]
+    return yaml
+
+
 def parse_document(text: str, *, suffix: str, source: str, field: str = "WORKLOAD") -> Any:
     """YAML or JSON text (chosen by the file suffix) as plain data, or an InputError naming `field` and `source`.
 
     Bounded: at most MAX_INPUT_BYTES of text, MAX_DOCUMENT_VALUES values once YAML aliases are expanded (a
     500-byte "billion laughs" document would otherwise expand to billions), MAX_DOCUMENT_DEPTH levels.
     """
-    import yaml  # imported here: YAML is only needed for files
+    yaml = import_yaml()  # imported here: YAML is only needed for files
 
     def problem(message: str, fix: str) -> InputError:
         return input_error(field, message, value=source, fix=fix)

@@ -104,6 +104,32 @@ def test_yaml_syntax_error_is_reported_without_a_traceback(tmp_path):
         load_workload(bad)
 
 
+# In a fresh interpreter: this one has imported yaml already.
+_IMPORT_YAML_THEN_READ = r"""
+import re, sys
+from inferstack.spec import _YAML_NON_PRINTABLE, import_yaml
+yaml = import_yaml()
+deferred = type(yaml.reader.Reader.NON_PRINTABLE).__name__ == "_PatternOnFirstUse"
+left_in_cache = any(type(p).__name__ == "_PatternOnFirstUse" for p in getattr(re, "_cache", {}).values())
+compiled_later = isinstance(re.compile(_YAML_NON_PRINTABLE), re.Pattern)
+try:
+    yaml.load("a: b\x07", Loader=yaml.SafeLoader)  # the pure-Python reader, which uses the pattern
+    refused = False
+except yaml.reader.ReaderError as error:
+    refused = "#x0007" in str(error)
+print(deferred, left_in_cache, compiled_later, refused, yaml.safe_load("a: [1, é]") == {"a": [1, "é"]})
+"""
+
+
+def test_yaml_is_imported_with_its_unprintable_character_pattern_compiled_on_first_use():
+    """import_yaml defers that one pattern, leaves re's cache as it was, and the pure-Python reader still refuses an
+    unprintable character."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _IMPORT_YAML_THEN_READ], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True", "False", "True", "True", "True"]
+
 # ---- values that reach a shell, a unit file, a URL or a path ------------------------------------------------
 
 
