@@ -128,3 +128,9 @@ def sample_plan(cloud: Cloud = "aws", variant: Variant = "gpu-llm", stage: Stage
                     health_check_grace_s=health_check_grace_s(start), scale_out_cooldown_s=start,
                     scale_in_cooldown_s=scale_in_cooldown_s(start))
         if stage == "production" else None)
+
+
+def one_at_a_time(plan: DeploymentPlan) -> DeploymentPlan:
+    """`plan` with one request at a time per process (serving.max_num_seqs 1), as llama.cpp's native install
+    (llama-cpp-python) serves it and as the planner sizes a CPU plan of several processes."""
+    return plan.model_copy(update={"serving": plan.serving.model_copy(update={"max_num_seqs": 1})})

@@ -94,6 +94,18 @@ RUNTIME_PINS: dict[Runtime, RuntimePin] = {
 
 def resolve_mode(plan: DeploymentPlan, requested: str) -> Mode:
     """The install mode for `plan`: the requested one when the runtime supports it there, else a clear error."""
+    mode = _mode(plan, requested)
+    slots = plan.serving.max_num_seqs or 1
+    if mode == "native" and plan.serving.runtime == "llamacpp" and slots > 1:
+        # The plan's capacity counts its slots at once; llama-cpp-python would serve them one after another.
+        raise input_error(
+            "options.install_mode", f"llama.cpp's native install (llama-cpp-python) serves one request at a time "
+            f"per process, and the plan counts {slots} at once (serving.max_num_seqs)", value=requested,
+            fix="use install_mode='container' or 'auto' (llama-server, which serves the plan's slots)")
+    return mode
+
+
+def _mode(plan: DeploymentPlan, requested: str) -> Mode:
     pin = RUNTIME_PINS[plan.serving.runtime]
     device: Device = plan.device
     if requested == "auto":

@@ -222,7 +222,7 @@ def deployed(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory, processes
         plan = plan.model_copy(update={
             "model": plan.model.model_copy(update={"name": "tiny-llama", "bucket_prefix": PREFIX}),
             "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": threads,
-                                                       "processes": processes}),
+                                                       "processes": processes, "max_num_seqs": 1}),
             "cache": Cache(ttl_seconds=600) if cache else None})
         result = render_bootstrap(plan, "aws", BootstrapOptions(
             model_bucket=BUCKET, region="us-east-1", api_key_secret=API_KEY_PARAMETER,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sample_plans import sample_plan
+from sample_plans import one_at_a_time, sample_plan
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.bootstrap.render import RenderedBootstrap
@@ -50,6 +50,7 @@ sys.exit(3)
 
 def boot_files(cloud: str, variant: str, install_mode: str = "auto") -> dict[str, str]:
     plan = sample_plan(cloud, variant)  # type: ignore[arg-type]
+    plan = one_at_a_time(plan) if install_mode == "native" else plan
     return server_files(render_bootstrap(plan, cloud, BootstrapOptions(
         model_bucket="acme-models", region=plan.region, install_mode=install_mode)))
 

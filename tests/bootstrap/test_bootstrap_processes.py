@@ -4,7 +4,7 @@ or GPUs, and the gateway balancing across all of them; one process renders as be
 from __future__ import annotations
 
 import pytest
-from sample_plans import sample_plan
+from sample_plans import one_at_a_time, sample_plan
 from test_bootstrap_render import options_for, two_process_plan, written_files
 
 from inferstack.bootstrap import render_bootstrap
@@ -63,7 +63,7 @@ def test_two_gpu_processes_each_see_their_own_pair_of_gpus():
 
 
 def test_one_process_renders_one_unit_on_the_runtime_port_without_pinning():
-    plan = sample_plan("aws", "cpu-llm")
+    plan = one_at_a_time(sample_plan("aws", "cpu-llm"))
     files = written_files(render_bootstrap(plan, "aws", options_for(plan, "native")))
     assert [p for p in files if p.startswith(f"{UNIT_DIR}/inferstack-server")] == [
         f"{UNIT_DIR}/inferstack-server.service"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from pydantic import ValidationError
-from sample_plans import sample_plan
+from sample_plans import one_at_a_time, sample_plan
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.bootstrap.render import RenderedBootstrap
@@ -44,7 +44,7 @@ def gpu_llamacpp_plan(cloud: str) -> DeploymentPlan:
 SHAPES = [
     ("vllm-gpu-container", lambda c: sample_plan(c, "gpu-llm"), "container"),
     ("vllm-gpu-native", lambda c: sample_plan(c, "gpu-llm"), "native"),
-    ("llamacpp-cpu-native", lambda c: sample_plan(c, "cpu-llm"), "native"),
+    ("llamacpp-cpu-native", lambda c: one_at_a_time(sample_plan(c, "cpu-llm")), "native"),
     ("llamacpp-cpu-container", lambda c: sample_plan(c, "cpu-llm"), "container"),
     ("llamacpp-gpu-container", gpu_llamacpp_plan, "container"),
     ("triton-cpu-container", lambda c: sample_plan(c, "cpu-encoder"), "container"),
@@ -53,14 +53,14 @@ SHAPES = [
 
 
 def two_process_plan(plan: DeploymentPlan) -> DeploymentPlan:
-    """`plan` with two model processes per server: on CPU one per NUMA node, on GPU one per pair of four GPUs."""
+    """`plan` with two model processes per server: on CPU one per NUMA node, each serving one request at a time (as
+    the planner sizes them), on GPU one per pair of four GPUs."""
     serving = plan.serving.model_copy(update={"processes": 2})
-    update: dict[str, object] = {"serving": serving}
-    if plan.accelerator:
-        serving = serving.model_copy(update={"tensor_parallel": 2})
-        update = {"serving": serving, "tensor_parallel": 2,
-                  "accelerator": plan.accelerator.model_copy(update={"count": 4})}
-    return plan.model_copy(update=update)
+    if not plan.accelerator:
+        return one_at_a_time(plan.model_copy(update={"serving": serving}))
+    serving = serving.model_copy(update={"tensor_parallel": 2})
+    return plan.model_copy(update={"serving": serving, "tensor_parallel": 2,
+                                   "accelerator": plan.accelerator.model_copy(update={"count": 4})})
 
 
 VARIANTS = [pytest.param((cloud, factory, mode), id=f"{name}-{cloud}") for name, factory, mode in SHAPES
@@ -230,7 +230,7 @@ def test_the_api_key_is_fetched_by_the_gateway_at_each_start_as_root_into_its_ma
 
 
 def test_a_hub_token_is_fetched_for_the_runtime_and_given_to_it_as_hf_token() -> None:
-    plan = sample_plan("aws", "cpu-llm")
+    plan = one_at_a_time(sample_plan("aws", "cpu-llm"))
     options = BootstrapOptions(model_bucket="bucket", region="us-east-1", api_key_secret="/app/api-key",
                                hub_token_secret="/app/hub-token", install_mode="native")
     server = unit_settings(render_bootstrap(plan, "aws", options), "inferstack-server.service")
@@ -259,7 +259,7 @@ def test_without_secrets_nothing_fetches_one() -> None:
 
 
 def test_a_native_runtime_runs_unprivileged_and_sandboxed_on_loopback() -> None:
-    plan = sample_plan("aws", "cpu-llm")
+    plan = one_at_a_time(sample_plan("aws", "cpu-llm"))
     server = unit_settings(render_bootstrap(plan, "aws", options_for(plan, "native")), "inferstack-server.service")
     for setting in [("User", "inferstack"), ("Group", "inferstack"), ("NoNewPrivileges", "yes"),
                     ("ProtectSystem", "full"), ("ProtectHome", "yes"), ("CapabilityBoundingSet", "")]:
@@ -312,6 +312,24 @@ def test_triton_native_is_refused_naming_the_field_and_the_fix() -> None:
     with pytest.raises(InputError, match=r"options.install_mode: triton has no native install .*Fix: use "
                                          r"install_mode='container'"):
         render_bootstrap(plan, "aws", options_for(plan, "native"))
+
+
+def test_native_llama_cpp_is_refused_for_a_plan_that_counts_several_requests_at_once() -> None:
+    """llama-cpp-python serves one request at a time: the plan's capacity would not be there. The container's
+    llama-server serves the slots, and a plan of one slot runs natively."""
+    plan = sample_plan("aws", "cpu-llm")
+    assert plan.serving.max_num_seqs == 4
+    with pytest.raises(InputError, match=r"options.install_mode: llama.cpp's native install \(llama-cpp-python\) "
+                                         r"serves one request at a time per process, and the plan counts 4 at once "
+                                         r"\(serving.max_num_seqs\) \(got 'native'\). Fix: use install_mode="
+                                         r"'container' or 'auto'"):
+        render_bootstrap(plan, "aws", options_for(plan, "native"))
+    several = plan.model_copy(update={"serving": plan.serving.model_copy(update={"processes": 2})})
+    with pytest.raises(InputError, match=r"the plan counts 4 at once .*\(got 'auto'\)"):
+        render_bootstrap(several, "aws", options_for(several, "auto"))  # auto: native, for the NUMA binding
+    assert settings_of(render_bootstrap(plan, "aws", options_for(plan)))["INSTALL_MODE"] == "container"
+    single = one_at_a_time(plan)
+    assert settings_of(render_bootstrap(single, "aws", options_for(single, "native")))["INSTALL_MODE"] == "native"
 
 
 def test_a_cloud_other_than_the_plans_is_refused() -> None:
