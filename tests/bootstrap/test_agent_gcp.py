@@ -60,14 +60,22 @@ def test_each_log_goes_under_a_name_the_sink_routes_and_the_agents_syslog_pipeli
 def test_the_journal_is_filtered_to_the_runtime_gateway_and_boot_units() -> None:
     (processor,) = _config("gpu-llm")["logging"]["processors"].values()
     (condition,) = processor["match_any"]
-    field, operator, quoted = condition.split(" ", 2)
-    assert (field, operator) == ("jsonPayload._SYSTEMD_UNIT", "!~") and quoted[0] == quoted[-1] == '"'
-    # The agent passes the text between the quotes to the regex engine unchanged (ops-agent ast.go): a unit the
-    # regex matches is kept, any other excluded.
+    negation, field, operator, quoted = condition.split(" ", 3)
+    assert (negation, field, operator) == ("NOT", "jsonPayload._SYSTEMD_UNIT", "=~")
+    assert quoted[0] == quoted[-1] == '"'
+    # As the agent evaluates it (ops-agent ast.go): `=~` is fluent-bit's Key_value_matches on the text between the
+    # quotes, unchanged, false where the line has no such field; NOT excludes the line where that is false.
     regex = re.compile(quoted[1:-1])
+
+    def excluded(line: dict[str, str]) -> bool:
+        unit = line.get("_SYSTEMD_UNIT")
+        return not (unit is not None and regex.search(unit))
+
     kept = ["inferstack-server.service", "inferstack-gateway.service", "inferstack-boot.service"]
-    assert all(regex.search(unit) for unit in kept)
-    assert not any(regex.search(unit) for unit in ("sshd.service", "inferstack-server-service", "docker.service"))
+    assert not any(excluded({"_SYSTEMD_UNIT": unit}) for unit in kept)
+    others = ("sshd.service", "inferstack-server-service", "docker.service")
+    assert all(excluded({"_SYSTEMD_UNIT": unit}) for unit in others)
+    assert excluded({"_TRANSPORT": "kernel", "MESSAGE": "nvidia: loading out-of-tree module"})  # no unit: the kernel
 
 
 def test_vllm_is_scraped_on_loopback_under_the_targets_job_and_native_llama_cpp_not_at_all() -> None:

@@ -54,14 +54,14 @@ def agent_config(sources: Sources, target: TelemetryTarget) -> dict[str, Any]:
                       boot: {"type": "files", "include_paths": [boot_log]},
                       journal: {"type": "systemd_journald"}},
         # The journal's fields keep their names (fluent-bit's systemd input, Strip_Underscores off, as confgenerator
-        # configures it); the filter grammar (confgenerator/filter/internal/filter.bnf) has `!~`, and the agent hands
-        # a regex's text between the quotes to the regex engine as written, escapes and all (ast.go NewRestriction:
-        # "preserve the original escaped text for the regex engine"): one backslash before the dot. Lines without
-        # _SYSTEMD_UNIT (the kernel's) are not excluded: fluent-bit's Key_value_does_not_match is false for a
-        # missing key.
+        # configures it). The filter grammar (confgenerator/filter/internal/filter.bnf) has `NOT` and `=~`, and the
+        # agent hands a regex's text between the quotes to the regex engine as written, escapes and all (ast.go
+        # NewRestriction: "preserve the original escaped text for the regex engine"): one backslash before the dot.
+        # `NOT … =~`, not `!~`: a line without _SYSTEMD_UNIT (the kernel's) has no value to match, so `=~` is false
+        # and it is excluded, where fluent-bit's Key_value_does_not_match (`!~`) is false too and would keep it.
         "processors": {f"{prefix}_units": {
             "type": "exclude_logs",
-            "match_any": [f'jsonPayload._SYSTEMD_UNIT !~ "^({units})\\.service$"']}},
+            "match_any": [f'NOT jsonPayload._SYSTEMD_UNIT =~ "^({units})\\.service$"']}},
         "service": {"pipelines": {
             "default_pipeline": {"receivers": []},  # the agent's own syslog collection: not ours to ship
             f"{prefix}_files": {"receivers": [access, boot]},
