@@ -350,6 +350,29 @@ def predict_llm_replica(
     )
 
 
+class _SlotHolds(dict[int, float]):
+    """What a request holds its slot for at n requests in service, by n: `cycle_s(n)`, exact up to 8 and at every
+    8th n, interpolated between. The slot queue asks at every n it walks, for every rate the planner tries, and the
+    cycle is smooth in n. Each is worked out when first asked for (`__missing__`): a solve stops past the chain's
+    mode, mostly far below the slots, and a known one is a plain dict lookup."""
+
+    def __init__(self, cycle_s: Callable[[int], float]):
+        super().__init__()
+        self.cycle_s = cycle_s
+
+    def __missing__(self, n: int) -> float:
+        if n <= SLOT_HOLD_KNOTS:
+            self[n] = self.cycle_s(n)
+        else:  # the stretch between two knots at once: the walk goes on through it
+            below = (n - 1) // SLOT_HOLD_KNOTS * SLOT_HOLD_KNOTS
+            lower, upper = self.cycle_s(below), self.cycle_s(below + SLOT_HOLD_KNOTS)
+            for step in range(1, SLOT_HOLD_KNOTS):
+                fraction = step / SLOT_HOLD_KNOTS
+                self[below + step] = lower * (1 - fraction) + upper * fraction
+            self[below + SLOT_HOLD_KNOTS] = upper
+        return self[n]
+
+
 class _LlmLoadModel:
     """The queueing view of one LLM replica for one demand: `token_latency` plus the waits and the p95 rules.
 
@@ -364,7 +387,7 @@ class _LlmLoadModel:
         # service time of that variability (the slot is held for the whole answer).
         self.service_variability = (1 + demand.output_tokens_cv2) / 2
         self._cycles: dict[int, float] = {}
-        self._holds: list[float] = []  # _slot_holds: the slot queue's hold time at index n
+        self.slot_holds = _SlotHolds(self.cycle_s)
         # Latencies and slot queues by their arguments: the sizing asks again for rates its searches already tried.
         self._latencies: dict[tuple[int, float | None, int], TokenLatency] = {}
         self._ttfts: dict[tuple[int, float, int], tuple[float, float]] = {}
@@ -389,18 +412,6 @@ class _LlmLoadModel:
                 concurrency, d.prompt_tokens, d.output_tokens, d.kv_context_tokens
             )
         return self._cycles[concurrency]
-
-    def _slot_holds(self, slots: int) -> list[float]:
-        """`cycle_s(n)` at index n for n = 1..slots (index 0 unused): exact up to 8 and at every 8th concurrency,
-        interpolated between. The slot queue asks for every n up to the slots, for every rate the planner tries,
-        and the cycle is smooth in n."""
-        holds = [0.0, *(self.cycle_s(n) for n in range(1, min(slots, SLOT_HOLD_KNOTS) + 1))]
-        for below in range(SLOT_HOLD_KNOTS, slots, SLOT_HOLD_KNOTS):
-            lower, upper = self.cycle_s(below), self.cycle_s(below + SLOT_HOLD_KNOTS)
-            fractions = (step / SLOT_HOLD_KNOTS for step in range(1, SLOT_HOLD_KNOTS))
-            holds += [lower * (1 - fraction) + upper * fraction for fraction in fractions]
-            holds.append(upper)
-        return holds[: slots + 1]
 
     def token_latency(
         self, concurrency: int, arrival_rps: float | None = None, own_prompt_tokens: int = 0
@@ -457,11 +468,9 @@ class _LlmLoadModel:
     def slot_queue(self, arrival_rps: float, slots: int) -> SlotQueue:
         key = (arrival_rps, slots)
         if key not in self._slot_queues:
-            if len(self._holds) <= slots:
-                self._holds = self._slot_holds(slots)
             # A serial server has no batch for a prefill to stall: its queue is plain M/G/1 (peakedness 1).
             peakedness = 1.0 if self.serial else SLOT_PEAKEDNESS
-            self._slot_queues[key] = SlotQueue.solve(arrival_rps, self._holds.__getitem__, slots, peakedness)
+            self._slot_queues[key] = SlotQueue.solve(arrival_rps, self.slot_holds.__getitem__, slots, peakedness)
         return self._slot_queues[key]
 
     @property

@@ -45,9 +45,8 @@ def test_a_slot_is_held_at_the_time_averaged_context_of_the_batch():
 @pytest.mark.parametrize("slots", [1, 5, 8, 9, 16, 29, 52])
 def test_the_slot_queue_holds_the_cycle_exactly_up_to_8_and_every_8th_and_straight_lines_between(slots):
     _, _, model = _model(RAG_ON_L40S)
-    holds = model._slot_holds(slots)
-    assert len(holds) == slots + 1
-    for n in range(1, slots + 1):
+    holds = model.slot_holds
+    for n in reversed(range(1, slots + 1)):  # whatever is asked first
         below = n - n % 8
         if n <= 8 or n == below:
             assert holds[n] == model.cycle_s(n)
@@ -56,6 +55,14 @@ def test_the_slot_queue_holds_the_cycle_exactly_up_to_8_and_every_8th_and_straig
             assert holds[n] == pytest.approx(model.cycle_s(below) * (1 - share) + model.cycle_s(below + 8) * share,
                                              rel=1e-12)
             assert holds[n] != pytest.approx(model.cycle_s(n), rel=1e-9)  # interpolated, not the cycle itself
+
+
+def test_a_slot_queue_at_light_load_works_out_only_the_holds_it_walks():
+    demand, prediction, model = _model(RAG_ON_L40S)
+    fresh, slots = type(model)(demand, prediction.replica), 200
+    queue = fresh.slot_queue(0.05 * slots / fresh.cycle_s(slots), slots)
+    assert queue.p_wait == 0.0  # the chain stopped past its mode
+    assert slots in fresh.slot_holds and len(fresh.slot_holds) < slots / 4  # the drain rate's, and the walk's
 
 
 def test_the_tpot_tail_widens_with_the_spread_of_the_prefill_stalls_an_answer_sits_through():
