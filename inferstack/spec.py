@@ -728,6 +728,8 @@ class _PatternOnFirstUse:
         self._compiled: re.Pattern[str] | None = None
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # its own (not yet set while copy or pickle rebuilds it) and special names
+            raise AttributeError(name)
         if self._compiled is None:
             # re.UNICODE, the default for text patterns, only so that re's cache (where this object stands) is missed
             self._compiled = re.compile(self._pattern, re.UNICODE)

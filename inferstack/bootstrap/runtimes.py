@@ -98,10 +98,15 @@ def resolve_mode(plan: DeploymentPlan, requested: str) -> Mode:
     slots = plan.serving.max_num_seqs or 1
     if mode == "native" and plan.serving.runtime == "llamacpp" and slots > 1:
         # The plan's capacity counts its slots at once; llama-cpp-python would serve them one after another.
-        raise input_error(
-            "options.install_mode", f"llama.cpp's native install (llama-cpp-python) serves one request at a time "
-            f"per process, and the plan counts {slots} at once (serving.max_num_seqs)", value=requested,
-            fix="use install_mode='container' or 'auto' (llama-server, which serves the plan's slots)")
+        served = (f"llama.cpp's native install (llama-cpp-python) serves one request at a time per process, and the "
+                  f"plan counts {slots} at once (serving.max_num_seqs)")
+        if plan.serving.processes == 1 and requested == "native":
+            raise input_error("options.install_mode", served, value=requested,
+                              fix="use install_mode='container' or 'auto' (llama-server, which serves the slots)")
+        # Several CPU processes run natively in every mode (NUMA binding): the plan is what does not fit.
+        raise input_error("plan.serving.max_num_seqs", f"{served}, and its {plan.serving.processes} processes run "
+                          "natively (only systemd binds each to its NUMA node)", value=slots,
+                          fix="plan it again: the planner sizes each of several CPU processes at one request")
     return mode
 
 

@@ -60,22 +60,25 @@ def test_each_log_goes_under_a_name_the_sink_routes_and_the_agents_syslog_pipeli
 def test_the_journal_is_filtered_to_the_runtime_gateway_and_boot_units() -> None:
     (processor,) = _config("gpu-llm")["logging"]["processors"].values()
     (condition,) = processor["match_any"]
-    negation, field, operator, quoted = condition.split(" ", 3)
-    assert (negation, field, operator) == ("NOT", "jsonPayload._SYSTEMD_UNIT", "=~")
-    assert quoted[0] == quoted[-1] == '"'
-    # As the agent evaluates it (ops-agent ast.go): `=~` is fluent-bit's Key_value_matches on the text between the
-    # quotes, unchanged, false where the line has no such field; NOT excludes the line where that is false.
-    regex = re.compile(quoted[1:-1])
+    shape = re.fullmatch(r'NOT \(jsonPayload\._SYSTEMD_UNIT =~ "([^"]+)" OR jsonPayload\.UNIT =~ "([^"]+)"\)',
+                         condition)
+    assert shape is not None and shape[1] == shape[2], condition
+    # What that condition means, as ops-agent's ast.go turns it into fluent-bit filters: `=~` is Key_value_matches
+    # on the text between the quotes, unchanged, and false where the line has no such field; NOT excludes the line
+    # where neither matches. This restates the agent's meaning; the shape above is what the config can get wrong.
+    regex = re.compile(shape[1])
 
     def excluded(line: dict[str, str]) -> bool:
-        unit = line.get("_SYSTEMD_UNIT")
-        return not (unit is not None and regex.search(unit))
+        return not any(field in line and regex.search(line[field]) for field in ("_SYSTEMD_UNIT", "UNIT"))
 
     kept = ["inferstack-server.service", "inferstack-gateway.service", "inferstack-boot.service"]
     assert not any(excluded({"_SYSTEMD_UNIT": unit}) for unit in kept)
     others = ("sshd.service", "inferstack-server-service", "docker.service")
     assert all(excluded({"_SYSTEMD_UNIT": unit}) for unit in others)
     assert excluded({"_TRANSPORT": "kernel", "MESSAGE": "nvidia: loading out-of-tree module"})  # no unit: the kernel
+    # systemd's own lines about a unit: kept for ours (an exit, a restart, the OOM killer), not for others
+    assert not excluded({"_SYSTEMD_UNIT": "init.scope", "UNIT": "inferstack-server.service"})
+    assert excluded({"_SYSTEMD_UNIT": "init.scope", "UNIT": "docker.service"})
 
 
 def test_vllm_is_scraped_on_loopback_under_the_targets_job_and_native_llama_cpp_not_at_all() -> None:

@@ -325,8 +325,10 @@ def test_native_llama_cpp_is_refused_for_a_plan_that_counts_several_requests_at_
                                          r"'container' or 'auto'"):
         render_bootstrap(plan, "aws", options_for(plan, "native"))
     several = plan.model_copy(update={"serving": plan.serving.model_copy(update={"processes": 2})})
-    with pytest.raises(InputError, match=r"the plan counts 4 at once .*\(got 'auto'\)"):
-        render_bootstrap(several, "aws", options_for(several, "auto"))  # auto: native, for the NUMA binding
+    for mode in ("auto", "native"):  # natively either way, for the NUMA binding (container mode refuses them)
+        with pytest.raises(InputError, match=r"plan.serving.max_num_seqs: .*the plan counts 4 at once .*its 2 "
+                                             r"processes run natively .*\(got 4\). Fix: plan it again"):
+            render_bootstrap(several, "aws", options_for(several, mode))
     assert settings_of(render_bootstrap(plan, "aws", options_for(plan)))["INSTALL_MODE"] == "container"
     single = one_at_a_time(plan)
     assert settings_of(render_bootstrap(single, "aws", options_for(single, "native")))["INSTALL_MODE"] == "native"

@@ -48,6 +48,7 @@ def agent_config(sources: Sources, target: TelemetryTarget) -> dict[str, Any]:
     access, boot, journal = log_names(target)
     access_log, boot_log = sources.files
     units = "|".join(unit.replace(".", r"\.") for unit in sources.units)
+    ours = f"^({units})\\.service$"  # one backslash before the dot in the config (below)
     prefix = target.logs
     logging = {
         "receivers": {access: {"type": "files", "include_paths": [access_log]},
@@ -57,11 +58,12 @@ def agent_config(sources: Sources, target: TelemetryTarget) -> dict[str, Any]:
         # configures it). The filter grammar (confgenerator/filter/internal/filter.bnf) has `NOT` and `=~`, and the
         # agent hands a regex's text between the quotes to the regex engine as written, escapes and all (ast.go
         # NewRestriction: "preserve the original escaped text for the regex engine"): one backslash before the dot.
-        # `NOT … =~`, not `!~`: a line without _SYSTEMD_UNIT (the kernel's) has no value to match, so `=~` is false
-        # and it is excluded, where fluent-bit's Key_value_does_not_match (`!~`) is false too and would keep it.
+        # `NOT (… =~ …)`, not `!~`: a line without _SYSTEMD_UNIT (the kernel's) has no value to match, so `=~` is false
+        # and the line excluded, where fluent-bit's Key_value_does_not_match (`!~`) is false too and would keep it.
+        # systemd's own lines about our units (exits, restarts, the OOM killer) come from init.scope with UNIT= ours.
         "processors": {f"{prefix}_units": {
             "type": "exclude_logs",
-            "match_any": [f'NOT jsonPayload._SYSTEMD_UNIT =~ "^({units})\\.service$"']}},
+            "match_any": [f'NOT (jsonPayload._SYSTEMD_UNIT =~ "{ours}" OR jsonPayload.UNIT =~ "{ours}")']}},
         "service": {"pipelines": {
             "default_pipeline": {"receivers": []},  # the agent's own syslog collection: not ours to ship
             f"{prefix}_files": {"receivers": [access, boot]},
