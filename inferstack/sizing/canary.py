@@ -96,7 +96,7 @@ def share_of(plan: DeploymentPlan, percent: int, *, role: str) -> DeploymentPlan
         why = f"The {role} group takes no requests (weight {percent} %): one server, kept for inspection."
     else:
         serving = max(1, math.ceil(serving_full * share - 1e-9))
-        replicas = max(rules.min_replicas, serving + rules.spare_replicas)
+        replicas = rules.servers(serving)
         why = (f"The {role} group takes {percent} % of the requests: {serving} of the full plan's {serving_full} "
                f"serving server(s), each carrying no more than in the full plan, plus the {plan.stage} stage's "
                f"{rules.spare_replicas} spare: {replicas} server(s).")

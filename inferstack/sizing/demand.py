@@ -37,10 +37,15 @@ class StageRules(NamedTuple):
     spare_replicas: int  # replicas that may fail while the rest still meet the load at target utilization
     max_utilization: float  # of saturation throughput, per replica, at peak
 
+    def servers(self, serving: int) -> int:
+        """Servers a deployment of this stage runs for `serving` of them to carry the load: the spares beside them,
+        and no fewer than the stage's floor."""
+        return max(self.min_replicas, serving + self.spare_replicas)
+
     @property
     def fewest_servers(self) -> int:
-        """No deployment of this stage has fewer servers: its floor, and one serving beside the spares."""
-        return max(self.min_replicas, 1 + self.spare_replicas)
+        """No deployment of this stage has fewer servers: one serving, with its spares and floor."""
+        return self.servers(1)
 
 
 STAGES: dict[Stage, StageRules] = {

@@ -260,7 +260,7 @@ def _one_slot(demand: Demand, candidate: Candidate, replica: LlmReplica, batchin
     model = _LlmLoadModel(demand, replica, serial=True)
     if batching.feasible:
         capacity_rps = model.utilization_cap / model.cycle_s(1) * candidate.processes
-        fewest = max(rules.min_replicas, math.ceil(model.required_rps(1) / capacity_rps) + rules.spare_replicas)
+        fewest = rules.servers(math.ceil(model.required_rps(1) / capacity_rps))
         if fewest >= batching.replicas:
             return None
     if model.largest_concurrency_meeting_tpot(1) < 1:
@@ -554,7 +554,7 @@ class _LlmLoadModel:
         if users:
             active = max(active, math.ceil(users / slots))
         for serving in range(math.ceil(active / per_server), MAX_REPLICAS + 1):
-            replicas = max(rules.min_replicas, serving + rules.spare_replicas)
+            replicas = rules.servers(serving)
             per_replica_rps = needed_rps / (serving * per_server)
             if users:
                 concurrency = math.ceil(users / (serving * per_server))
@@ -707,7 +707,7 @@ def _size_items(demand: Demand, candidate: Candidate) -> Sizing:
         per_replica = needed_items / serving
         latency_p95_s, in_flight = latency_p95_at(per_replica)
         if latency_p95_s <= target_s:
-            replicas = max(rules.min_replicas, serving + rules.spare_replicas)
+            replicas = rules.servers(serving)
             return Sizing(
                 candidate=candidate,
                 blocked=None,
