@@ -3,6 +3,8 @@
 import csv
 import json
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -126,11 +128,9 @@ print(deferred, left_in_cache, compiled_later, refused, yaml.safe_load("a: [1, Ã
 def test_yaml_is_imported_with_its_unprintable_character_pattern_compiled_on_first_use():
     """import_yaml defers that one pattern, leaves re's cache as it was, and the pure-Python reader still refuses an
     unprintable character."""
-    import subprocess
-    import sys
-
     done = subprocess.run([sys.executable, "-c", _IMPORT_YAML_THEN_READ], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["True", "False", "True", "True", "True", "True"]
+
 
 # ---- values that reach a shell, a unit file, a URL or a path ------------------------------------------------
 

@@ -377,9 +377,8 @@ class _LlmLoadModel:
     """The queueing view of one LLM replica for one demand: `token_latency` plus the waits and the p95 rules.
 
     `serial`: the server runs one request at a time (a replica of one slot: `_load_model`). Nothing then joins a
-    running answer:
-    its tokens come at the decode step of one sequence, and a request waits for the slot behind whole requests
-    (the slot queue's M/G/1 wait), not behind other prompts' prefills besides."""
+    running answer: its tokens come at the decode step of one sequence, and a request waits for the slot behind
+    whole requests (the slot queue's M/G/1 wait), not behind other prompts' prefills besides."""
 
     def __init__(self, demand: Demand, replica: LlmReplica, serial: bool = False):
         self.demand, self.replica, self.serial = demand, replica, serial
