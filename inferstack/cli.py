@@ -444,20 +444,30 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         _print_json(diff)
     else:
         sys.stdout.write(render_markdown(diff))
-    return 0  # a diff reports; an infeasible head is shown in it, not signalled by the exit code
+    # A diff reports; an infeasible head is shown in it. A stack whose pin `pulumi up` refuses fails the check too.
+    return 2 if diff.pin_status in ("out_of_date", "refused") else 0
 
 
 # ---- pin -----------------------------------------------------------------------------------------------
 
 
 def _cmd_pin(args: argparse.Namespace) -> int:
-    from inferstack.pin import pin_stack
+    from inferstack.pin import earlier_pin, pin_stack
 
+    before = earlier_pin(args.stack)
     path, pinned = pin_stack(args.stack)
     if args.json:
         _print_json(pinned)
+        return 0
+    now = pinned.chosen().summary()
+    if before is not None and before != now:
+        print(f"{path}: was {before}")
+        print(f"{' ' * len(str(path))}  now {now}")
+    elif before is not None:
+        print(f"{path}: {now} (the same deployment as before)")
     else:
-        print(f"{path}: {pinned.chosen().summary()}. Commit it with the stack: `pulumi up` deploys this plan")
+        print(f"{path}: {now}")
+    print("Commit it with the stack: `pulumi up` deploys this plan")
     return 0
 
 

@@ -23,30 +23,28 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from inferstack.clouds import CLOUD_FACTS
-from inferstack.errors import input_error
-from inferstack.pin import PinnedPlan, pinned_path
+from inferstack.errors import InputError, input_error
+from inferstack.fields import flatten
+from inferstack.pin import PinnedPlan, check_pin, pinned_path, read_pin
 from inferstack.plan import CloudOutcome, DeploymentPlan, Money, PlanReport, Price
 from inferstack.sizing.calibration import (
     STACK_CALIBRATION_KEY,
     StackCalibration,
     check_stack_calibration_file,
-    read_stack_calibration,
     stack_calibration,
 )
-from inferstack.spec import (
-    CLOUDS,
-    PROVIDER_REGION_KEYS,
-    STAGES,
-    Cloud,
-    ModelSpec,
-    WorkloadSpec,
-    for_stack,
-    parse_document,
-    parse_workload,
-    read_input_file,
+from inferstack.spec import Cloud, ModelSpec, WorkloadSpec, parse_document
+from inferstack.stack_file import (
+    is_stack_file,
+    project_dir_of,
+    read_stack_calibration_of,
+    read_stack_workload,
+    read_workload_file,
+    spec_from_text,
 )
 
 CloudStatus = Literal["unchanged", "changed", "became_infeasible", "became_feasible", "added", "removed"]
+PinStatus = Literal["pinned", "not_pinned", "out_of_date", "refused"]
 Scalar = str | int | float | None
 
 
@@ -107,7 +105,11 @@ class PlanDiff(_Frozen):
     best: BestDiff
     suggestions: list[str] = Field(description="Nearest feasible changes, when nothing is feasible in the head.")
     pin: str | None = Field(default=None, description="For a stack file: whether the head's plan is pinned "
-                            "(inferstack pin), and what `pulumi up` will deploy.")
+                            "(inferstack pin), and what `pulumi up` will deploy, or why it refuses.")
+    pin_status: PinStatus | None = Field(
+        default=None, description="For a stack file: pinned (its pin is what `pulumi up` deploys), not_pinned, "
+        "out_of_date (a stack input changed since the pin) or refused (the pin is not the plan its inputs give): "
+        "`pulumi up` refuses the last two.")
     catalog_changes: list[CloudDiff] = Field(
         default_factory=list,
         description="For a pinned base: what today's catalog and prices change in the base workload's plan, "
@@ -407,29 +409,17 @@ def _cloud_diff(cloud: Cloud, base: CloudOutcome | None, head: CloudOutcome | No
 
 def workload_changes(before: WorkloadSpec | None, after: WorkloadSpec) -> list[Change]:
     """The spec fields whose values differ (defaults included, so spelling out a default is no change)."""
-    old = _flatten(before.model_dump(mode="json")) if before else {}
-    new = _flatten(after.model_dump(mode="json"))
-    return [
-        Change(field=path, label=path, before=old.get(path), after=new.get(path), delta=_number_delta(old, new, path))
-        for path in [*new, *(p for p in old if p not in new)]
-        if old.get(path) != new.get(path)
-    ]
+    old = flatten(before.model_dump(mode="json")) if before else {}
+    new = flatten(after.model_dump(mode="json"))
+    return [Change(field=path, label=path, before=old.get(path), after=new.get(path),
+                   delta=_number_delta(old, new, path))
+            for path in [*new, *(p for p in old if p not in new)] if old.get(path) != new.get(path)]
 
 
 def _number_delta(old: dict[str, JsonValue], new: dict[str, JsonValue], path: str) -> float | None:
     before, after = old.get(path), new.get(path)
     numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (before, after))
     return float(after) - float(before) if numbers else None  # type: ignore[arg-type]
-
-
-def _flatten(data: dict[str, JsonValue], prefix: str = "") -> dict[str, JsonValue]:
-    flat: dict[str, JsonValue] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 # ---- markdown ----------------------------------------------------------------------------------------------
@@ -461,7 +451,9 @@ def render_markdown(diff: PlanDiff) -> str:
             for c in diff.workload_changes
         ]
         lines.append("")
-    if not diff.changed:
+    if not diff.changed and diff.pin_status in ("out_of_date", "refused"):
+        lines += ["**No change** to the workload's plan, but `pulumi up` refuses this stack's pin (above).", ""]
+    elif not diff.changed:
         lines += [
             "**No change** to any deployment: every cloud plans the same instances, memory, latency and cost.",
             "",
@@ -615,13 +607,13 @@ def diff_workload_files(
         )
     head_path = Path(workloads[-1])
     cloud_list = list(clouds) if clouds else None
-    head_measured = read_stack_calibration_of(head_path) if _is_stack_file(head_path) else None
+    head_measured = read_stack_calibration_of(head_path) if is_stack_file(head_path) else None
     head = plan_workload(read_workload_file(head_path), clouds=cloud_list, prices_file=prices_file,
                          calibration=head_measured.calibration if head_measured else None)
     base: PlanReport | None
     if base_ref is None:
         base_path = Path(workloads[0])
-        base_measured = read_stack_calibration_of(base_path) if _is_stack_file(base_path) else None
+        base_measured = read_stack_calibration_of(base_path) if is_stack_file(base_path) else None
         base = plan_workload(read_workload_file(base_path), clouds=cloud_list, prices_file=prices_file,
                              calibration=base_measured.calibration if base_measured else None)
         base_pin = _pin_text(base_path)
@@ -633,9 +625,9 @@ def diff_workload_files(
         base_pin = at_ref.pin_text()
         diff = diff_reports(base, head, base_source=at_ref.source, head_source=str(head_path))
     diff = _with_calibration_change(diff, base_measured, head_measured)
-    if not _is_stack_file(head_path):
+    if not is_stack_file(head_path):
         return diff
-    return _with_pins(diff, base, head, head_path, base_pin, _sha(base_measured), _sha(head_measured))
+    return _with_pins(diff, base, head, head_path, base_pin, _sha(base_measured), head_measured)
 
 
 def _sha(measured: StackCalibration | None) -> str | None:
@@ -658,14 +650,9 @@ def _with_calibration_change(diff: PlanDiff, base: StackCalibration | None, head
 # ---- pinned plans (stack files) ----------------------------------------------------------------------------
 
 
-def _is_stack_file(path: Path) -> bool:
-    """Pulumi's name for a stack's config file: Pulumi.<stack>.yaml."""
-    return path.name.startswith("Pulumi.") and path.suffix in (".yaml", ".yml") and path.name.count(".") >= 2
-
-
 def _pin_text(stack_file: Path) -> str | None:
     path = pinned_path(stack_file)
-    return path.read_text(encoding="utf-8") if _is_stack_file(stack_file) and path.is_file() else None
+    return path.read_text(encoding="utf-8") if is_stack_file(stack_file) and path.is_file() else None
 
 
 def _matching_pin(text: str | None, report: PlanReport | None,
@@ -683,120 +670,47 @@ def _matching_pin(text: str | None, report: PlanReport | None,
 
 def _with_pins(diff: PlanDiff, base: PlanReport | None, head: PlanReport, head_path: Path,
                base_pin: str | None, base_calibration: str | None = None,
-               head_calibration: str | None = None) -> PlanDiff:
-    """The diff of two stack files, with what their pins add: what `pulumi up` deploys for the head, and what the
-    catalog and prices alone changed since the base was pinned (the diff itself compares both workloads planned
-    today, so it shows the workload change alone)."""
-    update: dict[str, object] = {"pin": _pin_note(head, head_path, head_calibration)}
+               head_measured: StackCalibration | None = None) -> PlanDiff:
+    """The diff of two stack files, with what their pins add: what `pulumi up` deploys for the head (or why it
+    refuses), and what the catalog and prices alone changed since the base was pinned (the diff itself compares both
+    workloads planned today, so it shows the workload change alone)."""
+    status, note = _pin_note(head, head_path, head_measured)
+    update: dict[str, object] = {"pin": note, "pin_status": status}
     pinned_base = _matching_pin(base_pin, base, base_calibration)
     if pinned_base is not None and base is not None:
         drift = diff_reports(pinned_base.report, base).clouds
         update["catalog_changes"] = [cloud for cloud in drift if cloud.status != "unchanged"]
-        update["catalog_pinned_on"] = pinned_base.written_on
+        update["catalog_pinned_on"] = pinned_base.written_on.isoformat()
     return diff.model_copy(update=update)
 
 
-def _pin_note(head: PlanReport, head_path: Path, calibration_sha256: str | None = None) -> str:
+def _pin_note(head: PlanReport, head_path: Path, measured: StackCalibration | None = None) -> tuple[PinStatus, str]:
+    """What `pulumi up` does with the head stack's pin: the program's own check (`pin.check_pin`), so the review and
+    the deployment never disagree."""
     path = pinned_path(head_path)
     command = f"`inferstack pin {head_path}`"
     if not path.is_file():
-        return (f"**Not pinned**: `pulumi up` sizes this stack with the catalog and prices of the day it runs; pin "
-                f"the plan with {command} and commit {path.name}.")
-    pinned = _matching_pin(path.read_text(encoding="utf-8"), head, calibration_sha256)
-    if pinned is None:
-        return (f"**Pin out of date**: {path.name} was written for another workload or calibration file, so "
-                f"`pulumi up` refuses this stack until {command} is run and {path.name} committed.")
-    deployed = pinned.chosen().summary()
+        return "not_pinned", (f"**Not pinned**: `pulumi up` sizes this stack with the catalog and prices of the day it "
+                              f"runs; pin the plan with {command} and commit {path.name}.")
+    workload, prices_file = read_stack_workload(head_path)
+    try:
+        pinned = read_pin(path, stack_file=str(head_path))
+        deployed = check_pin(pinned, workload, pin_name=path.name, stack_file=str(head_path), calibration=measured,
+                             prices_file=prices_file).summary()
+    except InputError as refusal:
+        changed = [p.field for p in refusal.problems if p.field.startswith("inferstack:")]  # a stack input changed
+        if changed:
+            return "out_of_date", (f"**Pin out of date**: {', '.join(changed)} changed since {path.name} was written, "
+                                   f"so `pulumi up` refuses this stack until {command} is run and {path.name} "
+                                   "committed.")
+        reasons = "; ".join(f"{p.field}: {p.message}" for p in refusal.problems)
+        return "refused", (f"**Pin refused**: `pulumi up` refuses this stack until {command} is run and {path.name} "
+                           f"committed. {_cell(reasons)}")
     fresh = next((o.chosen for o in head.clouds if o.chosen is not None), None)
     note = f"**Pinned** in {path.name} ({pinned.written_on}): `pulumi up` deploys {deployed}."
     if fresh is not None and fresh.summary() != deployed:
         note += f" Re-planned today it would be {fresh.summary()}: run {command} to take that."
-    return note
-
-
-STACK_WORKLOAD_KEY = "inferstack:workload"
-
-
-def read_workload_file(path: Path) -> WorkloadSpec:
-    """A workload file, or a Pulumi stack file (`stacks/Pulumi.<stack>.yaml`) with an inline workload."""
-    from inferstack.spec import load_workload
-
-    if not path.is_file():
-        return load_workload(path)  # raises its "file not found" error
-    return _spec_from_text(path.read_text(encoding="utf-8"), path, str(path))
-
-
-def _spec_from_text(text: str, path: Path, source: str) -> WorkloadSpec:
-    data = parse_document(text, suffix=path.suffix, source=source)
-    if isinstance(data, dict) and isinstance(data.get("config"), dict):
-        return _stack_workload(data["config"], source, _project_dir(path))
-    return parse_workload(data, source=source, base_dir=path.parent)
-
-
-def read_stack_workload(stack_file: Path) -> tuple[WorkloadSpec, Path | None]:
-    """The workload a Pulumi stack file sizes (inline, or its inferstack:workloadFile) as the Pulumi program sizes
-    it, and the stack's price-override file (inferstack:pricesFile)."""
-    from inferstack.spec import load_workload
-
-    config = _stack_config(stack_file)
-    project_dir = _project_dir(stack_file)
-    workload_file = config.get("inferstack:workloadFile")
-    if STACK_WORKLOAD_KEY not in config and isinstance(workload_file, str):
-        spec = _on_stack(load_workload(project_dir / workload_file), config)
-    else:
-        spec = _stack_workload(config, str(stack_file), project_dir)
-    prices = config.get("inferstack:pricesFile")
-    return spec, project_dir / prices if isinstance(prices, str) else None
-
-
-def read_stack_calibration_of(stack_file: Path) -> StackCalibration | None:
-    """The calibration file a Pulumi stack file sizes with (inferstack:calibrationFile), None when it names none
-    (or is a workload file named like a stack file)."""
-    value = _stack_config(stack_file, required=False).get(STACK_CALIBRATION_KEY)
-    return None if value is None else read_stack_calibration(_project_dir(stack_file), value)
-
-
-def _stack_config(stack_file: Path, *, required: bool = True) -> dict[str, JsonValue]:
-    text = read_input_file(stack_file, field="STACK", what="Pulumi stack file", example="stacks/Pulumi.aws-prod.yaml")
-    data = parse_document(text, suffix=stack_file.suffix, source=str(stack_file), field="STACK")
-    config = data.get("config") if isinstance(data, dict) else None
-    if not isinstance(config, dict) and not required:
-        return {}
-    if not isinstance(config, dict):
-        raise input_error("STACK", "is not a Pulumi stack file: it has no config", value=str(stack_file),
-                          fix="give a stack's config file, e.g. stacks/Pulumi.aws-prod.yaml")
-    return config
-
-
-def _stack_workload(config: dict[str, JsonValue], source: str, project_dir: Path) -> WorkloadSpec:
-    """The workload a stack gives inline, as the Pulumi program sizes it."""
-    workload = config.get(STACK_WORKLOAD_KEY)
-    if not isinstance(workload, dict):
-        raise input_error(
-            STACK_WORKLOAD_KEY,
-            f"is not given inline in the stack file {source}",
-            fix="diff the workload file the stack names (inferstack:workloadFile); a stack that gives a plan has "
-            "no sizing to diff: its `pulumi preview` shows the change",
-        )
-    spec = parse_workload(workload, source=f"{source} ({STACK_WORKLOAD_KEY})", base_dir=project_dir)
-    return _on_stack(spec, config)
-
-
-def _on_stack(spec: WorkloadSpec, config: dict[str, JsonValue]) -> WorkloadSpec:
-    """On the stack's cloud and region, at its stage (spec.for_stack), with the program's checks of those keys."""
-    cloud, stage = config.get("inferstack:cloud"), config.get("inferstack:stage")
-    if cloud not in CLOUDS:
-        raise input_error("inferstack:cloud", f"is not one of {', '.join(CLOUDS)}" if cloud else "is not set",
-                          value=cloud, fix="pulumi config set inferstack:cloud aws (one of aws, gcp, alibaba, huawei)")
-    if stage is not None and stage not in STAGES:
-        raise input_error("inferstack:stage", f"is not one of {', '.join(STAGES)}", value=stage)
-    region = config.get(PROVIDER_REGION_KEYS[str(cloud)])
-    return for_stack(spec, cloud, stage=stage, region=region if isinstance(region, str) else None)
-
-
-def _project_dir(path: Path) -> Path:
-    """The Pulumi project holding a stack file: the nearest folder above it with a Pulumi.yaml."""
-    return next((d for d in path.resolve().parents if (d / "Pulumi.yaml").is_file()), path.resolve().parent)
+    return "pinned", note
 
 
 @dataclass(frozen=True)
@@ -820,7 +734,7 @@ class _WorkloadAtRef:
         from inferstack.sizing.planner import plan_workload
 
         assert self.text is not None
-        spec = _spec_from_text(self.text, self.path, self.source)
+        spec = spec_from_text(self.text, self.path, self.source)
         config = spec.model.config if isinstance(spec.model, ModelSpec) else None
         calibration = measured.calibration if measured else None
         if config is None:
@@ -835,7 +749,7 @@ class _WorkloadAtRef:
     def calibration(self) -> StackCalibration | None:
         """A stack file's calibration file (inferstack:calibrationFile) as it was at the ref, None when none."""
         assert self.text is not None
-        if not _is_stack_file(self.path):
+        if not is_stack_file(self.path):
             return None
         data = parse_document(self.text, suffix=self.path.suffix, source=self.source)
         config = data.get("config") if isinstance(data, dict) else None
@@ -843,7 +757,7 @@ class _WorkloadAtRef:
         if value is None:
             return None
         relative = check_stack_calibration_file(value)
-        in_repo = (_project_dir(self.path) / relative).relative_to(self.repo).as_posix()
+        in_repo = (project_dir_of(self.path) / relative).relative_to(self.repo).as_posix()
         content = _git_show(self.repo, self.ref, in_repo)
         if content is None:
             raise input_error(STACK_CALIBRATION_KEY, f"does not exist at {self.ref}", value=relative,
@@ -852,7 +766,7 @@ class _WorkloadAtRef:
 
     def pin_text(self) -> str | None:
         """The stack file's pin as it was at the ref (None: not a stack file, or no pin there)."""
-        if not _is_stack_file(self.path):
+        if not is_stack_file(self.path):
             return None
         pinned = Path(self.relative).with_name(pinned_path(self.path).name).as_posix()
         content = _git_show(self.repo, self.ref, pinned)

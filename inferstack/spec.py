@@ -654,10 +654,9 @@ def parse_workload(data: Any, *, source: str | None = None, base_dir: Path | Non
     if not isinstance(data, dict):
         raise InputError(
             [
-                Problem(
+                Problem(  # the value is not shown: it may be a whole file that was never a workload
                     "workload",
-                    "must be a mapping of fields",
-                    value=data,
+                    f"must be a mapping of fields (got a YAML/JSON {type(data).__name__})",
                     fix="start from a file in examples/workloads/",
                 )
             ],

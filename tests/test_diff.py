@@ -445,7 +445,8 @@ def test_a_head_whose_workload_changed_after_its_pin_says_pulumi_up_refuses(tmp_
     data["config"]["inferstack:workload"]["traffic"]["concurrent_users"] = 150
     stack.write_text(yaml.safe_dump(data))
     diff = diff_workload_files([stack_file(tmp_path, "base"), stack])
-    assert diff.pin.startswith("**Pin out of date**") and f"inferstack pin {stack}" in diff.pin
+    assert diff.pin.startswith("**Pin out of date**: inferstack:workload changed") and f"inferstack pin {stack}" in diff.pin
+    assert diff.pin_status == "out_of_date"
 
 
 def test_an_unpinned_stack_says_it_is_sized_at_deployment(tmp_path):
@@ -496,6 +497,39 @@ def test_base_ref_reads_the_stacks_pin_at_that_commit(tmp_path, capsys):
     diff = diff_workload_files([stack], base_ref="main")
 
     assert [c.cloud for c in diff.catalog_changes] == ["aws"] and diff.pin.startswith("**Not pinned**")
+
+
+@needs_git
+def test_a_pull_request_that_only_edits_the_pin_is_flagged_field_by_field_and_fails(tmp_path, capsys):
+    # Issue 23's reproduction: only Pulumi.aws-prod.plan.json edited (workload hash kept), stage internal, no fleet.
+    repo = tmp_path / "repo"
+    stack = _pinned_project(repo)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "pinned")
+    pin = stack.with_name("Pulumi.aws-prod.plan.json")
+    pinned = json.loads(pin.read_text())
+    chosen = pinned["report"]["clouds"][0]["chosen"]
+    chosen["stage"], chosen["fleet"] = "internal", None
+    pin.write_text(json.dumps(pinned, indent=2))
+
+    diff = diff_workload_files([stack], base_ref="main")
+
+    assert diff.pin_status == "refused" and diff.pin.startswith("**Pin refused**")
+    assert 'stage: pinned "internal", planned "production"' in diff.pin and "fleet: pinned null" in diff.pin
+    markdown = render_markdown(diff)
+    assert "but `pulumi up` refuses this stack's pin" in markdown
+    assert "every cloud plans the same instances" not in markdown  # not "No change" to what deploys
+    capsys.readouterr()
+    assert main(["diff", "--base-ref", "main", str(stack)]) == 2
+    assert "**Pin refused**" in capsys.readouterr().out
+
+
+def test_an_intact_pin_passes_the_diff_with_exit_0(tmp_path, capsys):
+    stack = _pinned_project(tmp_path / "head")
+    capsys.readouterr()
+    assert main(["diff", str(stack_file(tmp_path, "base")), str(stack)]) == 0
+    assert "**Pinned** in Pulumi.aws-prod.plan.json" in capsys.readouterr().out
 
 
 # ---- errors a user can fix ------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ from inferstack.spec import (
     parse_workload,
     problems_from_validation,
 )
+from inferstack.stack_file import confine_model_configs, project_file
 
 if TYPE_CHECKING:
     from inferstack.sizing.calibration import Calibration, StackCalibration
@@ -178,11 +179,12 @@ def read_stack_config(project_dir: Path | None = None) -> StackSettings:
                           value=given or None, fix="pulumi config set inferstack:workloadFile workload.yaml")
     plan, workload = _read_source(config, project_dir)
     measured = _stack_calibration(config, project_dir, sizes=workload is not None)
+    prices_file = (project_file(project_dir, config.prices_file, f"{NAMESPACE}:pricesFile")
+                   if config.prices_file is not None else None)
     if workload is not None:
         region = backend_for(config.cloud).configured_region()
         workload = for_stack(workload, config.cloud, stage=config.stage, region=region)  # type: ignore[arg-type]
-        plan, workload = _pinned_plan(workload, project_dir, measured.sha256 if measured else None)
-    prices_file = project_dir / config.prices_file if config.prices_file else None
+        plan, workload = _pinned_plan(workload, project_dir, measured, prices_file)
     return StackSettings(cloud=config.cloud, plan=plan, workload=workload,  # type: ignore[arg-type]
                          prices_file=prices_file, server_args=_server_args(config),
                          calibration=measured.calibration if measured else None)
@@ -252,12 +254,17 @@ def _did_you_mean(key: str) -> str | None:
 
 
 def _read_source(config: StackConfig, project_dir: Path) -> tuple[DeploymentPlan | None, WorkloadSpec | None]:
+    """The stack's plan or its workload; every file it names is read from the project only."""
     if config.workload is not None:
-        return None, parse_workload(config.workload, source=f"{NAMESPACE}:workload", base_dir=project_dir)
+        workload = parse_workload(config.workload, source=f"{NAMESPACE}:workload", base_dir=project_dir)
+        return None, confine_model_configs(workload, project_dir, f"{NAMESPACE}:workload")
     if config.workload_file is not None:
-        return None, load_workload(project_dir / config.workload_file)
+        key = f"{NAMESPACE}:workloadFile"
+        workload = load_workload(project_file(project_dir, config.workload_file, key))
+        return None, confine_model_configs(workload, project_dir, key)
     if config.plan_file is not None:
-        plan = load_plan(project_dir / config.plan_file, config.cloud)  # type: ignore[arg-type]
+        path = project_file(project_dir, config.plan_file, f"{NAMESPACE}:planFile")
+        plan = load_plan(path, config.cloud)  # type: ignore[arg-type]
     else:
         plan = read_plan(config.plan, config.cloud, source=f"{NAMESPACE}:plan")  # type: ignore[arg-type]
     if plan.cloud != config.cloud:
@@ -282,14 +289,16 @@ def _stack_calibration(config: StackConfig, project_dir: Path, *, sizes: bool) -
     return read_stack_calibration(project_dir, config.calibration_file)
 
 
-def _pinned_plan(workload: WorkloadSpec, project_dir: Path,
-                 calibration_sha256: str | None = None) -> tuple[DeploymentPlan | None, WorkloadSpec | None]:
-    """The stack's pinned plan (inferstack.pin) when it has one; else the workload, sized at this `pulumi up`."""
+def _pinned_plan(workload: WorkloadSpec, project_dir: Path, calibration: StackCalibration | None,
+                 prices_file: Path | None) -> tuple[DeploymentPlan | None, WorkloadSpec | None]:
+    """The stack's pinned plan (inferstack.pin), checked against what the stack gives now, when it has one; else the
+    workload, sized at this `pulumi up`."""
     stack_file = _stack_config_dir(project_dir) / f"Pulumi.{pulumi.get_stack()}.yaml"
     shown = stack_file.relative_to(project_dir) if stack_file.is_relative_to(project_dir) else stack_file
     path = pinned_path(stack_file)
     if path.is_file():
-        return read_pinned(path, workload, stack_file=str(shown), calibration_sha256=calibration_sha256), None
+        return read_pinned(path, workload, stack_file=str(shown), calibration=calibration,
+                           prices_file=prices_file), None
     if stack_file.is_file():
         pulumi.log.warn(f"stack {pulumi.get_stack()} sizes its workload at every `pulumi up`, so a catalog or price "
                         f"update can change its servers with nothing in a pull request showing why: pin its plan "

@@ -14,7 +14,6 @@ the canary's stays up for inspection until `canary` is dropped.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inferstack.plan import CanaryPlan, CloudOutcome, DeploymentPlan, Fleet, Money, Performance, PlanReport, Price
@@ -22,12 +21,12 @@ from inferstack.sizing.demand import STAGES
 
 if TYPE_CHECKING:
     from inferstack.sizing.calibration import Calibration
+    from inferstack.sizing.catalog import Catalog
 
 FULL_PERCENT = 100
 
 
-def with_canary(report: PlanReport, *, prices_file: Path | None = None,
-                calibration: Calibration | None = None) -> PlanReport:
+def with_canary(report: PlanReport, *, catalog: Catalog, calibration: Calibration | None = None) -> PlanReport:
     """The report with each cloud's chosen plan split into its main and canary groups (the workload's `canary`).
 
     The canary version is planned on the cloud and in the region of each chosen plan; a cloud where it has no feasible
@@ -44,7 +43,7 @@ def with_canary(report: PlanReport, *, prices_file: Path | None = None,
         canary_spec = spec.canary_workload()
         placement = canary_spec.placement.model_copy(update={
             "clouds": list(chosen), "regions": {cloud: [plan.region] for cloud, plan in chosen.items()}})
-        canary_report = plan_once(canary_spec.model_copy(update={"placement": placement}), prices_file=prices_file,
+        canary_report = plan_once(canary_spec.model_copy(update={"placement": placement}), catalog=catalog,
                                   alternatives=0, calibration=calibration)
     outcomes = []
     for outcome in report.clouds:

@@ -125,34 +125,40 @@ def _gpu_for(row: dict[str, str]) -> GpuSpec | None:
 
 
 @cache
+def instance_rows() -> tuple[dict[str, str], ...]:
+    """The rows of instances.csv, as written."""
+    with (DATA_DIR / "instances.csv").open(newline="", encoding="utf-8") as f:
+        return tuple(csv.DictReader(f))
+
+
+def offer_of(row: dict[str, str]) -> Offer:
+    """The offer one instances.csv row describes."""
+    attached = _ATTACHED.match(row["instance_type"])
+    vcpus = int(row["vcpus"])
+    return Offer(
+        cloud=_cloud(row["cloud"]),
+        region=row["region"],
+        name=row["instance_type"],
+        machine_type=attached["machine"] if attached else row["instance_type"],
+        attach_type=attached["accelerator"] if attached else None,
+        family=row["family"],
+        vcpus=vcpus,
+        memory_gib=float(row["memory_gib"]),
+        gpu=_gpu_for(row),
+        gpu_count=int(row["gpu_count"] or 0),
+        gpu_model=row["gpu_model"],
+        local_nvme_gb=_int_or_none(row["local_nvme_gb"]),
+        network_gbps=float(row["network_gbps"]) if row["network_gbps"].strip() else None,
+        spec_source=row["spec_source"],
+        spec_date=row["spec_date"],
+        cpu=host_cpu(row["cloud"], row["family"], vcpus),
+    )
+
+
+@cache
 def offers() -> tuple[Offer, ...]:
     """Every catalog instance type."""
-    result = []
-    with (DATA_DIR / "instances.csv").open(newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            attached = _ATTACHED.match(row["instance_type"])
-            vcpus = int(row["vcpus"])
-            result.append(
-                Offer(
-                    cloud=_cloud(row["cloud"]),
-                    region=row["region"],
-                    name=row["instance_type"],
-                    machine_type=attached["machine"] if attached else row["instance_type"],
-                    attach_type=attached["accelerator"] if attached else None,
-                    family=row["family"],
-                    vcpus=vcpus,
-                    memory_gib=float(row["memory_gib"]),
-                    gpu=_gpu_for(row),
-                    gpu_count=int(row["gpu_count"] or 0),
-                    gpu_model=row["gpu_model"],
-                    local_nvme_gb=_int_or_none(row["local_nvme_gb"]),
-                    network_gbps=float(row["network_gbps"]) if row["network_gbps"].strip() else None,
-                    spec_source=row["spec_source"],
-                    spec_date=row["spec_date"],
-                    cpu=host_cpu(row["cloud"], row["family"], vcpus),
-                )
-            )
-    return tuple(result)
+    return tuple(offer_of(row) for row in instance_rows())
 
 
 # ---- prices ---------------------------------------------------------------------------------------------
@@ -247,6 +253,7 @@ class PriceBook:
                 from_override_file=row.get("from_override_file") == "yes",
             )
             self._prices.setdefault((row["cloud"], row["instance_type"]), []).append(price)
+        self.rows = tuple(rows)  # as read, overrides merged in: what a pin records of them
         self.rates = rates
         self.discounts = discounts or {}
 
@@ -399,3 +406,19 @@ def _override_discounts(section: Any, path: Path) -> dict[str, float]:
             fix="e.g. discounts: {aws: 20}",
         )
     return {k: float(v) for k, v in section.items()}
+
+
+class Catalog(NamedTuple):
+    """What a plan is made from: the instance types, their prices, and the date the prices are aged against. The
+    packaged catalog with a price-override file on top, today (`load_catalog`), or the rows a pinned plan was made
+    from, on the day it was pinned (`inferstack.pin`)."""
+
+    offers: tuple[Offer, ...]
+    prices: PriceBook
+    today: datetime.date
+
+
+def load_catalog(prices_file: Path | None = None) -> Catalog:
+    """The packaged catalog, the user's price-override file (prices, discounts, exchange rates) on top, at the run
+    date."""
+    return Catalog(offers(), PriceBook.load(prices_file), run_date())

@@ -40,11 +40,12 @@ from inferstack.plan import (
 from inferstack.sizing.catalog import (
     CATALOG_REGIONS,
     STALE_PRICE_DAYS,
+    Catalog,
     Offer,
     PriceBook,
+    load_catalog,
     offers,
     price_age_days,
-    run_date,
 )
 from inferstack.sizing.coldstart import (
     Server,
@@ -97,29 +98,34 @@ def plan_workload(
     prices_file: Path | None = None,
     alternatives: int | None = ALTERNATIVES_SHOWN,
     calibration: Calibration | None = None,
+    catalog: Catalog | None = None,
 ) -> PlanReport:
     """Plan `spec` on each allowed cloud. `clouds`/`region` narrow the spec's placement (CLI flags).
     `calibration`: measured speeds that replace the model's where they match (`plan --calibration`).
+    `catalog`: what to plan from (a pin's rows); default the packaged catalog with `prices_file` on top, today.
 
     `alternatives`: runners-up kept per cloud, cheapest first; None keeps every feasible one (`plan --plot`).
     When no cloud has a feasible deployment, the report carries the nearest feasible changes.
     """
-    report = plan_once(spec, clouds=clouds, region=region, prices_file=prices_file, alternatives=alternatives,
+    if catalog is not None and prices_file is not None:
+        raise ValueError("give a catalog or a prices file, not both: the catalog has its prices")
+    catalog = catalog or load_catalog(prices_file)
+    report = plan_once(spec, clouds=clouds, region=region, catalog=catalog, alternatives=alternatives,
                        calibration=calibration)
     if spec.canary is not None and any(o.chosen for o in report.clouds):
         from inferstack.sizing.canary import with_canary
 
-        report = with_canary(report, prices_file=prices_file, calibration=calibration)
+        report = with_canary(report, catalog=catalog, calibration=calibration)
     if any(o.chosen for o in report.clouds):
         return report
     from inferstack.sizing.suggest import nearest_feasible_changes
 
-    changes = nearest_feasible_changes(spec, [o.cloud for o in report.clouds], region, prices_file)
+    changes = nearest_feasible_changes(spec, [o.cloud for o in report.clouds], region, catalog)
     over_budget = None
     if spec.placement.monthly_budget is not None:
         unbounded = spec.model_copy(update={"placement": spec.placement.model_copy(update={"monthly_budget": None})})
         over_budget = plan_once(unbounded, clouds=[o.cloud for o in report.clouds], region=region,
-                                prices_file=prices_file).best
+                                catalog=catalog).best
     return report.model_copy(update={"suggestions": changes, "cheapest_over_budget": over_budget})
 
 
@@ -128,11 +134,11 @@ def plan_once(
     *,
     clouds: Iterable[Cloud] | None = None,
     region: str | None = None,
-    prices_file: Path | None = None,
+    catalog: Catalog | None = None,
     alternatives: int | None = ALTERNATIVES_SHOWN,
     calibration: Calibration | None = None,
 ) -> PlanReport:
-    """One planning pass, without looking for nearest feasible changes."""
+    """One planning pass, without looking for nearest feasible changes (`catalog`: as plan_workload's)."""
     if spec.engine not in PLANNABLE_ENGINES:
         raise input_error(
             "engine",
@@ -143,7 +149,8 @@ def plan_once(
     _check_accelerator_names(spec)
     model = resolve(spec.model)
     demand = replace(demand_of(spec, model), calibration=calibration)
-    book = PriceBook.load(prices_file)
+    catalog = catalog or load_catalog()
+    book = catalog.prices
     currency = spec.placement.currency
     if book.rates.convert(1.0, "USD", currency) is None:
         raise input_error(
@@ -152,10 +159,9 @@ def plan_once(
             value=currency,
             fix=f"use one of {', '.join(sorted(book.rates.usd_per_unit))} or add the rate in a --prices file",
         )
-    today = run_date()
     shared: dict[tuple[object, ...], Sizing] = {}
     outcomes = [
-        _plan_cloud(demand, cloud, _regions(spec, cloud, region), book, today, shared, alternatives)
+        _plan_cloud(demand, cloud, _regions(spec, cloud, region), catalog, shared, alternatives)
         for cloud in _chosen_clouds(spec, clouds, region)
     ]
     ranked = sorted((o.chosen for o in outcomes if o.chosen and o.chosen.price.monthly_ranking),
@@ -248,14 +254,14 @@ def _rates_for(book: PriceBook, currency: str) -> dict[str, float]:
 # ---- one cloud -----------------------------------------------------------------------------------------
 
 
-def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBook, today: datetime.date,
+def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], catalog: Catalog,
                 shared: dict[tuple[object, ...], Sizing], alternatives: int | None = ALTERNATIVES_SHOWN
                 ) -> CloudOutcome:
     excluded: Counter[str] = Counter()
     blockers: dict[str, list[tuple[float, str]]] = {}
     priced: list[Priced] = []
     checked = 0
-    for offer in offers():
+    for offer in catalog.offers:
         if offer.cloud != cloud:
             continue
         checked += 1
@@ -268,7 +274,7 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], book: PriceBoo
             blockers.setdefault(sizing.blocked.kind, []).append((sizing.blocked.gap, f"{offer.name}: {sizing.blocked}"))
             continue
         for region in regions:
-            price = _price(demand, sizing, region, book, today)
+            price = _price(demand, sizing, region, catalog.prices, catalog.today)
             over = _over_budget(demand, sizing, region, price)
             if over is not None:
                 blockers.setdefault(over[0], []).append(over[1])

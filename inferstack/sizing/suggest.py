@@ -8,12 +8,14 @@ reported cheapest first with the deployment they would get.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inferstack.errors import InputError
 from inferstack.sizing.models import resolve
 from inferstack.spec import CLOUDS, Cloud, Precision, WorkloadSpec
+
+if TYPE_CHECKING:
+    from inferstack.sizing.catalog import Catalog
 
 MAX_SUGGESTIONS = 4
 Change = tuple[str, Callable[[WorkloadSpec], dict[str, Any] | None]]
@@ -85,7 +87,7 @@ CHANGES: list[Change] = [
 
 
 def nearest_feasible_changes(
-    spec: WorkloadSpec, clouds: Iterable[Cloud], region: str | None, prices_file: Path | None
+    spec: WorkloadSpec, clouds: Iterable[Cloud], region: str | None, catalog: Catalog
 ) -> list[str]:
     """Feasible one-step changes, cheapest first: 'with precision int4-awq: 1x g6.xlarge on aws, 587.50 USD/month'."""
     from inferstack.sizing.planner import plan_once
@@ -102,7 +104,7 @@ def nearest_feasible_changes(
         changed = spec.model_copy(update=update)
         target_clouds = list(changed.placement.clouds) if label == "all four clouds" else clouds
         try:
-            report = plan_once(changed, clouds=target_clouds, region=region, prices_file=prices_file)
+            report = plan_once(changed, clouds=target_clouds, region=region, catalog=catalog)
         except InputError:
             continue
         feasible = [o.chosen for o in report.clouds if o.chosen]

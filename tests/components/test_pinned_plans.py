@@ -1,5 +1,6 @@
-"""Plans pinned per stack: `inferstack pin` writes the plan next to the stack config, the program deploys it, and a
-workload changed since is refused naming the command that re-plans."""
+"""Plans pinned per stack: `inferstack pin` writes the plan next to the stack config with the catalog rows it was made
+from, the program deploys it only when those inputs plan to exactly it, and a workload changed since (or a pin edited
+by hand) is refused naming the command that re-plans."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ import yaml
 
 from inferstack.cli import main
 from inferstack.components.program import deploy, read_stack_config
-from inferstack.diff import diff_workload_files, read_stack_calibration_of, read_stack_workload
+from inferstack.diff import diff_workload_files
 from inferstack.errors import InputError
-from inferstack.pin import PinnedPlan, pin_stack, pinned_path, workload_sha256
+from inferstack.pin import PinnedPlan, pin_stack, pinned_path, read_pinned, workload_sha256
+from inferstack.sizing import catalog as catalog_module
 from inferstack.sizing.planner import plan_workload
+from inferstack.stack_file import read_stack_calibration_of, read_stack_workload
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = "aws-prod"
@@ -63,21 +66,98 @@ def test_pin_writes_the_stacks_plan_next_to_its_config(project: Path, capsys: An
     (outcome,) = pinned["report"]["clouds"]
     assert outcome["cloud"] == "aws" and outcome["chosen"]["stage"] == "production"
     assert outcome["chosen"]["region"] == "us-east-1"
-    assert set(pinned) == {"inferstack_version", "written_on", "workload_sha256", "calibration_sha256", "report"}
-    assert pinned["calibration_sha256"] is None  # the stack names no calibration file
+    assert set(pinned) == {"inferstack_version", "written_on", "workload_sha256", "calibration_sha256",
+                           "prices_file_sha256", "catalog", "report"}
+    assert pinned["calibration_sha256"] is None and pinned["prices_file_sha256"] is None  # the stack names neither
+    # What the plan was made from: the cloud's instance types and prices, one CSV line each, header first.
+    instances, prices = pinned["catalog"]["instances"], pinned["catalog"]["prices"]
+    assert instances[0].startswith("cloud,region,instance_type,") and "notes" not in instances[0]
+    assert prices[0] == "cloud,region,instance_type,currency,price_per_hour,source,source_date,from_override_file"
+    assert all(line.startswith("aws,") for line in instances[1:] + prices[1:])
+    assert any(line.startswith(f"aws,us-east-1,{outcome['chosen']['instance_type']},") for line in prices)
     assert outcome["chosen"]["price"]["source_date"]  # what the price was, and when
     assert str(path) in capsys.readouterr().out
 
 
-def test_the_program_deploys_the_pinned_plan_not_a_fresh_one(run: Any, project: Path) -> None:
-    path, _ = pin_stack(_stack_file(project))
+def test_pin_prints_what_the_new_pin_replaces(project: Path, capsys: Any) -> None:
+    _, first = pin_stack(_stack_file(project))
+    _set_config(project, "inferstack:workload", {
+        **yaml.safe_load(_stack_file(project).read_text())["config"]["inferstack:workload"],
+        "traffic": {"concurrent_users": 300, "prompt_tokens": {"mean": 800, "p95": 2000},
+                    "output_tokens": {"mean": 300, "p95": 800}, "context_tokens": 8192}})
+    capsys.readouterr()
+    assert main(["pin", str(_stack_file(project))]) == 0
+    out = capsys.readouterr().out
+    second = PinnedPlan.model_validate_json(pinned_path(_stack_file(project)).read_text())
+    assert f"was {first.chosen().summary()}" in out and f"now {second.chosen().summary()}" in out
+    assert first.chosen().summary() != second.chosen().summary()
+    assert main(["pin", str(_stack_file(project))]) == 0
+    assert "(the same deployment as before)" in capsys.readouterr().out
+
+
+def _edit_pin(path: Path, edit: Any) -> None:
     pinned = json.loads(path.read_text())
-    # A catalog update would change a fresh plan; the pinned one is what deploys. Shown by editing the pin's plan.
-    chosen = pinned["report"]["clouds"][0]["chosen"]
-    chosen["fleet"]["min_replicas"] = chosen["instance_count"] = chosen["instance_count"] + 1
-    path.write_text(json.dumps(pinned))
-    deployment = _deploy(run, project)
-    assert deployment.plan.instance_count == chosen["instance_count"]
+    edit(pinned["report"]["clouds"][0]["chosen"])
+    path.write_text(json.dumps(pinned, indent=2))
+
+
+def _internal_and_without_a_fleet(chosen: dict[str, Any]) -> None:
+    """The reproduction in issue 23: the workload's hash kept, the stage set to internal, the fleet removed."""
+    chosen["stage"] = "internal"
+    chosen["fleet"] = None
+
+
+def test_a_hand_edited_pin_is_refused_by_the_program_with_the_fields_that_differ(run: Any, project: Path) -> None:
+    path, _ = pin_stack(_stack_file(project))
+    _edit_pin(path, _internal_and_without_a_fleet)
+    message = _refusal(run, project)
+    assert f"Pulumi.{STACK}.plan.json: is not the plan its workload and its own catalog rows give" in message
+    assert "edited by hand" in message
+    assert 'stage: pinned "internal", planned "production"' in message
+    assert "fleet: pinned null, planned {" in message
+    assert f"inferstack pin stacks/Pulumi.{STACK}.yaml" in message
+
+
+@pytest.mark.parametrize("edit", [
+    lambda chosen: chosen.update(instance_count=chosen["instance_count"] + 1),
+    lambda chosen: chosen["serving"].update(port=8080),
+    lambda chosen: chosen.update(zones=1),
+    lambda chosen: chosen["price"].update(substitute=True),
+    lambda chosen: chosen["rationale"].append("reviewed"),
+], ids=["count", "port", "zones", "price", "rationale"])
+def test_any_edit_of_the_pinned_plan_is_refused(run: Any, project: Path, edit: Any) -> None:
+    path, _ = pin_stack(_stack_file(project))
+    _edit_pin(path, edit)
+    assert "is not the plan its workload and its own catalog rows give" in _refusal(run, project)
+
+
+def test_an_edited_catalog_row_in_the_pin_plans_to_another_plan_and_is_refused(run: Any, project: Path) -> None:
+    # The pin's own price rows are what it is checked against: a price row edited alone no longer gives its plan.
+    path, pinned = pin_stack(_stack_file(project))
+    chosen = pinned.chosen()
+    data = json.loads(path.read_text())
+    data["catalog"]["prices"] = [line.replace(f",{chosen.price.hourly_per_instance.amount},", ",0.01,")
+                                 if line.startswith(f"aws,us-east-1,{chosen.instance_type},") else line
+                                 for line in data["catalog"]["prices"]]
+    path.write_text(json.dumps(data, indent=2))
+    assert "price.hourly_per_instance.amount: pinned" in _refusal(run, project)
+
+
+def test_a_pin_written_before_pins_recorded_their_catalog_is_refused(run: Any, project: Path) -> None:
+    path, _ = pin_stack(_stack_file(project))
+    data = json.loads(path.read_text())
+    del data["catalog"], data["prices_file_sha256"]
+    path.write_text(json.dumps(data))
+    message = _refusal(run, project)
+    assert "did not record their catalog and price file" in message
+    assert f"inferstack pin stacks/Pulumi.{STACK}.yaml" in message
+
+
+def test_an_unedited_pin_plans_to_exactly_its_report_from_its_own_rows(project: Path) -> None:
+    path, pinned = pin_stack(_stack_file(project))
+    workload, _ = read_stack_workload(_stack_file(project))
+    assert pinned.replanned(workload, None) == pinned.report
+    assert pinned.differences(pinned.replanned(workload, None)) == []
 
 
 def test_a_workload_changed_since_its_pin_is_refused_naming_the_command_that_re_plans(run: Any,
@@ -134,14 +214,16 @@ SIZING_STACKS = sorted(  # a stack that gives a plan (inferstack:plan, planFile)
 
 
 @pytest.mark.parametrize("stack_file", SIZING_STACKS, ids=lambda p: p.stem)
-def test_every_stack_that_sizes_a_workload_has_a_pin_written_for_that_workload(stack_file: Path) -> None:
+def test_every_stack_that_sizes_a_workload_has_a_pin_its_inputs_plan_to(stack_file: Path) -> None:
     pin = pinned_path(stack_file)
     assert pin.is_file(), f"pin the stack: inferstack pin stacks/{stack_file.name}"
-    workload, _ = read_stack_workload(stack_file)
+    workload, prices_file = read_stack_workload(stack_file)
     pinned = PinnedPlan.model_validate_json(pin.read_text())
     assert pinned.workload_sha256 == workload_sha256(workload), f"re-pin: inferstack pin stacks/{stack_file.name}"
     measured = read_stack_calibration_of(stack_file)
     assert pinned.calibration_sha256 == (measured.sha256 if measured else None), f"re-pin: stacks/{stack_file.name}"
+    assert read_pinned(pin, workload, stack_file=f"stacks/{stack_file.name}", calibration=measured,
+                       prices_file=prices_file) == pinned.chosen(), f"re-pin: stacks/{stack_file.name}"
 
 
 def test_the_aws_prod_stack_deploys_its_committed_pin(run: Any, monkeypatch: Any) -> None:
@@ -152,30 +234,46 @@ def test_the_aws_prod_stack_deploys_its_committed_pin(run: Any, monkeypatch: Any
     assert settings.workload is None and settings.plan == pinned.chosen()
 
 
-def test_a_price_change_alone_changes_no_deployment_and_the_diff_shows_it(run: Any, project: Path) -> None:
-    # The pinned plan's server type becomes ten times dearer (a catalog or price update, nothing else).
+def test_a_price_change_alone_changes_no_deployment_and_the_diff_shows_it(run: Any, project: Path, tmp_path: Path,
+                                                                          monkeypatch: Any) -> None:
+    # The pinned plan's server type becomes ten times dearer in the packaged catalog (a price update, nothing else).
     _, pinned = pin_stack(_stack_file(project))
     chosen = pinned.chosen()
-    dearer = project / "prices.yaml"
-    dearer.write_text(yaml.safe_dump({"prices": [{
-        "cloud": "aws", "region": chosen.region, "instance_type": chosen.instance_type,
-        "price_per_hour": 10 * chosen.price.hourly_per_instance.amount, "currency": "USD",
-        "source": "a price update", "date": "2026-11-30"}]}))
-    fresh = plan_workload(pinned.report.workload, clouds=["aws"], prices_file=dearer).outcome("aws").chosen
+    data = tmp_path / "data"
+    shutil.copytree(catalog_module.DATA_DIR, data)
+    rows = (data / "prices.csv").read_text().splitlines()
+    amount = chosen.price.hourly_per_instance.amount
+    rows = [row.replace(f",{amount},", f",{10 * amount},") if row.startswith(f"aws,us-east-1,{chosen.instance_type},")
+            else row for row in rows]
+    (data / "prices.csv").write_text("\n".join(rows) + "\n")
+    monkeypatch.setattr(catalog_module, "DATA_DIR", data)
+    fresh = plan_workload(pinned.report.workload, clouds=["aws"]).outcome("aws").chosen
     assert fresh is not None and fresh.instance_type != chosen.instance_type  # re-planning would move
 
     def program() -> Any:
         return deploy(read_stack_config(project)).plan
 
-    config = {**_config(project), "inferstack:pricesFile": str(dearer)}
-    assert run(program, config=config, stack=STACK).value == chosen
+    assert run(program, config=_config(project), stack=STACK).value == chosen  # the pin's own rows are planned
 
-    diff = diff_workload_files([_stack_file(project), _stack_file(project)], prices_file=dearer)
+    diff = diff_workload_files([_stack_file(project), _stack_file(project)])
     assert not diff.changed and diff.workload_changes == []  # the workload did not change
     (drift,) = diff.catalog_changes  # the price alone did, since the pin
     assert drift.cloud == "aws" and chosen.instance_type in (drift.before or "")
     assert fresh.instance_type in (drift.after or "")
     assert "Re-planned today it would be" in (diff.pin or "")
+
+
+def test_a_price_file_changed_since_the_pin_is_refused_naming_the_command(run: Any, project: Path) -> None:
+    prices = project / "prices.yaml"
+    prices.write_text(yaml.safe_dump({"discounts": {"aws": 10}}))
+    _set_config(project, "inferstack:pricesFile", "prices.yaml")
+    _, pinned = pin_stack(_stack_file(project))
+    assert pinned.prices_file_sha256 == hashlib.sha256(prices.read_bytes()).hexdigest()
+    assert "less 10 %" in (pinned.chosen().price.source or "")
+    assert _deploy(run, project).plan == pinned.chosen()
+    prices.write_text(yaml.safe_dump({"discounts": {"aws": 20}}))
+    message = _refusal(run, project)
+    assert "inferstack:pricesFile: changed since its plan was pinned in Pulumi.aws-prod.plan.json" in message
 
 
 #### A stack's calibration file (inferstack:calibrationFile) ####

@@ -81,16 +81,18 @@ def test_preview_passes_bring_your_own_config_to_the_program() -> None:
     assert instance.inputs["subnetId"] == "subnet-0abc0abc"
 
 
-def test_preview_stack_reads_a_plan_file(tmp_path: Path) -> None:
+def test_preview_stack_reads_a_plan_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     plan = sample_plan("aws", "cpu-encoder", "internal")
     (tmp_path / "plan.json").write_text(plan.model_dump_json())
-    config = {"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:planFile": str(tmp_path / "plan.json")}
+    monkeypatch.chdir(tmp_path)  # the project, which the stack names its files in
+    config = {"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:planFile": "plan.json"}
     assert preview_stack(config).plan == plan
 
 
-def test_preview_stack_takes_the_aws_plan_from_a_plan_report(tmp_path: Path) -> None:
-    report = REPO / "examples" / "aws-existing-vpc" / "plan.json"
-    config = {"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:planFile": str(report),
+def test_preview_stack_takes_the_aws_plan_from_a_plan_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    config = {"inferstack:cloud": "aws", "aws:region": "us-east-1",
+              "inferstack:planFile": "examples/aws-existing-vpc/plan.json",
               "inferstack:networkId": "vpc-0abc0abc", "inferstack:subnetIds": ["subnet-0abc0abc"]}
     result = preview_stack(config)
     assert result.plan.cloud == "aws" and result.plan.workload == "kb-qa"

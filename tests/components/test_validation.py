@@ -227,3 +227,61 @@ def test_pulumi_program_reports_config_mistakes_without_a_traceback(run: Any, mo
     recording = run(program, config={"inferstack:cloud": "aws"})
     assert "exactly one of workload, workloadFile, plan, planFile" in recording.value
     assert recording.resources == []
+
+
+#### Files a stack names: inside the project, their contents never quoted ####
+
+SECRET_LINE = "root:$6$not-a-real-hash:19000:0:99999:7:::"
+
+
+@pytest.fixture
+def outside_file(tmp_path_factory: Any) -> Path:
+    """A file of the machine, outside the project, that a stack must not read: one line of YAML-parseable text."""
+    path = tmp_path_factory.mktemp("machine") / "shadow"
+    path.write_text(SECRET_LINE + "\n")
+    return path
+
+
+def _project(tmp_path: Path, monkeypatch: Any) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)  # read_stack_config reads the project in the working directory
+    return project
+
+
+@pytest.mark.parametrize("key", ["workloadFile", "planFile", "pricesFile"])
+@pytest.mark.parametrize("where", ["absolute", "dotdot", "link"])
+def test_a_file_outside_the_project_is_refused_without_reading_it(run: Any, tmp_path: Path, monkeypatch: Any,
+                                                                   outside_file: Path, key: str, where: str) -> None:
+    project = _project(tmp_path, monkeypatch)
+    value = {"absolute": str(outside_file), "dotdot": f"../../{outside_file.parent.name}/shadow",
+             "link": "shadow.yaml"}[where]
+    if where == "link":
+        (project / "shadow.yaml").symlink_to(outside_file)
+    config: dict[str, Any] = {"inferstack:cloud": "aws", f"inferstack:{key}": value}
+    if key == "pricesFile":
+        config["inferstack:plan"] = sample_plan().model_dump(mode="json")
+    message = _config_rejected(run, config)
+    assert f"inferstack:{key}" in message
+    assert "must be a path relative to the Pulumi project" in message or "leads outside the Pulumi project" in message
+    assert "not-a-real-hash" not in message and "root:" not in message
+
+
+def test_a_models_config_outside_the_project_is_refused(run: Any, tmp_path: Path, monkeypatch: Any,
+                                                        outside_file: Path) -> None:
+    _project(tmp_path, monkeypatch)
+    config = outside_file.with_name("config.json")
+    config.write_text('{"hidden_size": 4096}')
+    workload = {"name": "chat", "model": {"config": str(config)}, "traffic": {"requests_per_s": 1}}
+    message = _config_rejected(run, {"inferstack:cloud": "aws", "inferstack:workload": workload})
+    assert "inferstack:workload: model.config: is outside the Pulumi project" in message
+    assert "not-a-real-hash" not in message
+
+
+def test_a_workload_file_that_is_not_a_mapping_is_refused_without_quoting_it(run: Any, tmp_path: Path,
+                                                                              monkeypatch: Any) -> None:
+    project = _project(tmp_path, monkeypatch)
+    (project / "workload.yaml").write_text("not-a-real-hash-0123456789\n")  # a token, say: YAML reads a string
+    message = _config_rejected(run, {"inferstack:cloud": "aws", "inferstack:workloadFile": "workload.yaml"})
+    assert "workload: must be a mapping of fields (got a YAML/JSON str)" in message
+    assert "not-a-real-hash" not in message

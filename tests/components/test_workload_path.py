@@ -77,9 +77,10 @@ def test_stack_sizes_its_workload_with_the_price_overrides_it_names(monkeypatch:
                                                                                    blocked_by=[]))
 
     monkeypatch.setattr(inferstack.sizing, "plan_workload", plan_workload, raising=False)
+    monkeypatch.chdir(tmp_path)  # the project: the stack names its files relative to it
     result = preview_stack({"inferstack:cloud": "aws", "aws:region": "us-east-1", "inferstack:stage": "validation",
                             "inferstack:workload": {**WORKLOAD, "stage": "production"},
-                            "inferstack:pricesFile": str(tmp_path / "prices.yaml")})
+                            "inferstack:pricesFile": "prices.yaml"})
     assert result.plan == chosen
     (call,) = calls
     assert call["clouds"] == ["aws"] and call["prices_file"] == tmp_path / "prices.yaml"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from inferstack.errors import InputError
 from inferstack.sizing import planner
-from inferstack.sizing.catalog import offers
+from inferstack.sizing.catalog import load_catalog, offers
 from inferstack.sizing.demand import demand_of
 from inferstack.sizing.evaluate import size_candidate
 from inferstack.sizing.models import resolve
@@ -231,13 +231,8 @@ def test_adding_a_cheaper_feasible_instance_never_raises_the_cost(tmp_path_facto
             }
         )
     )
-    patched = (*offers(), cheaper)
-    original_offers = planner.offers
-    planner.offers = lambda: patched  # type: ignore[assignment]
-    try:
-        after = plan_workload(spec, clouds=["aws"], prices_file=prices).outcome("aws").chosen
-    finally:
-        planner.offers = original_offers  # type: ignore[assignment]
+    catalog = load_catalog(prices)._replace(offers=(*offers(), cheaper))
+    after = plan_workload(spec, clouds=["aws"], catalog=catalog).outcome("aws").chosen
     assert after is not None
     assert after.price.monthly_ranking.amount <= before.price.monthly_ranking.amount + 1e-6
 

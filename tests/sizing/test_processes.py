@@ -11,7 +11,7 @@ import yaml
 from inferstack.errors import InputError
 from inferstack.plan import MAX_PROCESSES_PER_SERVER, Serving
 from inferstack.sizing import planner
-from inferstack.sizing.catalog import Offer, host_cpu, offers
+from inferstack.sizing.catalog import Offer, host_cpu, load_catalog, offers
 from inferstack.sizing.demand import STAGES, Demand, demand_of
 from inferstack.sizing.estimate import estimate
 from inferstack.sizing.evaluate import SERIAL_UTILIZATION_CEILING, Sizing, size_candidate
@@ -50,8 +50,8 @@ def plan_on(spec: WorkloadSpec, offer: Offer, tmp_path: Path, monkeypatch: pytes
     prices.write_text(yaml.safe_dump({"prices": [
         {"cloud": "aws", "region": "us-east-1", "instance_type": offer.name, "currency": "USD",
          "price_per_hour": TWO_SOCKET_PRICE_PER_HOUR}]}))
-    monkeypatch.setattr(planner, "offers", lambda: (offer,))
-    return planner.plan_workload(spec, clouds=["aws"], prices_file=prices).outcome("aws").chosen
+    catalog = load_catalog(prices)._replace(offers=(offer,))
+    return planner.plan_workload(spec, clouds=["aws"], catalog=catalog).outcome("aws").chosen
 
 
 def test_a_two_socket_server_is_credited_one_nodes_bandwidth_per_process():
@@ -168,9 +168,8 @@ def test_plan_simulate_runs_one_process_of_a_multi_process_plan_at_its_share(mon
     spec = parse_workload(yaml.safe_load((Path(__file__).parents[2] / "examples/workloads/chat-8b-public.yaml")
                                          .read_text()))
     offer = next(o for o in offers() if o.name == "ecs.gn7i-4x.16xlarge")  # 4x A10
-    monkeypatch.setattr(planner, "offers", lambda: (offer,))
-    plan = planner.plan_workload(spec, clouds=["alibaba"]).outcome("alibaba").chosen
-    monkeypatch.undo()
+    plan = planner.plan_workload(spec, clouds=["alibaba"], catalog=load_catalog()._replace(offers=(offer,))
+                                 ).outcome("alibaba").chosen
     assert plan is not None and plan.serving.processes == 2 and plan.tensor_parallel == 2
     simulated = simulate_plan(spec, plan)
     processes = (plan.replicas - STAGES[plan.stage].spare_replicas) * plan.serving.processes
