@@ -734,7 +734,7 @@ class _WorkloadAtRef:
         from inferstack.sizing.planner import plan_workload
 
         assert self.text is not None
-        spec = spec_from_text(self.text, self.path, self.source)
+        spec = spec_from_text(self.text, self.path, self.source, read=self._text_at_ref)
         config = spec.model.config if isinstance(spec.model, ModelSpec) else None
         calibration = measured.calibration if measured else None
         if config is None:
@@ -771,6 +771,15 @@ class _WorkloadAtRef:
         pinned = Path(self.relative).with_name(pinned_path(self.path).name).as_posix()
         content = _git_show(self.repo, self.ref, pinned)
         return None if content is None else content.decode("utf-8")
+
+    def _text_at_ref(self, path: Path) -> str:
+        """A project file the stack names (its workload file), as it was at the ref."""
+        relative = path.resolve().relative_to(self.repo).as_posix()
+        content = _git_show(self.repo, self.ref, relative)
+        if content is None:
+            raise input_error("inferstack:workloadFile", f"does not exist at {self.ref}", value=relative,
+                              fix="commit the workload file with the stack file that names it")
+        return content.decode("utf-8")
 
     def _config_bytes(self, config: Path) -> bytes:
         try:

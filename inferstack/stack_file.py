@@ -11,6 +11,7 @@ error) a file of the machine it runs on.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,10 +83,21 @@ def read_workload_file(path: Path) -> WorkloadSpec:
     return spec_from_text(path.read_text(encoding="utf-8"), path, str(path))
 
 
-def spec_from_text(text: str, path: Path, source: str) -> WorkloadSpec:
+ReadText = Callable[[Path], str]
+"""Reads a file of the project: from the working tree (`read_project_text`), or as it was at a git commit (diff)."""
+
+
+def read_project_text(path: Path) -> str:
+    return read_input_file(path, field=STACK_WORKLOAD_FILE_KEY, what="a workload file",
+                           example="examples/workloads/chat-8b-public.yaml")
+
+
+def spec_from_text(text: str, path: Path, source: str, read: ReadText = read_project_text) -> WorkloadSpec:
+    """The workload of a workload file's text, or of a stack file's (inline, or the file it names, read with `read`),
+    sized as the stack sizes it."""
     data = parse_document(text, suffix=path.suffix, source=source)
     if isinstance(data, dict) and isinstance(data.get("config"), dict):
-        return _stack_workload(data["config"], source, project_dir_of(path))
+        return _stack_spec(data["config"], source, project_dir_of(path), read)
     return parse_workload(data, source=source, base_dir=path.parent)
 
 
@@ -94,14 +106,21 @@ def read_stack_workload(stack_file: Path) -> tuple[WorkloadSpec, Path | None]:
     it, and the stack's price-override file (inferstack:pricesFile)."""
     config = stack_config(stack_file)
     project_dir = project_dir_of(stack_file)
-    workload_file = config.get(STACK_WORKLOAD_FILE_KEY)
-    if STACK_WORKLOAD_KEY not in config and workload_file is not None:
-        workload = load_workload(project_file(project_dir, workload_file, STACK_WORKLOAD_FILE_KEY))
-        spec = on_stack(confine_model_configs(workload, project_dir, STACK_WORKLOAD_FILE_KEY), config)
-    else:
-        spec = _stack_workload(config, str(stack_file), project_dir)
+    spec = _stack_spec(config, str(stack_file), project_dir, read_project_text)
     prices = config.get(STACK_PRICES_FILE_KEY)
     return spec, None if prices is None else project_file(project_dir, prices, STACK_PRICES_FILE_KEY)
+
+
+def _stack_spec(config: dict[str, Any], source: str, project_dir: Path, read: ReadText) -> WorkloadSpec:
+    """The workload a stack sizes: inline, or in the workload file it names (read with `read`)."""
+    workload_file = config.get(STACK_WORKLOAD_FILE_KEY)
+    if STACK_WORKLOAD_KEY in config or workload_file is None:
+        return _stack_workload(config, source, project_dir)
+    path = project_file(project_dir, workload_file, STACK_WORKLOAD_FILE_KEY)
+    shown = f"{source} ({STACK_WORKLOAD_FILE_KEY} {workload_file})"
+    data = parse_document(read(path), suffix=path.suffix, source=shown)
+    workload = parse_workload(data, source=str(path), base_dir=path.parent)
+    return on_stack(confine_model_configs(workload, project_dir, STACK_WORKLOAD_FILE_KEY), config)
 
 
 def read_stack_calibration_of(stack_file: Path) -> StackCalibration | None:
@@ -130,9 +149,9 @@ def _stack_workload(config: dict[str, Any], source: str, project_dir: Path) -> W
     if not isinstance(workload, dict):
         raise input_error(
             STACK_WORKLOAD_KEY,
-            f"is not given inline in the stack file {source}",
-            fix="diff the workload file the stack names (inferstack:workloadFile); a stack that gives a plan has "
-            "no sizing to diff: its `pulumi preview` shows the change",
+            f"is not given in the stack file {source} (inline, or as {STACK_WORKLOAD_FILE_KEY})",
+            fix="a stack that gives a plan (inferstack:plan, planFile) has no sizing to diff: its `pulumi preview` "
+            "shows the change",
         )
     spec = parse_workload(workload, source=f"{source} ({STACK_WORKLOAD_KEY})", base_dir=project_dir)
     return on_stack(confine_model_configs(spec, project_dir, STACK_WORKLOAD_KEY), config)

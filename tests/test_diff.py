@@ -336,13 +336,44 @@ def test_a_stack_the_pulumi_program_refuses_is_refused_by_the_diff_with_the_same
         diff_workload_files([stack_file(tmp_path, "base"), stack])
 
 
-def test_a_stack_without_an_inline_workload_says_what_to_diff_instead(tmp_path):
-    stack = write(
-        tmp_path, "Pulumi.dev.yaml", {"config": {"inferstack:cloud": "aws", "inferstack:workloadFile": "w.yaml"}}
-    )
-    with pytest.raises(InputError, match="inferstack:workload: is not given inline") as error:
+def test_a_stack_that_gives_a_plan_says_it_has_no_sizing_to_diff(tmp_path):
+    stack = write(tmp_path, "Pulumi.dev.yaml", {"config": {"inferstack:cloud": "aws", "inferstack:planFile": "p.json"}})
+    with pytest.raises(InputError, match="inferstack:workload: is not given in the stack file") as error:
         diff_workload_files([stack, stack])
-    assert "inferstack:workloadFile" in str(error.value)
+    assert "pulumi preview" in str(error.value)
+
+
+def _workload_file_stack(project: Path, name: str, **workload_changes: Any) -> Path:
+    """A production stack that names its workload's file (the workload itself says `stage: internal`)."""
+    write(project, "workloads/chat.yaml", edited(stage="internal", **workload_changes))
+    (project / "Pulumi.yaml").write_text("name: p\nruntime: python\nstackConfigDir: stacks\n")
+    return write(project, f"stacks/Pulumi.{name}.yaml", {"config": {
+        "aws:region": "us-east-1", "inferstack:cloud": "aws", "inferstack:stage": "production",
+        "inferstack:workloadFile": "workloads/chat.yaml"}})
+
+
+def test_a_stack_that_names_a_workload_file_is_diffed_as_that_stack_deploys_it(tmp_path):
+    # Issue 27's trap: the workload file says internal, the production stack deploys it at production.
+    stack = _workload_file_stack(tmp_path / "p", "aws-prod")
+    diff = diff_workload_files([stack, stack])
+    (cloud,) = diff.clouds
+    planned = plan_workload(load_workload(tmp_path / "p" / "workloads" / "chat.yaml"), clouds=["aws"])
+    assert planned.outcome("aws").chosen.stage == "internal"  # the file alone plans another deployment
+    report = plan_workload(diff_stack_spec(stack), clouds=["aws"])
+    assert report.outcome("aws").chosen.stage == "production" and cloud.after == _summary(report)
+    assert diff.pin_status == "not_pinned"
+
+
+def diff_stack_spec(stack: Path) -> Any:
+    from inferstack.stack_file import read_workload_file
+
+    return read_workload_file(stack)
+
+
+def _summary(report: PlanReport) -> str:
+    chosen = report.outcome("aws").chosen
+    gpus = f" ({chosen.accelerator.count}x {chosen.accelerator.name})" if chosen.accelerator else ""
+    return f"{chosen.instance_count}x {chosen.instance_type}{gpus}, {chosen.region}"
 
 
 # ---- --base-ref: the same path at another commit ------------------------------------------------------
@@ -530,6 +561,22 @@ def test_an_intact_pin_passes_the_diff_with_exit_0(tmp_path, capsys):
     capsys.readouterr()
     assert main(["diff", str(stack_file(tmp_path, "base")), str(stack)]) == 0
     assert "**Pinned** in Pulumi.aws-prod.plan.json" in capsys.readouterr().out
+
+
+@needs_git
+def test_base_ref_reads_the_workload_file_a_stack_names_as_it_was_there(tmp_path):
+    project = tmp_path / "p"
+    stack = _workload_file_stack(project, "aws-prod")
+    git(project, "init", "-q", "-b", "main")
+    git(project, "add", ".")
+    git(project, "commit", "-qm", "base")
+    write(project, "workloads/chat.yaml", edited(stage="internal", traffic__concurrent_users=150))
+
+    diff = diff_workload_files([stack], base_ref="main")
+
+    assert [(c.field, c.before, c.after) for c in diff.workload_changes] == [("traffic.concurrent_users", 100, 150)]
+    (cloud,) = diff.clouds
+    assert cloud.status == "changed"
 
 
 # ---- errors a user can fix ------------------------------------------------------------------------------
