@@ -68,9 +68,15 @@ class CloudFacts(NamedTuple):
     and so do the capability tables (`Capability.DRIVER_READY_IMAGE`), which give the reasons."""
     block_volume: str
     """The boot disk its servers get; the model lives there when the server has no local NVMe."""
-    metadata_firewall: bool
-    """Whether its instance metadata server demands no session token (its `metadata-hardening` capability is
-    unsupported), so boot.sh lets only root reach its HTTP port (boot phase metadata_firewall)."""
+    load_balancer_timeout_s: int
+    """The longest one request may take behind its fleet's load balancer: the smallest of the maxima of every timeout
+    its listener applies (idle, request, response). A non-streamed answer sends nothing until it is whole, so each must
+    cover a whole answer; the planner caps an answer's length to fit (`plan.answer_token_cap`)."""
+    metadata_addresses: tuple[str, ...]
+    """Its instance metadata server's addresses, which the runtime may never reach, whatever the cloud's session
+    tokens (they stop an SSRF, not code running on the server): boot.sh lets only root open their HTTP port, and no
+    container at all (boot phase metadata_firewall), and a natively installed runtime's unit is denied them outright
+    (`IPAddressDeny=`). The server programs' metadata endpoints (`bootstrap/files/cloud_access.py`) are on them."""
     rolling_update: bool
     """Whether its managed group replaces running servers by itself when their template changes (surge, health-gated).
     The plan's rollout line and `inferstack diff` read it, and so do the capability tables
@@ -117,7 +123,13 @@ AWS = CloudFacts(
     catalog_region="us-east-1",
     driver_ready_image=True,  # Deep Learning Base OSS Nvidia Driver GPU AMI
     block_volume="gp3",
-    metadata_firewall=False,  # IMDSv2 tokens required
+    # ALB idle_timeout: 1-4000 s, the time a connection may carry no byte (ELB User Guide, "Connection idle timeout",
+    # read 2026-12-07); the ALB has no whole-request timeout.
+    load_balancer_timeout_s=4000,
+    # EC2 User Guide, "Instance identity documents" (read 2026-12-07): IMDS at 169.254.169.254 and, on Nitro instances
+    # in an IPv6 subnet whose metadata options enable it, [fd00:ec2::254]. The components leave http_protocol_ipv6
+    # unset (pulumi_aws: "Defaults to `disabled`"); it is denied all the same, should it be enabled by hand.
+    metadata_addresses=("169.254.169.254", "fd00:ec2::254"),
     rolling_update=True,  # ASG instance refresh
     plot_colour="#ff9900",
 )
@@ -130,7 +142,14 @@ GCP = CloudFacts(
     catalog_region="us-central1",
     driver_ready_image=True,  # Canonical's Ubuntu accelerator image
     block_volume="pd-balanced",  # hyperdisk-balanced on the machine families that take only Hyperdisk
-    metadata_firewall=True,
+    # Backend service timeout_sec, a whole response's for an external Application Load Balancer: "1 through
+    # 2,147,483,647 seconds" (pulumi_gcp 10.2.0 compute/backend_service.py, read 2026-12-07).
+    load_balancer_timeout_s=2_147_483_647,
+    # Also named metadata.google.internal (Google's gcp-metadata client: HOST_ADDRESS, SECONDARY_HOST_ADDRESS). It is
+    # the VM's DNS resolver too (Compute Engine "Internal DNS"), so the host rule leaves port 53 open. Dual-stack VMs
+    # reach it over IPv4 only (Compute Engine "Configure IPv6"); the components create IPv4-only interfaces. Read
+    # 2026-12-07.
+    metadata_addresses=("169.254.169.254",),
     rolling_update=True,  # MIG update policy
     plot_colour="#4285f4",
 )
@@ -143,7 +162,10 @@ ALIBABA = CloudFacts(
     catalog_region="ap-southeast-1",
     driver_ready_image=False,  # the bootstrap installs the driver
     block_volume="ESSD PL1",  # cloud_essd at its default performance level
-    metadata_firewall=False,  # hardened mode: tokens required
+    # ALB listener idle_timeout and request_timeout: "0~600 Seconds"; past request_timeout without the backend's answer,
+    # ALB "Will Give up Waiting" and returns HTTP 504 (pulumi_alicloud 4.0.0 alb/listener.py, read 2026-12-07).
+    load_balancer_timeout_s=600,
+    metadata_addresses=("100.100.100.200",),  # ECS "Instance metadata" (hardened mode and normal), read 2026-12-07
     rolling_update=False,  # ESS instance refresh needs the Priority policy
     plot_colour="#e4393c",
 )
@@ -158,7 +180,11 @@ HUAWEI = CloudFacts(
     # estimate is short by the driver phase (assumption: the region offers it).
     driver_ready_image=True,
     block_volume="GPSSD",
-    metadata_firewall=True,
+    # Dedicated ELB listener request_timeout and response_timeout: "Value range: 1 to 300" (pulumi_huaweicloud 0.0.12
+    # dedicatedelb/listener.py, read 2026-12-07); idle_timeout takes 0-4000.
+    load_balancer_timeout_s=300,
+    # ECS "Obtaining ECS Details Using Metadata" (2025-08-12, read 2026-12-07), which also suggests the root-only rule.
+    metadata_addresses=("169.254.169.254",),
     rolling_update=False,  # AS has no instance refresh
     plot_colour="#7b3fb0",
 )

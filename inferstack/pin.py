@@ -240,7 +240,8 @@ def check_pin(pinned: PinnedPlan, workload: WorkloadSpec, *, pin_name: str, stac
     if differences:
         made_by = (f"written by inferstack {pinned.inferstack_version}, and inferstack {__version__} plans its inputs "
                    "differently" if pinned.inferstack_version != __version__ else
-                   "edited by hand: a pin records a plan, it never replaces one")
+                   "edited by hand, or written by another build of this version: a pin records a plan, it never "
+                   "replaces one")
         raise input_error(pin_name, f"is not the plan its workload and its own catalog rows give ({made_by}): "
                           + "; ".join(differences), fix=re_plan)
     return pinned.chosen()

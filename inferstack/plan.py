@@ -38,6 +38,10 @@ UNPRICED_CACHE = "Redis (unpriced)"
 UNPRICED_CACHE_SENTENCE = ("The inference cache's managed Redis is an unpriced extra: not in the catalog, not in the "
                            "monthly figure.")
 MIN_REQUEST_TIMEOUT_S = 120
+# A request may take this much longer than the longest answer the plan allows at its p95 times (time to first token,
+# then every token of the context at the p95 time per token): room for a prompt longer than the p95's prefill and for
+# the scheduler's jitter at peak load. An assumption, stated as such.
+LONGEST_ANSWER_MARGIN = 1.25
 # The most model processes one server runs (`sizing/processes.py`): the most GPUs a plannable catalog server has,
 # one process each. It bounds a value that becomes systemd unit names and loopback ports on the server.
 MAX_PROCESSES_PER_SERVER = 8
@@ -216,6 +220,12 @@ class Serving(_Frozen):
     health_path: HealthPath = Field(description="HTTP path that answers 200 once the model is loaded.")
     max_model_len: int | None = Field(default=None, ge=1, description="Longest sequence accepted (LLMs).")
     max_num_seqs: int | None = Field(default=None, ge=1, description="Concurrent sequences per replica (LLMs).")
+    max_answer_tokens: int | None = Field(
+        default=None, ge=1,
+        description="Most tokens one answer may generate, whatever a request asks: the runtime's own cap (vLLM "
+                    "--override-generation-config max_new_tokens, llama-server -n), set where the cloud's load "
+                    "balancer cannot wait for an answer as long as the context (`answer_token_cap`). None: answers "
+                    "run to the context (max_model_len).")
     gpu_memory_utilization: float | None = Field(
         default=None, gt=0, le=1, description="Fraction of GPU memory the engine takes (vLLM)."
     )
@@ -371,6 +381,37 @@ def rollout_for(instance_count: int, zones: int, fleet: Fleet | None, cold_start
                    duration_s=batches * fleet.cold_start_s)
 
 
+def answer_seconds(performance: Performance, tokens: int) -> float:
+    """How long an answer of `tokens` tokens takes at the plan's p95 figures: the time to its first token, then the
+    time per token for each further one."""
+    assert performance.ttft_p95_ms is not None and performance.tpot_p95_ms is not None, "an LLM's performance"
+    return (performance.ttft_p95_ms + performance.tpot_p95_ms * max(tokens - 1, 0)) / 1000
+
+
+def answer_token_cap(performance: Performance, max_model_len: int | None, limit_s: int) -> int | None:
+    """The most tokens an answer may have so that the request fits `limit_s` (with LONGEST_ANSWER_MARGIN), or None
+    when the whole context fits (or the model generates no tokens). At least 1: a plan whose first token alone misses
+    the limit keeps a request timeout above it, which the cloud's backend refuses (`plan_problems`)."""
+    if max_model_len is None or performance.ttft_p95_ms is None or performance.tpot_p95_ms is None:
+        return None
+    if answer_seconds(performance, max_model_len) * LONGEST_ANSWER_MARGIN <= limit_s:
+        return None
+    budget_ms = limit_s / LONGEST_ANSWER_MARGIN * 1000 - performance.ttft_p95_ms
+    cap = 1 + math.floor(budget_ms / performance.tpot_p95_ms)
+    if math.ceil(answer_seconds(performance, cap) * LONGEST_ANSWER_MARGIN) > limit_s:  # float rounding at the edge
+        cap -= 1
+    return max(1, cap)
+
+
+def answer_cap_sentence(performance: Performance, max_model_len: int, cap: int, limit_s: int,
+                        load_balancer: str) -> str:
+    """The plan's rationale for capping answers: what the context would take, and what the load balancer allows."""
+    return (f"Answers are capped at {cap} tokens (the runtime's own limit, whatever a request asks): one as long as "
+            f"the {max_model_len}-token context would take {answer_seconds(performance, max_model_len):,.0f} s at "
+            f"{performance.tpot_p95_ms:g} ms a token, and {load_balancer} waits at most {limit_s} s for an answer "
+            f"({LONGEST_ANSWER_MARGIN:g}x margin kept).")
+
+
 class DeploymentPlan(_Frozen):
     """One deployment on one cloud: what to create, what it costs, how it will perform, and why."""
 
@@ -429,10 +470,21 @@ class DeploymentPlan(_Frozen):
                                   "existed (`rolling_update` then derives it).")
 
     @property
+    def longest_answer_tokens(self) -> int | None:
+        """The most tokens an answer of this plan may generate: the runtime's cap, or the whole context (an LLM's
+        answer can run until prompt and answer fill `max_model_len`); None for models that generate no tokens."""
+        return self.serving.max_answer_tokens or self.serving.max_model_len
+
+    @property
     def request_timeout_s(self) -> int:
-        """Longest a request may take end to end, streamed answers included: four times the p95 latency, at least two
-        minutes. The gateway's and the load balancer's timeouts."""
-        return max(MIN_REQUEST_TIMEOUT_S, math.ceil(4 * self.performance.latency_p95_ms / 1000))
+        """Longest a request may take end to end, streamed answers included: the gateway's and the load balancer's
+        timeouts, at least two minutes. An LLM's is its longest answer (`longest_answer_tokens`) at the plan's p95 time
+        per token at peak load, after its p95 time to first token, times LONGEST_ANSWER_MARGIN; other models' is four
+        times the p95 latency."""
+        tokens = self.longest_answer_tokens
+        if tokens is None or self.performance.tpot_p95_ms is None or self.performance.ttft_p95_ms is None:
+            return max(MIN_REQUEST_TIMEOUT_S, math.ceil(4 * self.performance.latency_p95_ms / 1000))
+        return max(MIN_REQUEST_TIMEOUT_S, math.ceil(answer_seconds(self.performance, tokens) * LONGEST_ANSWER_MARGIN))
 
     @property
     def rolling_update(self) -> Rollout:

@@ -95,3 +95,5 @@ load_balancer_only_public_listener = _BY_NAME["load-balancer-only-public-listene
 fleet_spans_zones = _BY_NAME["fleet-spans-zones"]
 managed_redis_private_tls_auth = _BY_NAME["managed-redis-private-tls-auth"]
 log_stores_have_retention = _BY_NAME["log-stores-have-retention"]
+production_runs_a_protected_fleet = _BY_NAME["production-runs-a-protected-fleet"]
+managed_redis_users_and_network = _BY_NAME["managed-redis-users-and-network"]

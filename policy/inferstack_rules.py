@@ -233,6 +233,13 @@ class ResourceInput:
     """The rule's configuration (`--policy-pack-config`)."""
 
 
+class ResourceOptions(Protocol):
+    """A resource's options, as a stack rule sees them (pulumi_policy.PolicyResourceOptions has this shape)."""
+
+    @property
+    def protect(self) -> bool: ...
+
+
 class StackResource(Protocol):
     """One resource of the stack, as a stack rule sees it (pulumi_policy.PolicyResource has this shape)."""
 
@@ -246,6 +253,15 @@ class StackResource(Protocol):
     def props(self) -> Mapping[str, Any]: ...
     @property
     def property_dependencies(self) -> Mapping[str, Sequence[StackResource]]: ...
+    @property
+    def opts(self) -> ResourceOptions: ...
+
+
+@dataclass(frozen=True)
+class PlainOptions:
+    """ResourceOptions from plain values (what Pulumi's mocks recorded)."""
+
+    protect: bool = False
 
 
 @dataclass(frozen=True)
@@ -262,6 +278,8 @@ class PlainResource:
     custom: bool = True
     """A cloud resource; resource rules do not run on components (the engine does not send them)."""
     property_dependencies: Mapping[str, Sequence[StackResource]] = field(default_factory=dict)
+    opts: PlainOptions = field(default_factory=PlainOptions)
+    """Its resource options (`protect`: Pulumi's mocks record it, inferstack.preview.RegisteredResource.protect)."""
 
 
 @dataclass(frozen=True)
@@ -1449,7 +1467,9 @@ class ServerGrants:
     secret_reads: frozenset[str]
     """Read secrets, on the stack's own secrets (Huawei: on its project, see `secrets_by_project`)."""
     anywhere: frozenset[str] = frozenset()
-    """Allowed on every resource: the managed shell's channel."""
+    """Allowed on every resource (the cloud grants them on no narrower one): what `anywhere_for` says."""
+    anywhere_for: str = ""
+    """What the `anywhere` actions are for, as the end of a sentence ("open the managed shell")."""
     prefix_condition: str = ""
     """The condition key that limits a listing to a prefix (matched case-insensitively)."""
     secrets_by_project: bool = False
@@ -1480,6 +1500,7 @@ SERVER_GRANTS: Mapping[str, ServerGrants] = {
     "aws": ServerGrants(
         object_reads=frozenset({"s3:GetObject"}), listings=frozenset({"s3:ListBucket"}),
         secret_reads=frozenset({"ssm:GetParameter", "ssm:GetParameters"}),
+        anywhere_for="open the managed shell",
         anywhere=frozenset({"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
                             "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
                             "ssmmessages:OpenDataChannel", "ec2:DescribeTags"}),
@@ -1493,9 +1514,14 @@ SERVER_GRANTS: Mapping[str, ServerGrants] = {
                         # The Ops Agent's writes: project IAMMembers, the narrowest scope Google offers for them.
                         log_writes=frozenset({"roles/logging.logWriter"}),
                         metric_writes=frozenset({"roles/monitoring.metricWriter"})),
-    # RAM policies model-read and secrets-read (Cloud Assistant, the managed shell, needs no grant).
+    # RAM policies model-read and secrets-read (Cloud Assistant, the managed shell, needs no grant); a fleet's servers
+    # complete their own lifecycle action (components/alibaba.py LIFECYCLE_ACTIONS), which ESS grants on all resources
+    # only (Auto Scaling API 2022-02-22, CompleteLifecycleAction, "Authorization information", read 2026-12-07).
     "alibaba": ServerGrants(object_reads=frozenset({"oss:GetObject"}), listings=frozenset({"oss:ListObjects"}),
-                            secret_reads=frozenset({"kms:GetSecretValue"}), prefix_condition="oss:prefix"),
+                            secret_reads=frozenset({"kms:GetSecretValue"}), prefix_condition="oss:prefix",
+                            anywhere=frozenset({"ess:DescribeScalingInstances", "ess:DescribeLifecycleActions",
+                                                "ess:CompleteLifecycleAction"}),
+                            anywhere_for="complete their own scale-out"),
     # Custom roles model-read (a domain role: OBS is global) and secrets-read (a project role); no listing.
     "huawei": ServerGrants(object_reads=frozenset({"obs:object:GetObject"}), listings=frozenset(),
                            secret_reads=frozenset({"csms:secretVersion:get", "kms:dek:decrypt"}),
@@ -1602,7 +1628,7 @@ class _Checker:
         elif kind == "metrics":
             self.metric_write(statement, action, urn)
         elif kind is None:
-            shell = " and open the managed shell" if self.row.anywhere else ""
+            shell = f" and {self.row.anywhere_for}" if self.row.anywhere_for else ""
             self.identity.report(f"the servers' identity may {action} (statement {label}), which inferstack never "
                                  f"grants: the servers only read their model prefix and their own secrets{shell} "
                                  "(docs/policy.md lists the actions); remove it", urn)
@@ -2070,54 +2096,260 @@ def check_cdn_front_ends(stack: Stack, report_violation: ReportViolation) -> Non
                             "checked resource by resource by cdn-https-only")
 
 
-#### Stack: a port open to the whole internet has an API key ####
+#### Stack: a port or load balancer open to a public source comes with the servers' API key ####
 
 API_KEY_SECRETS = (AWS_PARAMETER, GCP_SECRET, ALI_SECRET, HW_SECRET)
 API_KEY_NAME_SUFFIX = "-api-key"
-_WORLD_V4, _WORLD_V6 = ipaddress.IPv4Network("0.0.0.0/0"), ipaddress.IPv6Network("::/0")
+"""How inferstack names the API key's secret resource: `<component>-secrets-api-key` (components/server.py
+ServerSecrets, each cloud's create_secrets)."""
+API_KEY_FIX = ("store it as a secret the servers' identity may read (`pulumi config set --secret inferstack:apiKey "
+               "\"$(openssl rand -hex 32)\"`), or admit private networks only")
 
 
-def _covers_world(sources: Iterable[Source]) -> bool:
-    """Whether the sources together admit every address of IPv4 or IPv6, however split (0.0.0.0/1 + 128.0.0.0/1);
-    a source the pack cannot read counts as every address."""
-    v4: list[ipaddress.IPv4Network] = []
-    v6: list[ipaddress.IPv6Network] = []
-    for source in sources:
-        if source.network is None:
-            return True
-        if isinstance(source.network, ipaddress.IPv4Network):
-            v4.append(source.network)
-        else:
-            v6.append(source.network)
-    return (list(ipaddress.collapse_addresses(v4)) == [_WORLD_V4]
-            or list(ipaddress.collapse_addresses(v6)) == [_WORLD_V6])
+@dataclass(frozen=True)
+class PublicEntry:
+    """Something that admits public callers: a firewall rule's ports, or an internet-facing load balancer's
+    listener (or the load balancer itself, where it holds the filter)."""
+
+    urn: str
+    what: str
+
+
+def _discard(message: str, urn: str | None = None) -> None:
+    """For readers whose own rule reports what they find (the identity's grants, a load balancer's listeners)."""
+
+
+def _public_openings(stack: Stack) -> Iterator[PublicEntry]:
+    """Every firewall opening to a source that is not private, however the ranges are split; Google's front ends
+    count as the load balancer, whose callers `_public_listeners` reads."""
+    for resource in (r for r in stack.resources if r.resource_type in INGRESS_READERS):
+        by_ports: dict[tuple[int, int], list[Opening]] = {}
+        for opening in _opened(stack, resource):
+            if not (exposure(opening, resource.resource_type) in ("private", "iap")
+                    or from_load_balancer(opening, resource.resource_type)):
+                by_ports.setdefault((opening.low, opening.high), []).append(opening)
+        for same_ports in by_ports.values():
+            wheres = dict.fromkeys(_public_where(opening.source) for opening in same_ports)
+            yield PublicEntry(resource.urn, f"{same_ports[0].ports_are()} open to {', '.join(wheres)}")
+
+
+def _public_listeners(stack: Stack) -> Iterator[PublicEntry]:
+    """Each internet-facing load balancer whose callers the pack cannot limit to private networks: the filter each
+    cloud puts in front of its listeners is read (AWS and Alibaba security groups, as firewall rules above; Google
+    Cloud Armor; Alibaba ALB ACLs; Huawei ELB IP groups), and one it cannot read counts as admitting everyone."""
+    for balancer in load_balancers(stack, _discard):
+        api = [listener for listener in balancer.listeners if _serves_api(balancer, listener)]
+        if not balancer.internet_facing or not api:
+            continue
+        for resource, why in BALANCER_CALLERS[balancer.cloud](stack, balancer, api):
+            kind = ("forwarding rule" if balancer.cloud == "gcp"
+                    else "load balancer" if resource.urn == balancer.resource.urn else "listener")
+            yield PublicEntry(resource.urn, f"the internet-facing {kind} {resource.name} admits public callers ({why})")
+
+
+def _serves_api(balancer: LoadBalancer, listener: Listener) -> bool:
+    """A listener that forwards requests: not plain HTTP that only redirects; on Google Cloud, one that routes to a
+    backend service (a front end of backend buckets only is the static assets' CDN, which serves files)."""
+    return not listener.redirects_to_https and (balancer.cloud != "gcp" or bool(listener.backends))
+
+
+def _aws_callers(stack: Stack, balancer: LoadBalancer,
+                 listeners: list[Listener]) -> Iterator[tuple[StackResource, str]]:
+    """An ALB's security groups hold its callers: their rules are firewall openings (above), read when the stack
+    creates them. Without one of the stack, the VPC's default security group (ALB's default) or a brought one
+    decides."""
+    named = _listed(stack, balancer.resource.props, "securityGroups")
+    groups = _linked_of(stack, balancer.resource, ("securityGroups",), *SECURITY_GROUP_TYPES)
+    if not groups or len(named) > len(groups):
+        yield balancer.resource, ("it names no security group of this stack, so the VPC's default security group or "
+                                  "one the pack cannot read decides who may call it")
+
+
+GCP_ARMOR_RULES = ("gcp:compute/securityPolicyRule:SecurityPolicyRule",
+                   "gcp:compute/regionSecurityPolicyRule:RegionSecurityPolicyRule")
+GCP_ARMOR_DEFAULT_PRIORITY = 2147483647
+"""Cloud Armor's default rule: "There must always be a default rule (rule with priority 2147483647 and match "*"). If
+no rules are provided when creating a security policy, a default rule with action "allow" will be added"
+(pulumi_gcp compute.SecurityPolicy `rules`, read 2026-12-07)."""
+
+
+def _gcp_callers(stack: Stack, balancer: LoadBalancer,
+                 listeners: list[Listener]) -> Iterator[tuple[StackResource, str]]:
+    """Google's load balancers take no firewall rule: a backend service's Cloud Armor policy holds its callers."""
+    for listener in listeners:
+        reasons = [why for backend in listener.backends if (why := _armor_admits(stack, backend.resource))]
+        if reasons:
+            yield listener.resource, "; ".join(dict.fromkeys(reasons))
+
+
+def _armor_admits(stack: Stack, service: StackResource) -> str | None:
+    """Why a backend service's Cloud Armor policy admits public callers; None when it admits private ones only."""
+    named = stack.known(service.props, "securityPolicy")
+    armors = _linked_of(stack, service, ("securityPolicy",), *GCP_ARMOR_POLICIES)
+    if not named and not armors:
+        return f"backend service {service.name} has no Cloud Armor policy"
+    if not armors:
+        return (f"backend service {service.name} has Cloud Armor policy {named}, which this stack does not create, so "
+                "the pack cannot read it")
+    for armor in armors:
+        found = [*stack.items(stack.known(armor.props, "rules")),
+                 *(rule.props for rule in _referring(stack, armor, ("securityPolicy",), *GCP_ARMOR_RULES))]
+        if not any(_integer(rule.get("priority")) == GCP_ARMOR_DEFAULT_PRIORITY for rule in found):
+            return (f"Cloud Armor policy {armor.name} has no default rule (priority {GCP_ARMOR_DEFAULT_PRIORITY}), so "
+                    "Google adds one that allows every address")
+        for rule in sorted(found, key=lambda r: _integer(r.get("priority")) or 0):
+            admitted = _armor_rule_admits(rule)
+            if admitted:
+                return f"Cloud Armor policy {armor.name} allows {admitted} (rule {_shown(rule.get('priority'))})"
+    return None
+
+
+def _armor_rule_admits(rule: Mapping[str, Any]) -> str | None:
+    """The public sources one Cloud Armor rule lets through; a rule that denies, or only previews ("the action is not
+    enforced", pulumi_gcp), lets nothing through. Any other action (allow, throttle, rate_based_ban, redirect) admits
+    what it matches; a match other than SRC_IPS_V1 ranges (an expression) cannot be read and counts as public."""
+    if rule.get("preview") is True or str(rule.get("action") or "").lower().startswith("deny"):
+        return None
+    match = rule.get("match") or {}
+    read = match.get("versionedExpr") == "SRC_IPS_V1"
+    ranges = _items((match.get("config") or {}).get("srcIpRanges")) if read else []
+    if not ranges:
+        return "an expression the pack cannot read"
+    public = [str(r) for r in ranges if str(r).strip() == "*" or _public_sources([r])]
+    return ", ".join(public) or None
+
+
+ALI_ACL = "alicloud:alb/acl:Acl"
+ALI_ACL_ENTRY = "alicloud:alb/aclEntryAttachment:AclEntryAttachment"
+ALI_LISTENER_ACL = "alicloud:alb/listenerAclAttachment:ListenerAclAttachment"
+
+
+def _alibaba_callers(stack: Stack, balancer: LoadBalancer,
+                     listeners: list[Listener]) -> Iterator[tuple[StackResource, str]]:
+    """An ALB's callers: its security groups (their rules are firewall openings, above) when any is attached, else
+    each listener's ACL."""
+    if _referring(stack, balancer.resource, ("loadBalancerId",), ALI_LB_SECURITY_GROUP):
+        return
+    for listener in listeners:
+        why = _alibaba_acl_admits(stack, listener.resource)
+        if why:
+            yield listener.resource, why
+
+
+def _alibaba_acl_admits(stack: Stack, listener: StackResource) -> str | None:
+    """Why a listener's ACLs admit public callers (alb.ListenerAclAttachment, or the listener's deprecated
+    `aclConfig`): "White: only requests from IP addresses ... in the selected access control list are forwarded";
+    "Black: all requests from IP addresses ... in the selected access control list are not forwarded"; "If whitelist
+    access is enabled but no IP addresses are added ... the listener forwards all requests" (pulumi_alicloud
+    alb.ListenerAclAttachment `acl_type`, read 2026-12-07)."""
+    bindings = [(str(stack.known(a.props, "aclType") or ""), _linked_of(stack, a, ("aclId",), ALI_ACL),
+                 stack.known(a.props, "aclId")) for a in _referring(stack, listener, ("listenerId",), ALI_LISTENER_ACL)]
+    config = stack.known(listener.props, "aclConfig") or {}
+    bindings += [(str(config.get("aclType") or ""), _linked_of(stack, listener, ("aclConfig",), ALI_ACL),
+                  relation.get("aclId")) for relation in _items(config.get("aclRelations"))]
+    if not bindings:
+        return "no security group is attached to the load balancer and the listener has no whitelist ACL"
+    for acl_type, acls, acl_id in bindings:
+        shown = acls[0].name if acls else acl_id
+        if acl_type.lower() != "white":
+            return (f"its ACL {shown} is a blacklist, which admits every address it does not list"
+                    if acl_type.lower() == "black" else f"its ACL {shown} has type {acl_type or 'unset'}, which the "
+                    "pack cannot read")
+        if not acls:
+            return f"its ACL {acl_id} is not one this stack creates, so the pack cannot read it"
+        for acl in acls:
+            entries = [e.get("entry") for e in stack.items(stack.known(acl.props, "aclEntries"))]
+            for attached in _referring(stack, acl, ("aclId",), ALI_ACL_ENTRY):
+                entries += [stack.known(attached.props, "entry"),
+                            *(e.get("entry") for e in stack.items(stack.known(attached.props, "entries")))]
+            entries = [entry for entry in entries if entry]
+            if not entries:
+                return f"its whitelist ACL {acl.name} has no entry, which admits every address"
+            public = _public_sources(entries)
+            if public:
+                return f"its whitelist ACL {acl.name} admits {', '.join(public)}"
+    return None
+
+
+HW_IP_GROUP = "huaweicloud:DedicatedElb/ipgroup:Ipgroup"
+
+
+def _huawei_callers(stack: Stack, balancer: LoadBalancer,
+                    listeners: list[Listener]) -> Iterator[tuple[StackResource, str]]:
+    """A dedicated ELB takes no security group: each listener's IP address group holds its callers."""
+    for listener in listeners:
+        why = _huawei_ip_group_admits(stack, listener.resource)
+        if why:
+            yield listener.resource, why
+
+
+def _huawei_ip_group_admits(stack: Stack, listener: StackResource) -> str | None:
+    """Why a listener's IP address group admits public callers (pulumi_huaweicloud DedicatedElb.Listener `ip_group`,
+    `access_policy` white or black, `ip_group_enable`): "Whitelist: Only IP addresses in the IP address group can
+    access the listener" and "Blacklist: IP addresses in the IP address group are denied" (support.huaweicloud.com
+    usermanual-elb elb_ug_ip_0000, "Creating an IP Address Group", read 2026-12-07); an IP group's ip_list "[]
+    indicates any IP address" (api-elb CreateIpGroup, read 2026-12-07)."""
+    if not stack.known(listener.props, "ipGroup"):
+        return "it has no IP address group (ipGroup)"
+    enable = stack.known(listener.props, "ipGroupEnable")
+    if _flag(enable) is False:
+        return f"its access control is off (ipGroupEnable {_shown(enable)})"
+    policy = str(stack.known(listener.props, "accessPolicy") or "").lower()
+    if policy != "white":
+        return ("its access policy is black, which admits every address the group does not list" if policy == "black"
+                else "its access policy is unset (accessPolicy), so the pack cannot tell the group is a whitelist")
+    groups = _linked_of(stack, listener, ("ipGroup",), HW_IP_GROUP)
+    if not groups:
+        return (f"its IP address group {stack.known(listener.props, 'ipGroup')} is not one this stack creates, so the "
+                "pack cannot read it")
+    for group in groups:
+        addresses = [entry.get("ip") for entry in stack.items(stack.known(group.props, "ipLists"))]
+        if not addresses:
+            return f"its IP address group {group.name} is empty, which admits every address"
+        public = _public_sources(addresses)
+        if public:
+            return f"its IP address group {group.name} admits {', '.join(public)}"
+    return None
+
+
+BALANCER_CALLERS: Mapping[str, Callable[[Stack, LoadBalancer, list[Listener]],
+                                        Iterator[tuple[StackResource, str]]]] = {
+    "aws": _aws_callers, "gcp": _gcp_callers, "alibaba": _alibaba_callers, "huawei": _huawei_callers}
+"""What holds an internet-facing load balancer's callers, by cloud: (the resource at fault, why it admits the
+public) for each listener, or the load balancer, that admits public callers."""
+
+
+def _reads_secret(identity: ServerIdentity, secret: StackResource) -> bool:
+    return secret.urn in identity.secrets or (
+        "*" in identity.secrets and secret.resource_type in SECRET_TYPES[identity.cloud])
+
+
+def _api_key_missing(stack: Stack) -> str | None:
+    """Why the stack holds no API key its servers check: none stored, or none that the servers' identity may read
+    (an unrelated secret named '*-api-key' is not theirs); None when every server identity reads one."""
+    keys = [secret for secret in stack.of_type(*API_KEY_SECRETS) if secret.name.endswith(API_KEY_NAME_SUFFIX)]
+    if not keys:
+        return f"the stack stores no API key (no secret resource named '*{API_KEY_NAME_SUFFIX}')"
+    names = ", ".join(sorted(key.name for key in keys))
+    identities = server_identities(stack, _discard)
+    if not identities:
+        return f"the stack has no server identity that may read its API key ({names})"
+    for identity in identities:
+        if not any(_reads_secret(identity, key) for key in keys):
+            return (f"the servers' identity {identity.resource.name} may read none of the stack's API keys "
+                    f"({names})")
+    return None
 
 
 def check_public_api_key(stack: Stack, report_violation: ReportViolation) -> None:
-    if any(r.name.endswith(API_KEY_NAME_SUFFIX) for r in stack.of_type(*API_KEY_SECRETS)):
-        return
-    public: list[tuple[StackResource, Opening]] = []
-    for resource in stack.resources:
-        try:
-            opened = openings(resource.resource_type, resource.props)
-        except stack.unknown_errors:  # a source computed from another resource (a network's range): not the world
-            continue
-        public += [(resource, o) for o in opened if exposure(o, resource.resource_type) in ("public", "unreadable")]
-    reported: set[tuple[str, int, int]] = set()
-    for port in sorted({p for _, o in public for p in (o.low, o.high)}):
-        covering = [(r, o) for r, o in public if o.covers(port)]
-        if not _covers_world(o.source for _, o in covering):
-            continue
-        sources = ", ".join(sorted({o.source.text for _, o in covering}))
-        for resource, opening in covering:
-            if (resource.urn, opening.low, opening.high) in reported:
-                continue
-            reported.add((resource.urn, opening.low, opening.high))
-            report_violation(
-                f"{opening.ports_are()} open to the whole internet ({sources}) and the stack stores no API key (no "
-                f"secret resource named '*{API_KEY_NAME_SUFFIX}'): set one with `pulumi config set --secret "
-                "inferstack:apiKey \"$(openssl rand -hex 32)\"`, or list your users' networks in allowedCidrs",
-                resource.urn)
+    public = [*_public_openings(stack), *_public_listeners(stack)]
+    if not public:
+        raise NotApplicable("nothing in the stack admits a public source (no firewall rule, and no internet-facing "
+                            "load balancer whose callers are not limited to private networks)")
+    missing = _api_key_missing(stack)
+    if missing is not None:
+        for entry in public:
+            report_violation(f"{entry.what}, and {missing}: {API_KEY_FIX}", entry.urn)
 
 
 #### Fleets: no server with a public address ####
@@ -2652,6 +2884,21 @@ class Listener:
     redirects_to_https: bool
     """Plain HTTP that only redirects to HTTPS."""
     backends: list[Backend]
+    tls_1_2: bool = False
+    """HTTPS on 443 under a TLS 1.2+ policy that the pack reads: load-balancer-https-only finds nothing wrong with
+    the listener or its TLS policies (Google Cloud: its proxies' SSL policies; Alibaba, Huawei: a custom policy)."""
+
+
+def _passes_listener_checks(*resources: StackResource) -> bool:
+    """Whether load-balancer-https-only finds nothing wrong with each of these listeners or TLS policies."""
+    found: list[str] = []
+
+    def collect(message: str, urn: str | None = None) -> None:
+        found.append(message)
+
+    for resource in resources:
+        check_listeners(ResourceInput(resource.resource_type, resource.props), collect)
+    return bool(resources) and not found
 
 
 @dataclass
@@ -2703,7 +2950,8 @@ def _aws_load_balancers(stack: Stack, report_violation: ReportViolation) -> Iter
                                                    for holder in (listener, *rules))]
             listeners.append(Listener(listener, _integer(stack.known(listener.props, "port")), protocol,
                                       protocol == "HTTP" and bool(actions) and all(map(_aws_redirects_to_https,
-                                                                                       actions)), forwards))
+                                                                                       actions)), forwards,
+                                      protocol == "HTTPS" and _passes_listener_checks(listener)))
         yield LoadBalancer("aws", balancer, stack.known(balancer.props, "internal") is not True, listeners)
 
 
@@ -2767,8 +3015,10 @@ def _gcp_listener(stack: Stack, rule: StackResource, backends: list[Backend],
     http = _linked_of(stack, rule, ("target",), *GCP_HTTP_PROXIES)
     forwards: list[Backend] = []
     redirects = False
+    tls_1_2 = bool(https) and _passes_listener_checks(rule)
     for proxy in https:
         policies = _linked_of(stack, proxy, ("sslPolicy",), *GCP_SSL_POLICIES)
+        tls_1_2 = tls_1_2 and _passes_listener_checks(*policies)
         if not stack.known(proxy.props, "sslPolicy"):
             report_violation(f"target HTTPS proxy {proxy.name} has no SSL policy, so Google's default applies, which "
                              "admits TLS 1.0: give it an SSL policy with minTlsVersion TLS_1_2", proxy.urn)
@@ -2794,7 +3044,8 @@ def _gcp_listener(stack: Stack, rule: StackResource, backends: list[Backend],
     if port == REDIRECT_PORT and not http:
         report_violation(f"forwarding rule {rule.name} listens on {REDIRECT_PORT} without a target HTTP proxy of "
                          "this stack that only redirects: forward to one whose URL map redirects to HTTPS", rule.urn)
-    return Listener(rule, port, "HTTPS" if https else "HTTP" if http else "?", redirects and not https, forwards)
+    return Listener(rule, port, "HTTPS" if https else "HTTP" if http else "?", redirects and not https, forwards,
+                    tls_1_2)
 
 
 _GCP_EXTERNAL = {"EXTERNAL", "EXTERNAL_MANAGED"}
@@ -2848,8 +3099,8 @@ def _alibaba_load_balancers(stack: Stack, report_violation: ReportViolation) -> 
             protocol = str(stack.known(listener.props, "listenerProtocol") or "").upper()
             rules = _referring(stack, listener, ("listenerId",), ALI_LISTENER_RULE)
             policy = str(stack.known(listener.props, "securityPolicyId") or "")
-            if protocol == "HTTPS" and policy and not policy.startswith(ALI_SYSTEM_POLICY_PREFIX) and not (
-                    _linked_of(stack, listener, ("securityPolicyId",), ALI_TLS_POLICY)):
+            custom = _linked_of(stack, listener, ("securityPolicyId",), ALI_TLS_POLICY)
+            if protocol == "HTTPS" and policy and not policy.startswith(ALI_SYSTEM_POLICY_PREFIX) and not custom:
                 report_violation(f"HTTPS listener {listener.name} uses TLS policy {policy}, which this stack does not "
                                  "create, so the pack cannot read its TLS versions: use tls_cipher_policy_1_2 or an "
                                  "alb.SecurityPolicy of this stack", listener.urn)
@@ -2866,9 +3117,13 @@ def _alibaba_load_balancers(stack: Stack, report_violation: ReportViolation) -> 
                                      "alb.Rule with a Redirect action (protocol HTTPS) for path /*", listener.urn)
             forwards = [b for b in backends if any(_linked(stack, holder, ("defaultActions", "ruleActions"),
                                                            b.resource) for holder in (listener, *rules))]
+            tls_1_2 = protocol == "HTTPS" and _passes_listener_checks(listener) and (
+                not policy or policy.startswith(ALI_SYSTEM_POLICY_PREFIX) or _passes_listener_checks(*custom))
             listeners.append(Listener(listener, _integer(stack.known(listener.props, "listenerPort")), protocol,
-                                      redirects, [] if redirects else forwards))
-        internet = str(stack.known(balancer.props, "addressType") or "").lower() == "internet"
+                                      redirects, [] if redirects else forwards, tls_1_2))
+        # "Internet" or "Intranet" (pulumi_alicloud alb.LoadBalancer address_type): anything but Intranet counts as
+        # internet-facing (fail closed).
+        internet = str(stack.known(balancer.props, "addressType") or "").lower() != "intranet"
         yield LoadBalancer("alibaba", balancer, internet, listeners)
 
 
@@ -2902,8 +3157,8 @@ def _huawei_load_balancers(stack: Stack, report_violation: ReportViolation) -> I
         for listener in listeners:
             protocol = str(stack.known(listener.props, "protocol") or "").upper()
             policies = _referring(stack, listener, ("listenerId",), HW_L7_POLICY)
-            if protocol == "HTTPS" and stack.known(listener.props, "securityPolicyId") and not (
-                    _linked_of(stack, listener, ("securityPolicyId",), HW_TLS_POLICY)):
+            custom = _linked_of(stack, listener, ("securityPolicyId",), HW_TLS_POLICY)
+            if protocol == "HTTPS" and stack.known(listener.props, "securityPolicyId") and not custom:
                 report_violation(f"HTTPS listener {listener.name} uses a TLS policy that this stack does not create, "
                                  "so the pack cannot read its TLS versions: use tlsCiphersPolicy tls-1-2 or a "
                                  "DedicatedElb.SecurityPolicy of this stack", listener.urn)
@@ -2921,8 +3176,10 @@ def _huawei_load_balancers(stack: Stack, report_violation: ReportViolation) -> I
                         or _linked(stack, b.resource, ("listenerId",), listener)
                         or any(_linked(stack, p, ("redirectPoolId", "redirectPoolsConfigs"), b.resource)
                                for p in policies)]
+            tls_1_2 = protocol == "HTTPS" and _passes_listener_checks(listener) and (
+                not stack.known(listener.props, "securityPolicyId") or _passes_listener_checks(*custom))
             views.append(Listener(listener, _integer(stack.known(listener.props, "protocolPort")), protocol,
-                                  redirects, forwards))
+                                  redirects, forwards, tls_1_2))
         internet = any(stack.known(balancer.props, key) for key in ("ipv4EipId", "iptype", "ipv6BandwidthId")) or bool(
             _referring(stack, balancer, ("portId",), HW_EIP_ASSOCIATE))
         yield LoadBalancer("huawei", balancer, internet, views)
@@ -3142,29 +3399,202 @@ def check_fleet_alarms(stack: Stack, report_violation: ReportViolation) -> None:
                              group.resource.urn)
 
 
+#### Production: the servers run as a protected fleet behind HTTPS ####
+
+STAGES = ("validation", "internal", "production")
+"""inferstack's stages (inferstack.spec.Stage), restated because the pack imports nothing from inferstack."""
+PRODUCTION_STAGE = "production"
+STAGE_SCHEMA: Mapping[str, Any] = {"stage": {
+    "type": "string", "enum": list(STAGES), "default": PRODUCTION_STAGE,
+    "description": "The stack's stage (its stack file's inferstack:stage): production unless this says otherwise."}}
+LOOSE_SERVER_TYPES = (AWS_INSTANCE, AWS_SPOT_INSTANCE_REQUEST, GCP_INSTANCE, ALI_INSTANCE, HW_INSTANCE)
+HW_EIP = "huaweicloud:Vpc/eip:Eip"
+STAGE_FIX = ('if this stack is not production, say so in its policy config: {"production-runs-a-protected-fleet": '
+             '{"stage": "internal"}} (docs/policy.md, "Zones and the stage")')
+
+
+@dataclass(frozen=True)
+class FleetProtection:
+    """What inferstack protects in a production fleet on one cloud (components/<cloud>.py: `fleet_options` and
+    `server_options` with `protected`, and the cloud's deletion flags; docs/deploy-<cloud>.md, "Production
+    fleet"). Parts: "group", "template", "load balancer", "address" (the load balancer's public address)."""
+
+    protected: frozenset[str]
+    """The parts that carry Pulumi's `protect`."""
+    deletion_flags: Mapping[str, str]
+    """Part → the property of the cloud's own deletion protection, which must be true."""
+
+
+FLEET_PROTECTIONS: Mapping[str, FleetProtection] = {
+    # The servers are the group's to replace (EC2 termination protection does not stop Auto Scaling); a launch
+    # template changes by new versions, an update, so it can carry protect.
+    "aws": FleetProtection(frozenset({"group", "template", "load balancer"}),
+                           {"load balancer": "enableDeletionProtection"}),
+    # An instance template cannot change (a change is a new template, which protect would block); the load balancer
+    # is its forwarding rules, which carry protect with their address (the endpoint's domain points at it); Google
+    # has no deletion flag on either.
+    "gcp": FleetProtection(frozenset({"group", "load balancer", "address"}), {}),
+    "alibaba": FleetProtection(frozenset({"group", "template", "load balancer"}),
+                               {"group": "groupDeletionProtection", "load balancer": "deletionProtectionEnabled"}),
+    # An AS configuration cannot change (a change is a new one, which touches no server); the AS group has no
+    # deletion flag in pulumi_huaweicloud 0.0.12. The load balancer's elastic IP carries protect.
+    "huawei": FleetProtection(frozenset({"group", "load balancer", "address"}),
+                              {"load balancer": "deletionProtectionEnable"}),
+}
+"""By cloud. tests/policy/test_edge_bypasses.py requires each part and flag of each row on a hand-built fleet, and
+passes inferstack's own production deployment of each cloud (a row asks no more than the components give)."""
+PROTECT_FIX = "production fleets are protected (inferstack:protectServers)"
+FLEET_FIX = "(inferstack does, in production)"
+
+
+def _stage(stack: Stack) -> str:
+    """The stack's stage from the rule's config, never from the stack: production unless the config names another of
+    inferstack's stages (an unknown name counts as production; the config schema refuses it)."""
+    stage = str(stack.config.get("stage") or PRODUCTION_STAGE)
+    return stage if stage in STAGES else PRODUCTION_STAGE
+
+
+def _serves_group(backends: Iterable[Backend], group: ManagedGroup) -> bool:
+    return any(group.resource.urn in {member.urn for member in backend.groups} for backend in backends)
+
+
+GCP_ADDRESSES = ("gcp:compute/globalAddress:GlobalAddress", "gcp:compute/address:Address")
+
+
+def _fleet_parts(stack: Stack, group: ManagedGroup, fronting: list[LoadBalancer]) -> dict[str, list[StackResource]]:
+    addresses = [address for lb in fronting
+                 for address in _linked_of(stack, lb.resource, ("ipv4EipId",), HW_EIP)
+                 + _linked_of(stack, lb.resource, ("ipAddress",), *GCP_ADDRESSES)]
+    return {"group": [group.resource], "template": group.templates,
+            "load balancer": [lb.resource for lb in fronting], "address": addresses}
+
+
+def _production_group(stack: Stack, group: ManagedGroup, balancers: list[LoadBalancer],
+                      report_violation: ReportViolation) -> None:
+    name = group.resource.name
+    fronting = [lb for lb in balancers if _serves_group(lb.backends, group)]
+    if not fronting:
+        report_violation(f"managed group {name} is behind no load balancer of this stack: production servers are "
+                         f"reached through a load balancer that serves HTTPS {FLEET_FIX}", group.resource.urn)
+    elif not any(listener.protocol == "HTTPS" and listener.port == HTTPS_PORT and listener.tls_1_2
+                 and _serves_group(listener.backends, group) for lb in fronting for listener in lb.listeners):
+        report_violation(f"managed group {name} is served by no HTTPS listener on {HTTPS_PORT} under a TLS 1.2+ "
+                         "policy that the pack reads: serve it through a load balancer's HTTPS listener "
+                         f"{FLEET_FIX}", group.resource.urn)
+    protection = FLEET_PROTECTIONS[group.cloud]
+    parts = _fleet_parts(stack, group, fronting)
+    for part in sorted(protection.protected):
+        for resource in parts[part]:
+            if not resource.opts.protect:
+                report_violation(f"the {part} {resource.name} of managed group {name} does not carry Pulumi's "
+                                 f"protect, so a change that replaces it, or `pulumi destroy`, deletes it: "
+                                 f"{PROTECT_FIX}", resource.urn)
+    for part, flag in sorted(protection.deletion_flags.items()):
+        for resource in parts[part]:
+            value = stack.known(resource.props, flag)
+            if _flag(value) is not True:
+                report_violation(f"{resource.name} has no deletion protection ({flag} is "
+                                 f"{'unset' if value is None else _shown(value)}), so any API call may delete it: "
+                                 f"set {flag} true {FLEET_FIX}", resource.urn)
+
+
+def check_production_fleet(stack: Stack, report_violation: ReportViolation) -> None:
+    stage = _stage(stack)
+    if stage != PRODUCTION_STAGE:
+        raise NotApplicable(f"the stack's stage is {stage} (policy config), not production")
+    loose = stack.of_type(*LOOSE_SERVER_TYPES)
+    groups = managed_groups(stack)
+    if not loose and not groups:
+        raise NotApplicable("the stack runs no servers")
+    for server in loose:
+        report_violation(f"server {server.name} runs on its own in a production stack: production servers run as a "
+                         "managed group behind a load balancer that serves HTTPS (TLS 1.2 or newer), with "
+                         f"inferstack's protections; {STAGE_FIX}", server.urn)
+    balancers = load_balancers(stack, _discard) if groups else []
+    for group in groups:
+        _production_group(stack, group, balancers, report_violation)
+
+
 #### Managed Redis (the inference cache): private, TLS, AUTH ####
 
 AWS_REPLICATION_GROUP = "aws:elasticache/replicationGroup:ReplicationGroup"
 AWS_CACHE_CLUSTER = "aws:elasticache/cluster:Cluster"
+AWS_SERVERLESS_CACHE = "aws:elasticache/serverlessCache:ServerlessCache"
+AWS_CACHE_USER = "aws:elasticache/user:User"
+AWS_CACHE_USER_GROUP = "aws:elasticache/userGroup:UserGroup"
+AWS_CACHE_USER_GROUP_ASSOCIATION = "aws:elasticache/userGroupAssociation:UserGroupAssociation"
+AWS_CACHE_SUBNET_GROUP = "aws:elasticache/subnetGroup:SubnetGroup"
+AWS_MEMORYDB_CLUSTER = "aws:memorydb/cluster:Cluster"
+AWS_MEMORYDB_MULTI_REGION_CLUSTER = "aws:memorydb/multiRegionCluster:MultiRegionCluster"
+AWS_MEMORYDB_ACL = "aws:memorydb/acl:Acl"
+AWS_MEMORYDB_USER = "aws:memorydb/user:User"
+AWS_MEMORYDB_SUBNET_GROUP = "aws:memorydb/subnetGroup:SubnetGroup"
+AWS_DEFAULT_SUBNET = "aws:ec2/defaultSubnet:DefaultSubnet"
+AWS_DEFAULT_VPC = "aws:ec2/defaultVpc:DefaultVpc"
 GCP_REDIS = "gcp:redis/instance:Instance"
+GCP_REDIS_CLUSTER = "gcp:redis/cluster:Cluster"
+GCP_VALKEY = "gcp:memorystore/instance:Instance"
+GCP_CACHE_ACL_POLICIES = ("gcp:redis/clusterAclPolicy:ClusterAclPolicy", "gcp:memorystore/aclPolicy:AclPolicy")
+GCP_CACHE_ENDPOINTS = ("gcp:redis/clusterUserCreatedConnections:ClusterUserCreatedConnections",
+                       "gcp:memorystore/instanceDesiredUserCreatedEndpoints:InstanceDesiredUserCreatedEndpoints")
+GCP_NETWORK = "gcp:compute/network:Network"
 ALI_KVSTORE = "alicloud:kvstore/instance:Instance"
 ALI_KVSTORE_CONNECTION = "alicloud:kvstore/connection:Connection"
+ALI_KVSTORE_ACCOUNT = "alicloud:kvstore/account:Account"
+ALI_TAIR = "alicloud:redis/tairInstance:TairInstance"
+ALI_TAIR_IP_GROUP = "alicloud:redis/globalSecurityIpGroup:GlobalSecurityIpGroup"
 HW_DCS = "huaweicloud:Dcs/instance:Instance"
+
+CACHE_MODULES = ("aws:elasticache/", "aws:memorydb/", "gcp:redis/", "gcp:memorystore/", "alicloud:kvstore/",
+                 "alicloud:redis/", "huaweicloud:Dcs/")
+"""The provider modules of managed caches: every type in them is read below, or is a setting that holds no data
+and admits nobody (CACHE_SETTINGS); any other counts as a cache the pack cannot read (fail closed)."""
+CACHE_SETTINGS = frozenset({
+    # Parameters, reservations, snapshots and backups (kept inside the service, encrypted at rest), audit logs.
+    "aws:elasticache/parameterGroup:ParameterGroup", "aws:elasticache/reservedCacheNode:ReservedCacheNode",
+    "aws:memorydb/parameterGroup:ParameterGroup", "aws:memorydb/snapshot:Snapshot",
+    "alicloud:kvstore/auditLogConfig:AuditLogConfig", "alicloud:kvstore/backupPolicy:BackupPolicy",
+    "alicloud:redis/backup:Backup",
+    # Placement: read where a cache names it (managed-redis-users-and-network).
+    AWS_CACHE_SUBNET_GROUP, AWS_MEMORYDB_SUBNET_GROUP,
+    # A global datastore takes its primary replication group's settings, which are read on that group; its
+    # secondary groups are replication groups, read in their own right.
+    "aws:elasticache/globalReplicationGroup:GlobalReplicationGroup",
+})
+PLACEMENT_FIX = ("place it in the VPC's private subnets behind a security group that admits the servers only")
+NO_AUTH_CACHE = "a Memcached cache takes no AUTH: use Redis or Valkey with a user group"
+BUILT_IN_DEFAULT_USER = "default"
+"""ElastiCache's and MemoryDB's built-in user: it needs no password ("on ~* +@all nopass"), and no user of a stack
+can take its id, so a group or ACL that names it lets every client in."""
 
 
 def _public_sources(values: Any) -> list[str]:
-    """The whitelist entries (IPs or CIDRs) outside the private networks; anything unreadable counts as public."""
+    """The whitelist entries (IPs, CIDRs, or first-last ranges, comma-separated or listed) outside the private
+    networks; anything unreadable counts as public."""
     public = []
     for value in _items(values):
-        for text in str(value).split(","):
-            try:
-                network = ipaddress.ip_network(text.strip(), strict=False)
-            except ValueError:
-                public.append(text.strip())
-                continue
-            if not (is_private(network) or network.is_loopback):
-                public.append(text.strip())
+        for text in (part.strip() for part in str(value).split(",")):
+            networks = _entry_networks(text)
+            if networks is None or not all(is_private(n) or n.is_loopback for n in networks):
+                public.append(text)
     return public
+
+
+def _entry_networks(text: str) -> list[IPNetwork] | None:
+    """"10.0.0.0/8" → [10.0.0.0/8]; "10.0.0.1-10.0.0.9" (a Huawei IP group's range) → the networks it spans; None
+    when it cannot be read."""
+    try:
+        if "-" not in text:
+            return [ipaddress.ip_network(text, strict=False)]
+        first, last = (ipaddress.ip_address(end.strip()) for end in text.split("-", 1))
+        return list(ipaddress.summarize_address_range(first, last))
+    except (ValueError, TypeError):
+        return None
+
+
+def _default_network(value: Any) -> bool:
+    """A Google network named `default` (the project's auto-mode network, open inside by its default rules)."""
+    return str(value or "").rstrip("/").rsplit("/", 1)[-1] == "default"
 
 
 def _check_aws_redis(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
@@ -3178,14 +3608,100 @@ def _check_aws_redis(props: Mapping[str, Any], report_violation: ReportViolation
     if _flag(props.get("atRestEncryptionEnabled")) is not True:
         report_violation("the Redis replication group is not encrypted at rest: set atRestEncryptionEnabled true")
     if not props.get("subnetGroupName") or not _items(props.get("securityGroupIds")):
-        report_violation("the Redis replication group has no subnet group and security group of the stack: place it "
-                         "in the VPC's private subnets behind a security group that admits the servers only")
+        report_violation(f"the Redis replication group has no subnet group and security group of the stack: "
+                         f"{PLACEMENT_FIX}")
 
 
 def _check_aws_cache_cluster(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
-    if props.get("engine") != "memcached" and props.get("replicationGroupId") is None:
+    if props.get("engine") == "memcached":
+        report_violation(NO_AUTH_CACHE)
+    elif props.get("replicationGroupId") is None:
         report_violation("a standalone ElastiCache cluster takes no AUTH token: use a replication group with "
                          "transitEncryptionEnabled, authToken and atRestEncryptionEnabled")
+
+
+def _check_aws_serverless_cache(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """ElastiCache Serverless: "All serverless caches have in-transit encryption enabled" (ElastiCache User Guide,
+    "ElastiCache in-transit encryption (TLS)", read 2026-12-07) and are encrypted at rest; RBAC user groups are "the
+    only way to control access to serverless caches" (ElastiCache User Guide, "Role-Based Access Control", read
+    2026-12-07): without `userGroupId`, no password is asked."""
+    if props.get("engine") == "memcached":
+        report_violation(NO_AUTH_CACHE)
+        return
+    if not props.get("userGroupId"):
+        report_violation("the ElastiCache serverless cache names no user group, so every client that reaches it gets "
+                         "in without a password: set userGroupId to a user group of users with passwords")
+    if not _items(props.get("subnetIds")) or not _items(props.get("securityGroupIds")):
+        # "If no other information is given this will be the VPC's Default Security Group" (pulumi_aws
+        # elasticache.ServerlessCache security_group_ids).
+        report_violation("the ElastiCache serverless cache names no subnets and security groups, so it sits in the "
+                         "default VPC behind its default security group: place it in the stack's private subnets "
+                         "behind a security group that admits the servers only")
+
+
+def _check_aws_cache_user(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """An ElastiCache RBAC user: `authenticationMode.type` is password, no-password-required or iam, or the older
+    `noPasswordRequired` / `passwords` (pulumi_aws elasticache.User)."""
+    name = props.get("userName") or props.get("userId")
+    kind = str((props.get("authenticationMode") or {}).get("type") or "")
+    open_to = "so anyone who reaches a cache whose user group holds it gets in: give it passwords or IAM authentication"
+    if _flag(props.get("noPasswordRequired")) is True:
+        report_violation(f"the ElastiCache user {name} needs no password (noPasswordRequired), {open_to}")
+    elif kind == "no-password-required":
+        report_violation(f"the ElastiCache user {name} needs no password (authenticationMode no-password-required), "
+                         f"{open_to}")
+    elif kind and kind not in ("password", "iam"):
+        report_violation(f"the ElastiCache user {name} has authenticationMode {kind}, which the pack cannot read: use "
+                         "password or iam")
+    elif not kind and not _items(props.get("passwords")) and not props.get("passwordsWo"):
+        report_violation(f"the ElastiCache user {name} names no password (passwords, authenticationMode), {open_to}")
+
+
+def _holds_default_user(user_ids: Any, report_violation: ReportViolation) -> None:
+    if BUILT_IN_DEFAULT_USER in [str(u) for u in _items(user_ids)]:
+        report_violation("the user group holds ElastiCache's built-in user default, which needs no password: hold a "
+                         "user of the stack named default, with a password, instead")
+
+
+def _check_aws_user_group(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    _holds_default_user(props.get("userIds"), report_violation)
+
+
+def _check_aws_user_group_association(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    _holds_default_user(props.get("userId"), report_violation)
+
+
+def _check_memorydb_cluster(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """MemoryDB: "When [tls_enabled is] set to false, the acl_name must be open-access. Defaults to true"; without
+    subnet_group_name, "a subnet group consisting of default VPC subnets" (pulumi_aws memorydb.Cluster)."""
+    if props.get("aclName") == "open-access":
+        report_violation("the MemoryDB cluster uses the open-access ACL, so every client gets in without a password: "
+                         "name an ACL of users with passwords or IAM")
+    if _flag(props.get("tlsEnabled")) is False:
+        report_violation("the MemoryDB cluster does not encrypt in transit (tlsEnabled false): leave it on")
+    if not props.get("subnetGroupName") or not _items(props.get("securityGroupIds")):
+        report_violation(f"the MemoryDB cluster has no subnet group and security group of the stack: {PLACEMENT_FIX}")
+
+
+def _check_memorydb_multi_region_cluster(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if _flag(props.get("tlsEnabled")) is False:
+        report_violation("the MemoryDB multi-Region cluster does not encrypt in transit (tlsEnabled false): leave it "
+                         "on")
+
+
+def _check_memorydb_acl(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if BUILT_IN_DEFAULT_USER in [str(u) for u in _items(props.get("userNames"))]:
+        report_violation("the MemoryDB ACL holds the built-in user default, which needs no password: hold users of "
+                         "the stack only")
+
+
+def _check_memorydb_user(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """A MemoryDB user authenticates with a password or IAM ("Valid values are password or iam", pulumi_aws
+    memorydb.User authentication_mode)."""
+    kind = str((props.get("authenticationMode") or {}).get("type") or "")
+    if kind not in ("password", "iam"):
+        report_violation(f"the MemoryDB user {props.get('userName')} has authenticationMode {kind or 'unset'}, which "
+                         "the pack cannot read: use password or iam")
 
 
 def _check_gcp_redis(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
@@ -3193,28 +3709,122 @@ def _check_gcp_redis(props: Mapping[str, Any], report_violation: ReportViolation
         report_violation("the Memorystore instance answers without AUTH: set authEnabled true")
     if props.get("transitEncryptionMode") != "SERVER_AUTHENTICATION":
         report_violation("the Memorystore instance does not use TLS: set transitEncryptionMode SERVER_AUTHENTICATION")
-    if not props.get("authorizedNetwork"):
-        report_violation("the Memorystore instance is on the project's default network: set authorizedNetwork to the "
-                         "deployment's network")
+    network = props.get("authorizedNetwork")
+    if not network or _default_network(network):
+        # "If left unspecified, the default network will be used" (pulumi_gcp redis.Instance authorized_network).
+        shown = f" (authorizedNetwork {network})" if network else ""
+        report_violation(f"the Memorystore instance is on the project's default network{shown}: set authorizedNetwork "
+                         "to the deployment's network")
 
 
-def _check_ali_kvstore(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
-    if props.get("sslEnable") not in ("Enable", "Update"):
-        report_violation("the Tair instance does not use TLS: set sslEnable Enable")
+def _networks(value: Any) -> list[str]:
+    """Every `network` named anywhere in a (nested) value: PSC configs, endpoints and their connections."""
+    if isinstance(value, Mapping):
+        found = [str(value["network"])] if isinstance(value.get("network"), str) else []
+        return found + [n for key, item in value.items() if key != "network" for n in _networks(item)]
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [n for item in value for n in _networks(item)]
+    return []
+
+
+def _on_default_network(what: str, props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    for network in _networks(props):
+        if _default_network(network):
+            report_violation(f"{what} is on the project's default network ({network}): use the deployment's network")
+
+
+def _check_gcp_redis_cluster(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """Memorystore for Redis Cluster: `authorizationMode` "Default value is AUTH_MODE_DISABLED", `transitEncryptionMode`
+    "Default value is TRANSIT_ENCRYPTION_MODE_DISABLED" (pulumi_gcp redis.Cluster)."""
+    mode = props.get("authorizationMode")
+    if mode != "AUTH_MODE_IAM_AUTH":
+        report_violation(f"the Memorystore cluster answers without AUTH (authorizationMode is {mode or 'unset'}): set "
+                         "AUTH_MODE_IAM_AUTH")
+    transit = props.get("transitEncryptionMode")
+    if transit != "TRANSIT_ENCRYPTION_MODE_SERVER_AUTHENTICATION":
+        report_violation(f"the Memorystore cluster does not use TLS (transitEncryptionMode is {transit or 'unset'}): "
+                         "set TRANSIT_ENCRYPTION_MODE_SERVER_AUTHENTICATION")
+    _on_default_network("the Memorystore cluster", props, report_violation)
+
+
+GCP_VALKEY_AUTH_MODES = {"IAM_AUTH", "TOKEN_AUTH"}
+"""Memorystore for Valkey: "Possible values: AUTH_DISABLED IAM_AUTH. TOKEN_AUTH is also supported, but only available
+in the google-beta provider" (pulumi_gcp memorystore.Instance authorization_mode)."""
+
+
+def _check_gcp_valkey(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    mode = props.get("authorizationMode")
+    if mode not in GCP_VALKEY_AUTH_MODES:
+        report_violation(f"the Memorystore for Valkey instance answers without AUTH (authorizationMode is "
+                         f"{mode or 'unset'}): set IAM_AUTH")
+    transit = props.get("transitEncryptionMode")
+    if transit != "SERVER_AUTHENTICATION":
+        report_violation(f"the Memorystore for Valkey instance does not use TLS (transitEncryptionMode is "
+                         f"{transit or 'unset'}): set SERVER_AUTHENTICATION")
+    _on_default_network("the Memorystore for Valkey instance", props, report_violation)
+
+
+def _check_gcp_cache_acl_policy(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """An ACL policy's rules are Redis/Valkey ACL rules ("on >password123 ~* +@all", pulumi_gcp): `nopass` lets the
+    user in without a password."""
+    for rule in _items(props.get("rules")):
+        if isinstance(rule, Mapping) and "nopass" in str(rule.get("rule") or "").split():
+            report_violation(f"the ACL policy lets user {rule.get('username')} in without a password (nopass): give it "
+                             "a password, or use IAM")
+
+
+def _check_gcp_cache_endpoints(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    _on_default_network("the cache's endpoint", props, report_violation)
+
+
+ALI_TAIR_WITHOUT_TLS = {"tair_essd"}
+"""Tair's TLS needs "Tair (Enterprise Edition) DRAM-based or persistent memory-optimized" instances
+(alibabacloud.com/help/redis/user-guide/enable-tls-encryption, read 2026-12-07): ESSD-based ones have none."""
+
+
+def _alibaba_redis_access(what: str, props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """A Tair or KVStore instance: a password in the VPC, in a vSwitch, no public whitelist entry."""
     if props.get("vpcAuthMode") == "Close":
-        report_violation("the Tair instance answers without a password in the VPC (vpcAuthMode Close): set it to Open")
+        report_violation(f"the {what} answers without a password in the VPC (vpcAuthMode Close): set it to Open")
     if not props.get("password") and not props.get("kmsEncryptedPassword"):
-        report_violation("the Tair instance has no password: set password (a secret)")
+        report_violation(f"the {what} has no password: set password (a secret)")
     if not props.get("vswitchId"):
-        report_violation("the Tair instance is not in a vSwitch of the VPC: set vswitchId")
+        report_violation(f"the {what} is not in a vSwitch of the VPC: set vswitchId")
     public = _public_sources(props.get("securityIps"))
     if public:
         report_violation(f"the Tair whitelist admits public addresses ({', '.join(public)}): admit the servers' "
                          "security group (securityGroupId) or private ranges only")
 
 
+def _check_ali_kvstore(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if props.get("sslEnable") not in ("Enable", "Update"):
+        report_violation("the Tair instance does not use TLS: set sslEnable Enable")
+    _alibaba_redis_access("Tair instance", props, report_violation)
+
+
+def _check_ali_tair(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """redis.TairInstance: `ssl_enabled` Disable, Enable or Update; `vpc_auth_mode` Open or Close ("Close ...
+    enables password-free access"); `security_ips` the whitelist (pulumi_alicloud redis.TairInstance)."""
+    if props.get("instanceType") not in ALI_TAIR_WITHOUT_TLS and props.get("sslEnabled") not in ("Enable", "Update"):
+        report_violation("the Tair instance does not use TLS: set sslEnabled Enable")
+    _alibaba_redis_access("Tair instance", props, report_violation)
+
+
 def _check_ali_kvstore_connection(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
     report_violation("a kvstore connection gives the Tair instance a public endpoint: reach it from the VPC only")
+
+
+def _check_ali_kvstore_account(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    if not any(props.get(key) for key in ("accountPassword", "accountPasswordWo", "kmsEncryptedPassword")):
+        report_violation(f"the Tair account {props.get('accountName')} has no password: set accountPassword (a "
+                         "secret)")
+
+
+def _check_ali_tair_ip_group(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    public = _public_sources(props.get("globalIpList"))
+    if public:
+        report_violation(f"the Tair whitelist template {props.get('globalIpGroupName')} admits public addresses "
+                         f"({', '.join(public)}): admit private ranges only")
 
 
 def _check_hw_dcs(props: Mapping[str, Any], report_violation: ReportViolation) -> None:
@@ -3234,14 +3844,107 @@ def _check_hw_dcs(props: Mapping[str, Any], report_violation: ReportViolation) -
 
 
 _MANAGED_REDIS: dict[str, Callable[[Mapping[str, Any], ReportViolation], None]] = {
-    AWS_REPLICATION_GROUP: _check_aws_redis, AWS_CACHE_CLUSTER: _check_aws_cache_cluster, GCP_REDIS: _check_gcp_redis,
-    ALI_KVSTORE: _check_ali_kvstore, ALI_KVSTORE_CONNECTION: _check_ali_kvstore_connection, HW_DCS: _check_hw_dcs}
+    AWS_REPLICATION_GROUP: _check_aws_redis, AWS_CACHE_CLUSTER: _check_aws_cache_cluster,
+    AWS_SERVERLESS_CACHE: _check_aws_serverless_cache, AWS_CACHE_USER: _check_aws_cache_user,
+    AWS_CACHE_USER_GROUP: _check_aws_user_group, AWS_CACHE_USER_GROUP_ASSOCIATION: _check_aws_user_group_association,
+    AWS_MEMORYDB_CLUSTER: _check_memorydb_cluster,
+    AWS_MEMORYDB_MULTI_REGION_CLUSTER: _check_memorydb_multi_region_cluster,
+    AWS_MEMORYDB_ACL: _check_memorydb_acl, AWS_MEMORYDB_USER: _check_memorydb_user,
+    GCP_REDIS: _check_gcp_redis, GCP_REDIS_CLUSTER: _check_gcp_redis_cluster, GCP_VALKEY: _check_gcp_valkey,
+    **dict.fromkeys(GCP_CACHE_ACL_POLICIES, _check_gcp_cache_acl_policy),
+    **dict.fromkeys(GCP_CACHE_ENDPOINTS, _check_gcp_cache_endpoints),
+    ALI_KVSTORE: _check_ali_kvstore, ALI_KVSTORE_CONNECTION: _check_ali_kvstore_connection,
+    ALI_KVSTORE_ACCOUNT: _check_ali_kvstore_account, ALI_TAIR: _check_ali_tair,
+    ALI_TAIR_IP_GROUP: _check_ali_tair_ip_group,
+    HW_DCS: _check_hw_dcs}
+
+
+def _reads_cache(resource_type: str) -> bool:
+    return resource_type in _MANAGED_REDIS or resource_type.startswith(CACHE_MODULES)
 
 
 def check_managed_redis(resource: ResourceInput, report_violation: ReportViolation) -> None:
     check = _MANAGED_REDIS.get(resource.resource_type)
     if check is not None:
         check(resource.props, report_violation)
+    elif resource.resource_type.startswith(CACHE_MODULES) and resource.resource_type not in CACHE_SETTINGS:
+        report_violation(f"{resource.resource_type} is a cache type the pack cannot read, so it cannot tell whether it "
+                         "is private, encrypted in transit and needs AUTH: use a cache type the pack reads "
+                         "(docs/policy.md lists them)")
+
+
+#### Managed Redis, as a stack: the users and networks a cache names are the stack's, and private ####
+
+CACHES_WITH_USER_GROUPS = {AWS_REPLICATION_GROUP: "userGroupIds", AWS_SERVERLESS_CACHE: "userGroupId"}
+AWS_PLACED_CACHES = (AWS_REPLICATION_GROUP, AWS_SERVERLESS_CACHE, AWS_MEMORYDB_CLUSTER)
+GCP_NETWORKED_CACHES = (GCP_REDIS, GCP_REDIS_CLUSTER, GCP_VALKEY, *GCP_CACHE_ENDPOINTS)
+
+
+def _unread_ids(stack: Stack, holder: StackResource, prop: str, targets: list[StackResource],
+                id_key: str) -> list[str]:
+    """The ids `holder.props[prop]` names that are no resource of `targets` (by property dependency, else by the
+    targets' `id_key`); the built-in default user is left to the resource rule."""
+    named = [str(i) for i in stack.items(stack.known(holder.props, prop)) if str(i) != BUILT_IN_DEFAULT_USER]
+    linked = {d.urn for d in holder.property_dependencies.get(prop, [])} & {t.urn for t in targets}
+    if len(linked) >= len(named):
+        return []
+    known = {str(stack.known(t.props, id_key)) for t in targets} | {str(stack.known(t.props, "id")) for t in targets}
+    return [i for i in named if i not in known]
+
+
+def _aws_cache_users(stack: Stack, report_violation: ReportViolation) -> None:
+    groups, users = stack.of_type(AWS_CACHE_USER_GROUP), stack.of_type(AWS_CACHE_USER)
+    for cache in stack.of_type(*CACHES_WITH_USER_GROUPS):
+        for group_id in _unread_ids(stack, cache, CACHES_WITH_USER_GROUPS[cache.resource_type], groups,
+                                    "userGroupId"):
+            report_violation(f"the cache names user group {group_id}, which this stack does not create, so the pack "
+                             "cannot read its users: use a user group of this stack", cache.urn)
+    for group in groups:
+        for user_id in _unread_ids(stack, group, "userIds", users, "userId"):
+            report_violation(f"the user group holds user {user_id}, which this stack does not create, so the pack "
+                             "cannot tell whether it needs a password: hold users of this stack only", group.urn)
+    for association in stack.of_type(AWS_CACHE_USER_GROUP_ASSOCIATION):
+        for user_id in _unread_ids(stack, association, "userId", users, "userId"):
+            report_violation(f"the association adds user {user_id}, which this stack does not create, to a user group, "
+                             "so the pack cannot tell whether it needs a password: add users of this stack only",
+                             association.urn)
+
+
+def _aws_default_vpc(stack: Stack, cache: StackResource, report_violation: ReportViolation) -> None:
+    """A cache in the default VPC's subnets (an `ec2.DefaultSubnet`, or a subnet of an `ec2.DefaultVpc`, that the
+    stack holds), directly or through its subnet group, or behind the default VPC's default security group."""
+    holders = [cache, *_linked_of(stack, cache, ("subnetGroupName",), AWS_CACHE_SUBNET_GROUP,
+                                  AWS_MEMORYDB_SUBNET_GROUP)]
+    subnets = [s for h in holders for s in _linked_of(stack, h, ("subnetIds",), AWS_DEFAULT_SUBNET, AWS_SUBNET)]
+    for subnet in subnets:
+        if subnet.resource_type == AWS_DEFAULT_SUBNET or _linked_of(stack, subnet, ("vpcId",), AWS_DEFAULT_VPC):
+            report_violation(f"the cache is in the default VPC (subnet {subnet.name}): place it in the stack's own "
+                             "private subnets", cache.urn)
+    for group in _linked_of(stack, cache, ("securityGroupIds",), AWS_DEFAULT_SECURITY_GROUP):
+        report_violation(f"the cache is behind the default security group {group.name}: give it a security group of "
+                         "the stack that admits the servers only", cache.urn)
+
+
+def _gcp_default_network(stack: Stack, cache: StackResource, report_violation: ReportViolation) -> None:
+    props = ("authorizedNetwork", "pscConfigs", "desiredAutoCreatedEndpoints", "desiredPscAutoConnections",
+             "clusterEndpoints", "desiredUserCreatedEndpoints")
+    for network in _linked_of(stack, cache, props, GCP_NETWORK):
+        if _default_network(stack.known(network.props, "name")):
+            report_violation(f"the cache is on network {network.name}, the project's default network: use the "
+                             "deployment's network", cache.urn)
+
+
+def check_cache_links(stack: Stack, report_violation: ReportViolation) -> None:
+    aws = stack.of_type(*AWS_PLACED_CACHES, AWS_CACHE_USER_GROUP, AWS_CACHE_USER_GROUP_ASSOCIATION)
+    gcp = stack.of_type(*GCP_NETWORKED_CACHES)
+    if not aws and not gcp:
+        raise NotApplicable("the stack has no managed Redis that names users or a network the pack relates "
+                            "(ElastiCache, MemoryDB, Memorystore)")
+    _aws_cache_users(stack, report_violation)
+    for cache in stack.of_type(*AWS_PLACED_CACHES):
+        _aws_default_vpc(stack, cache, report_violation)
+    for cache in gcp:
+        _gcp_default_network(stack, cache, report_violation)
 
 
 #### Log stores: an explicit retention ####
@@ -3303,7 +4006,7 @@ RESOURCE_RULES = [
     ResourceRule("managed-redis-private-tls-auth",
                  "A managed Redis (ElastiCache, Memorystore, Tair, DCS) lives in the private network with no public "
                  "endpoint or whitelist entry, encrypts in transit (TLS) and requires AUTH; ElastiCache also at rest.",
-                 check_managed_redis, lambda t: t in _MANAGED_REDIS, severity="critical"),
+                 check_managed_redis, _reads_cache, severity="critical"),
     ResourceRule("log-stores-have-retention",
                  "Log stores (CloudWatch Logs groups, Cloud Logging buckets, SLS logstores, LTS groups) keep logs for "
                  "a set number of days.", check_log_retention, lambda t: t in LOG_RETENTION_SETTINGS),
@@ -3321,8 +4024,9 @@ STACK_RULES = [
     StackRule("cdn-https-front-ends",
               "CDN front ends made of several resources (Google Cloud load balancer, Alibaba CDN functions) force "
               "HTTPS and read a private origin.", check_cdn_front_ends),
-    StackRule("public-api-has-api-key", "A port open to the whole internet comes with an API key in the stack's "
-              "secret store.", check_public_api_key, severity="medium", level="advisory"),
+    StackRule("public-api-has-api-key",
+              "A port or an internet-facing load balancer open to any public source comes with the servers' API key: "
+              "a secret of the stack that the servers' identity may read.", check_public_api_key),
     StackRule("load-balancer-https-front-ends",
               "Load balancers made of several resources hold up together: HTTPS proxies and listeners have a TLS 1.2+ "
               "policy of the stack, plain HTTP only redirects, every backend has a health check of the stack, the "
@@ -3334,6 +4038,14 @@ STACK_RULES = [
               config_schema=SERVING_PORTS_SCHEMA),
     StackRule("fleet-spans-zones", "Every managed group spans at least minZones zones (default 2, production's).",
               check_fleet_zones, config_schema=MIN_ZONES_SCHEMA),
+    StackRule("managed-redis-users-and-network",
+              "What a managed Redis names is the stack's and private: ElastiCache user groups and their users are "
+              "resources of the stack, and no cache sits in a default network (an AWS default VPC's subnets or "
+              "security group, a Google network named default).", check_cache_links, severity="critical"),
+    StackRule("production-runs-a-protected-fleet",
+              "A stack of the production stage (config stage, default production) runs its servers as managed groups "
+              "behind a load balancer that serves HTTPS (TLS 1.2+), protected as inferstack protects them; no loose "
+              "server.", check_production_fleet, severity="critical", config_schema=STAGE_SCHEMA),
     StackRule("fleet-watched-by-alarms", "Every managed group's load balancer is watched by alarms of the cloud's "
               "monitoring (unhealthy servers, latency, healthy servers at the ceiling).", check_fleet_alarms,
               severity="medium", level="advisory"),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import ipaddress
 import re
+import urllib.parse
 from pathlib import Path
 from typing import get_args
 
@@ -54,6 +56,16 @@ def test_the_bucket_grammar_is_the_one_the_server_checks(cloud: str) -> None:
     assert CLOUD_FACTS[cloud].bucket_name_pattern is cloud_access.BUCKET_NAME_PATTERNS[cloud]
     assert bucket_problem(cloud, "inferstack-models-1", "model_bucket") is None  # type: ignore[arg-type]
     assert bucket_problem(cloud, "Not_A_Bucket!", "model_bucket") is not None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_each_clouds_metadata_addresses_are_ip_addresses_and_hold_the_server_programs_endpoint(cloud: str) -> None:
+    """boot.sh and IPAddressDeny= take addresses, never names: Google's metadata.google.internal is 169.254.169.254
+    (its gcp-metadata client's HOST_ADDRESS and SECONDARY_HOST_ADDRESS); the other clouds' programs use the IP."""
+    addresses = CLOUD_FACTS[cloud].metadata_addresses
+    assert addresses and not [a for a in addresses if ipaddress.ip_address(a).is_global], addresses  # none routed
+    host = urllib.parse.urlsplit(cloud_access.METADATA_ENDPOINTS[cloud]).hostname
+    assert {"metadata.google.internal": "169.254.169.254"}.get(host, host) in addresses
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)

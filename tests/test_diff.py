@@ -476,7 +476,8 @@ def test_a_head_whose_workload_changed_after_its_pin_says_pulumi_up_refuses(tmp_
     data["config"]["inferstack:workload"]["traffic"]["concurrent_users"] = 150
     stack.write_text(yaml.safe_dump(data))
     diff = diff_workload_files([stack_file(tmp_path, "base"), stack])
-    assert diff.pin.startswith("**Pin out of date**: inferstack:workload changed") and f"inferstack pin {stack}" in diff.pin
+    assert diff.pin.startswith("**Pin out of date**: inferstack:workload changed")
+    assert f"inferstack pin {stack}" in diff.pin
     assert diff.pin_status == "out_of_date"
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from inferstack.bootstrap.gateway import CacheEndpoint
+from inferstack.bootstrap.gateway import CacheEndpoint, ServerGroup
 from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.errors import Problem
@@ -95,6 +95,11 @@ class BootstrapOptions(BaseModel):
         default=None,
         description="Where the cloud's monitoring agent sends the server's metrics and logs "
                     "(`bootstrap.telemetry`). None: no agent is installed.",
+    )
+    group: ServerGroup = Field(
+        default="main",
+        description="The server group this bootstrap is for: `main`, or `canary` for the canary's group beside it. "
+                    "The cache keys each group's answers apart: a canary's answer is never served by the main group.",
     )
 
 

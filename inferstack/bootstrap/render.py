@@ -181,10 +181,17 @@ def unit_file(sections: dict[str, list[tuple[str, str]]]) -> str:
                      for name, settings in sections.items())
 
 
+# systemd-run(1): the command as a transient unit of its own, waited for (its exit status is systemd-run's), its
+# output this unit's (--pipe), the unit unloaded even when it fails (--collect).
+OWN_UNIT = ("/usr/bin/systemd-run", "--quiet", "--wait", "--pipe", "--collect")
+
+
 def fetch_secret_command(cloud: Cloud, options: BootstrapOptions, secrets: dict[str, str], out: str,
-                         file_format: str) -> str:
-    words: list[Word] = ["/usr/bin/python3", f"{LIB_DIR}/fetch_secret.py", "--cloud", cloud, "--region",
-                         options.region]
+                         file_format: str, own_unit: bool = False) -> str:
+    """The secret fetch, as root; `own_unit` runs it outside the calling unit's control group, whose IP filter would
+    refuse it the metadata server (where it reads the instance's credentials)."""
+    words: list[Word] = [*OWN_UNIT] if own_unit else []
+    words += ["/usr/bin/python3", f"{LIB_DIR}/fetch_secret.py", "--cloud", cloud, "--region", options.region]
     for env_name, secret in secrets.items():
         words += ["--secret", f"{env_name}={secret}"]
     words += ["--out", out, "--format", file_format]
@@ -256,12 +263,13 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
                     ("WorkingDirectory", RUNTIME_HOME)]
     service.append(("EnvironmentFile", f"{CONFIG_DIR}/model.env"))
     service += _pinning(process, container)
-    if CLOUD_FACTS[cloud].metadata_firewall:  # the rules are gone after a reboot; the server never starts without them
-        service.append(("ExecStartPre", f"+{LIB_DIR}/boot.sh --phase metadata_firewall"))
+    # The host's metadata rules are gone after a reboot: the server never starts without them.
+    service.append(("ExecStartPre", f"+{LIB_DIR}/boot.sh --phase metadata_firewall"))
     if options.hub_token_secret:
+        # IPAddressDeny= filters every process of the unit, ExecStartPre= ones too: natively, the fetch runs apart.
         service += [("EnvironmentFile", f"-{SERVER_SECRETS}"),
                     ("ExecStartPre", fetch_secret_command(cloud, options, {HUB_TOKEN_ENV: options.hub_token_secret},
-                                                          SERVER_SECRETS, "env"))]
+                                                          SERVER_SECRETS, "env", own_unit=not container))]
     if container:
         service += [("ExecStartPre", f"-/usr/bin/docker rm -f {process.name}"),
                     ("ExecStart", command_line(container_command(plan, options, process))),
@@ -273,7 +281,7 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
                 ("NoNewPrivileges", "yes"), ("PrivateTmp", "yes")]
     if not container:  # the docker client (root) talks to the daemon; the runtime process is sandboxed here
         service += [("ProtectSystem", "full"), ("ProtectHome", "yes"), ("CapabilityBoundingSet", ""),
-                    ("RestrictSUIDSGID", "yes")]
+                    ("RestrictSUIDSGID", "yes"), ("IPAddressDeny", " ".join(CLOUD_FACTS[cloud].metadata_addresses))]
     service.append(("SyslogIdentifier", process.name))
     return unit_file({"Unit": unit, "Service": service, "Install": [("WantedBy", "multi-user.target")]})
 
@@ -328,7 +336,7 @@ def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions,
         "NVME_EXPECTED": "1" if plan.local_nvme_gb else "0", "SYNC_WORKERS": str(SYNC_WORKERS),
         "READY_TIMEOUT_S": str(READY_TIMEOUT_S), "STORAGE_ENDPOINT": options.storage_endpoint or "",
         "METADATA_ENDPOINT": options.metadata_endpoint or "",
-        "METADATA_FIREWALL": "1" if CLOUD_FACTS[cloud].metadata_firewall else "0",
+        "METADATA_ADDRESSES": ",".join(CLOUD_FACTS[cloud].metadata_addresses),
         "TRITON_BACKEND": plan.serving.backend or "",
         "NVIDIA_DRIVER_BRANCH": NVIDIA_DRIVER_BRANCH,
         "NVIDIA_CONTAINER_TOOLKIT_VERSION": NVIDIA_CONTAINER_TOOLKIT_VERSION,
@@ -368,7 +376,8 @@ def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, 
             files.append(FileSpec(gateway.CACHE_CA_FILE, options.cache.ca_certificate, "0644"))
     files += [
         FileSpec(gateway.CONFIG_PATH, gateway.gateway_config(plan, api_key=options.api_key_secret is not None,
-                                                             cache=options.cache), "0644"),
+                                                             mode=mode, group=options.group, cache=options.cache),
+                 "0644"),
         *(FileSpec(f"{UNIT_DIR}/{process.name}.service", server_unit(plan, cloud, options, mode, process), "0644")
           for process in runtime_processes(plan)),
         FileSpec(f"{UNIT_DIR}/inferstack-gateway.service", gateway_unit(cloud, options), "0644"),

@@ -95,6 +95,14 @@ RUNTIME_PINS: dict[Runtime, RuntimePin] = {
 def resolve_mode(plan: DeploymentPlan, requested: str) -> Mode:
     """The install mode for `plan`: the requested one when the runtime supports it there, else a clear error."""
     mode = _mode(plan, requested)
+    if mode == "native" and plan.serving.runtime == "llamacpp" and plan.serving.max_answer_tokens:
+        # llama-cpp-python's server takes each request's max_tokens as it comes (its settings have no server-side
+        # cap; llama_cpp/server/settings.py, verify): the load balancer would cut the longer answers instead.
+        raise input_error("plan.serving.max_answer_tokens", "is a cap llama.cpp's native install (llama-cpp-python) "
+                          "cannot enforce, and the load balancer would cut longer answers",
+                          value=plan.serving.max_answer_tokens,
+                          fix="use install_mode='container' (llama-server, which caps answers with -n), or plan "
+                          "with one process per server")
     slots = plan.serving.max_num_seqs or 1
     if mode == "native" and plan.serving.runtime == "llamacpp" and slots > 1:
         # The plan's capacity counts its slots at once; llama-cpp-python would serve them one after another.
@@ -217,6 +225,15 @@ def vllm_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> lis
         args += ["--quantization", serving.quantization]
     if serving.kv_cache_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
+    if serving.max_answer_tokens:
+        # A cap on every request's max_tokens: vLLM merges --override-generation-config into its default sampling
+        # parameters, max_new_tokens becoming max_tokens (ModelConfig.get_diff_sampling_param), and each request gets
+        # the least of its own max_tokens, the context left and that default (entrypoints/utils.py get_max_tokens;
+        # the cap since vllm-project/vllm#12242, v0.7.1). The JSON argument's dotted form keeps the word free of
+        # quotes and braces: "--json-arg.key1 value1" is "--json-arg '{"key1": value1}'", the value read as JSON
+        # (FlexibleArgumentParser.parse_args). Read 2026-12-07 in vLLM's source of the 0.11-0.12 line, whose parser
+        # still warns that --model goes in v0.13; the v0.12.0 tree itself not read.
+        args += ["--override-generation-config.max_new_tokens", str(serving.max_answer_tokens)]
     return args
 
 
@@ -232,6 +249,12 @@ def llamacpp_server_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_P
         args += ["-t", str(serving.threads)]
     if plan.device == "gpu":
         args += ["-ngl", "999"]
+    if serving.max_answer_tokens:
+        # -n: the server's n_predict; a request asking more is cut to it ("n_predict = %d exceeds server
+        # configuration, setting to %d", tools/server/server-context.cpp launch_slot_with_task), and one asking none
+        # gets it as its default (params_from_json). Read 2026-12-07 in llama.cpp's server sources around the pinned
+        # build (the fix of that warning's text, ggml-org/llama.cpp#11839, 2025-02); the b9603 tree itself not read.
+        args += ["-n", str(serving.max_answer_tokens)]
     return args
 
 

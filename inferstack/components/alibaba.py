@@ -32,6 +32,7 @@ import pulumi_alicloud as alicloud
 
 from inferstack.bootstrap.agents.alibaba import machine_group_identity
 from inferstack.bootstrap.telemetry import TelemetryTarget, sources
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
@@ -158,8 +159,9 @@ PRIVATE_SUBNET_OFFSET = 8
 # "You must specify at least two zones" (pulumi_alicloud alb.LoadBalancer zone_mappings): a fleet's network has two
 # zones even when the plan asks one, and its load balancer needs vSwitches in two zones.
 ALB_MIN_ZONES = 2
-# ALB listener idle_timeout and request_timeout: "0~600 Seconds" (alb.Listener docstrings).
-ALB_MAX_TIMEOUT_S = 600
+# ALB listener idle_timeout and request_timeout: "0~600 Seconds" (alb.Listener docstrings; plan.py
+# clouds.py load_balancer_timeout_s, which the planner caps answers to).
+ALB_MAX_TIMEOUT_S = CLOUD_FACTS["alibaba"].load_balancer_timeout_s
 # tls_cipher_policy_1_2_strict_with_1_3: TLS 1.2 and 1.3 only, ECDHE suites only (ALB's system TLS policies:
 # tls_cipher_policy_1_0, _1_1, _1_2, _1_2_strict, _1_2_strict_with_1_3; Alibaba's "TLS security policies" page).
 ALB_TLS_POLICY = "tls_cipher_policy_1_2_strict_with_1_3"
@@ -200,6 +202,9 @@ ALB_ALARM_METRICS: Mapping[AlarmKind, tuple[str, str]] = {
     AlarmKind.FLEET_AT_CEILING: ("LoadBalancerHealthyHostCount", ">="),
 }
 # ess.LifecycleHook heartbeat_timeout: 30-21600 s (Auto Scaling CreateLifecycleHook; verify).
+LIFECYCLE_ACTIONS = ("ess:DescribeScalingInstances", "ess:DescribeLifecycleActions", "ess:CompleteLifecycleAction")
+"""What a fleet's server may do to finish its own scale-out (_lifecycle_grant); the policy pack's allow-list
+(SERVER_GRANTS in policy/inferstack_rules.py) holds the same three."""
 MAX_LIFECYCLE_HOOK_S = 21600
 # A CAS certificate as ALB's listener takes it: the certificate id, a dash and the CAS region, as the provider's
 # acceptance tests build it (join("", [alicloud_ssl_certificates_service_certificate.default.id, "-<region>"])).
@@ -262,7 +267,9 @@ class AlibabaBackend(CloudBackend):
         Capability.METADATA_HARDENING: supported(
             "ECS http_tokens=required: the metadata server answers only token (hardened-mode) requests. A single "
             "server's hop limit stays at the service default (1, per the provider docs; ecs.Instance's argument is "
-            "'not available for use yet'); a fleet's launch template sets it to 1"),
+            "'not available for use yet'); a fleet's launch template sets it to 1; tokens stop an SSRF, not code on "
+            "the server, so the boot script's host firewall also lets only root reach 100.100.100.200:80 and a "
+            "native runtime's unit is denied it (IPAddressDeny=)"),
         Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported(
             "OSS BucketPublicAccessBlock (block_public_access), which makes public ACLs and policies ineffective, "
             "and a private bucket ACL (OSS ACLs are canned: they grant no other account anything)"),
@@ -297,7 +304,8 @@ class AlibabaBackend(CloudBackend):
             "ESS scaling group from an ECS launch template (metadata tokens required, hop limit 1, encrypted ESSD, "
             "the RAM role, no public address), balanced over one private vSwitch per zone with NAT egress; ECS and "
             "ALB health checks replace failed servers; a SCALE_OUT lifecycle hook keeps each new server out of the "
-            "load balancer, and unjudged, for the plan's grace"),
+            "load balancer, and unjudged, until its boot completes the hook's action, or releases it at the plan's "
+            "grace; a new group starts empty and takes its floor at the next deploy, once the hook exists"),
         Capability.LOAD_BALANCER_TLS: supported(
             "ALB: HTTPS on 443 with your CAS certificate (api_certificate) and tls_cipher_policy_1_2_strict_with_1_3 "
             "(TLS 1.2 and 1.3), HTTP on 80 only redirects (301); idle and request timeouts of the plan (ALB allows "
@@ -683,8 +691,8 @@ class AlibabaBackend(CloudBackend):
         if plan.request_timeout_s > ALB_MAX_TIMEOUT_S:
             problems.append(Problem(
                 f"{field}.request_timeout_s", f"is longer than ALB's longest timeout ({ALB_MAX_TIMEOUT_S} s): "
-                "streamed answers would be cut", value=plan.request_timeout_s,
-                fix="plan for a lower p95 latency (it is four times that), e.g. shorter answers or a faster machine"))
+                "its longest answers would be cut", value=plan.request_timeout_s,
+                fix="plan it again: the planner caps answers to what the load balancer waits for"))
         if plan.fleet.health_check_grace_s > MAX_LIFECYCLE_HOOK_S:
             problems.append(Problem(
                 f"{field}.fleet.health_check_grace_s", f"is longer than an ESS lifecycle hook waits "
@@ -1179,14 +1187,32 @@ def _callers_acl(parent: pulumi.Resource, name: str, request: FleetRequest,
 
 def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest, servers: alicloud.alb.ServerGroup, *,
                    provider: str) -> alicloud.ess.ScalingGroup:
-    """The plan's servers as an ESS group from a launch template, added to the ALB server group after the grace, scaled
-    on requests per server."""
+    """The plan's servers as an ESS group from a launch template, each added to the ALB server group once it says it
+    is ready (the lifecycle hook), scaled on requests per server.
+
+    A group made from a launch template is enabled as it is created ("Creating scaling group from launch template
+    enable group automatically", ess.ScalingGroup launch_template_id) and starts its minimum at once, before its
+    lifecycle hook can exist (the hook takes the group's id; ess.ScalingGroup has no hook argument in pulumi_alicloud
+    4.0.0): such a server would go straight into the load balancer, be judged by its health check while the driver
+    installs, and be released. So a group is created empty; once its hook exists (looked up by name at the next
+    `pulumi up`), it takes the plan's floor, and every server it starts waits in the hook."""
     plan, fleet = request.plan, request.plan.fleet
     assert fleet is not None
     template = _launch_template(parent, name, request, provider=provider)
+    group_name, hook_name = _account_name(parent, name, "servers"), f"{name}-grace"
+    hooked = _group_has_hook(parent, group_name, hook_name)
+
+    def first_deploy(found: bool) -> None:
+        if not found:
+            pulumi.log.warn(f"{name}: a new scaling group starts empty, so that no server starts before its lifecycle "
+                            f"hook exists: run `pulumi up` again to start its {fleet.min_replicas} servers "
+                            "(docs/deploy-alibaba.md)", resource=parent)
+
+    hooked.apply(first_deploy)
     group = alicloud.ess.ScalingGroup(
-        f"{name}-group", scaling_group_name=_account_name(parent, name, "servers"),
-        min_size=fleet.min_replicas, max_size=fleet.max_replicas, vswitch_ids=list(request.server_subnet_ids),
+        f"{name}-group", scaling_group_name=group_name,
+        min_size=hooked.apply(lambda found: fleet.min_replicas if found else 0), max_size=fleet.max_replicas,
+        vswitch_ids=list(request.server_subnet_ids),
         multi_az_policy="BALANCE", launch_template_id=template.id, launch_template_version="Latest",
         # ECS: a stopped or released server; LOAD_BALANCER: one that fails ALB's health check. Either is
         # removed and released (scaling_policy), and a new one created to keep min_size.
@@ -1196,11 +1222,13 @@ def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest, se
         spot_instance_remedy=True if plan.spot else None,
         group_deletion_protection=request.protected, tags=request.tags,
         opts=server_options(parent, request.protected))
-    # The plan's grace: a new server stays in Pending:Wait, out of the load balancer and so never judged by its
-    # health check, until the hook times out and CONTINUEs; then ESS adds it to the ALB server group.
+    # A new server stays in Pending:Wait, out of the load balancer and so never judged by its health check, until it
+    # says it is ready (the boot's last step calls CompleteLifecycleAction with CONTINUE: boot.sh); then
+    # ESS adds it to the ALB server group. One not ready within the plan's grace is released (ABANDON) and replaced.
     grace = alicloud.ess.LifecycleHook(
-        f"{name}-grace", scaling_group_id=group.id, name=f"{name}-grace", lifecycle_transition="SCALE_OUT",
-        heartbeat_timeout=fleet.health_check_grace_s, default_result="CONTINUE", opts=child_options(parent))
+        f"{name}-grace", scaling_group_id=group.id, name=hook_name, lifecycle_transition="SCALE_OUT",
+        heartbeat_timeout=fleet.health_check_grace_s, default_result="ABANDON", opts=child_options(parent))
+    _lifecycle_grant(parent, name, request)
     attachment = alicloud.ess.AlbServerGroupAttachment(
         f"{name}-group-alb", scaling_group_id=group.id, alb_server_group_id=servers.id,
         port=plan.serving.port, weight=100, force_attach=True,
@@ -1216,6 +1244,40 @@ def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest, se
         scale_in_evaluation_count=math.ceil(fleet.scale_in_cooldown_s / METRIC_PERIOD_S),
         disable_scale_in=False, opts=child_options(parent, depends_on=[attachment]))
     return group
+
+
+def _group_has_hook(parent: pulumi.Resource, group_name: StrOutput, hook_name: str) -> pulumi.Output[bool]:
+    """Whether the scaling group of that name exists already with its lifecycle hook (a later `pulumi up`)."""
+    groups = alicloud.ess.get_scaling_groups_output(
+        name_regex=group_name.apply(lambda found: f"^{re.escape(found)}$"), opts=invoke_options(parent))
+
+    def hook_of(ids: Sequence[str] | None) -> pulumi.Output[bool]:
+        if not ids:
+            return pulumi.Output.from_input(False)
+        hooks = alicloud.ess.get_lifecycle_hooks_output(scaling_group_id=ids[0], name_regex=f"^{re.escape(hook_name)}$",
+                                                        opts=invoke_options(parent))
+        return hooks.ids.apply(bool)
+
+    return groups.ids.apply(hook_of)
+
+
+def _lifecycle_grant(parent: pulumi.Resource, name: str, request: FleetRequest) -> None:
+    """What a server's boot needs to say it is ready (files/cloud_access.py `complete_lifecycle_action`): find its own
+    pending lifecycle action (DescribeScalingInstances, DescribeLifecycleActions) and complete it. ESS grants these
+    three on "All Resources" only: no scaling-group resource type, no condition key (Auto Scaling API 2022-02-22,
+    CompleteLifecycleAction, "Authorization information", read 2026-12-07); a statement naming the group's ARN would
+    not take effect, and every new server would be released at the hook's timeout. A server can complete an action
+    only with its token, which DescribeLifecycleActions gives for pending actions; the runtime never holds the role
+    (the metadata firewall, boot phase metadata_firewall)."""
+    opts = child_options(parent)
+    policy = alicloud.ram.Policy(
+        f"{name}-lifecycle", policy_name=_account_name(parent, name, "lifecycle"),
+        policy_document=json.dumps({"Version": "1", "Statement": [
+            {"Effect": "Allow", "Action": list(LIFECYCLE_ACTIONS), "Resource": "*"}]}),
+        description=f"inferstack lifecycle for {name}: a server completes its own scale-out", tags=request.tags,
+        opts=opts)
+    alicloud.ram.RolePolicyAttachment(f"{name}-lifecycle-attachment", role_name=request.attachment,
+                                      policy_name=policy.policy_name, policy_type="Custom", opts=opts)
 
 
 def _weighted_rule(parent: pulumi.Resource, name: str, https: alicloud.alb.Listener, servers: alicloud.alb.ServerGroup,
@@ -1354,6 +1416,12 @@ _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
     "alicloud:alb/getZones:getZones": lambda a, c: {
         "zones": [{"id": zone, "zoneId": zone, "localName": zone} for zone in _preview_zones(c.region)],
         "ids": _preview_zones(c.region), "id": c.region},
+    # A fleet's group, asked for by name: it exists with its hook (a stack past its first deploy), so the preview
+    # shows the group at the plan's floor.
+    "alicloud:ess/getScalingGroups:getScalingGroups": lambda a, c: {
+        "groups": [{"id": "asg-preview", "name": a.get("nameRegex", "")}], "ids": ["asg-preview"], "id": c.region},
+    "alicloud:ess/getLifecycleHooks:getLifecycleHooks": lambda a, c: {
+        "hooks": [{"id": "ash-preview", "name": a.get("nameRegex", "")}], "ids": ["ash-preview"], "id": c.region},
     # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
     "alicloud:vpc/getNetworks:getNetworks": lambda a, c: {
         "vpcs": [{"id": vpc_id, "cidrBlock": "10.0.0.0/16", "vpcId": vpc_id} for vpc_id in a.get("ids", [])],

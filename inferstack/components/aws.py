@@ -21,6 +21,7 @@ import pulumi_aws as aws
 
 from inferstack.bootstrap.agents.aws import GPU_MEASUREMENTS, GROUP_DIMENSION
 from inferstack.bootstrap.telemetry import TelemetryTarget
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
@@ -143,9 +144,9 @@ LOAD_BALANCER_MIN_ZONES = 2
 # default (ELBSecurityPolicy-2016-08) still accepts TLS 1.0.
 LOAD_BALANCER_TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
 LISTENER_PORTS: Mapping[str, int] = {"https": 443, "http": 80}
-# ELB limits (ELB User Guide, "Connection idle timeout": 1-4000 s; target group "deregistration_delay": 0-3600 s,
-# pulumi_aws lb/target_group.py).
-LOAD_BALANCER_MAX_IDLE_TIMEOUT_S = 4000
+# ELB limits: the idle timeout's (a non-streamed answer sends no byte until it is whole: plan.py
+# clouds.py load_balancer_timeout_s), target group "deregistration_delay": 0-3600 s (pulumi_aws lb/target_group.py).
+LOAD_BALANCER_MAX_IDLE_TIMEOUT_S = CLOUD_FACTS["aws"].load_balancer_timeout_s
 MAX_DEREGISTRATION_DELAY_S = 3600
 # Health checks on the serving health path (ranges in pulumi_aws lb TargetGroupHealthCheckArgs): a server leaves
 # the load balancer after a minute of failed checks (4 x 15 s) and joins after 30 s of good ones. The 10 s timeout
@@ -179,10 +180,20 @@ SCALE_IN_EVALUATION_MINUTES = 15
 # Alarms read the Application Load Balancer's own metrics (ELB User Guide, "CloudWatch metrics for your Application
 # Load Balancer"), published every minute with no agent: UnHealthyHostCount and HealthyHostCount per target group
 # (dimensions TargetGroup, LoadBalancer), TargetResponseTime in seconds (percentile statistics such as p95 allowed),
-# HTTPCode_Target_5XX_Count and RequestCount per load balancer. TargetResponseTime runs from the request leaving the
-# load balancer until the target's response starts: for a streamed answer that is close to its first token, for a
-# whole answer its full time; so a p95 over the end-to-end objective is over the SLO either way.
+# HTTPCode_Target_5XX_Count and RequestCount per load balancer. TargetResponseTime ends where the target's response
+# headers start: a whole answer's full time, but for a streamed one only until the runtime opens its stream, which vLLM
+# does before the first token (its StreamingResponse sends the headers before its generator yields), so it never sees
+# a slow stream.
 ELB_NAMESPACE = "AWS/ApplicationELB"
+# With the CloudWatch agent (a deployment's telemetry), the latency alarm reads every answer's end-to-end time from the
+# gateways' access logs instead: nginx's $request_time, to the answer's last byte, streams included (gateway.py's
+# log format, whose seventh field it is). A metric filter on the log group publishes each successful POST's time as
+# one raw value, so that the alarm takes its p95 (CloudWatch Logs User Guide, "Filter pattern syntax for metric
+# filters": space-delimited fields, a [bracketed] or "quoted" field is one, "..." any number more, read 2026-12-07).
+# The runtime's own time-to-first-token histogram (vllm:time_to_first_token_seconds) cannot be used: the agent drops
+# Prometheus histograms ("Only Gauge, Counter and Summary are supported", plugins/inputs/prometheus/metrics_filter.go).
+ANSWER_TIME_METRIC = "GatewayAnswerTime"
+ANSWER_TIME_PATTERN = '[address, user, time, request = "POST *", status = 2*, bytes, request_time, ...]'
 # The dashboard (CloudWatch API Reference, "Dashboard Body Structure and Syntax": metric widgets, each metric an array
 # [namespace, name, dimension name, value, ..., {rendering options}], `annotations.horizontal` lines); its name takes
 # up to 255 letters, digits, "-" and "_" (PutDashboard). It graphs the alarms' metrics and the group's
@@ -214,7 +225,10 @@ class AwsBackend(CloudBackend):
 
     cloud = "aws"
     capabilities: ClassVar[Mapping[Capability, Support]] = {
-        Capability.METADATA_HARDENING: supported("IMDSv2 required (http_tokens=required), hop limit 1"),
+        Capability.METADATA_HARDENING: supported(
+            "IMDSv2 required (http_tokens=required), hop limit 1; tokens stop an SSRF, not code on the server, so the "
+            "boot script's host firewall also lets only root reach the metadata service and a native runtime's unit "
+            "is denied it (IPAddressDeny=)"),
         Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported("S3 Block Public Access, all four settings on; ACLs off "
                                                          "(BucketOwnerEnforced)"),
         Capability.TLS_ONLY_STORAGE: supported("bucket policy denies every request with aws:SecureTransport=false"),
@@ -583,9 +597,12 @@ class AwsBackend(CloudBackend):
         agent rule on the group's GPU memory and disk; a canary's group gets its own unhealthy-server, server-error
         and agent alarms. Each notifies the SNS topic when it fires and when it clears."""
         watched, plan = request.fleet.watched, request.plan
-        alarms = [self._alarm(parent, name, request, rule, _alarm_condition(
-            rule, {"LoadBalancer": watched["load_balancer"], "TargetGroup": watched["target_group"]}))
-            for rule in alarm_rules(plan)]
+        dimensions = {"LoadBalancer": watched["load_balancer"], "TargetGroup": watched["target_group"]}
+        alarms = [self._alarm(parent, name, request, rule,
+                              _answer_time_condition(parent, name, rule, request.telemetry)
+                              if rule.kind is AlarmKind.LATENCY and request.telemetry is not None
+                              else _alarm_condition(rule, dimensions))
+                  for rule in alarm_rules(plan)]
         alarms += self._agent_alarms(parent, name, request, plan, watched["group"])
         canary = plan.canary
         if canary is not None and "canary_target_group" in watched:
@@ -697,10 +714,10 @@ class AwsBackend(CloudBackend):
         """A fleet whose streamed answers outlast the longest idle timeout an Application Load Balancer takes."""
         if plan.fleet is None or plan.request_timeout_s <= LOAD_BALANCER_MAX_IDLE_TIMEOUT_S:
             return []
-        return [Problem(field, f"needs a request timeout of {plan.request_timeout_s} s (four times its p95 latency), "
-                        f"longer than an Application Load Balancer's idle timeout allows "
-                        f"({LOAD_BALANCER_MAX_IDLE_TIMEOUT_S} s)", value=plan.request_timeout_s,
-                        fix="plan for shorter answers (output_tokens) or a faster machine (tpot_p95_ms)")]
+        return [Problem(field, f"needs a request timeout of {plan.request_timeout_s} s (its longest answer), longer "
+                        f"than an Application Load Balancer's idle timeout allows ({LOAD_BALANCER_MAX_IDLE_TIMEOUT_S} "
+                        "s)", value=plan.request_timeout_s,
+                        fix="plan it again: the planner caps answers to what the load balancer waits for")]
 
 
 #### Helpers: network and firewall ####
@@ -1179,6 +1196,21 @@ def _alarm_condition(rule: AlarmRule, dimensions: Mapping[str, pulumi.Input[str]
                                       "dimensions": balancer, "stat": "Sum", "period": SECONDS_PER_MINUTE}},
         {"id": "error_rate", "expression": "100 * FILL(errors, 0) / requests", "label": "server errors, % of requests",
          "return_data": True}]}
+
+
+def _answer_time_condition(parent: pulumi.Resource, name: str, rule: AlarmRule,
+                           telemetry: TelemetryResult) -> dict[str, Any]:
+    """The latency rule on the gateways' answer times (ANSWER_TIME_PATTERN), p95 over one-minute periods, in seconds:
+    the metric filter that publishes them from the servers' log group, and the alarm's condition on it."""
+    target = telemetry.target
+    aws.cloudwatch.LogMetricFilter(
+        f"{name}-answer-time", name=f"{name}-answer-time", log_group_name=target.apply(lambda t: t.logs),
+        pattern=ANSWER_TIME_PATTERN, metric_transformation={
+            "name": ANSWER_TIME_METRIC, "namespace": target.apply(lambda t: t.metrics), "value": "$request_time",
+            "unit": "Seconds"}, opts=child_options(parent))
+    return {"namespace": target.apply(lambda t: t.metrics), "period": SECONDS_PER_MINUTE,
+            "metric_name": ANSWER_TIME_METRIC, "extended_statistic": "p95", "unit": "Seconds",
+            "comparison_operator": "GreaterThanThreshold", "threshold": rule.threshold / 1000}
 
 
 def _agent_alarm_condition(rule: AlarmRule, namespace: pulumi.Input[str],

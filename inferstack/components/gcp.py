@@ -327,7 +327,8 @@ class GcpBackend(CloudBackend):
             "`Metadata-Flavor: Google` and refuses requests that carry X-Forwarded-For, which stops an SSRF that "
             "controls a URL but not one that can set headers (legacy header-free endpoints are disabled with "
             "disable-legacy-endpoints); the boot script's host firewall lets only root reach its HTTP port (DNS "
-            "stays open), for host processes and containers alike"),
+            "stays open), for host processes and containers alike, and a native runtime's unit is denied it outright "
+            "(IPAddressDeny=)"),
         Capability.BUCKET_PUBLIC_ACCESS_BLOCK: supported("public_access_prevention=enforced, uniform bucket-level "
                                                          "access (no ACLs)"),
         Capability.TLS_ONLY_STORAGE: unsupported(
@@ -1317,8 +1318,10 @@ def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
                                opts)
     canary_backend = _backend_service(gcp.compute.BackendService, f"{name}-canary", canary.request,
                                       canary.group, "EXTERNAL_MANAGED", health, armor, opts) if canary else None
+    # The endpoint's address (its domain's DNS points at it) and its forwarding rules are protected with the group.
+    kept = fleet_options(parent, request.protected)
     address = gcp.compute.GlobalAddress(f"{name}-lb-address", name=_gcp_name(name, "lb-address"), ip_version="IPV4",
-                                        labels=labels, opts=opts)
+                                        labels=labels, opts=kept)
     certificate = gcp.compute.ManagedSslCertificate(
         f"{name}-api-certificate", name=_gcp_name(name, "api-certificate"),
         managed={"domains": [request.api_domain]}, opts=opts)
@@ -1336,7 +1339,7 @@ def _external_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
     for port, proxy in (("443", https), ("80", http)):
         gcp.compute.GlobalForwardingRule(
             f"{name}-api-{port}", name=_gcp_name(name, f"api-{port}"), target=proxy.id, ip_address=address.id,
-            port_range=port, ip_protocol="TCP", load_balancing_scheme="EXTERNAL_MANAGED", labels=labels, opts=opts)
+            port_range=port, ip_protocol="TCP", load_balancing_scheme="EXTERNAL_MANAGED", labels=labels, opts=kept)
     # The certificate is issued once the domain's A record points at the address: say which one.
     address.address.apply(lambda ip: pulumi.log.info(
         f"{name}: point the DNS A record of {request.api_domain} at {ip}; the Google-managed certificate is issued "
@@ -1370,9 +1373,10 @@ def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
     # One address for both rules, as Google's HTTP-to-HTTPS redirect guide for regional internal Application Load
     # Balancers reserves it: purpose SHARED_LOADBALANCER_VIP, in the load balancer's subnetwork. (verify) pulumi_gcp's
     # Address docstring lists `subnetwork` for the GCE_ENDPOINT and DNS_RESOLVER purposes only.
+    kept = fleet_options(parent, request.protected)  # the address and forwarding rules, as the external one's
     address = gcp.compute.Address(
         f"{name}-lb-address", name=_gcp_name(name, "lb-address"), address_type="INTERNAL",
-        purpose="SHARED_LOADBALANCER_VIP", subnetwork=subnetwork, labels=labels, opts=opts)
+        purpose="SHARED_LOADBALANCER_VIP", subnetwork=subnetwork, labels=labels, opts=kept)
     authorization = gcp.certificatemanager.DnsAuthorization(
         f"{name}-api-dns-auth", name=_gcp_name(name, "api-dns-auth"), domain=request.api_domain, location=region,
         type="PER_PROJECT_RECORD", labels=labels, opts=opts)
@@ -1394,7 +1398,7 @@ def _internal_load_balancer(parent: pulumi.Resource, name: str, request: FleetRe
         gcp.compute.ForwardingRule(
             f"{name}-api-{port}", name=_gcp_name(name, f"api-{port}"), target=proxy.id, ip_address=address.id,
             port_range=port, ip_protocol="TCP", load_balancing_scheme="INTERNAL_MANAGED", network=request.network_id,
-            subnetwork=subnetwork, labels=labels, opts=opts)
+            subnetwork=subnetwork, labels=labels, opts=kept)
     pulumi.Output.all(address.address, authorization.dns_resource_records).apply(lambda values: pulumi.log.info(
         f"{name}: point the DNS A record of {request.api_domain} (a private zone your callers resolve) at "
         f"{values[0]}, and add {_dns_records(values[1])} for the certificate: Google issues it once that record "

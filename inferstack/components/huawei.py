@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import pulumi
 import pulumi_huaweicloud as hw
 
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.components.core import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
@@ -157,8 +158,8 @@ ELB_FLAVORS_LOOKUP = "huaweicloud:DedicatedElb/getFlavors:getFlavors"
 # Its private subnets take the upper half of the network's range (10.64.128.0/20, ...): one more zone moves no subnet.
 PRIVATE_SUBNET_OFFSET = len(SUBNET_RANGES) // 2
 # Dedicated ELB listeners (dedicatedelb/listener.py): request_timeout and response_timeout take 1..300 s,
-# idle_timeout 0..4000 s.
-ELB_MAX_RESPONSE_TIMEOUT_S = 300
+# idle_timeout 0..4000 s (clouds.py load_balancer_timeout_s, which the planner caps answers to).
+ELB_MAX_RESPONSE_TIMEOUT_S = CLOUD_FACTS["huawei"].load_balancer_timeout_s
 # TLS 1.2 and 1.3 with forward-secret cipher suites only: a tls_ciphers_policy value of the listener
 # (dedicatedelb/listener.py; ELB user guide, "Configuring TLS Security Policies").
 TLS_POLICY = "tls-1-2-fs-with-1-3"
@@ -228,7 +229,7 @@ class HuaweiBackend(CloudBackend):
             "only, by service ticket (Huawei ECS docs, \"Configuring Instance Metadata Options\", 2025-08-12), "
             "pulumi_huaweicloud 0.0.12 has no metadata option, and the server reads metadata the V1 way; the boot "
             "script's host firewall lets only root reach its HTTP port (DNS stays open), for host processes and "
-            "containers alike"),
+            "containers alike, and a native runtime's unit is denied it outright (IPAddressDeny=)"),
         Capability.BUCKET_PUBLIC_ACCESS_BLOCK: unsupported(
             "OBS has no public-access-block resource in pulumi_huaweicloud 0.0.12 and ACLs cannot be turned off: "
             "buckets are created with acl=private and a TLS-only policy without public statements, but a public ACL "
@@ -519,14 +520,15 @@ class HuaweiBackend(CloudBackend):
         zones = _zones_offering(parent, plan.instance_type, plan.zones)
         balancer = _load_balancer(parent, name, request, zones)
         _load_balancer_logs(parent, name, request, balancer.load_balancer_id)
-        group = self._scaling_group(parent, name, request, zones, balancer.pool_id, balancer.health_check)
+        group = self._scaling_group(parent, name, request, zones, [balancer.pool_id, balancer.weighted_pool_id],
+                                    balancer.health_checks)
         if request.canary is not None:  # the same group, from the canary's plan, in a pool of its own
             canary = request.for_canary()
             canary_pool = _canary_pool(parent, name, canary, balancer)
             _weighted_policy(parent, name, balancer, canary_pool, request.canary)
             canary_zones = _zones_offering(parent, canary.plan.instance_type, canary.plan.zones)
-            self._scaling_group(parent, f"{name}-canary", canary, canary_zones, canary_pool.pool_id,
-                                canary_pool.health_check)
+            self._scaling_group(parent, f"{name}-canary", canary, canary_zones, [canary_pool.pool_id],
+                                [canary_pool.health_check])
         balancer.address.apply(lambda address: pulumi.log.info(
             f"{name}: point {request.api_domain} at {address} (a DNS A record); the HTTPS listener serves ELB "
             f"certificate {request.api_certificate}, which must cover {request.api_domain}", resource=parent))
@@ -537,9 +539,9 @@ class HuaweiBackend(CloudBackend):
                            load_balancer_address=balancer.address, group_id=group.id, watched=watched)
 
     def _scaling_group(self, parent: pulumi.Resource, name: str, request: FleetRequest,
-                       zones: pulumi.Output[list[str]], pool_id: StrOutput,
-                       health_check: pulumi.Resource) -> hw.as_.Group:
-        """The plan's servers as an AS group from an AS configuration, members of the ELB pool `pool_id`."""
+                       zones: pulumi.Output[list[str]], pool_ids: Sequence[StrOutput],
+                       health_checks: Sequence[pulumi.Resource]) -> hw.as_.Group:
+        """The plan's servers as an AS group from an AS configuration, members of the ELB pools `pool_ids`."""
         plan, fleet = request.plan, request.plan.fleet
         assert fleet is not None
         template = _server_template(parent, name, request, self._user_data(parent, plan, request.user_data))
@@ -553,7 +555,7 @@ class HuaweiBackend(CloudBackend):
             availability_zones=zones, multi_az_scaling_policy="EQUILIBRIUM_DISTRIBUTE",
             min_instance_number=fleet.min_replicas, desire_instance_number=fleet.min_replicas,
             max_instance_number=fleet.max_replicas,
-            lbaas_listeners=[{"pool_id": pool_id, "protocol_port": plan.serving.port}],
+            lbaas_listeners=[{"pool_id": pool_id, "protocol_port": plan.serving.port} for pool_id in pool_ids],
             # A server is judged by the ELB's health check (checked every minute), once its grace period is over;
             # an unhealthy one is removed and replaced.
             health_periodic_audit_method="ELB_AUDIT", health_periodic_audit_time=AS_HEALTH_AUDIT_MINUTES,
@@ -569,7 +571,7 @@ class HuaweiBackend(CloudBackend):
             delete_instances="yes", force_delete=True, tags=request.tags,
             # Scaling policies (and operators) move the expected count; `pulumi up` must not reset it to the floor.
             opts=server_options(parent, request.protected, ignore_changes=["desireInstanceNumber"],
-                                depends_on=[health_check]))
+                                depends_on=list(health_checks)))
         if plan.device == "cpu":
             _cpu_scaling(parent, name, group, plan, fleet)
         else:
@@ -652,8 +654,8 @@ class HuaweiBackend(CloudBackend):
             problems.append(Problem(f"{field}.request_timeout_s", f"exceeds the {ELB_MAX_RESPONSE_TIMEOUT_S} s that a "
                                     "dedicated ELB listener waits for a backend's response",
                                     value=plan.request_timeout_s,
-                                    fix="plan for lower latency (a faster machine, shorter answers), or deploy "
-                                    "elsewhere: a longer answer would be cut off at the load balancer"))
+                                    fix="plan it again: the planner caps answers to what the load balancer waits "
+                                    "for (a longer answer would be cut off there)"))
         if fleet.max_replicas > AS_MAX_INSTANCES:
             problems.append(Problem(f"{field}.fleet.max_replicas", f"exceeds the {AS_MAX_INSTANCES} instances of an AS "
                                     "group", value=fleet.max_replicas, fix=f"lower scaling.max_replicas to at most "
@@ -896,8 +898,12 @@ class _LoadBalancer:
     address: StrOutput
     """Where the API domain points: the elastic IP, or the private address of an internal load balancer."""
     pool_id: StrOutput
-    """The backend server group the AS group adds its servers to."""
-    health_check: hw.dedicatedelb.Monitor
+    """The HTTPS listener's default pool: the fleet's servers, for every request no forwarding policy takes."""
+    weighted_pool_id: StrOutput
+    """The fleet's servers again, in a pool of the load balancer that no listener has as its default: the one a
+    canary's weighted policy may name (`_weighted_policy`)."""
+    health_checks: tuple[hw.dedicatedelb.Monitor, ...]
+    """Each pool's health check."""
     load_balancer_id: StrOutput
     """The load balancer's id (its Cloud Eye metrics' dimension)."""
     https_listener_id: StrOutput
@@ -994,9 +1000,16 @@ def _load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
     # Least connections: a streamed answer holds its connection for its whole generation.
     pool = hw.dedicatedelb.Pool(f"{name}-pool", listener_id=https.id, protocol="HTTP", lb_method="LEAST_CONNECTIONS",
                                 description=f"inferstack {name}: the fleet's servers", opts=opts)
-    health_check = _monitor(f"{name}-health", pool.id, plan, opts)
+    # The group is always a member of this second pool too, so that a canary added later finds the fleet's running
+    # servers in it (whether AS adds a group's running servers to a pool added to it later is not documented).
+    weighted = hw.dedicatedelb.Pool(
+        f"{name}-weighted-pool", loadbalancer_id=balancer.id, protocol="HTTP", lb_method="LEAST_CONNECTIONS",
+        description=f"inferstack {name}: the fleet's servers, for a canary's weighted forwarding", opts=opts)
+    health_checks = (_monitor(f"{name}-health", pool.id, plan, opts),
+                     _monitor(f"{name}-weighted-health", weighted.id, plan, opts))
     address = eip.address if eip is not None else balancer.ipv4_address
-    return _LoadBalancer(address=address, pool_id=pool.id, health_check=health_check, load_balancer_id=balancer.id,
+    return _LoadBalancer(address=address, pool_id=pool.id, weighted_pool_id=weighted.id, health_checks=health_checks,
+                         load_balancer_id=balancer.id,
                          https_listener_id=https.id)
 
 
@@ -1027,14 +1040,20 @@ def _canary_pool(parent: pulumi.Resource, name: str, canary: FleetRequest, balan
 
 def _weighted_policy(parent: pulumi.Resource, name: str, balancer: _LoadBalancer, canary_pool: _CanaryPool,
                      weights: CanaryRequest) -> None:
-    """Every path of the HTTPS listener to the main and the canary pool by weight: REDIRECT_TO_POOL with
+    """Every path of the HTTPS listener to the fleet's and the canary's pool by weight: REDIRECT_TO_POOL with
     redirect_pools_configs (pool_id, weight), an advanced-forwarding policy (pulumi_huaweicloud 0.0.12
-    dedicatedelb.L7policy and L7policyRedirectPoolsConfigArgs; ELB API v3 CreateL7Policy, redirect_pools_config).
-    (verify) the weight range the ELB v3 API takes (the SDK states none); 0-100 is used here."""
+    dedicatedelb.L7policy and L7policyRedirectPoolsConfigArgs; ELB API v3 CreateL7Policy, redirect_pools_config: "up to
+    5 pools", weight "0-100", huaweicloud-sdk-go-v3 elb/v3 model CreateL7PolicyOption and CreateRedirectPoolsConfig,
+    read 2026-12-07).
+
+    Neither pool is a listener's default pool: the API refuses a listener's default pool as a policy's redirect pool
+    ("Cannot be the default backend server group of the listener", dedicatedelb.L7policy redirect_pool_id; "the pool
+    may not be any listener's default_pool", UpdateL7PolicyOption redirect_pool_id) and documents no exception for the
+    weighted form, so the policy names the fleet's second pool (`_LoadBalancer.weighted_pool_id`)."""
     opts = child_options(parent)
     policy = hw.dedicatedelb.L7policy(
         f"{name}-canary-split", listener_id=balancer.https_listener_id, action="REDIRECT_TO_POOL", priority=1,
-        redirect_pools_configs=[{"pool_id": balancer.pool_id, "weight": weights.main_weight},
+        redirect_pools_configs=[{"pool_id": balancer.weighted_pool_id, "weight": weights.main_weight},
                                 {"pool_id": canary_pool.pool_id, "weight": weights.weight}],
         description=f"inferstack {name}: {weights.weight} % of the requests to the canary", opts=opts)
     hw.dedicatedelb.L7rule(f"{name}-canary-every-path", l7policy_id=policy.id, type="PATH", compare_type="STARTS_WITH",

@@ -26,7 +26,7 @@ from pydantic import with_config
 from typing_extensions import NotRequired, TypedDict
 
 from inferstack import bootstrap
-from inferstack.bootstrap.gateway import CacheEndpoint
+from inferstack.bootstrap.gateway import CacheEndpoint, ServerGroup
 from inferstack.bootstrap.render import BUNDLE_PREFIX, RenderedBootstrap
 from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components.core import (
@@ -690,7 +690,7 @@ class InferenceServer(pulumi.ComponentResource):
         rendered = pulumi.Output.all(
             model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint,
             telemetry_target).apply(lambda refs: self._render_bootstrap(refs[0], refs[1], refs[2], refs[3], refs[4],
-                                                                 plan=canary.plan))
+                                                                 plan=canary.plan, group="canary"))
         bundle = self.backend.create_bundle(self, name, BundleRequest(
             bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
             content=rendered.apply(lambda r: r.bundle), tags=self._tags))
@@ -699,11 +699,11 @@ class InferenceServer(pulumi.ComponentResource):
 
     def _render_bootstrap(self, model_bucket: str, api_key_ref: str | None, hub_token_ref: str | None,
                           cache: CacheEndpoint | None = None, telemetry: TelemetryTarget | None = None,
-                          plan: DeploymentPlan | None = None) -> RenderedBootstrap:
+                          plan: DeploymentPlan | None = None, group: ServerGroup = "main") -> RenderedBootstrap:
         plan = plan or self.plan
         options = bootstrap.BootstrapOptions(model_bucket=model_bucket, region=plan.region,
                                              api_key_secret=api_key_ref, hub_token_secret=hub_token_ref, cache=cache,
-                                             telemetry=telemetry)
+                                             telemetry=telemetry, group=group)
         return bootstrap.render_bootstrap(plan, plan.cloud, options)
 
 

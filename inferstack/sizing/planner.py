@@ -35,6 +35,8 @@ from inferstack.plan import (
     PlanReport,
     Price,
     Serving,
+    answer_cap_sentence,
+    answer_token_cap,
     rollout_for,
 )
 from inferstack.sizing.catalog import (
@@ -489,14 +491,44 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     artifact = "gguf" if runtime == "llamacpp" else ("onnx" if runtime == "triton" else "safetensors")
     processes = sizing.processes
     tp = offer.gpu_count // processes if offer.has_gpu and model.is_llm else 1
+    performance = Performance(
+        ttft_p95_ms=_round(sizing.ttft_p95_ms),
+        tpot_p95_ms=_round(sizing.tpot_p95_ms),
+        latency_p95_ms=round(sizing.latency_p95_ms, 1),
+        output_tokens_per_s=_round(sizing.output_tokens_per_s),
+        capacity_requests_per_s=round(sizing.capacity_rps, 3),
+        load_requests_per_s=round(sizing.load_rps, 3),
+        utilization=round(sizing.utilization, 3),
+        concurrency_per_replica=sizing.concurrency_per_replica,
+    )
+    max_model_len = demand.max_model_len if model.is_llm else None
+    disk = DISK_BASE_GIB[device] + RUNTIME_IMAGE_GIB[runtime] + math.ceil(size_gib * 1.2)
+    disk_gib = int(math.ceil(disk / 10) * 10)
+    start = cold_start(Server(cloud=cloud, runtime=runtime, device=device, model_gib=size_gib,
+                              network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib,
+                              processes=sizing.processes))
+    fleet = _fleet(spec, sizing, start)
+    # Behind a load balancer, an answer may last no longer than the balancer waits: past that, the runtime caps it.
+    limit_s = CLOUD_FACTS[cloud].load_balancer_timeout_s
+    answer_cap = answer_token_cap(performance, max_model_len, limit_s) if fleet else None
+    cap_notes: list[str] = []
+    cap_warnings: list[str] = []
+    if answer_cap is not None and max_model_len is not None:
+        cap_notes.append(answer_cap_sentence(performance, max_model_len, answer_cap, limit_s,
+                                             f"{CLOUD_FACTS[cloud].display_name}'s load balancer"))
+        if answer_cap < demand.output_tokens_p95:
+            cap_warnings.append(f"answers are cut at {answer_cap} tokens, fewer than the workload's p95 answer of "
+                                f"{demand.output_tokens_p95}: plan a faster machine (slo.tpot_p95_ms) or a cloud "
+                                "whose load balancer waits longer")
     serving = Serving(
         runtime=runtime,
         engine=candidate.engine.value,
         backend=("onnxruntime" if offer.has_gpu else "openvino") if runtime == "triton" else None,
         metrics_port=8002 if runtime == "triton" else None,
         health_path={"vllm": "/health", "llamacpp": "/health"}.get(runtime, "/v2/health/ready"),
-        max_model_len=demand.max_model_len if model.is_llm else None,
+        max_model_len=max_model_len,
         max_num_seqs=sizing.slots if model.is_llm else None,
+        max_answer_tokens=answer_cap,
         gpu_memory_utilization=0.9 if runtime == "vllm" else None,
         tensor_parallel=tp,
         processes=processes,
@@ -506,7 +538,6 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         threads=sizing.threads,
     )
     cpu_processes = 1 if offer.has_gpu else processes  # CPU processes share the server's RAM
-    disk = DISK_BASE_GIB[device] + RUNTIME_IMAGE_GIB[runtime] + math.ceil(size_gib * 1.2)
     accelerator = (
         Accelerator(
             id=offer.gpu.id,
@@ -520,11 +551,6 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     )
     from inferstack.sizing.explain import cache_line, cold_start_line, fleet_line, rationale, rollout_line, warnings
 
-    disk_gib = int(math.ceil(disk / 10) * 10)
-    start = cold_start(Server(cloud=cloud, runtime=runtime, device=device, model_gib=size_gib,
-                              network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib,
-                              processes=sizing.processes))
-    fleet = _fleet(spec, sizing, start)
     zones = min(sizing.replicas, demand.stage.min_zones) if sizing.replicas > 1 else 1
     rollout = rollout_for(sizing.replicas, zones, fleet, fleet_cold_start_s(start))
     fleet_notes = [fleet_line(fleet, sizing, demand, start)] if fleet else [cold_start_line(start)]
@@ -574,19 +600,10 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
             kv_cache_capacity_tokens=sizing.kv_capacity_tokens,
             max_concurrency=sizing.max_concurrency,
         ),
-        performance=Performance(
-            ttft_p95_ms=_round(sizing.ttft_p95_ms),
-            tpot_p95_ms=_round(sizing.tpot_p95_ms),
-            latency_p95_ms=round(sizing.latency_p95_ms, 1),
-            output_tokens_per_s=_round(sizing.output_tokens_per_s),
-            capacity_requests_per_s=round(sizing.capacity_rps, 3),
-            load_requests_per_s=round(sizing.load_rps, 3),
-            utilization=round(sizing.utilization, 3),
-            concurrency_per_replica=sizing.concurrency_per_replica,
-        ),
+        performance=performance,
         price=priced.price,
-        rationale=rationale(demand, priced, ranked) + cache_line(demand) + fleet_notes,
-        warnings=warnings(demand, priced) + _ceiling_warning(spec, sizing),
+        rationale=rationale(demand, priced, ranked) + cache_line(demand) + fleet_notes + cap_notes,
+        warnings=warnings(demand, priced) + _ceiling_warning(spec, sizing) + cap_warnings,
         cold_start=start,
         fleet=fleet,
         slo=_objectives(demand),

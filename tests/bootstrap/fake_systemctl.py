@@ -15,6 +15,7 @@ Not emulated: Restart=, dependencies, resource limits, sandboxing (ProtectSystem
 from __future__ import annotations
 
 import grp
+import itertools
 import os
 import pwd
 import re
@@ -72,9 +73,14 @@ def alive(pid: int) -> bool:
 
 
 def exec_words(line: str, env: dict[str, str]) -> list[str]:
-    """The command's words, `${NAME}` replaced by the variable's value (one word, as systemd does)."""
-    return [re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""), word)
-            for word in shlex.split(line.lstrip("-+!"))]
+    """The command's words, `${NAME}` replaced by the variable's value (one word, as systemd does). A
+    `systemd-run --wait --pipe ...` (a root step outside a native unit's IP firewall) runs its command in place: there
+    is no service manager here to make it a transient unit."""
+    words = [re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""), word)
+             for word in shlex.split(line.lstrip("-+!"))]
+    if words[:1] == ["/usr/bin/systemd-run"]:
+        words = list(itertools.dropwhile(lambda word: word.startswith("--"), words[1:]))
+    return words
 
 
 def credentials(settings: dict[str, list[str]], line: str) -> dict[str, object]:

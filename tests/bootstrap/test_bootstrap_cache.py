@@ -1,5 +1,6 @@
 """The bootstrap of a plan with a cache: the gateway's caching path is shipped and configured, its Redis AUTH token
-is fetched from the secret store into a root-only file at the gateway's start, never written anywhere else."""
+is fetched from the secret store into a root-only file at the gateway's start, never written anywhere else, and its
+keys are scoped by the server's group and runtime build as well as the model."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import json
 
 import fetch_bundle
 import pytest
-from sample_plans import sample_plan
+from sample_plans import one_at_a_time, sample_plan
 
 from inferstack.bootstrap import BootstrapOptions, gateway, render_bootstrap
+from inferstack.bootstrap.runtimes import RUNTIME_PINS
 from inferstack.errors import InputError
 from inferstack.spec import Cache
 
@@ -59,3 +61,22 @@ def test_a_cache_endpoint_for_a_plan_without_a_cache_is_refused() -> None:
 def test_a_cache_host_that_is_not_a_name_or_address_is_refused(host: str) -> None:
     with pytest.raises(ValueError, match="host"):
         gateway.CacheEndpoint(host=host, port=6379, auth_secret="s")
+
+
+def test_the_canary_group_and_the_install_mode_render_their_own_cache_scope() -> None:
+    plan = one_at_a_time(sample_plan("gcp", "cpu-llm")).model_copy(update={"cache": Cache(ttl_seconds=900)})
+    endpoint = gateway.CacheEndpoint(host="10.64.3.4", port=6378, auth_secret="inferstack-cache-auth")
+    configs = {(group, mode): bundle_files(plan, options(cache=endpoint, group=group, install_mode=mode))[
+        gateway.CONFIG_PATH] for group in ("main", "canary") for mode in ("container", "native")}
+    for (group, mode), config in configs.items():
+        assert f'scope = "{gateway.cache_scope(plan, mode, group)}"' in config
+        assert gateway.cache_scope(plan, mode, group).startswith(f"{group}:llama-3.1-8b:")
+    assert len(set(configs.values())) == 4
+    pin = RUNTIME_PINS["llamacpp"]
+    assert f"runtime={pin.image_cpu}" in configs["main", "container"]
+    assert f"runtime={pin.pip_distribution}=={pin.pip_version}" in configs["main", "native"]
+
+
+def test_a_server_group_other_than_main_or_canary_is_refused() -> None:
+    with pytest.raises(ValueError, match="group"):
+        options(group="blue")

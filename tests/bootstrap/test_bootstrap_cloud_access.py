@@ -5,15 +5,21 @@ URLs, and secret fetching from a real SSM server (moto)."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import stat
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import cloud_access
 import fetch_secret
 import pytest
+import vendor_signers as vendor
 from bootstrap_fakes import ACCESS_KEY, SECRET_KEY, SESSION_TOKEN, free_port
-from cloud_access import AccessError, Credentials, Request
+from cloud_access import AccessError, Credentials, CredentialSource, Request, Retry
 
 FIXED_TIME = datetime.datetime(2025, 6, 1, 12, 30, 45, tzinfo=datetime.timezone.utc)
 
@@ -122,3 +128,95 @@ def test_missing_secret_fails_without_writing_the_env_file(metadata_url: str, s3
     assert code == 4
     assert not out.exists()
     assert "cannot read '/no/such/parameter' from the aws secret store: SSM GetParameter" in capsys.readouterr().err
+
+
+#### Alibaba: a fleet server completes its own scale-out ####
+
+
+class _EssHandler(BaseHTTPRequestHandler):
+    """ESS on loopback: checks each request's signature as ESS would (403 on a mismatch) and answers the lifecycle
+    calls for one server waiting in one hook."""
+
+    def do_POST(self) -> None:
+        server: _EssServer = self.server  # type: ignore[assignment]
+        params = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query, keep_blank_values=True))
+        server.calls.append(params)
+        if server.refuse or params.get("Signature") != vendor.alibaba_rpc_signature(params, "POST"):
+            return self._reply(403, {"Code": "Forbidden.RAM"})
+        action = params["Action"]
+        if action == "DescribeScalingInstances":
+            instance = params["InstanceIds.1"]
+            return self._reply(200, {"ScalingInstances": [{"InstanceId": instance, "LifecycleState": server.state,
+                                                           "ScalingActivityId": "asa-1", "ScalingGroupId": "asg-1"}]})
+        if action == "DescribeLifecycleActions":
+            return self._reply(200, {"LifecycleActions": [
+                {"InstanceIds": ["i-other"], "LifecycleHookId": "ash-1", "LifecycleActionToken": "other-token"},
+                {"InstanceIds": ["i-mine"], "LifecycleHookId": "ash-1", "LifecycleActionToken": "my-token"}]})
+        return self._reply(200, {"RequestId": "r-1"})
+
+    def _reply(self, status: int, body: dict[str, object]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _EssServer(ThreadingHTTPServer):
+    calls: list[dict[str, str]]
+    state: str
+    refuse: bool
+
+
+@pytest.fixture
+def ess() -> Iterator[_EssServer]:
+    server = _EssServer(("127.0.0.1", 0), _EssHandler)
+    server.calls, server.state, server.refuse = [], "Pending:Wait", False
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _complete(ess: _EssServer, metadata_url: str) -> str:
+    endpoint = f"http://127.0.0.1:{ess.server_address[1]}"
+    return cloud_access.complete_lifecycle_action("eu-central-1", "i-mine", CredentialSource("alibaba", metadata_url),
+                                                  endpoint, Retry(attempts=1))
+
+
+def test_a_server_waiting_in_the_hook_completes_its_own_action_with_continue(ess: _EssServer,
+                                                                             metadata_url: str) -> None:
+    assert _complete(ess, metadata_url) == "i-mine completed its scale-out (CONTINUE, hook ash-1)"
+    assert [call["Action"] for call in ess.calls] == [
+        "DescribeScalingInstances", "DescribeLifecycleActions", "CompleteLifecycleAction"]
+    assert ess.calls[1]["ScalingActivityId"] == "asa-1" and ess.calls[1]["LifecycleActionStatus"] == "Pending"
+    done = ess.calls[2]
+    assert (done["LifecycleHookId"], done["LifecycleActionToken"], done["LifecycleActionResult"], done["RegionId"]) == (
+        "ash-1", "my-token", "CONTINUE", "eu-central-1")  # its own token, not the other server's
+    assert {call["SecurityToken"] for call in ess.calls} == {SESSION_TOKEN}  # the RAM role's credentials
+
+
+def test_a_server_already_in_service_completes_nothing(ess: _EssServer, metadata_url: str) -> None:
+    ess.state = "InService"
+    assert _complete(ess, metadata_url) == "i-mine is InService: no lifecycle action to complete"
+    assert [call["Action"] for call in ess.calls] == ["DescribeScalingInstances"]
+
+
+def test_a_server_without_the_grant_is_outside_a_group_and_completes_nothing(ess: _EssServer,
+                                                                              metadata_url: str) -> None:
+    ess.refuse = True
+    assert "no ESS grant" in _complete(ess, metadata_url)
+    assert [call["Action"] for call in ess.calls] == ["DescribeScalingInstances"]
+
+
+def test_the_boot_step_fails_loudly_when_ess_cannot_be_reached(
+        metadata_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that cannot complete its action must not look ready: the hook then releases it at its timeout."""
+    monkeypatch.setattr(cloud_access, "alibaba_instance_id", lambda endpoint, retry: "i-mine")
+    monkeypatch.setattr(cloud_access, "Retry", lambda **options: Retry(attempts=1, backoff_s=0.01))
+    code = cloud_access.main(["complete-lifecycle-action", "--region", "eu-central-1", "--metadata-endpoint",
+                              metadata_url, "--endpoint", f"http://127.0.0.1:{free_port()}"])
+    assert code == 1 and "ESS DescribeScalingInstances failed" in capsys.readouterr().err

@@ -17,6 +17,7 @@ services run only as the bootstrap starts them.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import re
@@ -37,14 +38,16 @@ from bootstrap_fakes import ACCESS_KEY, SECRET_KEY, free_port, metadata_server, 
 from redis_fakes import AUTH_TOKEN as CACHE_AUTH_TOKEN
 from redis_fakes import Redis, missing_redis, redis_server
 from sample_plans import sample_plan
+from test_gateway import runtime
+from test_gateway_cache import slowest_health_answer_s, token_ids_body
 from tiny_gguf import write_tiny_llama
 
-from inferstack.bootstrap import BootstrapOptions, render_bootstrap
+from inferstack.bootstrap import BootstrapOptions, gateway, render_bootstrap
 from inferstack.bootstrap.gateway import CACHE_AUTH_FILE, CacheEndpoint
 from inferstack.bootstrap.manifest import write_manifest
 from inferstack.bootstrap.render import RenderedBootstrap
 from inferstack.bootstrap.runtimes import RUNTIME_PORT
-from inferstack.plan import COLD_START_PHASES
+from inferstack.plan import COLD_START_PHASES, DeploymentPlan
 from inferstack.sizing.coldstart import parse_phase_lines
 from inferstack.spec import Cache
 
@@ -160,6 +163,13 @@ def debian_chroot() -> Iterator[Chroot]:
     shim = root / "usr/local/bin/systemctl"
     shutil.copy(Path(__file__).with_name("fake_systemctl.py"), shim)
     shim.chmod(0o755)
+    # The chroot shares the host's network: the metadata firewall's rules are recorded, never applied to the host
+    # (test_bootstrap_metadata_firewall.py checks them; a `-C` check answers "absent", so each rule is inserted once).
+    for tool in ("iptables", "ip6tables"):
+        stand_in = root / "usr/local/sbin" / tool
+        stand_in.parent.mkdir(parents=True, exist_ok=True)
+        stand_in.write_text(f'#!/bin/sh\necho "$*" >>/var/log/{tool}.calls\n[ "$2" != -C ] && [ "$2" != -L ]\n')
+        stand_in.chmod(0o755)
     mounted: list[Path] = []
     box = Chroot(root)
     try:
@@ -189,6 +199,8 @@ class Deployment:
     port: int
     model_dir: Path
     redis: Redis
+    plan: DeploymentPlan
+    options: BootstrapOptions
 
 
 @pytest.fixture(scope="module")
@@ -224,16 +236,17 @@ def deployed(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory, processes
             "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": threads,
                                                        "processes": processes, "max_num_seqs": 1}),
             "cache": Cache(ttl_seconds=600) if cache else None})
-        result = render_bootstrap(plan, "aws", BootstrapOptions(
+        options = BootstrapOptions(
             model_bucket=BUCKET, region="us-east-1", api_key_secret=API_KEY_PARAMETER,
             hub_token_secret=HUB_TOKEN_PARAMETER, install_mode="native",
             storage_endpoint=storage, secret_endpoint=storage, metadata_endpoint=metadata,
             cache=CacheEndpoint(host="127.0.0.1", port=redis.port, auth_secret=CACHE_AUTH_PARAMETER,
-                                ca_certificate=redis.ca.read_text()) if cache else None))
+                                ca_certificate=redis.ca.read_text()) if cache else None)
+        result = render_bootstrap(plan, "aws", options)
         store_bundle(storage, result)
         apply_cloud_config(chroot, result.user_data)
         wait_for_boot(chroot)
-        yield Deployment(chroot, storage, port, model_dir, redis)
+        yield Deployment(chroot, storage, port, model_dir, redis, plan, options)
 
 
 def store_bundle(storage: str, result: RenderedBootstrap) -> None:
@@ -278,11 +291,13 @@ def boot_log(box: Chroot) -> str:
     return "(no boot log)"
 
 
-def call(port: int, path: str, api_key: str | None, body: dict[str, object] | None = None) -> tuple[int, bytes]:
+def call(port: int, path: str, api_key: str | None, body: dict[str, object] | None = None,
+         headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}{path}", method="POST" if body is not None else "GET",
         data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})})
+        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {}),
+                 **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, response.read()
@@ -360,8 +375,11 @@ def test_first_boot_serves_a_real_completion_on_loopback(deployment: Deployment)
     box = deployment.box
     log = boot_log(box)
     assert box.read("/run/fake-systemd/inferstack-boot.service.rc").strip() == "0", log[-4000:]
-    for phase in ("driver", "runtime", "gateway", "model_sync", "service", "model_load"):
+    for phase in ("metadata_firewall", "driver", "runtime", "gateway", "model_sync", "service", "model_load"):
         assert f"phase={phase} status=ok duration_s=" in log, log[-4000:]
+    # Only root reaches the metadata server: the native runtime's rule went to the (stand-in) host firewall.
+    assert ("-w -I OUTPUT 1 -d 169.254.169.254/32 -p tcp --dport 80 -m owner ! --uid-owner 0 -j REJECT "
+            "--reject-with tcp-reset") in box.read("/var/log/iptables.calls")
     measured = parse_phase_lines(log)  # the machine-readable lines, named as the plan's cold-start phases
     assert [m.phase for m in measured] == list(COLD_START_PHASES), log[-4000:]
     assert all(m.status == "ok" and m.seconds >= 0 and m.end >= m.start for m in measured), measured
@@ -526,10 +544,10 @@ def cache_keys_after(redis: Redis, count: int) -> list[str]:
     return keys
 
 
-def access_log_with(box: Chroot, text: str) -> str:
+def access_log_with(box: Chroot, text: str, path: str = gateway.ACCESS_LOG) -> str:
     """The gateway's access log once it holds `text` (nginx writes a request's line after its response)."""
     deadline = time.monotonic() + 30
-    while text not in (log := box.read("/var/log/inferstack/gateway-access.log")):
+    while text not in (log := box.read(path)):
         assert time.monotonic() < deadline, log[-2000:]
         time.sleep(0.2)
     return log
@@ -581,6 +599,103 @@ def test_the_cache_token_lives_only_in_a_root_only_file_and_never_in_the_bootstr
                  "/etc/systemd/system/inferstack-gateway.service"):
         assert CACHE_AUTH_TOKEN not in box.read(path)
     assert CACHE_AUTH_TOKEN not in boot_log(box)
+
+
+def gateway_config_for(deployment: Deployment, group: gateway.ServerGroup) -> str:
+    """The gateway configuration the bootstrap renders for a server of `group`, the deployment's plan and options."""
+    rendered = render_bootstrap(deployment.plan, "aws", deployment.options.model_copy(update={"group": group}))
+    files = {entry["path"]: entry["content"] for entry in json.loads(rendered.bundle)["files"]}
+    return files[gateway.CONFIG_PATH]
+
+
+@contextlib.contextmanager
+def second_gateway(deployment: Deployment, name: str, config: str,
+                   runtime_port: int = RUNTIME_PORT) -> Iterator[tuple[int, str]]:
+    """Another gateway in the chroot beside the booted server's (Debian's nginx, its Lua, the cache's Redis) from
+    `config`, with a port, pid, access log and status listener of its own, in front of `runtime_port` (the server's
+    llama.cpp unless told). Yields (its port, its access log inside the chroot)."""
+    box, port, log = deployment.box, free_port(), f"/var/log/inferstack/{name}-access.log"
+    moved = {f"listen {deployment.port};": f"listen 127.0.0.1:{port};", gateway.ACCESS_LOG: log,
+             "/run/inferstack-gateway.pid": f"/run/inferstack-{name}.pid",
+             gateway.CACHE_STATUS_LISTEN: f"127.0.0.1:{free_port()}",
+             f"server 127.0.0.1:{RUNTIME_PORT};": f"server 127.0.0.1:{runtime_port};"}
+    for fixed, replacement in moved.items():
+        assert fixed in config, fixed
+        config = config.replace(fixed, replacement)
+    path = f"/etc/inferstack/{name}-gateway.conf"
+    box.path(path).write_text(config)
+    process = subprocess.Popen(["chroot", str(box.root), "/usr/sbin/nginx", "-c", path], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError):
+                if call(port, deployment.plan.serving.health_path, None)[0] == 200:
+                    break
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+            assert time.monotonic() < deadline, f"the {name} gateway did not answer"
+            time.sleep(0.2)
+        yield port, log
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def test_a_canary_answer_is_never_served_by_the_main_group(deployment: Deployment) -> None:
+    """A canary gateway (the same plan rendered for the canary group) beside the server's, in front of the same
+    llama.cpp and the same Redis: what the canary stored, the main group never serves."""
+    box, redis = deployment.box, deployment.redis
+    redis.cli("FLUSHALL")
+    with second_gateway(deployment, "canary", gateway_config_for(deployment, "canary")) as (canary_port, _):
+        before = runtime_completions(box)
+        canary_answer = complete(canary_port, "which group answers", API_KEY, temperature=0)
+        assert canary_answer[0] == 200
+        (canary_key,) = cache_keys_after(redis, 1)
+        assert canary_key.startswith("inferstack:canary:"), canary_key
+        assert complete(deployment.port, "which group answers", API_KEY, temperature=0)[0] == 200
+        assert runtime_completions(box) == before + 2, "the main group served the canary's answer"
+        assert sorted(key.split(":")[1] for key in cache_keys_after(redis, 2)) == ["canary", "main"]
+        assert complete(canary_port, "which group answers", API_KEY, temperature=0) == canary_answer
+        assert runtime_completions(box) == before + 2  # the canary's own answer, from Redis
+
+
+def test_gzip_from_the_runtime_is_never_cached(deployment: Deployment) -> None:
+    """llama.cpp never compresses; Triton does for a client that accepts gzip. The server's gateway, rendered as
+    booted, in front of a stand-in runtime that always compresses: its answers pass through, never stored."""
+    box, redis = deployment.box, deployment.redis
+    redis.cli("FLUSHALL")
+    request = {"model": "tiny-llama", "prompt": "compressed", "max_tokens": 8, "temperature": 0}
+    with runtime() as compressing:
+        compressing.gzip = "always"
+        config = gateway_config_for(deployment, "main")
+        with second_gateway(deployment, "gzip", config, runtime_port=compressing.port) as (port, log):
+            compressing.seen.clear()
+            for _ in range(2):
+                status, body = call(port, "/v1/completions", API_KEY, request, headers={"Accept-Encoding": "gzip"})
+                assert status == 200 and json.loads(gzip.decompress(body)) == {"path": "/v1/completions"}
+            time.sleep(2)  # an answer is stored within milliseconds of its response
+            assert redis.keys() == []
+            assert len(compressing.seen) == 2 and {seen.headers.get("Accept-Encoding") for seen in compressing.seen} \
+                == {None}  # the gateway asked for identity; the runtime compressed anyway, and it was not kept
+            assert access_log_with(box, "POST /v1/completions", log).count("cache=MISS") == 2
+
+
+HEALTH_BUDGET_S = 0.2
+
+
+def test_the_health_path_answers_within_200_ms_while_the_cache_reads_large_bodies(deployment: Deployment) -> None:
+    """Eight bodies at the cache's cap at once, each parsed in full by the gateway's Lua: a non-finite number at its
+    end, so the gateway answers each itself (400) and llama.cpp's own time is not in the figure. (Bodies beyond the
+    cap go to the runtime unread: llama-cpp-python itself takes minutes over four 7.7 MiB bodies of token ids, and
+    its own health route stops answering meanwhile; test_gateway_cache.py shows the gateway with those in front of a
+    stand-in runtime.)"""
+    at_the_cap = [token_ids_body(gateway.CACHE_MAX_REQUEST_BYTES, last="1e999") for _ in range(8)]
+    rounds = [slowest_health_answer_s(deployment.port, API_KEY, at_the_cap, "/v1/embeddings") for _ in range(3)]
+    slowest_s = max(seconds for seconds, _, _ in rounds)
+    print(f"\nend to end, the health path's slowest answer: {slowest_s * 1000:.0f} ms while the cache parsed 3 x 8 x "
+          f"{gateway.CACHE_MAX_REQUEST_BYTES // 1024} KiB at once ({sum(probes for _, probes, _ in rounds)} probes)")
+    assert all(statuses == [400] * 8 for _, _, statuses in rounds)
+    assert slowest_s < HEALTH_BUDGET_S
 
 
 #### Several model processes on one server ####

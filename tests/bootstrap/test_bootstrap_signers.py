@@ -6,7 +6,9 @@ cases: space, '+', '=', '%', '~', sub-delimiters, non-ASCII."""
 from __future__ import annotations
 
 import datetime
+import inspect
 import json
+import re
 import urllib.parse
 
 import cloud_access
@@ -129,6 +131,53 @@ def test_alibaba_rpc_signature_equals_the_sdks(secret_name: str) -> None:
     signed = cloud_access.sign_alibaba_rpc(params, CREDENTIALS)
     assert signed["Signature"] == vendor.alibaba_rpc_signature(signed)
     assert signed["SecurityToken"] == SESSION_TOKEN
+
+
+# The three calls of a server's lifecycle step (cloud_access.complete_lifecycle_action), as the ESS SDK makes them.
+ESS_CALLS = [
+    ("DescribeScalingInstances", {"InstanceIds.1": "i-0abc123"}, {"InstanceIds": ["i-0abc123"]}),
+    ("DescribeLifecycleActions", {"ScalingActivityId": "asa-0abc", "LifecycleActionStatus": "Pending"},
+     {"ScalingActivityId": "asa-0abc", "LifecycleActionStatus": "Pending"}),
+    ("CompleteLifecycleAction", {"LifecycleHookId": "ash-0abc", "LifecycleActionToken": "tok/en+1=",
+                                 "LifecycleActionResult": "CONTINUE"},
+     {"LifecycleHookId": "ash-0abc", "LifecycleActionToken": "tok/en+1=", "LifecycleActionResult": "CONTINUE"}),
+]
+
+
+@pytest.mark.parametrize(("action", "ours", "sdk_query"), ESS_CALLS)
+@pytest.mark.parametrize("region", ["eu-central-1", "ap-southeast-1"])  # a regional endpoint, and the central one
+def test_ess_lifecycle_calls_are_the_requests_alibabas_sdk_sends_with_its_signature(
+        action: str, ours: dict[str, str], sdk_query: dict[str, object], region: str) -> None:
+    request = cloud_access.ess_request(action, ours, CREDENTIALS, region)
+    parts = urllib.parse.urlsplit(request.url)
+    reference = vendor.alibaba_sdk_rpc_request(action, cloud_access.ESS_API_VERSION, {**sdk_query, "RegionId": region},
+                                               region, parts.netloc)
+    params = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    assert (request.method, parts.scheme, parts.path, request.body) == (
+        reference.method, reference.protocol.lower(), reference.pathname, b"")
+    assert reference.body is None
+    varying = ("Timestamp", "SignatureNonce", "Signature")  # the time, a random nonce, and what signs both
+    assert {k: v for k, v in params.items() if k not in varying} == {
+        k: v for k, v in reference.query.items() if k not in varying}
+    assert params["Signature"] == vendor.alibaba_rpc_signature(params, "POST")
+
+
+def test_ess_endpoints_follow_the_sdks_rule_for_regions_outside_its_map() -> None:
+    from alibabacloud_tea_openapi.utils import Utils
+
+    for region in ("eu-central-1", "me-central-1", "cn-zhangjiakou"):
+        assert cloud_access.ess_endpoint(region) == "https://" + Utils.get_endpoint_rules(
+            "ess", region, "regional", "", "")
+    assert cloud_access.ess_endpoint("ap-southeast-1") == "https://ess.aliyuncs.com"
+
+
+def test_ess_endpoints_are_the_ess_sdks_own_in_every_region_it_maps() -> None:
+    client_module = pytest.importorskip("alibabacloud_ess20220222.client")
+    source = inspect.getsource(client_module.Client.__init__)
+    mapped = dict(re.findall(r"'([a-z0-9-]+)': '(ess[a-z0-9.-]*\.aliyuncs\.com)'", source))
+    assert len(mapped) > 40
+    for region, host in mapped.items():
+        assert cloud_access.ess_endpoint(region) == f"https://{host}", region
 
 
 #### Huawei Cloud ####

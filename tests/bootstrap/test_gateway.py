@@ -1,22 +1,27 @@
 """The gateway's rendered nginx configuration, run for real: Debian's nginx on loopback in front of a stand-in
-runtime that records what reaches it. Without the key every route but the health path answers 401; with it only
-the inference API reaches the runtime (everything else is 404 at the gateway), streamed answers arrive as they are
-produced, and the key itself never reaches the runtime."""
+runtime that records what reaches it. Without the key every route but the health path answers 401 and the connection
+is closed; with it only the inference API reaches the runtime (everything else is 404 at the gateway), streamed
+answers arrive as they are produced, and the key itself never reaches the runtime. The health path forwards a bare
+GET of itself and nothing of the client's; a single server limits the requests one client has in flight."""
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Literal, TypeVar
 
 import fetch_secret
 import pytest
@@ -24,7 +29,7 @@ from bootstrap_fakes import free_port
 from sample_plans import sample_plan
 
 from inferstack.bootstrap import gateway
-from inferstack.bootstrap.runtimes import RUNTIME_PORT
+from inferstack.bootstrap.runtimes import RUNTIME_PORT, resolve_mode
 from inferstack.plan import DeploymentPlan
 
 API_KEY = "sk-gateway.0123+abcDEF/xyz="
@@ -35,13 +40,31 @@ STREAM_GAP_S = 0.4
 pytestmark = pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed (make test installs it)")
 
 
+@dataclass(frozen=True)
+class Received:
+    """One request as it reached the runtime."""
+
+    method: str
+    path: str
+    """The request target as sent: path and query, unnormalised."""
+    headers: dict[str, str]
+    body: bytes
+
+
 @dataclass
 class Runtime:
-    """A stand-in for the inference runtime: answers every path, and remembers what it was asked."""
+    """A stand-in for the inference runtime: answers every path, and remembers what it was asked. Like Triton it
+    compresses an answer when the request accepts gzip (`gzip="when asked"`), or always; `extra_headers` and
+    `content_type` go on every answer; a JSON body {"hold_s": s} is answered after s seconds."""
 
     port: int
-    seen: list[tuple[str, str, str | None]] = field(default_factory=list)
-    """(method, path, Authorization header) of each request that reached it."""
+    seen: list[Received] = field(default_factory=list)
+    gzip: Literal["never", "when asked", "always"] = "never"
+    content_type: str = "application/json"
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+
+HOLD_BODY_LIMIT = 4096  # only a small body is looked at for "hold_s"
 
 
 @contextlib.contextmanager
@@ -54,8 +77,9 @@ def runtime() -> Iterator[Runtime]:
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            record.seen.append((self.command, self.path, self.headers.get("Authorization")))
-            if self.path == "/v1/completions" and json.loads(body or b"{}").get("stream"):
+            record.seen.append(Received(self.command, self.path, dict(self.headers), body))
+            request = json.loads(body) if body.startswith(b"{") and length < HOLD_BODY_LIMIT else {}
+            if self.path == "/v1/completions" and request.get("stream"):
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -67,14 +91,23 @@ def runtime() -> Iterator[Runtime]:
                     time.sleep(STREAM_GAP_S)
                 self.wfile.write(b"0\r\n\r\n")
                 return
+            time.sleep(float(request.get("hold_s", 0)))
             reply = json.dumps({"path": self.path}).encode()
+            accepts_gzip = "gzip" in (self.headers.get("Accept-Encoding") or "")
+            compress = record.gzip == "always" or (record.gzip == "when asked" and accepts_gzip)
+            if compress:
+                reply = gzip.compress(reply)
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", record.content_type)
             self.send_header("Content-Length", str(len(reply)))
+            if compress:
+                self.send_header("Content-Encoding", "gzip")
+            for name, value in record.extra_headers.items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(reply)
 
-        do_GET = do_POST = _answer
+        do_GET = do_POST = do_PUT = do_DELETE = do_OPTIONS = _answer
 
         def log_message(self, *args: object) -> None:
             pass
@@ -92,28 +125,41 @@ def runtime() -> Iterator[Runtime]:
 class Gateway:
     port: int
     runtime: Runtime
+    access_log: Path
 
     def request(self, method: str, path: str, key: str | None = None, body: dict[str, object] | None = None,
-                authorization: str | None = None) -> tuple[int, bytes]:
-        headers = {"Content-Type": "application/json"}
+                authorization: str | None = None, headers: Mapping[str, str] | None = None,
+                data: bytes | None = None) -> tuple[int, bytes]:
+        """(status, body) of one request on a connection of its own: `body` as JSON, or `data` as it is."""
+        sent = {"Content-Type": "application/json", **(headers or {})}
         if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
+            sent["Authorization"] = f"Bearer {key}"
         if authorization is not None:
-            headers["Authorization"] = authorization
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+            sent["Authorization"] = authorization
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
-            connection.request(method, path, body=json.dumps(body).encode() if body else None, headers=headers)
+            connection.request(method, path, body=json.dumps(body).encode() if body else data, headers=sent)
             response = connection.getresponse()
             return response.status, response.read()
         finally:
             connection.close()
 
 
+T = TypeVar("T")
+
+
+def at_once(count: int, call: Callable[[], T]) -> list[T]:
+    """`count` calls of `call`, all in flight together (one thread each)."""
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(lambda _: call(), range(count)))
+
+
 def local_config(plan: DeploymentPlan, directory: Path, port: int, runtime_port: int, *, api_key: bool,
-                 cache: gateway.CacheEndpoint | None = None, moved_too: Mapping[str, str] | None = None) -> Path:
-    """The rendered configuration with its fixed places moved: listen port, runtime port, key map, logs, pid, and
-    `moved_too` (the cache's places, with `cache`)."""
-    text = gateway.gateway_config(plan, api_key=api_key, cache=cache)
+                 cache: gateway.CacheEndpoint | None = None, moved_too: Mapping[str, str] | None = None,
+                 group: gateway.ServerGroup = "main") -> Path:
+    """The rendered configuration (the plan's own install mode, `group`'s servers) with its fixed places moved:
+    listen port, runtime port, key map, logs, pid, and `moved_too` (the cache's places, with `cache`)."""
+    text = gateway.gateway_config(plan, api_key=api_key, mode=resolve_mode(plan, "auto"), group=group, cache=cache)
     replacements = {f"listen {plan.serving.port};": f"listen 127.0.0.1:{port};",
                     f"127.0.0.1:{RUNTIME_PORT}": f"127.0.0.1:{runtime_port}",
                     gateway.KEY_MAP: str(directory / "key.map"), gateway.ACCESS_LOG: str(directory / "access.log"),
@@ -159,7 +205,7 @@ def running_gateway(plan: DeploymentPlan, tmp_path: Path, *, api_key: bool = Tru
         config = local_config(plan, tmp_path, port, backend.port, api_key=api_key)
         with nginx_serving(config, tmp_path, port, plan.serving.health_path):
             backend.seen.clear()
-            yield Gateway(port, backend)
+            yield Gateway(port, backend, tmp_path / "access.log")
 
 
 LLM_ROUTES_NOT_EXPOSED = ["/tokenize", "/detokenize", "/invocations", "/metrics", "/version", "/docs",
@@ -169,11 +215,13 @@ LLM_ROUTES_NOT_EXPOSED = ["/tokenize", "/detokenize", "/invocations", "/metrics"
 
 def test_the_rendered_configuration_passes_nginx_t_for_every_runtime(tmp_path: Path) -> None:
     for variant in ("gpu-llm", "cpu-llm", "cpu-encoder"):
-        for api_key in (True, False):
-            config = local_config(sample_plan("aws", variant), tmp_path, free_port(), free_port(), api_key=api_key)
-            result = subprocess.run(["nginx", "-t", "-c", str(config), "-p", str(tmp_path)], capture_output=True,
-                                    text=True)
-            assert result.returncode == 0, f"{variant} api_key={api_key}: {result.stderr}"
+        for stage in ("internal", "production"):  # one server, and a fleet behind a load balancer
+            for api_key in (True, False):
+                plan = sample_plan("aws", variant, stage)
+                config = local_config(plan, tmp_path, free_port(), free_port(), api_key=api_key)
+                result = subprocess.run(["nginx", "-t", "-c", str(config), "-p", str(tmp_path)], capture_output=True,
+                                        text=True)
+                assert result.returncode == 0, f"{variant} {stage} api_key={api_key}: {result.stderr}"
 
 
 def test_without_the_key_every_route_but_the_health_path_is_401(tmp_path: Path) -> None:
@@ -199,9 +247,9 @@ def test_with_the_key_only_the_inference_api_reaches_the_runtime_and_never_the_k
             assert gateway_.request("POST", path, API_KEY)[0] == 200
         for path in LLM_ROUTES_NOT_EXPOSED:
             assert gateway_.request("GET", path, API_KEY)[0] == 404, path
-        assert [(method, path) for method, path, _ in gateway_.runtime.seen] == [
+        assert [(seen.method, seen.path) for seen in gateway_.runtime.seen] == [
             ("POST", "/v1/models"), ("POST", "/v1/chat/completions")]
-        assert {authorization for _, _, authorization in gateway_.runtime.seen} == {None}
+        assert {seen.headers.get("Authorization") for seen in gateway_.runtime.seen} == {None}
 
 
 def test_a_streamed_answer_passes_through_as_it_is_produced(tmp_path: Path) -> None:
@@ -240,11 +288,94 @@ def test_triton_exposes_inference_and_readiness_but_not_model_control(tmp_path: 
         for path in ("/v2/repository/index", "/v2/repository/models/bert-base/load", "/v2/systemsharedmemory/status",
                      "/v2/cudasharedmemory/status", "/v2/logging", "/v2/trace/setting", "/v1/models"):
             assert gateway_.request("POST", path, API_KEY)[0] == 404, path
-        assert [path for _, path, _ in gateway_.runtime.seen] == ["/v2/health/ready", "/v2/models/bert-base/infer"]
+        assert [seen.path for seen in gateway_.runtime.seen] == ["/v2/health/ready", "/v2/models/bert-base/infer"]
 
 
-def test_the_read_timeout_follows_the_plans_latency_with_a_floor() -> None:
+def test_the_read_timeout_follows_the_longest_answer_the_plan_allows_with_a_floor() -> None:
+    # 4,096 tokens of context at the sample plan's p95 per-token time: 1.25 x 164.2 s = 206 s; 1,024: the 120 s floor.
     plan = sample_plan("aws", "gpu-llm")
-    slow = plan.model_copy(update={"performance": plan.performance.model_copy(update={"latency_p95_ms": 90_000})})
-    assert "proxy_read_timeout 120s;" in gateway.gateway_config(plan, api_key=True)
-    assert "proxy_read_timeout 360s;" in gateway.gateway_config(slow, api_key=True)
+    short = plan.model_copy(update={"serving": plan.serving.model_copy(update={"max_model_len": 1024})})
+    assert "proxy_read_timeout 206s;" in gateway.gateway_config(plan, api_key=True, mode="container", group="main")
+    assert "proxy_read_timeout 120s;" in gateway.gateway_config(short, api_key=True, mode="container", group="main")
+
+
+#### The health path: a bare GET of itself, nothing of the client's ####
+
+
+@pytest.mark.parametrize("variant", ["cpu-llm", "cpu-encoder"])
+def test_the_health_path_forwards_a_bare_get_of_itself_whatever_the_client_sent(tmp_path: Path, variant: str) -> None:
+    plan = sample_plan("aws", variant)  # type: ignore[arg-type]
+    health = plan.serving.health_path
+    raw_paths = [health, f"{health}?probe=1&next=/metrics", "/" + health[1:].replace("h", "%68", 1), "/" + health]
+    with running_gateway(plan, tmp_path) as gateway_:
+        for path in raw_paths:  # the query, an escaped letter, a doubled slash: nginx's match, the runtime's path
+            headers = {"Cookie": "session=1", "X-Probe": "1", "Authorization": f"Bearer {API_KEY}"}
+            assert gateway_.request("GET", path, headers=headers)[0] == 200, path
+        assert gateway_.request("HEAD", health)[0] == 200
+        forwarded = gateway_.runtime.seen
+        assert [(seen.method, seen.path, seen.body) for seen in forwarded] == [("GET", health, b"")] * 5
+        assert {name.lower() for seen in forwarded for name in seen.headers} <= {"host", "x-forwarded-for"}
+
+
+def test_the_health_path_refuses_other_methods_and_bodies_without_forwarding_them(tmp_path: Path) -> None:
+    with running_gateway(sample_plan("aws", "cpu-llm"), tmp_path) as gateway_:
+        for method in ("POST", "PUT", "DELETE", "OPTIONS"):
+            status, body = gateway_.request(method, "/health", data=b'{"prompt": "x"}')
+            assert status == 405 and "GET or HEAD" in json.loads(body)["error"]["message"], (method, body)
+        status, body = gateway_.request("GET", "/health", data=b'{"prompt": "x"}')
+        assert status == 400 and "body" in json.loads(body)["error"]["message"], body
+        assert gateway_.runtime.seen == []
+
+
+#### Connections: closed after a 401; one client's requests in flight limited on a single server ####
+
+
+def exchange_until_closed(port: int, request: bytes, wait_s: float = 3.0) -> tuple[bytes, bool]:
+    """(what the gateway sent back, whether it closed the connection within `wait_s`) for one raw request."""
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait_s) as sock:
+        sock.sendall(request)
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except TimeoutError:
+            return received, False
+    return received, True
+
+
+def test_after_a_401_the_gateway_closes_the_connection(tmp_path: Path) -> None:
+    with running_gateway(sample_plan("aws", "cpu-llm"), tmp_path) as gateway_:
+        answer, closed = exchange_until_closed(gateway_.port, b"GET /v1/models HTTP/1.1\r\nHost: api\r\n\r\n")
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 401") and b"Connection: close" in head, head
+        assert b"WWW-Authenticate: Bearer" in head and json.loads(body)["error"]["type"] == "authentication_error"
+        assert closed, "the connection stayed open after the 401"
+        # with the key, the same client keeps its connection for the next request
+        with contextlib.closing(http.client.HTTPConnection("127.0.0.1", gateway_.port, timeout=10)) as connection:
+            for _ in range(2):
+                connection.request("GET", "/v1/models", headers={"Authorization": f"Bearer {API_KEY}"})
+                response = connection.getresponse()
+                assert response.status == 200 and response.getheader("Connection") != "close"
+                response.read()
+
+
+def test_a_single_server_limits_the_requests_one_client_has_in_flight(tmp_path: Path) -> None:
+    plan = sample_plan("aws", "cpu-llm")
+    limit = gateway.client_request_limit(plan)
+    assert limit is not None and limit >= plan.performance.concurrency_per_replica * plan.serving.processes
+    with running_gateway(plan, tmp_path) as gateway_:
+        answers = at_once(limit + 1, lambda: gateway_.request("POST", "/v1/completions", API_KEY, {"hold_s": 2}))
+    refused = [json.loads(body) for status, body in answers if status == 429]
+    assert len(refused) == 1 and sorted(status for status, _ in answers)[:limit] == [200] * limit, answers
+    assert f"{limit} requests in flight" in refused[0]["error"]["message"]
+    assert len(gateway_.runtime.seen) == limit
+
+
+def test_a_fleet_server_does_not_limit_the_load_balancers_address(tmp_path: Path) -> None:
+    """Behind the load balancer every connection comes from its few addresses, carrying every client's requests."""
+    single, fleet = sample_plan("aws", "cpu-llm"), sample_plan("aws", "cpu-llm", "production")
+    assert fleet.fleet is not None and gateway.client_request_limit(fleet) is None
+    many = 2 * (gateway.client_request_limit(single) or 0)
+    with running_gateway(fleet, tmp_path) as gateway_:
+        answers = at_once(many, lambda: gateway_.request("POST", "/v1/completions", API_KEY, {"hold_s": 1}))
+    assert [status for status, _ in answers] == [200] * many

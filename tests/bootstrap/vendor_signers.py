@@ -10,15 +10,19 @@ they receive (and answer 403 on a mismatch, as the cloud would); the signer test
 | aws     | S3 GET, SSM POST         | botocore.auth.S3SigV4Auth / SigV4Auth                                |
 | alibaba | OSS GET (V4)             | alibabacloud_oss_v2.signer.v4.SignerV4                               |
 | alibaba | KMS GetSecretValue (RPC) | alibabacloud_tea_openapi.utils.Utils.get_rpcsignature                |
+| alibaba | ESS lifecycle calls (RPC)| alibabacloud_tea_openapi.client.Client, as alibabacloud_ess20220222 calls it |
 | huawei  | OBS GET                  | obs.auth.Authentication (esdk-obs-python, the OBS header signature)   |
 | huawei  | CSMS GET (API Gateway)   | huaweicloudsdkcore.signer.signer.Signer (SDK-HMAC-SHA256)            |
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import urllib.parse
 from collections.abc import Mapping
+from typing import Any
+from unittest import mock
 
 from bootstrap_fakes import ACCESS_KEY, SECRET_KEY, SESSION_TOKEN
 
@@ -92,6 +96,39 @@ def alibaba_rpc_signature(params: Mapping[str, str], method: str = "GET") -> str
 
     unsigned = {k: v for k, v in params.items() if k != "Signature"}
     return str(Utils.get_rpcsignature(unsigned, method, SECRET_KEY))
+
+
+class _Sent(Exception):
+    """The request was captured: nothing leaves the machine."""
+
+
+def alibaba_sdk_rpc_request(action: str, version: str, query: Mapping[str, object], region: str,
+                            endpoint: str) -> Any:
+    """The request Alibaba's SDK sends for an RPC action, captured before it leaves: alibabacloud-tea-openapi's client
+    in its signature V1 mode (Config signature_algorithm "v2", do_rpcrequest), given the action as a product SDK gives
+    it (alibabacloud_ess20220222 1.13.3 Client.*_with_options: Params protocol HTTPS, method POST, pathname /, style
+    RPC, form body, JSON reply; the query flattened by Utils.query)."""
+    from alibabacloud_tea_openapi import models
+    from alibabacloud_tea_openapi.client import Client
+    from alibabacloud_tea_openapi.utils import Utils
+    from darabonba.core import DaraCore
+    from darabonba.runtime import RuntimeOptions
+
+    sent = []
+
+    def capture(request: Any, *_: object, **__: object) -> None:
+        sent.append(request)
+        raise _Sent
+
+    client = Client(models.Config(access_key_id=ACCESS_KEY, access_key_secret=SECRET_KEY,
+                                  security_token=SESSION_TOKEN, region_id=region, endpoint=endpoint,
+                                  signature_algorithm="v2"))
+    params = models.Params(action=action, version=version, protocol="HTTPS", pathname="/", method="POST",
+                           auth_type="AK", style="RPC", req_body_type="formData", body_type="json")
+    # The client wraps the capture's exception in its retry error.
+    with mock.patch.object(DaraCore, "do_action", capture), contextlib.suppress(Exception):
+        client.call_api(params, models.OpenApiRequest(query=Utils.query(dict(query))), RuntimeOptions())
+    return sent[0]
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:

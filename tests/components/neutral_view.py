@@ -216,7 +216,8 @@ def guarded_resources(recording: Recording, dependencies: Dependencies | None = 
     rules every resource (components too) with its outputs and property dependencies; providers are not resources to
     either."""
     resources = {r.urn: guardrails.PlainResource(r.type, r.name, r.urn, props={**r.outputs, **r.inputs},
-                                                 inputs=r.inputs, custom=r.custom, property_dependencies={})
+                                                 inputs=r.inputs, custom=r.custom, property_dependencies={},
+                                                 opts=guardrails.PlainOptions(protect=r.protect))
                  for r in recording.resources if not r.type.startswith(PROVIDER_TYPE_PREFIX)}
     for urn, resource in resources.items():
         for prop, urns in (dependencies or {}).get(urn, {}).items():

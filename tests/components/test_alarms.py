@@ -7,18 +7,22 @@ the alarms registered, in each cloud's own terms.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from inferstack.bootstrap import gateway
+from inferstack.bootstrap.gateway import CacheEndpoint
+from inferstack.components import aws as aws_backend
 from inferstack.components.core import backend_for
 from inferstack.components.observability import AlarmKind, alarm_rules, errors_per_s
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import PreviewResult, RegisteredResource, preview_workload
-from inferstack.spec import Cloud
+from inferstack.spec import Cache, Cloud
 from tests.sample_plans import sample_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -175,3 +179,55 @@ def test_google_clouds_load_balancer_logs_every_request() -> None:
                 if r.type in ("gcp:compute/backendService:BackendService",
                               "gcp:compute/regionBackendService:RegionBackendService") and r.name.endswith("-backend")]
     assert backends and all(b.inputs["logConfig"] == {"enable": True, "sampleRate": 1.0} for b in backends)
+
+
+#### AWS: the latency alarm sees streamed answers ####
+
+
+def _space_delimited(line: str) -> list[str]:
+    """A log line split as CloudWatch Logs splits a space-delimited event: a [bracketed] or "quoted" run is one
+    field (the User Guide's "Filter pattern syntax for metric filters")."""
+    return [group[1] or group[2] or group[3] for group in re.findall(r'(\[([^\]]*)\]|"([^"]*)"|(\S+))', line)]
+
+
+def _logged(log_format: str, **values: str) -> str:
+    """The line nginx writes for `log_format` (its quoted format string) with `values` for its variables."""
+    template = re.search(r"'(.*)'", log_format)
+    assert template is not None
+    return re.sub(r"\$(\w+)", lambda m: values[m.group(1)], template.group(1))
+
+
+@pytest.mark.parametrize("log_format", [gateway.ACCESS_LOG_FORMAT, "cache"])
+def test_awss_answer_time_pattern_reads_the_request_time_nginx_writes(log_format: str) -> None:
+    if log_format == "cache":  # the gateway's format when the plan has a cache, with one more field at its end
+        plan = sample_plan("aws", "gpu-llm")
+        endpoint = CacheEndpoint(host="redis.example", port=6379, auth_secret="cache-token")
+        config = gateway.gateway_config(plan.model_copy(update={"cache": Cache(ttl_seconds=60)}), api_key=True,
+                                        mode="container", group="main", cache=endpoint)
+        log_format = next(line for line in config.splitlines() if "log_format inferstack_cache" in line)
+    line = _logged(log_format, remote_addr="10.64.128.7", time_local="07/Dec/2026:10:00:00 +0000",
+                   request="POST /v1/chat/completions HTTP/1.1", status="200", body_bytes_sent="5120",
+                   request_time="187.402", inferstack_cache="miss")
+    names = re.findall(r"(\w+)(?: = [^,\]]+)?(?:,|\])", aws_backend.ANSWER_TIME_PATTERN)
+    fields = dict(zip(names, _space_delimited(line), strict=False))
+    assert fields["request"].startswith("POST ") and fields["status"].startswith("2")
+    assert fields["request_time"] == "187.402"
+
+
+def test_awss_latency_alarm_is_the_p95_of_the_gateways_answer_times_against_the_slo() -> None:
+    result = preview_workload(WORKLOAD, cloud="aws", config={"inferstack:alarmNotification": TARGETS["aws"]})
+    plan = result.plan
+    assert plan.slo is not None and plan.slo.latency_p95_ms is not None
+    (metric_filter,) = [r for r in result.resources if r.type == "aws:cloudwatch/logMetricFilter:LogMetricFilter"]
+    (log_group,) = [r for r in result.resources if r.type == "aws:cloudwatch/logGroup:LogGroup"
+                    and r.name.endswith("-logs")]
+    transform = metric_filter.inputs["metricTransformation"]
+    assert metric_filter.inputs["pattern"] == aws_backend.ANSWER_TIME_PATTERN
+    assert metric_filter.inputs["logGroupName"] == log_group.outputs["name"]
+    assert (transform["name"], transform["value"], transform["unit"]) == (
+        aws_backend.ANSWER_TIME_METRIC, "$request_time", "Seconds")
+    latency = _alarms("aws", result)["latency"]
+    assert (latency["metricName"], latency["namespace"], latency["extendedStatistic"]) == (
+        transform["name"], transform["namespace"], "p95")
+    assert latency["threshold"] == pytest.approx(plan.slo.latency_p95_ms / 1000)
+    assert "TargetResponseTime" not in str(latency)

@@ -4,12 +4,14 @@ resources registered before and after (what goes, what changes, what is kept).""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from inferstack.bootstrap import gateway
 from inferstack.preview import PreviewResult, RegisteredResource, preview_workload
 from inferstack.spec import CLOUDS
 from tests.components.conftest import CLOUD_ARGS
@@ -24,7 +26,8 @@ LOAD_BALANCERS = {"aws": "aws:lb/loadBalancer:LoadBalancer", "gcp": "gcp:compute
                   "huawei": "huaweicloud:DedicatedElb/loadbalancer:Loadbalancer"}
 # Each cloud's backends of the two groups: (main, canary).
 BACKENDS = {"aws": ("server-targets", "server-canary-targets"), "gcp": ("server-backend", "server-canary-backend"),
-            "alibaba": ("server-servers", "server-canary-servers"), "huawei": ("server-pool", "server-canary-pool")}
+            "alibaba": ("server-servers", "server-canary-servers"),
+            "huawei": ("server-weighted-pool", "server-canary-pool")}
 # What a promote or a rollback must keep as it is: the endpoint, the buckets, the identities, the certificate.
 KEPT = {"aws": ("aws:lb/loadBalancer:LoadBalancer", "aws:s3/bucket:Bucket", "aws:iam/role:Role",
                 "aws:iam/instanceProfile:InstanceProfile", "aws:acm/certificate:Certificate"),
@@ -88,6 +91,25 @@ def test_a_canary_is_a_second_group_behind_the_same_load_balancer_with_the_state
     main, canary = BACKENDS[cloud]
     assert weights(result, cloud) == {main: 90, canary: 10}
     assert weights(states[(cloud, "weight-0")], cloud) == {main: 100, canary: 0}
+
+
+def test_huaweis_weighted_policy_names_no_listeners_default_pool_and_both_groups_serve_its_pools(
+        states: dict[tuple[str, str], PreviewResult]) -> None:
+    """The ELB v3 API refuses a listener's default pool as a forwarding policy's pool (huawei._weighted_policy): the
+    policy names the main group's second pool, which the main group is a member of from before the canary on."""
+    result = states[("huawei", "canary")]
+    by_id = {r.id: r for r in result.resources}
+    named = [by_id[p["poolId"]] for p in _named(result, "server-canary-split").raw_inputs["redirectPoolsConfigs"]]
+    assert [pool.name for pool in named] == list(BACKENDS["huawei"])
+    assert all("listenerId" not in pool.raw_inputs for pool in named)
+    listeners = {r.raw_inputs.get("defaultPoolId") for r in result.resources if r.type.endswith("/listener:Listener")}
+    assert not listeners & {pool.id for pool in named}
+    groups = {r.name: [p["poolId"] for p in r.raw_inputs["lbaasListeners"]]
+              for r in result.resources if r.type == GROUPS["huawei"]}
+    assert groups == {"server-group": [_named(result, "server-pool").id, named[0].id],
+                      "server-canary-group": [named[1].id]}
+    before = {r.name: r.raw_inputs for r in states[("huawei", "before")].resources}
+    assert [p["poolId"] for p in before["server-group"]["lbaasListeners"]][1] == named[0].id  # already a member
 
 
 @pytest.mark.parametrize("cloud", CLOUDS)
@@ -157,3 +179,15 @@ def _same_boot(left: RegisteredResource, right: RegisteredResource) -> bool:
         inputs = resource.raw_inputs
         return inputs.get("userData") or inputs.get("metadata") or inputs.get("instanceConfig")
     return boot(left) is not None and boot(left) == boot(right)
+
+
+def test_the_canary_group_keys_its_cache_apart(tmp_path: Path) -> None:
+    # The canary may run another engine or KV-cache type: its answers must never be served by the main group.
+    workload = {**BASE, "canary": {**CANARY, "weight": 10}, "cache": {"ttl_seconds": 600}}
+    result = _preview(tmp_path, "aws", workload, config={"inferstack:cacheAuthToken": "Cache-token_0123456789+ab="})
+    bundles = {r.name: json.loads(r.raw_inputs["content"]) for r in result.resources
+               if r.type == "aws:s3/bucketObjectv2:BucketObjectv2" and "bundle" in r.name}
+    configs = {name: {f["path"]: f["content"] for f in bundle["files"]}[gateway.CONFIG_PATH]
+               for name, bundle in bundles.items()}
+    assert 'scope = "main:' in configs["server-bundle"] and 'scope = "canary:' not in configs["server-bundle"]
+    assert 'scope = "canary:' in configs["server-canary-bundle"]

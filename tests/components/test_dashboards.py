@@ -79,7 +79,7 @@ def test_the_aws_dashboard_graphs_the_alarms_metrics_with_the_slo_line_in_second
     assert names == {"RequestCount", "TargetResponseTime", "HTTPCode_Target_5XX_Count", "HealthyHostCount",
                      "UnHealthyHostCount", "GroupInServiceInstances"}
     # The dimensions are the alarms' own: the load balancer and target group the fleet created.
-    (alarm,) = [r for r in result.resources if r.name.endswith("-alarm-latency")]
+    (alarm,) = [r for r in result.resources if r.name.endswith("-alarm-unhealthy-servers")]
     assert latency["metrics"][0][2:6] == ["TargetGroup", alarm.inputs["dimensions"]["TargetGroup"],
                                           "LoadBalancer", alarm.inputs["dimensions"]["LoadBalancer"]]
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import logging
 import math
+import re
 import runpy
 import shutil
 from collections.abc import Iterator
@@ -210,8 +212,8 @@ def test_timeouts_let_a_streamed_answer_run_for_the_plans_request_timeout(run: A
 
 
 def test_a_plan_whose_timeout_alb_cannot_hold_is_refused_before_anything_is_created(run: Any) -> None:
-    slow = _fleet_plan()
-    slow = slow.model_copy(update={"performance": slow.performance.model_copy(update={"latency_p95_ms": 200_000.0})})
+    slow = _fleet_plan()  # a 16,384-token context: its longest answer takes 656 s at 40 ms a token
+    slow = slow.model_copy(update={"serving": slow.serving.model_copy(update={"max_model_len": 16384})})
     assert slow.request_timeout_s > ali.ALB_MAX_TIMEOUT_S
     message, recording = _rejected(run, slow, **ENDPOINT)
     assert "chat.plan.request_timeout_s: is longer than ALB's longest timeout (600 s)" in message
@@ -402,7 +404,37 @@ def test_the_health_check_asks_the_readiness_path_on_the_serving_port_after_the_
     assert group.inputs["healthCheckTypes"] == ["ECS", "LOAD_BALANCER"]
     hook = _one(recording, "alicloud:ess/lifecycleHook:LifecycleHook")
     assert (hook.inputs["scalingGroupId"], hook.inputs["lifecycleTransition"], hook.inputs["heartbeatTimeout"],
-            hook.inputs["defaultResult"]) == (group.id, "SCALE_OUT", plan.fleet.health_check_grace_s, "CONTINUE")
+            hook.inputs["defaultResult"]) == (group.id, "SCALE_OUT", plan.fleet.health_check_grace_s, "ABANDON")
+
+
+def test_a_new_group_starts_empty_and_takes_the_floor_once_its_hook_exists(
+        run: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A group made from a launch template starts its minimum as it is created, before its hook can exist: the first
+    deploy creates it empty; the next, which finds the group with its hook, sizes it (the preview's answer)."""
+    plan = _fleet_plan()
+    assert plan.fleet is not None
+    later = _one(_deploy(run, plan), SCALING_GROUP).inputs
+    assert (later["minSize"], later["maxSize"]) == (plan.fleet.min_replicas, plan.fleet.max_replicas)
+    monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:ess/getScalingGroups:getScalingGroups",
+                        lambda a, c: {"groups": [], "ids": [], "id": c.region})
+    with caplog.at_level(logging.WARNING):
+        first = _deploy(run, plan)
+    assert (_one(first, SCALING_GROUP).inputs["minSize"], _one(first, SCALING_GROUP).inputs["maxSize"]) == (
+        0, plan.fleet.max_replicas)
+    assert f"run `pulumi up` again to start its {plan.fleet.min_replicas} servers" in caplog.text
+    asked = [args["nameRegex"] for token, args in first.invokes if token.endswith("getScalingGroups")]
+    assert asked == [f"^{re.escape(_one(first, SCALING_GROUP).inputs['scalingGroupName'])}$"]
+
+
+def test_a_server_may_complete_lifecycle_actions_which_ess_grants_on_all_resources_only(run: Any) -> None:
+    recording = _deploy(run, _fleet_plan())
+    statements = json.loads(recording.named("chat-lifecycle").inputs["policyDocument"])["Statement"]
+    assert statements == [{"Effect": "Allow", "Resource": "*", "Action": [
+        "ess:DescribeScalingInstances", "ess:DescribeLifecycleActions", "ess:CompleteLifecycleAction"]}]
+    attachment = recording.named("chat-lifecycle-attachment").inputs
+    template = _one(recording, "alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate").inputs
+    assert (attachment["roleName"], attachment["policyName"]) == (
+        template["ramRoleName"], recording.named("chat-lifecycle").inputs["policyName"])
 
 
 def test_servers_join_the_load_balancer_only_through_the_grace_hook(

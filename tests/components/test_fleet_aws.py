@@ -208,18 +208,22 @@ def test_a_failed_health_check_replaces_a_server_after_the_plans_grace(run: Any)
     assert (check["port"], check["protocol"], check["matcher"]) == ("traffic-port", "HTTP", "200")
 
 
+def _with_context(plan: DeploymentPlan, max_model_len: int) -> DeploymentPlan:
+    """The plan with another context length: its longest answer, and so its request timeout, follow it."""
+    return plan.model_copy(update={"serving": plan.serving.model_copy(update={"max_model_len": max_model_len})})
+
+
 def test_timeouts_let_a_streamed_answer_run_for_the_plans_request_timeout(run: Any) -> None:
-    plan = sample_plan("aws", "gpu-llm", "production")
-    plan = plan.model_copy(update={"performance": plan.performance.model_copy(update={"latency_p95_ms": 600_000.0})})
-    assert plan.request_timeout_s == 2400
+    plan = _with_context(sample_plan("aws", "gpu-llm", "production"), 32768)
+    # The longest answer: 400 ms to the first token, then 32,767 more at 40 ms; 1,311 s, and a quarter more.
+    assert plan.request_timeout_s == 1639
     recording = _fleet(run, plan)
     assert _one(recording, LOAD_BALANCER).inputs["idleTimeout"] >= plan.request_timeout_s
     assert _one(recording, TARGET_GROUP).inputs["deregistrationDelay"] == plan.request_timeout_s  # drains streams
 
 
 def test_a_request_timeout_beyond_the_load_balancers_limit_is_refused_before_anything_exists(run: Any) -> None:
-    plan = sample_plan("aws", "gpu-llm", "production")
-    plan = plan.model_copy(update={"performance": plan.performance.model_copy(update={"latency_p95_ms": 1_100_000.0})})
+    plan = _with_context(sample_plan("aws", "gpu-llm", "production"), 131072)  # 5,243 s at 40 ms a token
 
     def program() -> str:
         with pytest.raises(InputError) as caught:
@@ -227,7 +231,7 @@ def test_a_request_timeout_beyond_the_load_balancers_limit_is_refused_before_any
         return str(caught.value)
 
     recording = run(program)
-    assert "chat.plan: needs a request timeout of 4400 s" in recording.value and "(4000 s)" in recording.value
+    assert "chat.plan: needs a request timeout of 6555 s" in recording.value and "(4000 s)" in recording.value
     assert recording.resources == []
 
 

@@ -15,10 +15,13 @@ import pytest
 import yaml
 
 from inferstack import pulumi_mocks
+from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.components import InferenceServer, Network, huawei
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, RegisteredResource, preview_stack, preview_workload, record
+from inferstack.sizing.planner import plan_workload
+from inferstack.spec import parse_workload
 from tests.components.neutral_view import FACT_MAPPERS
 from tests.sample_plans import sample_plan
 
@@ -46,10 +49,10 @@ def _plan(variant: str = "gpu-llm", **updates: Any) -> DeploymentPlan:
     return sample_plan("huawei", variant, "production").model_copy(update=updates)  # type: ignore[arg-type]
 
 
-def _with_latency(plan: DeploymentPlan, latency_p95_ms: float) -> DeploymentPlan:
-    """The plan with another p95 latency: its request timeout is four times that, at least 120 s."""
-    return plan.model_copy(update={"performance": plan.performance.model_copy(
-        update={"latency_p95_ms": latency_p95_ms})})
+def _with_context(plan: DeploymentPlan, max_model_len: int) -> DeploymentPlan:
+    """The plan with another context length: its request timeout is its longest answer (400 ms to the first token,
+    40 ms each further one) and a quarter more, at least 120 s."""
+    return plan.model_copy(update={"serving": plan.serving.model_copy(update={"max_model_len": max_model_len})})
 
 
 def _fleet(run: Any, plan: DeploymentPlan | None = None, *, config: dict[str, Any] | None = None,
@@ -108,9 +111,12 @@ def test_the_public_chat_workload_previews_an_https_load_balancer_with_http_redi
     redirect = _one(recording, "L7policy").inputs
     assert (redirect["listenerId"], redirect["action"], redirect["redirectListenerId"]) == (
         listeners[80].id, "REDIRECT_TO_LISTENER", listeners[443].id)
-    # Plain HTTP reaches no server: no pool behind port 80.
-    assert "defaultPoolId" not in http and [p.inputs["listenerId"] for p in _of(recording, "Pool")] == [
-        listeners[443].id]
+    # Plain HTTP reaches no server: no pool behind port 80; the HTTPS listener's default pool and the pool a
+    # canary's weighted policy may name (on the load balancer, no listener's default).
+    pools = {p.name: p.inputs for p in _of(recording, "Pool")}
+    assert "defaultPoolId" not in http and {name: (p.get("listenerId"), p.get("loadbalancerId"))
+                                            for name, p in pools.items()} == {
+        "server-pool": (listeners[443].id, None), "server-weighted-pool": (None, balancer.id)}
     assert result.outputs["endpointUrl"] == f"https://{API_DOMAIN}"
     assert result.outputs["loadBalancerAddress"] == recording.named("server-lb-eip").outputs["address"]
     assert result.outputs["groupId"] == _one(recording, "As/group:Group").id and result.outputs["instanceIds"] == []
@@ -131,7 +137,8 @@ def test_a_production_plan_runs_as_one_group_over_its_zones_sized_by_the_fleet(r
     assert len(set(zones)) == len(zones) == plan.zones >= 2
     assert _one(recording, "Loadbalancer").inputs["availabilityZones"] == zones
     assert group["scalingConfigurationId"] == _one(recording, "Configuration").id
-    assert group["lbaasListeners"] == [{"poolId": _one(recording, "Pool").id, "protocolPort": plan.serving.port}]
+    assert group["lbaasListeners"] == [{"poolId": recording.named(pool).id, "protocolPort": plan.serving.port}
+                                       for pool in ("chat-pool", "chat-weighted-pool")]
     assert not _of(recording, "Instance")  # the group creates the servers
     assert recording.value["group"] == _one(recording, "As/group:Group").id and recording.value["instances"] == []
 
@@ -142,26 +149,46 @@ def test_the_health_check_probes_the_readiness_path_and_replaces_servers_after_t
     plan = _plan(variant)
     assert plan.fleet is not None
     recording = _fleet(run, plan)
-    monitor = _one(recording, "Monitor").inputs
-    assert (monitor["protocol"], monitor["urlPath"], monitor["port"], monitor["statusCode"]) == (
-        "HTTP", plan.serving.health_path, plan.serving.port, "200")
-    assert monitor["poolId"] == _one(recording, "Pool").id
+    monitors = {monitor.inputs["poolId"]: monitor.inputs for monitor in _of(recording, "Monitor")}
+    assert set(monitors) == {pool.id for pool in _of(recording, "Pool")}  # each pool the group is in
+    for monitor in monitors.values():
+        assert (monitor["protocol"], monitor["urlPath"], monitor["port"], monitor["statusCode"]) == (
+            "HTTP", plan.serving.health_path, plan.serving.port, "200")
     group = _one(recording, "As/group:Group").inputs
     assert group["healthPeriodicAuditMethod"] == "ELB_AUDIT"
     assert group["healthPeriodicAuditGracePeriod"] == plan.fleet.health_check_grace_s
 
 
-@pytest.mark.parametrize("latency_p95_ms", [20_000, 54_000])  # request timeouts of 120 s and 216 s
-def test_the_listener_holds_a_streamed_answer_for_the_plans_request_timeout(run: Any, latency_p95_ms: int) -> None:
-    plan = _with_latency(_plan(), latency_p95_ms)
+@pytest.mark.parametrize("max_model_len", [2048, 4096])  # request timeouts of 120 s and 206 s
+def test_the_listener_holds_a_streamed_answer_for_the_plans_request_timeout(run: Any, max_model_len: int) -> None:
+    plan = _with_context(_plan(), max_model_len)
     https = _listeners(_fleet(run, plan))[443].inputs
     for timeout in ("idleTimeout", "requestTimeout", "responseTimeout"):
         assert https[timeout] >= plan.request_timeout_s, timeout
     assert https["enableMemberRetry"] is False  # a timed-out generation is not replayed on another server
 
 
+def test_a_long_context_fleet_caps_its_answers_to_what_the_elb_waits_for_and_the_runtime_enforces_it(
+        run: Any) -> None:
+    spec = parse_workload({"name": "chat", "model": "llama-3.1-8b", "precision": "bf16", "stage": "production",
+                           "traffic": {"requests_per_s": 2, "context_tokens": 16384},
+                           "placement": {"clouds": ["huawei"]}})
+    plan = plan_workload(spec, clouds=["huawei"]).outcome("huawei").require_chosen("test")
+    cap = plan.serving.max_answer_tokens
+    assert plan.fleet is not None and cap is not None and cap < plan.serving.max_model_len == 16384
+    # The capped answer fits the 300 s a dedicated ELB listener waits; one token more would not.
+    assert plan.request_timeout_s <= huawei.ELB_MAX_RESPONSE_TIMEOUT_S
+    longer = plan.serving.model_copy(update={"max_answer_tokens": cap + 1})
+    assert plan.model_copy(update={"serving": longer}).request_timeout_s > huawei.ELB_MAX_RESPONSE_TIMEOUT_S
+    assert any(f"Answers are capped at {cap} tokens" in line and "300 s" in line for line in plan.rationale)
+    https = _listeners(_fleet(run, plan))[443].inputs
+    assert {https[t] for t in ("idleTimeout", "requestTimeout", "responseTimeout")} == {plan.request_timeout_s}
+    bundle = render_bootstrap(plan, "huawei", BootstrapOptions(model_bucket="models-bucket", region=REGION)).bundle
+    assert f"--override-generation-config.max_new_tokens {cap}" in bundle
+
+
 def test_an_answer_longer_than_the_elb_waits_is_refused_before_anything_is_created() -> None:
-    plan = _with_latency(_plan(), 100_000)  # 400 s; a dedicated ELB listener waits at most 300 s
+    plan = _with_context(_plan(), 8192)  # 411 s; a dedicated ELB listener waits at most 300 s
 
     def program() -> str:
         with pytest.raises(InputError) as caught:
@@ -187,8 +214,10 @@ def test_the_template_is_the_server_create_servers_makes(run: Any) -> None:
     assert (disk["diskType"], disk["volumeType"], disk["size"], disk["kmsId"]) == (
         "SYS", server["systemDiskType"], server["systemDiskSize"], server["systemDiskKmsKeyId"])
     assert disk["kmsId"]  # the EVS default key, looked up
-    # The same user data, encoded as for a single server: Base64 of gzip, within the 32 KB ECS and AS take.
-    assert config["userData"] == server["userData"] and _user_data(config["userData"]).startswith("#cloud-config")
+    # User data encoded as for a single server: Base64 of gzip, within the 32 KB ECS and AS take. (The two differ in
+    # the gateway: a single server limits each client's requests, a fleet's gateways see only the load balancer.)
+    assert _user_data(config["userData"]).startswith("#cloud-config")
+    assert _user_data(server["userData"]).startswith("#cloud-config")
     assert len(base64.b64decode(config["userData"])) <= huawei.USER_DATA_LIMIT_BYTES
     assert _one(fleet, "As/group:Group").inputs["agencyName"] == server["agencyName"]  # AS binds it to every server
 

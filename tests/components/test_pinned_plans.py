@@ -154,7 +154,7 @@ def test_a_pin_written_before_pins_recorded_their_catalog_is_refused(run: Any, p
 
 
 def test_an_unedited_pin_plans_to_exactly_its_report_from_its_own_rows(project: Path) -> None:
-    path, pinned = pin_stack(_stack_file(project))
+    _, pinned = pin_stack(_stack_file(project))
     workload, _ = read_stack_workload(_stack_file(project))
     assert pinned.replanned(workload, None) == pinned.report
     assert pinned.differences(pinned.replanned(workload, None)) == []

@@ -128,9 +128,12 @@ class Case:
 
 
 def guardrail_config(plan: DeploymentPlan) -> dict[str, dict[str, Any]]:
-    """The policy config a stack of this plan's stage runs the pack with: managed groups span production's two zones,
-    a fleet of another stage may run in one (docs/policy.md)."""
-    return {} if plan.stage == "production" else {"fleet-spans-zones": {"minZones": 1}}
+    """The policy config a stack of this plan's stage runs the pack with: production needs none (managed groups span
+    two zones, protected, behind HTTPS); a stack of another stage says its stage, and its fleet may run in one zone
+    (docs/policy.md, "Zones and the stage")."""
+    if plan.stage == "production":
+        return {}
+    return {"fleet-spans-zones": {"minZones": 1}, "production-runs-a-protected-fleet": {"stage": plan.stage}}
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda c: "-".join(c))

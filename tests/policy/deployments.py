@@ -88,9 +88,18 @@ def public_server(cloud: str, variant: str) -> Registered:
     return public_deployment(cloud, variant, "internal")
 
 
+def policy_config(stage: str) -> dict[str, dict[str, Any]]:
+    """The policy config a stack of this stage runs the pack with (docs/policy.md, "Zones and the stage"): none in
+    production; otherwise the stage itself, and a fleet may run in one zone."""
+    if stage == "production":
+        return {}
+    return {"fleet-spans-zones": {"minZones": 1}, "production-runs-a-protected-fleet": {"stage": stage}}
+
+
 def stage_config(label: str) -> dict[str, dict[str, Any]]:
-    """The policy config a deployment's stack runs the pack with: a fleet of a non-production stage may run in one
-    zone (docs/policy.md). `label` as test_pack_agrees_with_components names deployments."""
+    """The policy config a deployment's stack runs the pack with. `label` as test_pack_agrees_with_components names
+    deployments: a stack file's or an example's stage (production when it names none, the planner's default), a
+    public deployment's production, a public server's internal stage."""
     kind, name = label.split(" ", 1)
     if kind == "stack":
         stage = yaml.safe_load((REPO / "stacks" / f"Pulumi.{name}.yaml").read_text())["config"].get("inferstack:stage")
@@ -99,5 +108,5 @@ def stage_config(label: str) -> dict[str, dict[str, Any]]:
         source = folder / "workload.yaml"
         stage = yaml.safe_load(source.read_text()).get("stage") if source.is_file() else None
     else:
-        stage = "production"
-    return {} if stage in (None, "production") else {"fleet-spans-zones": {"minZones": 1}}
+        stage = "internal" if kind == "server" else "production"
+    return policy_config(stage or "production")

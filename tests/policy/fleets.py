@@ -1,7 +1,9 @@
 """A compliant fleet on each cloud, hand-built the way the engine sends it: a template and a managed group over two
 zones, the load balancer with an HTTPS listener (TLS 1.2+) and an HTTP listener that only redirects, a backend with
 its health check on the serving port, and the servers' firewall admitting the serving port from the load balancer
-only. Property dependencies relate the resources, as a preview knows them.
+only; production's protections (Pulumi's `protect` and the cloud's deletion flags, as inferstack sets them); and the
+API key, a secret the servers' identity may read (`api_key`). Property dependencies relate the resources, as a
+preview knows them.
 
 The validator cases take single resources from here, the fleet stack tests and their mutations whole stacks
 (`fleet(cloud)`); each mutation changes one resource of a compliant stack (`changed`).
@@ -10,6 +12,8 @@ The validator cases take single resources from here, the fleet stack tests and t
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -66,16 +70,18 @@ def aws() -> list[Resource]:
                  {"securityGroupId": ["lb-firewall"]}),
         Resource(rules.AWS_INGRESS_RULE, "lb-http", _aws_rule("sg-lb", 80.0, cidrIpv4=WORLD),
                  {"securityGroupId": ["lb-firewall"]}),
-        Resource(rules.AWS_LAUNCH_TEMPLATE, "template", AWS_TEMPLATE, {"networkInterfaces": ["servers"]}),
+        Resource(rules.AWS_LAUNCH_TEMPLATE, "template", AWS_TEMPLATE, {"networkInterfaces": ["servers"]},
+                 protect=True),
         Resource(rules.AWS_AUTOSCALING_GROUP, "group", {
             "minSize": 2.0, "maxSize": 4.0, "vpcZoneIdentifiers": ["subnet-a", "subnet-b"], "healthCheckType": "ELB",
             "launchTemplate": {"id": "lt-1", "version": "$Latest"}, "targetGroupArns": [AWS_TARGET_GROUP["arn"]]},
                  {"launchTemplate": ["template"], "vpcZoneIdentifiers": ["private-0", "private-1"],
-                  "targetGroupArns": ["target-group"]}),
+                  "targetGroupArns": ["target-group"]}, protect=True),
         Resource(rules.AWS_TARGET_GROUPS[0], "target-group", AWS_TARGET_GROUP),
         Resource(rules.AWS_LOAD_BALANCERS[0], "lb", {
             "arn": AWS_LB_ARN, "internal": False, "loadBalancerType": "application", "securityGroups": ["sg-lb"],
-            "subnets": ["subnet-c", "subnet-d"], "idleTimeout": 600.0}, {"securityGroups": ["lb-firewall"]}),
+            "subnets": ["subnet-c", "subnet-d"], "idleTimeout": 600.0, "enableDeletionProtection": True},
+                 {"securityGroups": ["lb-firewall"]}, protect=True),
         Resource(rules.AWS_LISTENERS[0], "https", AWS_HTTPS_LISTENER,
                  {"loadBalancerArn": ["lb"], "defaultActions": ["target-group"]}),
         Resource(rules.AWS_LISTENERS[0], "http", AWS_HTTP_LISTENER, {"loadBalancerArn": ["lb"]}),
@@ -110,7 +116,7 @@ def gcp() -> list[Resource]:
             "versions": [{"instanceTemplate": f"{GCP_PROJECT}/regions/us-central1/instanceTemplates/inv"}],
             "namedPorts": [{"name": "http", "port": SERVING_PORT}], "instanceGroup": group_url,
             "autoHealingPolicies": {"healthCheck": GCP_HEALTH_CHECK["selfLink"], "initialDelaySec": 900.0}},
-                 {"versions": ["template"], "autoHealingPolicies": ["health"]}),
+                 {"versions": ["template"], "autoHealingPolicies": ["health"]}, protect=True),
         Resource(rules.GCP_AUTOSCALERS[0], "autoscaler", {
             "target": "group", "autoscalingPolicy": {"minReplicas": 2.0, "maxReplicas": 4.0}}, {"target": ["group"]}),
         Resource(rules.GCP_FIREWALL, "servers-api", {
@@ -129,8 +135,11 @@ def gcp() -> list[Resource]:
                                                              "sslCertificates": ["certificate"]},
                  {"urlMap": ["urls"], "sslPolicy": ["tls"]}),
         Resource(rules.GCP_HTTP_PROXIES[0], "http-proxy", {"urlMap": "redirect"}, {"urlMap": ["redirect"]}),
-        Resource(rules.GCP_FORWARDING_RULES[0], "https", GCP_HTTPS_RULE, {"target": ["https-proxy"]}),
-        Resource(rules.GCP_FORWARDING_RULES[0], "http", GCP_HTTP_RULE, {"target": ["http-proxy"]}),
+        Resource("gcp:compute/globalAddress:GlobalAddress", "address", {"address": "203.0.113.7"}, protect=True),
+        Resource(rules.GCP_FORWARDING_RULES[0], "https", GCP_HTTPS_RULE,
+                 {"target": ["https-proxy"], "ipAddress": ["address"]}, protect=True),
+        Resource(rules.GCP_FORWARDING_RULES[0], "http", GCP_HTTP_RULE,
+                 {"target": ["http-proxy"], "ipAddress": ["address"]}, protect=True),
     ]
 
 
@@ -165,15 +174,17 @@ def alibaba() -> list[Resource]:
         Resource(rules.ALI_SECURITY_GROUP_RULE, "servers-api", {
             "type": "ingress", "ipProtocol": "tcp", "portRange": "8000/8000", "cidrIp": NETWORK, "policy": "accept",
             "nicType": "intranet", "securityGroupId": "sg-srv"}, {"securityGroupId": ["servers"]}),
-        Resource(rules.ALI_LAUNCH_TEMPLATES[0], "template", ALI_TEMPLATE, {"securityGroupIds": ["servers"]}),
+        Resource(rules.ALI_LAUNCH_TEMPLATES[0], "template", ALI_TEMPLATE, {"securityGroupIds": ["servers"]},
+                 protect=True),
         Resource(rules.ALI_SCALING_GROUP, "group", {
             "minSize": 2.0, "maxSize": 4.0, "vswitchIds": ["vsw-a", "vsw-b"], "launchTemplateId": "lt-1",
-            "healthCheckTypes": ["LOAD_BALANCER"],
+            "healthCheckTypes": ["LOAD_BALANCER"], "groupDeletionProtection": True,
             "albServerGroups": [{"albServerGroupId": "sgp-1", "port": SERVING_PORT, "weight": 100.0}]},
                  {"launchTemplateId": ["template"], "vswitchIds": ["private-0", "private-1"],
-                  "albServerGroups": ["server-group"]}),
+                  "albServerGroups": ["server-group"]}, protect=True),
         Resource(rules.ALI_SERVER_GROUP, "server-group", ALI_SERVER_GROUP),
-        Resource(rules.ALI_LOAD_BALANCER, "lb", {"addressType": "Internet", "loadBalancerEdition": "Standard"}),
+        Resource(rules.ALI_LOAD_BALANCER, "lb", {"addressType": "Internet", "loadBalancerEdition": "Standard",
+                                                 "deletionProtectionEnabled": True}, protect=True),
         Resource(rules.ALI_LISTENER, "https", ALI_HTTPS_LISTENER,
                  {"loadBalancerId": ["lb"], "defaultActions": ["server-group"]}),
         Resource(rules.ALI_LISTENER, "http", ALI_HTTP_LISTENER,
@@ -208,8 +219,9 @@ def huawei() -> list[Resource]:
             "availabilityZones": ["ap-southeast-3a", "ap-southeast-3b"], "networks": [{"id": "subnet-1"}],
             "vpcId": "vpc-1", "healthPeriodicAuditMethod": "ELB_AUDIT",
             "lbaasListeners": [{"poolId": "pool-1", "protocolPort": SERVING_PORT}]},
-                 {"scalingConfigurationId": ["template"], "lbaasListeners": ["pool"]}),
-        Resource(rules.HW_LOAD_BALANCER, "lb", {"ipv4EipId": "eip-1", "availabilityZones": ["ap-southeast-3a"]}),
+                 {"scalingConfigurationId": ["template"], "lbaasListeners": ["pool"]}, protect=True),
+        Resource(rules.HW_LOAD_BALANCER, "lb", {"ipv4EipId": "eip-1", "availabilityZones": ["ap-southeast-3a"],
+                                                "deletionProtectionEnable": True}, protect=True),
         Resource(rules.HW_LISTENER, "https", HW_HTTPS_LISTENER, {"loadbalancerId": ["lb"], "defaultPoolId": ["pool"]}),
         Resource(rules.HW_LISTENER, "http", HW_HTTP_LISTENER, {"loadbalancerId": ["lb"]}),
         Resource(rules.HW_L7_POLICY, "http-redirect", {"listenerId": "lsn-http", "action": "REDIRECT_TO_LISTENER",
@@ -221,11 +233,89 @@ def huawei() -> list[Resource]:
     ]
 
 
+#### The API key: a secret of the stack that the servers' identity may read (each cloud's create_identity) ####
+
+
+def policy_document(statements: list[dict[str, Any]], version: str = "2012-10-17") -> str:
+    return json.dumps({"Version": version, "Statement": statements})
+
+
+def trust_policy(service: str, version: str = "2012-10-17") -> str:
+    return policy_document([{"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": [service]}}],
+                           version)
+
+
+AWS_KEY_ARN = "arn:aws:ssm:us-east-1:123456789012:parameter/inferstack/inv/prod/inv-secrets/api-key"
+SECRETS_READ = policy_document([{"Effect": "Allow", "Action": ["ssm:GetParameter", "ssm:GetParameters"],
+                                 "Resource": [AWS_KEY_ARN]}])
+
+
+def aws_api_key() -> list[Resource]:
+    return [
+        Resource(rules.AWS_ROLE, "identity-role", {"name": "inv-identity-role", "assumeRolePolicy": trust_policy(
+            "ec2.amazonaws.com"), "arn": "arn:aws:iam::123456789012:role/inv-identity-role"}),
+        Resource(rules.AWS_PARAMETER, "secrets-api-key", {"name": "/inferstack/inv/prod/inv-secrets/api-key",
+                                                          "type": "SecureString", "arn": AWS_KEY_ARN}),
+        Resource(rules.AWS_ROLE_POLICY, "identity-secrets-read", {"role": "inv-identity-role", "policy": SECRETS_READ},
+                 {"role": ["identity-role"]}),
+    ]
+
+
+GCP_EMAIL = GCP_TEMPLATE["serviceAccount"]["email"]
+
+
+def gcp_api_key() -> list[Resource]:
+    return [
+        Resource(rules.GCP_SERVICE_ACCOUNT, "identity-account", {"email": GCP_EMAIL,
+                                                                 "member": f"serviceAccount:{GCP_EMAIL}"}),
+        Resource(rules.GCP_SECRET, "secrets-api-key", {"secretId": "inv-secrets-api-key",
+                                                       "name": "projects/123/secrets/inv-secrets-api-key"}),
+        Resource(rules.GCP_SECRET_IAM_MEMBER, "identity-secret-read-0", {
+            "secretId": "projects/p/secrets/inv-secrets-api-key", "member": f"serviceAccount:{GCP_EMAIL}",
+            "role": "roles/secretmanager.secretAccessor"}, {"secretId": ["secrets-api-key"]}),
+    ]
+
+
+ALI_KEY_ARN = "acs:kms:ap-southeast-1:5123456789012345:secret/inferstack/inv/prod/inv-secrets/api-key"
+
+
+def alibaba_api_key() -> list[Resource]:
+    return [
+        Resource(rules.ALI_ROLE, "identity-role", {"roleName": "inv-identity",
+                                                   "assumeRolePolicyDocument": trust_policy("ecs.aliyuncs.com", "1")}),
+        Resource(rules.ALI_SECRET, "secrets-api-key", {"secretName": "inferstack/inv/prod/inv-secrets/api-key",
+                                                       "arn": ALI_KEY_ARN}),
+        Resource(rules.ALI_POLICY, "identity-secrets-read", {"policyName": "inv-identity-secrets-read",
+                                                             "policyDocument": policy_document([
+                                                                 {"Effect": "Allow", "Action": "kms:GetSecretValue",
+                                                                  "Resource": [ALI_KEY_ARN]}], "1")}),
+        Resource(rules.ALI_ROLE_POLICY_ATTACHMENT, "identity-secrets-read-attachment", {
+            "roleName": "inv-identity", "policyName": "inv-identity-secrets-read", "policyType": "Custom"},
+                 {"roleName": ["identity-role"], "policyName": ["identity-secrets-read"]}),
+    ]
+
+
+def huawei_api_key() -> list[Resource]:
+    secrets_read = json.dumps({"Version": "1.1", "Statement": [
+        {"Effect": "Allow", "Action": ["csms:secretVersion:get", "kms:dek:decrypt"]}]})
+    return [
+        Resource(rules.HW_ROLE, "identity-secrets-read", {"name": "inv-secrets-read", "type": "XA",
+                                                          "policy": secrets_read}),
+        Resource(rules.HW_AGENCY, "identity-agency", {"name": "inv-agency", "delegatedServiceName": "op_svc_ecs",
+                                                      "projectRoles": [{"project": "ap-southeast-3",
+                                                                        "roles": ["inv-secrets-read"]}]}),
+        Resource(rules.HW_SECRET, "secrets-api-key", {"name": "inv-secrets-api-key"}),
+    ]
+
+
 FLEETS: dict[str, Callable[[], list[Resource]]] = {"aws": aws, "gcp": gcp, "alibaba": alibaba, "huawei": huawei}
+API_KEYS: dict[str, Callable[[], list[Resource]]] = {"aws": aws_api_key, "gcp": gcp_api_key,
+                                                     "alibaba": alibaba_api_key, "huawei": huawei_api_key}
 
 
-def fleet(cloud: str) -> list[Resource]:
-    return FLEETS[cloud]()
+def fleet(cloud: str, *, api_key: bool = True) -> list[Resource]:
+    """The compliant fleet of a cloud; without its API key (and the identity that reads it) when `api_key` is False."""
+    return [*FLEETS[cloud](), *(API_KEYS[cloud]() if api_key else [])]
 
 
 def changed(resources: list[Resource], name: str, change: Callable[[dict[str, Any]], dict[str, Any]] | None,
@@ -237,6 +327,6 @@ def changed(resources: list[Resource], name: str, change: Callable[[dict[str, An
             result.append(resource)
         elif change is not None:
             props = change(copy.deepcopy(dict(resource.props)))
-            result.append(Resource(resource.type, name, props,
-                                   dict(resource.depends) if depends is None else depends))
+            result.append(dataclasses.replace(resource, props=props,
+                                              depends=dict(resource.depends) if depends is None else depends))
     return result

@@ -69,8 +69,9 @@ class Report:
         return [v for v in self.violations if v.level == EnforcementLevel.MANDATORY]
 
 
-def _options() -> PolicyResourceOptions:
-    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+def _options(protect: bool = False) -> PolicyResourceOptions:
+    """The resource options the engine sends with a resource: only `protect` matters to the pack."""
+    return PolicyResourceOptions(protect, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
 
 
 def _level(policy: Policy) -> EnforcementLevel:
@@ -103,12 +104,14 @@ def check_resource(policy: ResourceValidationPolicy, resource_type: str, props: 
 
 @dataclass(frozen=True)
 class Resource:
-    """A resource of a hand-built stack: `depends` maps a property to the names of the resources it came from."""
+    """A resource of a hand-built stack: `depends` maps a property to the names of the resources it came from;
+    `protect` is Pulumi's resource option, which stack policies see."""
 
     type: str
     name: str
     props: Mapping[str, Any]
     depends: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    protect: bool = False
 
     @property
     def urn(self) -> str:
@@ -118,8 +121,8 @@ class Resource:
 def check_stack(policy: StackValidationPolicy, resources: Sequence[Resource], *,
                 config: Mapping[str, Any] | None = None) -> Report:
     """One stack policy on a hand-built stack."""
-    built = {r.name: PolicyResource(r.type, unknown_checking_proxy(dict(r.props)), r.urn, r.name, _options(), None,
-                                    None, [], {}) for r in resources}
+    built = {r.name: PolicyResource(r.type, unknown_checking_proxy(dict(r.props)), r.urn, r.name, _options(r.protect),
+                                    None, None, [], {}) for r in resources}
     assert len(built) == len(resources), "two hand-built resources share a name"
     for resource in resources:
         for prop, names in resource.depends.items():
@@ -187,6 +190,11 @@ class Registered:
         return {prop: [names[u] for u in urns if u in names]
                 for prop, urns in self.dependencies.get(self.named(name).urn, {}).items()}
 
+    def with_protect(self, name: str, protect: bool) -> Registered:
+        """A copy in which one resource was registered with another `protect` option."""
+        changed = [dataclasses.replace(r, protect=protect) if r.name == name else r for r in self.recording.resources]
+        return Registered(Recording(changed, self.recording.invokes, self.recording.value), self.dependencies)
+
     def without(self, name: str) -> Registered:
         kept = [r for r in self.recording.resources if r.name != name]
         return Registered(Recording(kept, self.recording.invokes, self.recording.value), self.dependencies)
@@ -217,19 +225,20 @@ def check_recording(registered: Registered, *, config: Mapping[str, Mapping[str,
             report.checked.setdefault(policy.name, set()).add(resource.type)
             policy_config = (config or {}).get(policy.name)
             args = ResourceValidationArgs(resource.type, unknown_checking_proxy(resource.inputs), resource.urn,
-                                          resource.name, _options(), None,
+                                          resource.name, _options(resource.protect), None,
                                           dict(policy_config) if policy_config is not None else None)
             _run(policy, args, resource.urn, report)
     stack = _stack_resources(resources, registered.dependencies)
     for policy in (p for p in chosen if isinstance(p, StackValidationPolicy)):
-        _run(policy, StackValidationArgs(stack), "", report)
+        policy_config = (config or {}).get(policy.name)
+        _run(policy, StackValidationArgs(stack, dict(policy_config) if policy_config is not None else None), "", report)
     return report
 
 
 def _stack_resources(resources: Sequence[RegisteredResource],
                      dependencies: Mapping[str, Mapping[str, Sequence[str]]]) -> list[PolicyResource]:
-    built = {r.urn: PolicyResource(r.type, unknown_checking_proxy(_state(r)), r.urn, r.name, _options(), None, None,
-                                   [], {}) for r in resources}
+    built = {r.urn: PolicyResource(r.type, unknown_checking_proxy(_state(r)), r.urn, r.name, _options(r.protect), None,
+                                   None, [], {}) for r in resources}
     for resource in resources:
         target = built[resource.urn]
         target.parent = built.get(resource.parent or "")

@@ -178,11 +178,13 @@ def test_an_api_open_to_the_whole_internet_in_two_halves_needs_an_api_key() -> N
               for n, cidr in enumerate(["0.0.0.0/1", "128.0.0.0/1"])]
     report = check_stack(pack.public_api_has_api_key, halves)
     assert [v.urn for v in report.violations] == [r.urn for r in halves]
-    assert set(report.messages()) == {
-        "port 8000 is open to the whole internet (0.0.0.0/1, 128.0.0.0/1) and the stack stores no API key (no secret "
-        "resource named '*-api-key'): set one with `pulumi config set --secret inferstack:apiKey \"$(openssl rand -hex "
-        "32)\"`, or list your users' networks in allowedCidrs"}
-    assert check_stack(pack.public_api_has_api_key, halves[:1]).violations == []  # half the internet is a network
+    assert report.messages() == [
+        f"port 8000 is open to public network {half}, and the stack stores no API key (no secret resource named "
+        "'*-api-key'): store it as a secret the servers' identity may read (`pulumi config set --secret "
+        "inferstack:apiKey \"$(openssl rand -hex 32)\"`), or admit private networks only"
+        for half in ("0.0.0.0/1", "128.0.0.0/1")]
+    # any public source needs the key, half the internet alone too (issue 23: tests/policy/test_edge_bypasses.py)
+    assert [v.urn for v in check_stack(pack.public_api_has_api_key, halves[:1]).violations] == [halves[0].urn]
 
 
 #### Instance metadata ####
@@ -435,7 +437,7 @@ def test_the_gcp_server_account_reads_its_own_secrets_only() -> None:
 
 ECS_TRUST = _doc([{"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": ["ecs.aliyuncs.com"]}}],
                  "1")
-ALI_NEVER = NEVER.format(shell="")
+ALI_NEVER = NEVER.format(shell=" and complete their own scale-out")
 
 
 def _alibaba_server(statements: list[dict[str, Any]], policy_type: str = "Custom",

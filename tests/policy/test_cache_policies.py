@@ -13,6 +13,7 @@ import pytest
 from inferstack.components import InferenceServer
 from inferstack.spec import Cache
 from tests.components.conftest import CLOUD_ARGS, STACK_CONFIG
+from tests.policy import deployments
 from tests.policy.harness import Registered, check_recording, check_resource, pack, record_with_dependencies
 from tests.sample_plans import sample_plan
 
@@ -41,8 +42,7 @@ def redis_inputs(cloud: str) -> dict[str, Any]:
 @pytest.mark.parametrize("cloud", list(REDIS_TYPES))
 def test_a_deployment_with_a_cache_passes_every_policy_and_the_redis_rule_read_its_redis(cloud: str,
                                                                                          stage: str) -> None:
-    report = check_recording(cached_deployment(cloud, stage),
-                             config={} if stage == "production" else {"fleet-spans-zones": {"minZones": 1}})
+    report = check_recording(cached_deployment(cloud, stage), config=deployments.policy_config(stage))
     assert [(v.policy, v.message) for v in report.mandatory()] == []
     assert REDIS_TYPES[cloud] in report.checked[RULE]
 

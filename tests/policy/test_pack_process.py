@@ -7,6 +7,7 @@ generated client (pulumi.runtime.proto.analyzer_pb2_grpc).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -58,7 +59,7 @@ def test_the_pack_introduces_itself_with_every_policy_and_its_enforcement_level(
     info = analyzer.GetAnalyzerInfo(empty_pb2.Empty())
     assert info.name == "inferstack-guardrails"
     levels = {p.name: analyzer_pb2.EnforcementLevel.Name(p.enforcementLevel) for p in info.policies}
-    advisory = {pack.public_api_has_api_key.name, "fleet-watched-by-alarms"}
+    advisory = {"fleet-watched-by-alarms"}
     assert levels == {p.name: ("ADVISORY" if p.name in advisory else "MANDATORY") for p in pack.POLICIES}
     kinds = {p.name: analyzer_pb2.PolicyType.Name(p.policy_type) for p in info.policies}
     stack_policies = {name for name, kind in kinds.items() if kind == "POLICY_TYPE_STACK"}
@@ -156,3 +157,41 @@ def test_the_workflows_run_this_pack_from_the_project_folder(workflow_file: str)
         work_dir = REPO / step["with"].get("work-dir", ".")  # the action runs the CLI there
         assert (work_dir / "Pulumi.yaml").is_file()
         assert (work_dir / step["with"]["policyPacks"] / "PulumiPolicy.yaml").is_file()
+
+
+STAGES = REPO / "policy" / "stages"
+
+
+@pytest.mark.parametrize("workflow_file", ["preview.yml", "deploy.yml"])
+def test_the_workflows_give_each_stack_the_policy_config_of_its_stage(workflow_file: str) -> None:
+    """The stage comes from the workflow's matrix, checked here against the stack file, never from the plan."""
+    workflow = yaml.safe_load((REPO / "examples" / "github-actions" / workflow_file).read_text())
+    for job in workflow["jobs"].values():
+        steps = [s for s in job.get("steps", []) if str(s.get("uses", "")).startswith("pulumi/actions")]
+        if not steps:
+            continue
+        (step,) = steps
+        assert step["with"]["policyPackConfigs"] == "policy/stages/${{ matrix.stage }}.json"
+        for entry in job["strategy"]["matrix"]["include"]:
+            stack_file = yaml.safe_load((REPO / "stacks" / f"Pulumi.{entry['stack']}.yaml").read_text())
+            assert entry["stage"] == stack_file["config"]["inferstack:stage"], entry
+            assert (STAGES / f"{entry['stage']}.json").is_file()
+
+
+@pytest.mark.parametrize("stage", ["validation", "internal", "production"])
+def test_each_stages_config_names_its_stage_and_the_pack_applies_it(analyzer: analyzer_pb2_grpc.AnalyzerStub,
+                                                                     stage: str) -> None:
+    config = json.loads((STAGES / f"{stage}.json").read_text())
+    assert config["production-runs-a-protected-fleet"] == {"stage": stage}
+    assert config.get("fleet-spans-zones") == (None if stage == "production" else {"minZones": 1})
+    server = analyzer_pb2.AnalyzerResource(type=rules.AWS_INSTANCE, name="server-0", urn="urn:pulumi:dev::p::s::0",
+                                           properties=_struct({"instanceType": "g6.xlarge"}))
+    analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={
+        name: analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.MANDATORY, properties=_struct(properties))
+        for name, properties in config.items()}))
+    try:
+        response = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=[server]))
+    finally:
+        analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={}))
+    found = [d.policyName for d in response.diagnostics if d.policyName == "production-runs-a-protected-fleet"]
+    assert found == (["production-runs-a-protected-fleet"] if stage == "production" else [])

@@ -28,7 +28,8 @@ GATEWAY=inferstack-gateway.service
 GATEWAY_CONFIG=/etc/inferstack/gateway.conf
 AGENT_UNIT=inferstack-agent.service # telemetry.AGENT_UNIT: the cloud's monitoring agent, when the bundle has it
 REBOOT_REQUESTED=100
-METADATA_ADDRESS=169.254.169.254
+IPV6_STACK=/proc/net/if_inet6 # present when the kernel has IPv6
+RESOLV_CONF=/etc/resolv.conf
 
 # Settings are data, never code: each line is KEY=VALUE with a value of a few safe characters, set as a plain
 # variable. A line of any other shape stops the boot.
@@ -114,37 +115,69 @@ retry() {
 
 #### phase: metadata_firewall ####
 
-# iptables_ensure CHAIN RULE...: puts the rule first in the chain unless the chain has it already.
+# iptables_ensure TOOL CHAIN RULE...: puts the rule first in the chain of TOOL (iptables or ip6tables) unless the chain
+# has it already.
 iptables_ensure() {
-    local chain=$1
-    shift
-    iptables -w -C "$chain" "$@" 2>/dev/null || iptables -w -I "$chain" 1 "$@"
+    local tool=$1 chain=$2
+    shift 2
+    "$tool" -w -C "$chain" "$@" 2>/dev/null || "$tool" -w -I "$chain" 1 "$@"
 }
 
-# Where the metadata server demands no session token (METADATA_FIREWALL=1: Google Cloud, Huawei Cloud), only root
-# may open its HTTP port: a non-root process or a container (an SSRF in the inference server, say) cannot read the
-# server's cloud credentials. DNS on the same address (port 53) stays open. The boot programs and the secret fetch
-# run as root. Rules do not survive a reboot: this phase runs first at every boot, and again before the server
-# starts (ExecStartPre), so the server never runs without them.
+# The runtime never reaches the instance metadata server (METADATA_ADDRESSES: clouds.py metadata_addresses), on every
+# cloud and in both install modes: session tokens (AWS IMDSv2, Alibaba's hardened mode) stop an SSRF, not code running
+# on the server, which can ask for a token itself. Only root may open the HTTP port of those addresses: a non-root
+# process (a native runtime runs as RUNTIME_USER; the gateway's workers) is refused, even one that left the runtime's
+# unit, and so is every container on Docker's bridge. Other ports stay open: Google's metadata
+# server is also the VM's DNS resolver. A native runtime's unit is also denied the addresses outright
+# (IPAddressDeny=, render.py), where the kernel supports it. The boot programs, the secret fetch and the monitoring
+# agents run as root. Rules do not survive a reboot: this phase runs first at every boot, and again before each
+# runtime unit starts (ExecStartPre), so the runtime never runs without them.
 phase_metadata_firewall() {
-    if [ "$METADATA_FIREWALL" != 1 ]; then
-        detail "$INFERSTACK_CLOUD metadata server demands session tokens: no host rule needed"
-        return 0
-    fi
+    local addresses address reached=() scope="non-root processes"
+    IFS=, read -r -a addresses <<<"$METADATA_ADDRESSES"
     command -v iptables >/dev/null 2>&1 || { require_apt; apt_install iptables; }
-    local scope="non-root processes"
-    exec 9>/run/inferstack-metadata-firewall.lock # the boot and the server's start may run this at once
+    exec 9>/run/inferstack-metadata-firewall.lock # the boot and the runtime units' starts may run this at once
     flock 9
-    iptables_ensure OUTPUT -d "$METADATA_ADDRESS/32" -p tcp --dport 80 -m owner ! --uid-owner 0 \
-        -j REJECT --reject-with tcp-reset
+    for address in "${addresses[@]}"; do
+        if [[ $address == *:* ]]; then
+            [ -e "$IPV6_STACK" ] || continue # a kernel without IPv6 reaches no IPv6 address
+            iptables_ensure ip6tables OUTPUT -d "$address/128" -p tcp --dport 80 -m owner ! --uid-owner 0 \
+                -j REJECT --reject-with tcp-reset
+            reached+=("[$address]:80")
+        else
+            iptables_ensure iptables OUTPUT -d "$address/32" -p tcp --dport 80 -m owner ! --uid-owner 0 \
+                -j REJECT --reject-with tcp-reset
+            reached+=("$address:80")
+        fi
+    done
     if [ "$INSTALL_MODE" = container ]; then
         # Containers on Docker's bridge are forwarded, not local: DOCKER-USER is the chain Docker leaves to us
-        # (created here when Docker is not installed yet; Docker keeps its rules and adds its own after them).
+        # (created here when Docker is not installed yet; Docker keeps its rules and adds its own after them). IPv4
+        # only: the bridge gives containers no IPv6 unless the daemon's configuration enables it, which boot.sh never
+        # does.
         iptables -w -n -L DOCKER-USER >/dev/null 2>&1 || iptables -w -N DOCKER-USER
-        iptables_ensure DOCKER-USER -d "$METADATA_ADDRESS/32" -p tcp --dport 80 -j REJECT --reject-with tcp-reset
+        for address in "${addresses[@]}"; do
+            [[ $address == *:* ]] && continue
+            iptables_ensure iptables DOCKER-USER -d "$address/32" -p tcp --dport 80 -j REJECT --reject-with tcp-reset
+        done
         scope="$scope and containers"
     fi
-    detail "only root reaches $METADATA_ADDRESS:80 ($scope are refused; DNS stays open)"
+    detail "only root reaches ${reached[*]} ($scope are refused; DNS stays open)$(resolver_warning "${addresses[@]}")"
+}
+
+# resolver_warning ADDRESS...: a warning when a native runtime would resolve names straight through a metadata address,
+# which its unit may not reach (IPAddressDeny= covers every port); a local stub resolver (systemd-resolved's
+# 127.0.0.53, as on Ubuntu) runs in a unit of its own and is not affected.
+resolver_warning() {
+    local address
+    [ "$INSTALL_MODE" = native ] || return 0
+    for address in "$@"; do
+        if grep -Eq "^[[:space:]]*nameserver[[:space:]]+${address//./\\.}[[:space:]]*$" "$RESOLV_CONF" 2>/dev/null; then
+            printf '; WARNING: %s names the resolver %s, which the runtime may not reach: it resolves no names' \
+                "$RESOLV_CONF" "$address"
+            return 0
+        fi
+    done
 }
 
 #### phase: driver ####
@@ -437,6 +470,22 @@ start_agent() {
     fi
 }
 
+# An Alibaba fleet's scaling group holds each new server in a lifecycle hook, out of the load balancer, until the
+# server completes the hook's action (components/alibaba.py); this is the boot's last step, once the model answers.
+# Any other server finds no action to complete. One that cannot complete it fails the boot: the hook releases it at
+# its timeout, and the group starts another.
+complete_lifecycle_action() {
+    [ "$INFERSTACK_CLOUD" = alibaba ] || return 0
+    local output
+    if output=$(python3 "$LIB_DIR/cloud_access.py" complete-lifecycle-action --region "$INFERSTACK_REGION" \
+        ${METADATA_ENDPOINT:+--metadata-endpoint "$METADATA_ENDPOINT"} 2>&1); then
+        log "lifecycle: $output"
+    else
+        log "lifecycle: FAILED: $output"
+        return 1
+    fi
+}
+
 run_phase() { # name: runs the phase in its own process (so errexit applies inside) and logs its lines
     local name=$1 started ended detail="" code status=ok
     started=$(now_s)
@@ -475,6 +524,7 @@ main() {
         [ "$phase" = driver ] && start_agent
     done
     log "summary: ready in $(elapsed_s "$started")s (${DURATIONS[*]})"
+    complete_lifecycle_action || exit 1
 }
 
 if [ "${1:-}" = --phase ]; then

@@ -20,6 +20,7 @@ service; any other HTTP error fails at once with the server's message.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import datetime
 import hashlib
@@ -69,7 +70,12 @@ T = TypeVar("T")
 
 
 class AccessError(Exception):
-    """A request failed for good (after retries, or with a non-retryable status). The message says which."""
+    """A request failed for good (after retries, or with a non-retryable status). The message says which; `status` is
+    the HTTP status of a refusal (None for a failure without one)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -138,7 +144,7 @@ def send(build: Callable[[], Request], read: Callable[[http.client.HTTPResponse]
             last_error = f"HTTP {error.code} from {host}: {_error_detail(error)}"
             waiting = error.code in grace_status and time.monotonic() - started < retry.auth_grace_s
             if not waiting and error.code not in RETRYABLE_STATUS:
-                raise AccessError(f"{what} failed: {last_error}") from None
+                raise AccessError(f"{what} failed: {last_error}", status=error.code) from None
         except (OSError, http.client.HTTPException) as error:  # URLError is an OSError
             last_error = f"{error!r} ({host})"
         delay_s = min(retry.backoff_s * 2 ** (tries - 1), MAX_BACKOFF_S) * (1 + random.random() / 2)
@@ -441,3 +447,111 @@ class ObjectStore:
         """`read(response)` of the object (or of its inclusive byte range), retried as a whole by `send`."""
         return send(lambda: self.signed_get(key, credentials.get(), byte_range), read, retry=self.retry,
                     what=f"GET {self.bucket}/{key}{byte_range or ''}")
+
+
+#### Alibaba Auto Scaling: a new server says it is ready ####
+
+# A fleet's scaling group holds each server it starts in a lifecycle hook (Pending:Wait: out of the load balancer, not
+# health-checked) until the server completes the hook's action, or the hook times out and releases it (components/
+# alibaba.py). The boot's last step completes it with CONTINUE once the model answers (boot.sh). The requests are the
+# ESS SDK's in its RPC mode (alibabacloud_ess20220222 1.13.3 Client.*_with_options over alibabacloud-tea-openapi's
+# do_rpcrequest, read 2026-12-07): POST to /, every parameter, Format json and the signature (SignatureVersion 1.0)
+# in the query string.
+ESS_API_VERSION = "2022-02-22"
+ESS_CENTRAL_REGIONS = frozenset({
+    "cn-qingdao", "cn-beijing", "cn-hangzhou", "cn-shanghai", "cn-shenzhen", "cn-hongkong", "ap-southeast-1",
+    "us-east-1", "us-west-1", "cn-shanghai-finance-1", "cn-shenzhen-finance-1", "cn-north-2-gov-1",
+    "ap-northeast-2-pop", "cn-beijing-finance-pop", "cn-beijing-gov-1", "cn-beijing-nu16-b01", "cn-edge-1",
+    "cn-fujian", "cn-haidian-cm12-c01", "cn-hangzhou-bj-b01", "cn-hangzhou-finance", "cn-hangzhou-internal-prod-1",
+    "cn-hangzhou-internal-test-1", "cn-hangzhou-internal-test-2", "cn-hangzhou-internal-test-3",
+    "cn-hangzhou-test-306", "cn-hongkong-finance-pop", "cn-huhehaote-nebula-1", "cn-qingdao-nebula",
+    "cn-shanghai-et15-b01", "cn-shanghai-et2-b01", "cn-shanghai-inner", "cn-shanghai-internal-test-1",
+    "cn-shenzhen-inner", "cn-shenzhen-st4-d01", "cn-shenzhen-su18-b01", "cn-wuhan", "cn-yushanfang", "cn-zhangbei",
+    "cn-zhangbei-na61-b01", "cn-zhangjiakou-na62-a01", "cn-zhengzhou-nebula-1", "eu-west-1-oxs", "rus-west-1-pop",
+    "cn-nanjing", "cn-beijing-finance-1"})
+"""The regions whose ESS endpoint is the central ess.aliyuncs.com (the SDK's `_endpoint_map`); every other region's is
+ess.<region>.aliyuncs.com (its "regional" endpoint rule)."""
+PENDING_WAIT = "Pending:Wait"
+
+
+def ess_endpoint(region: str) -> str:
+    checked_name("region", region, REGION_PATTERN)
+    return "https://ess.aliyuncs.com" if region in ESS_CENTRAL_REGIONS else f"https://ess.{region}.aliyuncs.com"
+
+
+def ess_request(action: str, params: Mapping[str, str], credentials: Credentials, region: str,
+                endpoint: str | None = None, nonce: str | None = None,
+                now: datetime.datetime | None = None) -> Request:
+    """One ESS API call as the SDK sends it; `params` flattened as the SDK flattens lists (InstanceIds.1, ...)."""
+    signed = sign_alibaba_rpc({"Action": action, "Format": "json", "Version": ESS_API_VERSION, "RegionId": region,
+                               **params}, credentials, method="POST", nonce=nonce, now=now)
+    query = urllib.parse.urlencode(signed, quote_via=urllib.parse.quote)
+    return Request("POST", f"{(endpoint or ess_endpoint(region)).rstrip('/')}/?{query}", {})
+
+
+def alibaba_instance_id(metadata_endpoint: str | None = None, retry: Retry = Retry()) -> str:
+    """This server's instance id, from the metadata server in hardened mode (a session token first)."""
+    session = metadata_get("alibaba", "/latest/api/token", metadata_endpoint, retry, read_text,
+                           headers={"X-aliyun-ecs-metadata-token-ttl-seconds": "300"}, method="PUT")
+    return metadata_get("alibaba", "/latest/meta-data/instance-id", metadata_endpoint, retry, read_text,
+                        headers={"X-aliyun-ecs-metadata-token": session})
+
+
+def complete_lifecycle_action(region: str, instance_id: str, credentials: CredentialSource,
+                              endpoint: str | None = None, retry: Retry = Retry()) -> str:
+    """CONTINUE on this server's pending scale-out, if a lifecycle hook holds it: its scaling activity
+    (DescribeScalingInstances), that activity's pending action of this instance, with the action's token and hook
+    (DescribeLifecycleActions), then CompleteLifecycleAction. Returns what was done, in a sentence."""
+
+    def call(action: str, params: Mapping[str, str]) -> object:
+        return send(lambda: ess_request(action, params, credentials.get(), region, endpoint), read_json,
+                    retry=retry, what=f"ESS {action}")
+
+    try:
+        found = call("DescribeScalingInstances", {"InstanceIds.1": instance_id})
+    except AccessError as error:
+        if error.status != 403:
+            raise
+        # Only a fleet's servers have the grant (components/alibaba.py): a single server is in no scaling group.
+        return f"{instance_id} has no ESS grant (a server outside a scaling group): no lifecycle action to complete"
+    instances = found.get("ScalingInstances") if isinstance(found, dict) else None
+    mine = [i for i in instances or [] if isinstance(i, dict) and i.get("InstanceId") == instance_id]
+    if not mine or mine[0].get("LifecycleState") != PENDING_WAIT:
+        state = mine[0].get("LifecycleState") if mine else "in no scaling group"
+        return f"{instance_id} is {state}: no lifecycle action to complete"
+    activity = field(mine[0], "ScalingActivityId")
+    listed = call("DescribeLifecycleActions", {"ScalingActivityId": activity, "LifecycleActionStatus": "Pending"})
+    actions = listed.get("LifecycleActions") if isinstance(listed, dict) else None
+    pending = [a for a in actions or [] if isinstance(a, dict) and instance_id in (a.get("InstanceIds") or [])]
+    if not pending:
+        raise AccessError(f"{instance_id} waits in a lifecycle hook, but activity {activity} lists no pending "
+                          "action of it")
+    for action in pending:  # one per hook of the group that holds the scale-out
+        call("CompleteLifecycleAction", {"LifecycleHookId": field(action, "LifecycleHookId"),
+                                         "LifecycleActionToken": field(action, "LifecycleActionToken"),
+                                         "LifecycleActionResult": "CONTINUE"})
+    hooks = ", ".join(field(action, "LifecycleHookId") for action in pending)
+    return f"{instance_id} completed its scale-out (CONTINUE, hook {hooks})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`cloud_access.py complete-lifecycle-action --region R`: the boot's last step on an Alibaba server."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("command", choices=["complete-lifecycle-action"])
+    parser.add_argument("--region", required=True)
+    parser.add_argument("--endpoint", help="ESS endpoint override (a local server in tests)")
+    parser.add_argument("--metadata-endpoint")
+    args = parser.parse_args(argv)
+    retry = Retry()
+    try:
+        instance_id = alibaba_instance_id(args.metadata_endpoint, retry)
+        credentials = CredentialSource("alibaba", args.metadata_endpoint, retry)
+        print(complete_lifecycle_action(args.region, instance_id, credentials, args.endpoint, retry))
+    except AccessError as error:
+        print(f"inferstack lifecycle: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
