@@ -6,6 +6,7 @@ every `run:` script. It is a required tool here: the test fails, not skips, when
 The plan-diff job's shell script is also run for real against a scratch git repository.
 """
 
+import json
 import os
 import shutil
 import stat
@@ -242,17 +243,11 @@ def test_static_cloud_keys_reach_only_their_own_cloud_job(name):
 # ---- the plan-diff script, run for real ---------------------------------------------------------------------
 
 INFERSTACK_SHIM = """#!{python}
-# `inferstack diff --base-ref REF FILE` through the function the CLI's diff subcommand calls.
+# `inferstack diff --base-ref REF FILE`, the CLI itself, on AWS only (the fixture's stacks are AWS stacks).
 import sys
-from pathlib import Path
-from inferstack.diff import diff_workload_files, render_markdown
-from inferstack.errors import InferstackError
+from inferstack.cli import main
 assert sys.argv[1:3] == ["diff", "--base-ref"], sys.argv
-try:
-    sys.stdout.write(render_markdown(diff_workload_files([Path(sys.argv[4])], base_ref=sys.argv[3], clouds=["aws"])))
-except InferstackError as error:
-    sys.stderr.write(f"error: {{error}}\\n")
-    sys.exit(2)
+sys.exit(main([*sys.argv[1:], "--cloud", "aws"]))
 """
 
 
@@ -263,11 +258,13 @@ def pull_request(tmp_path: Path) -> Path:
     (repo / "workloads").mkdir(parents=True)
     shutil.copy(ROOT / "examples" / "workloads" / "chat-8b-public.yaml", repo / "workloads" / "chat.yaml")
     (repo / "README.md").write_text("docs\n")
+    (repo / "Pulumi.yaml").write_text("name: chat\nruntime: python\nstackConfigDir: stacks\n")
     workload = yaml.safe_load((ROOT / "examples" / "workloads" / "chat-8b-public.yaml").read_text())
     inline = {"config": {"aws:region": "us-east-1", "inferstack:cloud": "aws", "inferstack:workload": workload}}
     (repo / "stacks").mkdir()
     (repo / "stacks" / "Pulumi.aws-dev.yaml").write_text(yaml.safe_dump(inline, sort_keys=False))
-    by_file = {"config": {"inferstack:cloud": "aws", "inferstack:workloadFile": "workloads/chat.yaml"}}
+    by_file = {"config": {"aws:region": "us-east-1", "inferstack:cloud": "aws", "inferstack:stage": "production",
+                          "inferstack:workloadFile": "workloads/chat.yaml"}}
     (repo / "stacks" / "Pulumi.aws-prod.yaml").write_text(yaml.safe_dump(by_file, sort_keys=False))
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", ".")
@@ -294,7 +291,7 @@ def run_diff_script(repo: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in outputs.read_text().splitlines())
 
 
-def test_the_script_comments_the_diff_of_each_changed_workload(pull_request):
+def test_the_script_comments_the_diff_of_each_changed_workload_and_of_each_stack_that_names_it(pull_request):
     chat = pull_request / "workloads" / "chat.yaml"
     chat.write_text(chat.read_text().replace("concurrent_users: 100", "concurrent_users: 300"))
     (pull_request / "README.md").write_text("more docs\n")  # not a workload: not diffed
@@ -303,13 +300,17 @@ def test_the_script_comments_the_diff_of_each_changed_workload(pull_request):
     outputs = run_diff_script(pull_request)
     comment = (pull_request / "comment.md").read_text()
 
-    assert outputs == {"count": "1", "failed": "false"}
+    assert outputs == {"count": "2", "failed": "false"}
     assert comment.startswith("## inferstack plan diffs\n\n### inferstack plan diff: `chat-8b` (`workloads/chat.yaml`)")
     assert "| `traffic.concurrent_users` | 100 | 300 |" in comment
+    # The production stack that names the file: what `pulumi up` of that stack deploys, at its own stage.
+    stack_section = comment.split("### inferstack plan diff: `chat-8b` (`stacks/Pulumi.aws-prod.yaml`)", 1)[1]
+    assert "**Not pinned**" in stack_section and "| `traffic.concurrent_users` | 100 | 300 |" in stack_section
+    assert "stacks/Pulumi.aws-dev.yaml" not in comment  # inline workload, unchanged
     assert comment in (pull_request.parent / "summary").read_text()
 
 
-def test_the_script_diffs_a_stack_with_an_inline_workload_and_skips_one_that_names_a_file(pull_request):
+def test_the_script_diffs_a_stack_with_an_inline_workload_and_one_that_names_a_file(pull_request):
     for stack in ("aws-dev", "aws-prod"):
         path = pull_request / "stacks" / f"Pulumi.{stack}.yaml"
         path.write_text(path.read_text().replace("concurrent_users: 100", "concurrent_users: 300") + "# edited\n")
@@ -318,9 +319,27 @@ def test_the_script_diffs_a_stack_with_an_inline_workload_and_skips_one_that_nam
     outputs = run_diff_script(pull_request)
     comment = (pull_request / "comment.md").read_text()
 
-    assert outputs == {"count": "1", "failed": "false"}
+    assert outputs == {"count": "2", "failed": "false"}
     assert "### inferstack plan diff: `chat-8b` (`stacks/Pulumi.aws-dev.yaml`)" in comment
-    assert "Pulumi.aws-prod.yaml" not in comment
+    assert "### inferstack plan diff: `chat-8b` (`stacks/Pulumi.aws-prod.yaml`)" in comment
+
+
+def test_a_pull_request_that_edits_only_a_pin_fails_the_job_with_the_fields_that_differ(pull_request):
+    stack = pull_request / "stacks" / "Pulumi.aws-prod.yaml"
+    pin_stack(stack)
+    git(pull_request, "add", ".")
+    git(pull_request, "commit", "-qm", "pinned")
+    pin = stack.with_name("Pulumi.aws-prod.plan.json")
+    data = yaml.safe_load(pin.read_text())  # JSON is YAML
+    data["report"]["clouds"][0]["chosen"]["stage"] = "internal"
+    pin.write_text(json.dumps(data, indent=2))
+    git(pull_request, "commit", "-qam", "the pin alone, edited")
+
+    outputs = run_diff_script(pull_request)
+    comment = (pull_request / "comment.md").read_text()
+
+    assert outputs == {"count": "1", "failed": "true"}
+    assert "**Pin refused**" in comment and 'stage: pinned "internal", planned "production"' in comment
 
 
 def test_a_changed_pin_diffs_its_stack_once_and_says_what_deploys(pull_request):
