@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inferstack.sizing.estimate import Estimate
-from inferstack.sizing.hardware import CpuSpec
+from inferstack.sizing.estimate import Estimate, estimate
+from inferstack.sizing.hardware import CpuSpec, gpu_spec
+from inferstack.sizing.models import lookup
+from inferstack.spec import Engine, KvCacheDtype, Precision
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION_PATHS = (
@@ -462,3 +464,25 @@ def _triton_bound_rows() -> dict[str, EncoderRow]:
 
 
 ENCODER_ROWS.update(_triton_bound_rows())
+
+
+def run_case(row_id: str) -> float:
+    """The model's figure for a calibration row, by its id."""
+    return predict(CASES[row_id])
+
+
+def predict(case: Case) -> float:
+    result = estimate(
+        lookup(case.model),
+        precision=Precision(case.precision),
+        kv_dtype=KvCacheDtype(case.kv_dtype),
+        engine=Engine(case.engine),
+        gpu=gpu_spec(case.gpu) if case.gpu else None,
+        gpus=case.gpus,
+        cpu=case.cpu,
+        concurrency=case.concurrency,
+        input_tokens=case.input_tokens,
+        output_tokens=case.output_tokens,
+        gpu_memory_utilization=case.gpu_memory_utilization,
+    )
+    return case.predict(result)

@@ -33,13 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration_cases import CASES, ENCODER_ROWS, Case, calibration_rows, engine_label
+from calibration_cases import CASES, ENCODER_ROWS, calibration_rows, engine_label, predict, run_case
 from fit import FITS, constants_kept, fit
-
-from inferstack.sizing.estimate import estimate
-from inferstack.sizing.hardware import gpu_spec
-from inferstack.sizing.models import lookup
-from inferstack.spec import Engine, KvCacheDtype, Precision
 
 FAMILIES = ("memory", "prefill", "decode", "throughput")
 IN_SAMPLE_MEDIAN_TARGET = {"memory": 0.03, "prefill": 0.20, "decode": 0.20, "throughput": 0.20}
@@ -110,27 +105,6 @@ class Cell:
     worst: float
     worst_row: str
     off: int
-
-
-def run_case(row_id: str) -> float:
-    return predict(CASES[row_id])
-
-
-def predict(case: Case) -> float:
-    result = estimate(
-        lookup(case.model),
-        precision=Precision(case.precision),
-        kv_dtype=KvCacheDtype(case.kv_dtype),
-        engine=Engine(case.engine),
-        gpu=gpu_spec(case.gpu) if case.gpu else None,
-        gpus=case.gpus,
-        cpu=case.cpu,
-        concurrency=case.concurrency,
-        input_tokens=case.input_tokens,
-        output_tokens=case.output_tokens,
-        gpu_memory_utilization=case.gpu_memory_utilization,
-    )
-    return case.predict(result)
 
 
 def _rows() -> list[dict[str, str]]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from calibration_cases import CASES, Case
+from calibration_cases import CASES, ENCODER_ROWS, Case, calibration_rows, predict, run_case
 from scipy.optimize import least_squares
 
 from inferstack.sizing import efficiency, llm
@@ -193,9 +193,6 @@ ENCODER_FITS = {"amx": ["e02"]}
 
 def fit_encoder_unit(unit: str, rows: list[str]) -> float:
     """The efficiency that makes the rows' geometric-mean prediction match (bisection; items/s rises with it)."""
-    from calibration_cases import ENCODER_ROWS
-    from fidelity import predict
-
     original = efficiency.CPU_ITEM_MATMUL_UTILIZATION[unit]
 
     def log_ratio(value: float) -> float:
@@ -213,9 +210,6 @@ def fit_encoder_unit(unit: str, rows: list[str]) -> float:
 
 
 def main() -> None:
-    from calibration_cases import calibration_rows
-    from fidelity import run_case
-
     measured = {row["id"]: float(row["value"]) for row in calibration_rows()}
     for spec in FITS:
         rows = spec.rows(list(measured))

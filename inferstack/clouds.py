@@ -22,7 +22,7 @@ What stays outside, and why:
 
 Adding a fifth cloud:
 
-1. its id in the `Cloud` Literal (`inferstack/spec.py`) and one `CloudFacts` entry below;
+1. its id in the `Cloud` Literal and one `CloudFacts` entry below;
 2. one backend module, `inferstack/components/<id>.py` (a `@register_backend` `CloudBackend` with its capability
    table), its extra named after it in pyproject.toml (Pulumi and `pip_package`) and its guide
    `docs/deploy-<id>.md`;
@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Literal, NamedTuple
 
-if TYPE_CHECKING:
-    from inferstack.spec import Cloud
+Cloud = Literal["aws", "gcp", "alibaba", "huawei"]
+"""The clouds inferstack knows; each one's facts are its entry in CLOUD_FACTS."""
 
 
 class CloudFacts(NamedTuple):

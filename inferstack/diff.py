@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from inferstack.clouds import CLOUD_FACTS
+from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.errors import InputError, input_error
 from inferstack.fields import flatten
 from inferstack.pin import PinnedPlan, check_pin, pinned_path, read_pin
@@ -33,7 +33,7 @@ from inferstack.sizing.calibration import (
     check_stack_calibration_file,
     stack_calibration,
 )
-from inferstack.spec import Cloud, ModelSpec, WorkloadSpec, parse_document
+from inferstack.spec import ModelSpec, WorkloadSpec, parse_document
 from inferstack.stack_file import (
     is_stack_file,
     project_dir_of,

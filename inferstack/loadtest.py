@@ -45,10 +45,11 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from inferstack.clouds import Cloud
 from inferstack.errors import InfeasibleError, input_error
 from inferstack.plan import DeploymentPlan
 from inferstack.sizing.simulate import TrafficShape, length_sampler, percentile, serving_replicas
-from inferstack.spec import Cloud, Engine, Precision
+from inferstack.spec import Engine, Precision
 
 Api = Literal["chat", "completions"]
 

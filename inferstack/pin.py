@@ -27,12 +27,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inferstack import __version__
+from inferstack.clouds import Cloud
 from inferstack.errors import InputError, input_error
 from inferstack.fields import changed_paths, flatten
 from inferstack.plan import DeploymentPlan, PlanReport
 from inferstack.sizing.calibration import StackCalibration
 from inferstack.sizing.catalog import Catalog, ExchangeRates, PriceBook, instance_rows, offer_of
-from inferstack.spec import Cloud, ModelSpec, WorkloadSpec, problems_from_validation
+from inferstack.spec import ModelSpec, WorkloadSpec, problems_from_validation
 
 PINNED_SUFFIX = ".plan.json"
 INSTANCE_COLUMNS_LEFT_OUT = ("notes",)  # prose for people: the planner never reads it

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from inferstack.clouds import Cloud
 from inferstack.errors import InfeasibleError
 from inferstack.spec import (
     CURRENCY_PATTERN,
@@ -22,7 +23,6 @@ from inferstack.spec import (
     SOURCE_URI_PATTERN,
     WORKLOAD_NAME_PATTERN,
     Cache,
-    Cloud,
     Engine,
     KvCacheDtype,
     ModelKind,

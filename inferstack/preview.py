@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inferstack.clouds import Cloud
 from inferstack.components.core import PROVIDER_PACKAGES, Capability, CloudBackend, backend_for
 from inferstack.components.server import size_workload
 from inferstack.plan import DeploymentPlan
 from inferstack.pulumi_mocks import STACK_TYPE, config_value, is_secret, run_under_mocks, unwrap_secret
 from inferstack.sizing.explain import rollout_line
-from inferstack.spec import Cloud, load_workload
+from inferstack.spec import load_workload
 
 PROVIDER_TYPE_PREFIX = "pulumi:providers:"
 SECRET_MARK = "[secret]"

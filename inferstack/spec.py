@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from inferstack.clouds import CLOUD_FACTS
+from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.errors import InputError, Problem, input_error, shown_value
 
 # ---- values that reach a shell, a unit file, a URL or a path -------------------------------------------
@@ -76,8 +76,6 @@ MAX_INPUT_BYTES = 1_048_576
 MAX_DOCUMENT_VALUES = 10_000  # scalars and collections after YAML aliases are expanded
 MAX_DOCUMENT_DEPTH = 32
 
-Cloud = Literal["aws", "gcp", "alibaba", "huawei"]
-"""The clouds inferstack knows; each one's facts are its entry in `inferstack.clouds.CLOUD_FACTS`."""
 CLOUDS: tuple[Cloud, ...] = tuple(facts.id for facts in CLOUD_FACTS.values())
 Stage = Literal["validation", "internal", "production"]
 STAGES: tuple[Stage, ...] = get_args(Stage)

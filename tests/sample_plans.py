@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from inferstack.clouds import Cloud
 from inferstack.plan import (
     Accelerator,
     DeploymentPlan,
@@ -27,7 +28,7 @@ from inferstack.sizing.coldstart import (
     health_check_grace_s,
     scale_in_cooldown_s,
 )
-from inferstack.spec import Cloud, Stage
+from inferstack.spec import Stage
 
 Variant = Literal["gpu-llm", "cpu-llm", "cpu-encoder", "gpu-encoder"]
 

@@ -14,10 +14,10 @@ import pytest
 
 from inferstack.bootstrap import bucket_problem
 from inferstack.bootstrap.files import cloud_access
-from inferstack.clouds import CLOUD_FACTS
+from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.sizing.coldstart import block_volume_bytes_per_s
 from inferstack.sizing.refresh import CloudPricing
-from inferstack.spec import CLOUDS, PROVIDER_REGION_KEYS, Cloud
+from inferstack.spec import CLOUDS, PROVIDER_REGION_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 

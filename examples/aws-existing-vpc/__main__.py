@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 
 from inferstack.components import InferenceServer
-from inferstack.components.program import load_plan
+from inferstack.plan_file import load_plan
 
 config = pulumi.Config()
 vpc_id = config.require("vpcId")

@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from inferstack.bootstrap.gateway import CacheEndpoint, ServerGroup
 from inferstack.bootstrap.telemetry import TelemetryTarget
-from inferstack.clouds import CLOUD_FACTS
+from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.errors import Problem
 from inferstack.plan import DeploymentPlan
-from inferstack.spec import REGION_PATTERN, Cloud
+from inferstack.spec import REGION_PATTERN
 
 if TYPE_CHECKING:
     from inferstack.bootstrap.render import RenderedBootstrap

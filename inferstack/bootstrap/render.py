@@ -45,10 +45,9 @@ from inferstack.bootstrap.runtimes import (
     runtime_processes,
     server_args,
 )
-from inferstack.clouds import CLOUD_FACTS
+from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan
-from inferstack.spec import Cloud
 
 if TYPE_CHECKING:
     from inferstack.bootstrap import BootstrapOptions

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from inferstack.bootstrap.gateway import ACCESS_LOG
 from inferstack.bootstrap.runtimes import Mode, resolve_mode, runtime_processes
+from inferstack.clouds import Cloud
 from inferstack.plan import DeploymentPlan
-from inferstack.spec import Cloud
 
 AGENT_UNIT = "inferstack-agent"
 """The oneshot unit that installs and configures the cloud's agent (`agent_unit`); boot.sh starts it, never waits."""

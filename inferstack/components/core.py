@@ -34,12 +34,12 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from inferstack.bootstrap.render import user_data_gzip
 from inferstack.bootstrap.telemetry import TelemetryTarget
-from inferstack.clouds import CLOUD_FACTS
+from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.components.observability import AlarmKind
 from inferstack.errors import InputError, Problem, input_error, with_article
 from inferstack.extras import require_cloud
 from inferstack.plan import DeploymentPlan
-from inferstack.spec import CLOUDS, Cloud, problems_from_validation
+from inferstack.spec import CLOUDS, problems_from_validation
 
 #### Capabilities ####
 

@@ -29,6 +29,7 @@ from inferstack import bootstrap
 from inferstack.bootstrap.gateway import CacheEndpoint, ServerGroup
 from inferstack.bootstrap.render import BUNDLE_PREFIX, RenderedBootstrap
 from inferstack.bootstrap.telemetry import TelemetryTarget
+from inferstack.clouds import Cloud
 from inferstack.components.core import (
     ARGS_CONFIG,
     CACHE_AUTH_TOKEN_PATTERN,
@@ -60,7 +61,8 @@ from inferstack.components.core import (
 )
 from inferstack.errors import InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
-from inferstack.spec import Cloud, WorkloadSpec, for_stack, parse_document, parse_workload
+from inferstack.plan_file import read_plan
+from inferstack.spec import WorkloadSpec, for_stack, parse_document, parse_workload
 
 if TYPE_CHECKING:
     from inferstack.sizing.calibration import Calibration
@@ -755,8 +757,6 @@ def _plan_model(value: Any, cloud: str | None, name: str) -> DeploymentPlan:
             raise input_error(f"{name}.cloud", "is required with a plan report that covers several clouds",
                               value=clouds, fix="pass the cloud whose deployment to create, e.g. cloud='aws'")
         cloud = clouds[0]
-    from inferstack.components.program import read_plan  # imported here: program imports this module
-
     return read_plan(data, cloud, source=field)  # type: ignore[arg-type]  # an unknown cloud finds no deployment
 
 

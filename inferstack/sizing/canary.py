@@ -14,27 +14,23 @@ the canary's stays up for inspection until `canary` is dropped.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from inferstack.plan import CanaryPlan, CloudOutcome, DeploymentPlan, Fleet, Money, Performance, PlanReport, Price
 from inferstack.sizing.demand import STAGES
-
-if TYPE_CHECKING:
-    from inferstack.sizing.calibration import Calibration
-    from inferstack.sizing.catalog import Catalog
+from inferstack.spec import WorkloadSpec
 
 FULL_PERCENT = 100
 
 
-def with_canary(report: PlanReport, *, catalog: Catalog, calibration: Calibration | None = None) -> PlanReport:
+def with_canary(report: PlanReport, plan_once: Callable[[WorkloadSpec], PlanReport]) -> PlanReport:
     """The report with each cloud's chosen plan split into its main and canary groups (the workload's `canary`).
 
-    The canary version is planned on the cloud and in the region of each chosen plan; a cloud where it has no feasible
+    `plan_once` plans a workload (the planner's own pass, with the report's catalog and calibration). The canary version
+    is planned on the cloud and in the region of each chosen plan; a cloud where it has no feasible
     deployment becomes infeasible, with the canary's reasons. Plans without a fleet are one server with no load
     balancer to weigh traffic: they keep their plan, with a warning.
     """
-    from inferstack.sizing.planner import plan_once  # imported here: the planner imports this module
-
     spec = report.workload
     assert spec.canary is not None, "with_canary needs a workload with a canary"
     chosen = {o.cloud: o.chosen for o in report.clouds if o.chosen is not None and o.chosen.fleet is not None}
@@ -43,8 +39,7 @@ def with_canary(report: PlanReport, *, catalog: Catalog, calibration: Calibratio
         canary_spec = spec.canary_workload()
         placement = canary_spec.placement.model_copy(update={
             "clouds": list(chosen), "regions": {cloud: [plan.region] for cloud, plan in chosen.items()}})
-        canary_report = plan_once(canary_spec.model_copy(update={"placement": placement}), catalog=catalog,
-                                  alternatives=0, calibration=calibration)
+        canary_report = plan_once(canary_spec.model_copy(update={"placement": placement}))
     outcomes = []
     for outcome in report.clouds:
         main = outcome.chosen

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from inferstack.clouds import CLOUD_FACTS
+from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.errors import Problem, input_error
 from inferstack.sizing.hardware import (
     CATALOG_GPU_IDS,
@@ -26,7 +26,7 @@ from inferstack.sizing.hardware import (
     GpuSpec,
     gpu_specs,
 )
-from inferstack.spec import CLOUDS, CURRENCY_PATTERN, REGION_PATTERN, Cloud, parse_document, read_input_file
+from inferstack.spec import CLOUDS, CURRENCY_PATTERN, REGION_PATTERN, parse_document, read_input_file
 
 # The region each cloud's specs were catalogued for (shared/catalog/README.md).
 CATALOG_REGIONS: dict[Cloud, str] = {facts.id: facts.catalog_region for facts in CLOUD_FACTS.values()}

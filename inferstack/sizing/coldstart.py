@@ -21,9 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from inferstack.clouds import CLOUD_FACTS
+from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.plan import COLD_START_PHASES, ColdStart, ColdStartPhase, ColdStartPhaseName
-from inferstack.spec import Cloud
 
 GIB = 2**30
 GB = 10**9

@@ -12,11 +12,11 @@ from inferstack.sizing.coldstart import describe
 from inferstack.sizing.demand import Demand
 from inferstack.sizing.efficiency import CPU_ITEM_MATMUL_PROVENANCE, CPU_PROFILES, GPU_PROFILES
 from inferstack.sizing.items import ITEM_COMPUTE
+from inferstack.sizing.ranking import DOUBTFUL_PRICE_MARGIN, Priced
 
 if TYPE_CHECKING:
+    from inferstack.clouds import Cloud
     from inferstack.sizing.evaluate import Candidate, Sizing
-    from inferstack.sizing.planner import Priced
-    from inferstack.spec import Cloud
 
 _UNOFFICIAL_GPU_SPECS = {
     "A10G": "A10G compute figures are community figures, not NVIDIA's (gpus.csv)",
@@ -86,8 +86,6 @@ def _calibration_hardware(offer: Offer) -> str:
 
 def _cheapest_line(chosen: Priced, known: list[Priced]) -> str:
     """Why this priced option: the cheapest, or the cheapest once doubtful prices count 5 % dearer."""
-    from inferstack.sizing.planner import DOUBTFUL_PRICE_MARGIN
-
     offer, amount = chosen.sizing.candidate.offer, _amount(chosen)
     cheaper = [p for p in known if _amount(p) < amount]
     if known and known[0] is not chosen:  # an alternative's plan: what ranks above it, not why it was chosen

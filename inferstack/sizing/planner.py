@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from inferstack.clouds import CLOUD_FACTS
+from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.errors import InputError, Problem, input_error, with_article
 from inferstack.plan import (
     HOURS_PER_MONTH,
@@ -63,17 +63,13 @@ from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.models import resolve
 from inferstack.sizing.precision import FORMATS, weight_bytes
 from inferstack.sizing.processes import size_processes
-from inferstack.spec import CLOUDS, Cloud, Engine, Precision, WorkloadSpec
+from inferstack.sizing.ranking import Priced, rank_key, ranking_cost
+from inferstack.spec import CLOUDS, Engine, Precision, WorkloadSpec
 
 if TYPE_CHECKING:  # loaded only when a plan has a calibration (see evaluate.calibration_row)
     from inferstack.sizing.calibration import Calibration
 
 ALTERNATIVES_SHOWN = 4
-# A stale, undated or borrowed price is ranked as if this much dearer, so it wins only when it is clearly cheaper
-# than a fresh, same-region one. 5 % is the band within which two offers count as a tie (a choice, not a
-# measurement); such a price can be off by far more (the same Alibaba type is listed 1-90 % apart between regions
-# in prices.csv): the flag on the plan, not this margin, carries that warning.
-DOUBTFUL_PRICE_MARGIN = 0.05
 PLANNABLE_ENGINES = (Engine.AUTO, Engine.VLLM, Engine.LLAMACPP, Engine.ONNXRUNTIME)
 # llama.cpp serves GGUF files: the nearest GGUF type for each checkpoint precision.
 CPU_GGUF_FOR = {
@@ -84,12 +80,6 @@ CPU_GGUF_FOR = {
 }
 DISK_BASE_GIB = {"gpu": 80, "cpu": 30}  # DLAMI/DLVM GPU images need ~75 GB; Ubuntu server images fit in 30
 RUNTIME_IMAGE_GIB = {"vllm": 20, "triton": 20, "llamacpp": 2}  # container images / venv on disk
-
-
-class Priced(NamedTuple):
-    sizing: Sizing
-    region: str
-    price: Price
 
 
 def plan_workload(
@@ -117,12 +107,15 @@ def plan_workload(
     if spec.canary is not None and any(o.chosen for o in report.clouds):
         from inferstack.sizing.canary import with_canary
 
-        report = with_canary(report, catalog=catalog, calibration=calibration)
+        report = with_canary(report, lambda canary: plan_once(canary, catalog=catalog, alternatives=0,
+                                                              calibration=calibration))
     if any(o.chosen for o in report.clouds):
         return report
     from inferstack.sizing.suggest import nearest_feasible_changes
 
-    changes = nearest_feasible_changes(spec, [o.cloud for o in report.clouds], region, catalog)
+    changes = nearest_feasible_changes(spec, [o.cloud for o in report.clouds],
+                                       lambda changed, clouds: plan_once(changed, clouds=clouds, region=region,
+                                                                         catalog=catalog))
     over_budget = None
     if spec.placement.monthly_budget is not None:
         unbounded = spec.model_copy(update={"placement": spec.placement.model_copy(update={"monthly_budget": None})})
@@ -282,7 +275,7 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], catalog: Catal
                 blockers.setdefault(over[0], []).append(over[1])
                 continue
             priced.append(Priced(sizing, region, price))
-    ranked = sorted(priced, key=_rank_key)
+    ranked = sorted(priced, key=rank_key)
     shown = len(ranked) if alternatives is None else alternatives + 1
     ranked[:shown] = [p._replace(sizing=with_autoscaling(p.sizing)) for p in ranked[:shown]]
     plans = [_deployment_plan(demand, p, ranked, cloud) for p in ranked[:shown]]
@@ -335,22 +328,6 @@ def _over_budget(demand: Demand, sizing: Sizing, region: str, price: Price) -> t
         return None
     line = f"{what}: {price.monthly_ranking} per month, budget {budget:,.2f} {currency}"
     return "budget", (price.monthly_ranking.amount / budget, line)
-
-
-def ranking_cost(price: Price) -> float:
-    """The monthly cost an option is ranked by: a doubtful (flagged) price counts DOUBTFUL_PRICE_MARGIN dearer."""
-    if price.monthly_ranking is None:
-        return math.inf
-    return price.monthly_ranking.amount * (1 + DOUBTFUL_PRICE_MARGIN if price.flags else 1)
-
-
-def _rank_key(p: Priced) -> tuple[int, float, int, float]:
-    """Known prices first, by ranking cost; unknown prices by the fewest GPUs in total, then vCPUs, then memory."""
-    offer = p.sizing.candidate.offer
-    if p.price.monthly_ranking is not None:
-        return (0, ranking_cost(p.price), 0, p.sizing.latency_p95_ms)
-    size = p.sizing.replicas * (offer.gpu_count * 1000 + offer.vcpus)
-    return (1, 0.0, size, offer.memory_gib)
 
 
 BLOCKER_LABELS = {

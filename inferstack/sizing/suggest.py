@@ -8,14 +8,13 @@ reported cheapest first with the deployment they would get.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from inferstack.clouds import Cloud
 from inferstack.errors import InputError
+from inferstack.plan import PlanReport
 from inferstack.sizing.models import resolve
-from inferstack.spec import CLOUDS, Cloud, Precision, WorkloadSpec
-
-if TYPE_CHECKING:
-    from inferstack.sizing.catalog import Catalog
+from inferstack.spec import CLOUDS, Precision, WorkloadSpec
 
 MAX_SUGGESTIONS = 4
 Change = tuple[str, Callable[[WorkloadSpec], dict[str, Any] | None]]
@@ -86,12 +85,10 @@ CHANGES: list[Change] = [
 ]
 
 
-def nearest_feasible_changes(
-    spec: WorkloadSpec, clouds: Iterable[Cloud], region: str | None, catalog: Catalog
-) -> list[str]:
-    """Feasible one-step changes, cheapest first: 'with precision int4-awq: 1x g6.xlarge on aws, 587.50 USD/month'."""
-    from inferstack.sizing.planner import plan_once
-
+def nearest_feasible_changes(spec: WorkloadSpec, clouds: Iterable[Cloud],
+                             plan_once: Callable[[WorkloadSpec, list[Cloud]], PlanReport]) -> list[str]:
+    """Feasible one-step changes, cheapest first: 'with precision int4-awq: 1x g6.xlarge on aws, 587.50 USD/month'.
+    `plan_once(workload, clouds)` plans a changed workload (the planner's own pass, its region and catalog)."""
     clouds = list(clouds)
     found: list[tuple[float, str]] = []
     relaxed_latency = False
@@ -104,7 +101,7 @@ def nearest_feasible_changes(
         changed = spec.model_copy(update=update)
         target_clouds = list(changed.placement.clouds) if label == "all four clouds" else clouds
         try:
-            report = plan_once(changed, clouds=target_clouds, region=region, catalog=catalog)
+            report = plan_once(changed, target_clouds)
         except InputError:
             continue
         feasible = [o.chosen for o in report.clouds if o.chosen]

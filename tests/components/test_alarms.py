@@ -16,13 +16,14 @@ import pytest
 
 from inferstack.bootstrap import gateway
 from inferstack.bootstrap.gateway import CacheEndpoint
+from inferstack.clouds import Cloud
 from inferstack.components import aws as aws_backend
 from inferstack.components.core import backend_for
 from inferstack.components.observability import AlarmKind, alarm_rules, errors_per_s
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import PreviewResult, RegisteredResource, preview_workload
-from inferstack.spec import Cache, Cloud
+from inferstack.spec import Cache
 from tests.sample_plans import sample_plan
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from inferstack.clouds import Cloud
 from inferstack.components.core import ACCESS_LOG_DAYS, backend_for
 from inferstack.components.observability import PanelKind, dashboard_panels
 from inferstack.preview import PreviewResult, RegisteredResource, preview_deployment, preview_workload
-from inferstack.spec import Cloud
 from tests.sample_plans import sample_plan
 
 REPO = Path(__file__).resolve().parents[2]

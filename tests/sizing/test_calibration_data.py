@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from calibration_cases import CASES, ENCODER_ROWS, PREDICTORS, PUBLIC_CALIBRATION_PATH, _read_csv
-from fidelity import predict
+from calibration_cases import CASES, ENCODER_ROWS, PREDICTORS, PUBLIC_CALIBRATION_PATH, _read_csv, predict
 
 PUBLIC_ROWS = _read_csv(PUBLIC_CALIBRATION_PATH)
 

@@ -19,8 +19,7 @@ from inferstack.sizing.suggest import _slo_times
 from inferstack.spec import Engine, Precision, parse_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from calibration_cases import ENCODER_ROWS
-from fidelity import predict
+from calibration_cases import ENCODER_ROWS, predict
 
 # A 4th-gen Xeon (AMX) and a 3rd-gen (AVX-512 with VNNI), 32 cores each, as `estimate --cpu-*` describes them.
 SAPPHIRE_RAPIDS = CpuSpec(cores=32, memory_bandwidth_gbps=307.2, isa="amx", ghz=2.0, description="test")
