@@ -16,9 +16,8 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 # This process loads no pydantic plugins; looking for them scans every installed distribution (~50 ms of
 # start-up). Set PYDANTIC_DISABLE_PLUGINS yourself to change that.
@@ -67,6 +66,17 @@ def _import_on_first_use(name: str) -> None:
 if os.environ["PYDANTIC_DISABLE_PLUGINS"] in ("__all__", "1", "true"):
     _import_on_first_use("importlib.metadata")
 
+from inferstack.cli_values import (  # noqa: E402  (after the start-up settings above)
+    concurrency,
+    config_entry,
+    enum_option,
+    fraction,
+    non_negative_int,
+    plot_path,
+    positive_float,
+    positive_int,
+    region,
+)
 from inferstack.errors import (  # noqa: E402  (after the start-up settings above, before pydantic loads)
     InfeasibleError,
     InferstackError,
@@ -75,16 +85,7 @@ from inferstack.errors import (  # noqa: E402  (after the start-up settings abov
     Problem,
     input_error,
 )
-from inferstack.spec import (  # noqa: E402
-    CLOUDS,
-    MODEL_NAME_PATTERN,
-    REGION_PATTERN,
-    Engine,
-    KvCacheDtype,
-    Precision,
-    enum_aliases,
-    normalise_enum_text,
-)
+from inferstack.spec import CLOUDS, MODEL_NAME_PATTERN, Engine, KvCacheDtype, Precision  # noqa: E402
 
 gc.freeze()
 if _COLLECTOR_WAS_ENABLED:
@@ -97,7 +98,6 @@ if TYPE_CHECKING:
     from inferstack.spec import WorkloadSpec
 
 Handler = Callable[[argparse.Namespace], int]
-EnumType = TypeVar("EnumType", bound=Enum)
 
 
 def _progress(args: argparse.Namespace, message: str) -> AbstractContextManager[object]:
@@ -184,92 +184,7 @@ def _shortlisted(report: PlanReport, alternatives: int) -> PlanReport:
     return report.model_copy(update={"clouds": clouds})
 
 
-def _plot_path(text: str) -> Path:
-    """`--plot`: an .svg or .png file in a folder that exists."""
-    path = Path(text)
-    if path.suffix.lower() not in (".svg", ".png"):
-        raise argparse.ArgumentTypeError(f"must be a file name ending in .svg or .png, got {text!r}")
-    if not path.parent.is_dir():
-        raise argparse.ArgumentTypeError(f"folder {str(path.parent)!r} does not exist (got {text!r})")
-    return path
-
-
-def _region(text: str) -> str:
-    """`--region`: a region name, checked like placement.regions before it names anything."""
-    if not re.fullmatch(REGION_PATTERN, text):
-        raise argparse.ArgumentTypeError(f"must be a region name such as us-east-1 or us-central1, got {text!r}")
-    return text
-
-
 # ---- estimate ------------------------------------------------------------------------------------------
-
-
-def _concurrency(text: str) -> int | str:
-    if text == "max":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer or 'max', got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value:g}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1] such as 0.9, got {value:g}")
-    return value
-
-
-def _enum_option(enum: type[EnumType]) -> Callable[[str], EnumType]:
-    """An option that takes an enum's values and the aliases workload files accept (bfloat16, int4, Q4_K_M)."""
-
-    def parse(text: str) -> EnumType:
-        try:
-            return enum(normalise_enum_text(text))
-        except ValueError:
-            aliases = enum_aliases(enum)
-            also = f" (or {', '.join(aliases)})" if aliases else ""
-            raise argparse.ArgumentTypeError(
-                f"must be one of {', '.join(str(m.value) for m in enum)}{also}, got {text!r}"
-            ) from None
-
-    return parse
 
 
 def _model_from_config(path: Path) -> ResolvedModel:
@@ -425,14 +340,6 @@ def _cmd_preview(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config_entry(text: str) -> tuple[str, str]:
-    """`--config KEY=VALUE`: a full stack-config key (namespace:name) and its value (JSON for lists and maps)."""
-    key, equals, value = text.partition("=")
-    if not equals or ":" not in key.strip(":"):
-        raise argparse.ArgumentTypeError(f"expected NAMESPACE:KEY=VALUE, e.g. gcp:project=my-project (got {text!r})")
-    return key, value
-
-
 # ---- diff ----------------------------------------------------------------------------------------------
 
 
@@ -561,7 +468,7 @@ def _add_plan(commands: _Subparsers) -> None:
     plan = commands.add_parser("plan", help="the cheapest feasible deployment per cloud for a workload file")
     plan.add_argument("workload", type=Path, help="workload file (YAML or JSON), see examples/workloads/")
     plan.add_argument("--cloud", action="append", choices=CLOUDS, help="only this cloud (repeatable)")
-    plan.add_argument("--region", type=_region, help="only this region")
+    plan.add_argument("--region", type=region, help="only this region")
     plan.add_argument("--prices", type=Path, help="price-override file (prices, discounts, exchange rates)")
     plan.add_argument("--json", action="store_true", help="machine-readable output")
     plan.add_argument(
@@ -572,7 +479,7 @@ def _add_plan(commands: _Subparsers) -> None:
     )
     plan.add_argument(
         "--plot",
-        type=_plot_path,
+        type=plot_path,
         metavar="FILE",
         help="also draw monthly cost against p95 latency and headroom for every feasible offer, with the "
         "cost/latency frontier, the chosen plans and the targets, into FILE (.svg or .png; pip install "
@@ -590,51 +497,51 @@ def _add_estimate(commands: _Subparsers) -> None:
     which.add_argument("--model-config", type=Path, help="path to a Hugging Face config.json")
     hardware = est.add_mutually_exclusive_group(required=True)
     hardware.add_argument("--gpu", help="accelerator id (`inferstack gpus`)")
-    hardware.add_argument("--cpu-cores", type=_positive_int, help="CPU cores (one runtime thread each)")
-    est.add_argument("--gpus", type=_positive_int, default=1, help="GPUs, tensor parallel (default 1)")
-    est.add_argument("--cpu-mem-bw-gbps", type=_positive_float, help="CPU memory bandwidth, GB/s")
+    hardware.add_argument("--cpu-cores", type=positive_int, help="CPU cores (one runtime thread each)")
+    est.add_argument("--gpus", type=positive_int, default=1, help="GPUs, tensor parallel (default 1)")
+    est.add_argument("--cpu-mem-bw-gbps", type=positive_float, help="CPU memory bandwidth, GB/s")
     est.add_argument("--cpu-isa", choices=("avx2", "avx512", "amx", "neon"), default="avx512")
-    est.add_argument("--cpu-ghz", type=_positive_float, default=3.0, help="sustained all-core clock (default 3.0)")
-    est.add_argument("--ram-gib", type=_positive_float, help="CPU server memory, for the fits check")
-    est.add_argument("--cpu-numa-nodes", type=_positive_int, default=1,
+    est.add_argument("--cpu-ghz", type=positive_float, default=3.0, help="sustained all-core clock (default 3.0)")
+    est.add_argument("--ram-gib", type=positive_float, help="CPU server memory, for the fits check")
+    est.add_argument("--cpu-numa-nodes", type=positive_int, default=1,
                      help="NUMA nodes (sockets) the cores and bandwidth span; one process gets one node's bandwidth")
-    est.add_argument("--processes", type=_positive_int, default=1,
+    est.add_argument("--processes", type=positive_int, default=1,
                      help="model processes on the server, each with its own weights and KV cache, on --gpus/N GPUs "
                      "or its share of the cores and RAM (default 1)")
     est.add_argument(
         "--precision",
-        type=_enum_option(Precision),
+        type=enum_option(Precision),
         metavar="PRECISION",
         help=f"weight precision, as in workload files: {' '.join(p.value for p in Precision)}",
     )
     est.add_argument(
         "--kv-dtype",
-        type=_enum_option(KvCacheDtype),
+        type=enum_option(KvCacheDtype),
         default=KvCacheDtype.AUTO,
         metavar="DTYPE",
         help=f"KV-cache type: {' '.join(k.value for k in KvCacheDtype)} (default auto)",
     )
     est.add_argument(
         "--engine",
-        type=_enum_option(Engine),
+        type=enum_option(Engine),
         default=Engine.AUTO,
         metavar="ENGINE",
         help=f"inference engine: {' '.join(e.value for e in Engine)} (default auto)",
     )
     est.add_argument(
         "--concurrency",
-        type=_concurrency,
+        type=concurrency,
         default=1,
         help="sequences (LLMs) or batch size (other models) at once, or 'max': the most that fit in memory",
     )
-    est.add_argument("--input-tokens", type=_positive_int, default=512)
+    est.add_argument("--input-tokens", type=positive_int, default=512)
     est.add_argument(
         "--output-tokens",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=None,
         help="tokens generated per request (LLMs, default 128, at least 1); 0 or unset for encoders and other models",
     )
-    est.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9)
+    est.add_argument("--gpu-memory-utilization", type=fraction, default=0.9)
     est.add_argument("--calibration", type=Path, metavar="FILE",
                      help="measured speeds (`inferstack calibrate`), used where model, engine and GPU match")
     est.add_argument("--json", action="store_true")
@@ -705,7 +612,7 @@ def _add_preview(commands: _Subparsers) -> None:
         "--config",
         action="append",
         default=[],
-        type=_config_entry,
+        type=config_entry,
         metavar="KEY=VALUE",
         help="stack config, repeatable: inferstack:allowedCidrs='[\"10.0.0.0/8\"]', gcp:project=p",
     )
@@ -740,18 +647,18 @@ def _add_loadtest(commands: _Subparsers) -> None:
                       help="with --workload: URL is the load balancer; send the fleet's rate, not one server's share")
     load.add_argument("--model", help="model name to request (default: the first at URL/v1/models)")
     load.add_argument("--api", choices=("chat", "completions"), default="chat", help="endpoint (default chat)")
-    load.add_argument("--requests", type=_positive_int, default=100, help="requests to send (default 100)")
+    load.add_argument("--requests", type=positive_int, default=100, help="requests to send (default 100)")
     shape = load.add_mutually_exclusive_group()
-    shape.add_argument("--rate", type=_positive_float, help="Poisson arrivals, requests per second")
-    shape.add_argument("--concurrency", type=_positive_int,
+    shape.add_argument("--rate", type=positive_float, help="Poisson arrivals, requests per second")
+    shape.add_argument("--concurrency", type=positive_int,
                        help="requests in flight (default 1 without --rate or --workload; --sweep's upper bound)")
-    load.add_argument("--input-tokens", type=_positive_int, help="prompt tokens (default 512, or the workload's)")
-    load.add_argument("--output-tokens", type=_positive_int, help="tokens to generate (default 128, or the workload's)")
-    load.add_argument("--duration", type=_positive_float, default=600.0,
+    load.add_argument("--input-tokens", type=positive_int, help="prompt tokens (default 512, or the workload's)")
+    load.add_argument("--output-tokens", type=positive_int, help="tokens to generate (default 128, or the workload's)")
+    load.add_argument("--duration", type=positive_float, default=600.0,
                       help="seconds at most; requests in flight then are cut and counted as failed (default 600)")
     load.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key (Bearer)")
     load.add_argument("--sweep", action="store_true", help="concurrency 1, 2, 4 … until throughput stops rising")
-    load.add_argument("--seed", type=_non_negative_int, default=0, help="seed of arrivals and token counts")
+    load.add_argument("--seed", type=non_negative_int, default=0, help="seed of arrivals and token counts")
     load.add_argument("--json", action="store_true")
     load.set_defaults(handler=_cmd_loadtest)
 

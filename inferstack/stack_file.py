@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from inferstack.documents import parse_document, read_input_file
 from inferstack.errors import input_error
 from inferstack.sizing.calibration import STACK_CALIBRATION_KEY, StackCalibration, read_stack_calibration
 from inferstack.spec import (
@@ -25,9 +26,7 @@ from inferstack.spec import (
     WorkloadSpec,
     for_stack,
     load_workload,
-    parse_document,
     parse_workload,
-    read_input_file,
 )
 
 STACK_WORKLOAD_KEY = "inferstack:workload"

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from inferstack.documents import MAX_INPUT_BYTES
 from inferstack.errors import InputError
 from inferstack.sizing.catalog import CATALOG_REGIONS
 from inferstack.sizing.hardware import gpu_specs
 from inferstack.sizing.models import registry, resolve
 from inferstack.spec import (
-    MAX_INPUT_BYTES,
     MODEL_NAME_PATTERN,
     REGION_PATTERN,
     SOURCE_URI_PATTERN,
@@ -109,7 +109,7 @@ def test_yaml_syntax_error_is_reported_without_a_traceback(tmp_path):
 # In a fresh interpreter: this one has imported yaml already.
 _IMPORT_YAML_THEN_READ = r"""
 import re, sys
-from inferstack.spec import _YAML_NON_PRINTABLE, import_yaml
+from inferstack.documents import _YAML_NON_PRINTABLE, import_yaml
 yaml = import_yaml()
 deferred = type(yaml.reader.Reader.NON_PRINTABLE).__name__ == "_PatternOnFirstUse"
 left_in_cache = any(type(p).__name__ == "_PatternOnFirstUse" for p in getattr(re, "_cache", {}).values())

@@ -14,6 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from inferstack.documents import parse_document, read_input_file
 from inferstack.errors import Problem, input_error
 
 
@@ -287,8 +288,6 @@ _ALIASES = {
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Read a config.json (bounded like a workload file), with errors that say which file and what is wrong."""
-    from inferstack.spec import parse_document, read_input_file  # the one bounded reader of input files
-
     text = read_input_file(path, field="model.config", what="the model's Hugging Face config.json",
                            example="models/my-model/config.json")
     data = parse_document(text, suffix=".json", source=str(path), field="model.config")

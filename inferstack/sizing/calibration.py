@@ -27,14 +27,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from inferstack.documents import parse_document, read_input_file
 from inferstack.errors import InputError, Problem, input_error
-from inferstack.spec import (
-    CALIBRATION_FILE_RULE,
-    CalibrationFile,
-    parse_document,
-    problems_from_validation,
-    read_input_file,
-)
+from inferstack.spec import CALIBRATION_FILE_RULE, CalibrationFile, problems_from_validation
 
 FORMAT_VERSION = 1
 # A measurement ten times off the model says more about the test (wrong deployment, an overloaded client) than

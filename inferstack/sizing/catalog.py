@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from inferstack.clouds import CLOUD_FACTS, Cloud
+from inferstack.documents import parse_document, read_input_file
 from inferstack.errors import Problem, input_error
 from inferstack.sizing.hardware import (
     CATALOG_GPU_IDS,
@@ -26,7 +27,7 @@ from inferstack.sizing.hardware import (
     GpuSpec,
     gpu_specs,
 )
-from inferstack.spec import CLOUDS, CURRENCY_PATTERN, REGION_PATTERN, parse_document, read_input_file
+from inferstack.spec import CLOUDS, CURRENCY_PATTERN, REGION_PATTERN
 
 # The region each cloud's specs were catalogued for (shared/catalog/README.md).
 CATALOG_REGIONS: dict[Cloud, str] = {facts.id: facts.catalog_region for facts in CLOUD_FACTS.values()}
