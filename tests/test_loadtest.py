@@ -320,3 +320,12 @@ def test_loadtest_results_calibrate_the_plan_end_to_end(
     assert same_offer, "the measured offer is no longer feasible"
     assert any(line.startswith("Speed calibrated by 1 load test(s) of llama-3.1-8b bf16 on vllm, 1x ")
                for line in same_offer[0]["rationale"])
+
+
+def test_the_measured_percentiles_are_the_nearest_rank_p50_p95_and_p99_in_milliseconds():
+    # 1..100 ms: nearest rank gives 50, 95 and 99 exactly (a p90 reported as the p95 would read 90).
+    from inferstack.loadtest import Percentiles
+
+    measured = Percentiles.of_seconds([n / 1000 for n in range(100, 0, -1)])
+    assert (measured.p50, measured.p95, measured.p99) == (50.0, 95.0, 99.0)
+    assert Percentiles.of_seconds([]) == Percentiles(0.0, 0.0, 0.0)

@@ -73,3 +73,14 @@ def test_the_stack_program_refuses_the_same_way():
     with pytest.raises(InfeasibleError, match="cannot be shown to meet the budget") as error:
         size_workload(chat_8b(monthly_budget=100, clouds=["aws"]), "aws")
     assert "5x g6e.xlarge in us-east-1: 6,792.65 USD per month, budget 100.00 USD" in str(error.value)
+
+
+def test_a_budget_exactly_the_cheapest_monthly_cost_admits_it():
+    # The budget is a ceiling the deployment may reach: `cost <= budget`, not `<` (a mutation issue 24 found alive).
+    cheapest = plan_workload(chat_8b(), clouds=["aws"]).outcome("aws").chosen
+    assert cheapest is not None and cheapest.price.monthly_ranking is not None
+    exact = plan_workload(chat_8b(monthly_budget=cheapest.price.monthly_ranking.amount), clouds=["aws"])
+    within = exact.outcome("aws").chosen
+    assert within is not None and within.summary() == cheapest.summary()  # the same servers at the same cost
+    below = plan_workload(chat_8b(monthly_budget=cheapest.price.monthly_ranking.amount - 0.01), clouds=["aws"])
+    assert below.outcome("aws").chosen is None or below.outcome("aws").chosen.summary() != cheapest.summary()
