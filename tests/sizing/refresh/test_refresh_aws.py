@@ -117,3 +117,14 @@ def test_rejected_credentials_stop_the_refresh_with_the_variables_to_set(catalog
 
     assert "UnrecognizedClientException" in str(raised.value)
     assert catalog.prices.read_bytes() == before
+
+
+def test_the_page_size_is_the_largest_the_price_list_service_model_allows() -> None:
+    # Stubs accept any MaxResults; the service refuses one above the model's bound (botocore's own service model).
+    import botocore.session
+
+    from inferstack.sizing.refresh.aws import PAGE_SIZE
+
+    bounds = botocore.session.get_session().get_service_model("pricing").operation_model(
+        "GetProducts").input_shape.members["MaxResults"].metadata
+    assert bounds["min"] <= PAGE_SIZE == bounds["max"]
