@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from inferstack.clouds import Cloud
 from inferstack.errors import InfeasibleError
+from inferstack.runtimes import ArtifactFormat, Backend, HealthPath, Runtime
 from inferstack.spec import (
     CURRENCY_PATTERN,
     GPU_NAME_PATTERN,
@@ -46,11 +47,8 @@ LONGEST_ANSWER_MARGIN = 1.25
 # one process each. It bounds a value that becomes systemd unit names and loopback ports on the server.
 MAX_PROCESSES_PER_SERVER = 8
 
-Runtime = Literal["vllm", "llamacpp", "triton"]
-ArtifactFormat = Literal["safetensors", "gguf", "onnx"]
 Quantization = Literal["fp8", "compressed-tensors", "awq", "gptq", "mxfp4", "gguf"]
 """The engines' own names for quantized weights (vLLM `--quantization`; gguf for llama.cpp files)."""
-HealthPath = Literal["/health", "/v2/health/ready"]
 
 # A plan may come from a file or stack config that anyone edited, and its values reach boot scripts, unit files,
 # URLs and paths on the server: every such value is a Literal, an enum or a pattern (the workload spec's, where
@@ -209,7 +207,7 @@ class Serving(_Frozen):
     )
     engine: Engine = Field(
         description="Engine whose efficiency the speed model used (vllm, llamacpp, onnxruntime, ...).")
-    backend: Literal["onnxruntime", "openvino"] | None = Field(
+    backend: Backend | None = Field(
         default=None, description="Triton backend (triton only)."
     )
     port: Port = Field(default=8000, description="HTTP port of the inference API (the server's gateway).")

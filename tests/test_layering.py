@@ -1,5 +1,6 @@
 """Data flows one way: spec → sizing → plan → (bootstrap, components). The pure layers never import Pulumi."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,90 @@ def test_importing_the_cli_leaves_the_garbage_collector_as_it_found_it():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "True True False"
+
+
+#### No import cycles: every import points down the layers ####
+
+def _module_names() -> dict[str, Path]:
+    """Every module of the package and of the benchmarks (run as scripts from their folder, as `fit`, `fidelity`)."""
+    names = {}
+    for path in sorted((ROOT / "inferstack").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        names[f"benchmarks.{path.stem}"] = path
+    return names
+
+
+def imports_of(module: str, path: Path, modules: set[str]) -> set[str]:
+    """The project modules `module` imports anywhere in its source: at the top, inside functions (an import there
+    only hides a cycle until the function runs) and under TYPE_CHECKING (a cycle of types is a cycle of design)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {m for alias in node.names if (m := known(alias.name))}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parents = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parents, *([base] if base else [])])
+            elif module.startswith("benchmarks.") and f"benchmarks.{base}" in modules:
+                base = f"benchmarks.{base}"  # a benchmark imports its neighbours as top-level modules
+            found |= {m for alias in node.names if (m := known(f"{base}.{alias.name}") or known(base))}
+    return found - {module}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle_through_an_import_inside_a_function(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from inferstack.b import x\n")
+    (tmp_path / "b.py").write_text("def f():\n    from inferstack.a import y\n")
+    (tmp_path / "c.py").write_text("from typing import TYPE_CHECKING\n"
+                                   "if TYPE_CHECKING:\n    from inferstack.a import z\n")
+    modules = {"inferstack.a", "inferstack.b", "inferstack.c"}
+    graph = {m: imports_of(m, tmp_path / f"{m.rsplit('.', 1)[1]}.py", modules) for m in modules}
+    assert graph["inferstack.c"] == {"inferstack.a"}
+    assert import_cycles(graph) == [["inferstack.a", "inferstack.b"]]
+
+
+def test_no_module_of_the_package_or_the_benchmarks_is_part_of_an_import_cycle() -> None:
+    modules = _module_names()
+    graph = {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
+    assert import_cycles(graph) == [], "move what both modules need below them, or pass it as an argument"

@@ -9,98 +9,13 @@ reference.
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Annotated, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
-
-from inferstack.bootstrap.gateway import CacheEndpoint, ServerGroup
-from inferstack.bootstrap.telemetry import TelemetryTarget
-from inferstack.clouds import CLOUD_FACTS, Cloud
-from inferstack.errors import Problem
+from inferstack.bootstrap.options import BootstrapOptions, bucket_problem
+from inferstack.bootstrap.render import RenderedBootstrap, render
+from inferstack.clouds import Cloud
 from inferstack.plan import DeploymentPlan
-from inferstack.spec import REGION_PATTERN
 
-if TYPE_CHECKING:
-    from inferstack.bootstrap.render import RenderedBootstrap
-
-InstallMode = Literal["auto", "container", "native"]
-
-# Names as the four clouds' stores allow them (SSM parameter paths, Secret Manager ids or resource names, KMS and
-# CSMS secret names), never starting with a dash (they are command-line words on the server).
-SECRET_REF_PATTERN = r"^[A-Za-z0-9/_][A-Za-z0-9/_.@+=-]{0,254}$"
-# HTTPS anywhere; plain HTTP only to this machine's loopback (test servers): a token is never sent in clear.
-ENDPOINT_PATTERN = (r"^(https://[a-z0-9.-]+|http://(127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}|localhost|\[::1\]))"
-                    r"(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$")
-# Any cloud's bucket (the cloud's own grammar is checked by `bucket_problem` once the cloud is known).
-ANY_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"
-
-SecretRef = Annotated[str, StringConstraints(pattern=SECRET_REF_PATTERN)]
-Endpoint = Annotated[str, StringConstraints(pattern=ENDPOINT_PATTERN)]
-
-
-def bucket_problem(cloud: Cloud, bucket: str, field: str) -> Problem | None:
-    """A Problem when `bucket` is not a bucket name on `cloud` (the grammar the server's own code checks too)."""
-    rule = CLOUD_FACTS[cloud].bucket_name_pattern
-    if re.fullmatch(rule, bucket):
-        return None
-    return Problem(field, f"is not a bucket name that {cloud} accepts", value=bucket,
-                   fix="give the bucket's name alone (3-63 lowercase letters, digits and hyphens; no scheme, "
-                       "host, path or credentials)")
-
-
-class BootstrapOptions(BaseModel):
-    """Deploy-time facts the plan does not know: where the model and the secrets live."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model_bucket: str = Field(pattern=ANY_BUCKET_PATTERN,
-                              description="Bucket that holds the model files under plan.model.bucket_prefix.")
-    region: str = Field(pattern=REGION_PATTERN, description="Cloud region of the bucket and the secret store.")
-    api_key_secret: SecretRef | None = Field(
-        default=None,
-        description="Reference to the endpoint API key in the cloud's secret store (SSM parameter name, GCP secret id, "
-                    "Alibaba KMS secret name, Huawei CSMS secret name); None serves without an API key.",
-    )
-    hub_token_secret: SecretRef | None = Field(
-        default=None,
-        description="Reference to a Hugging Face Hub token in the same store, fetched with the API key at each "
-                    "service start and given to the runtime as HF_TOKEN (vLLM and llama.cpp use it for files they "
-                    "download from the hub; Triton ignores it). None: no token.",
-    )
-    install_mode: InstallMode = Field(
-        default="auto",
-        description="container (Docker + NVIDIA Container Toolkit), native (distro packages / venv), or auto (per "
-                    "runtime).",
-    )
-    storage_endpoint: Endpoint | None = Field(
-        default=None,
-        description="Object-storage endpoint override (private endpoints; the loopback server in tests).",
-    )
-    secret_endpoint: Endpoint | None = Field(
-        default=None,
-        description="Secret-store endpoint override (VPC endpoints; the loopback server in tests).",
-    )
-    metadata_endpoint: Endpoint | None = Field(
-        default=None,
-        description="Instance-metadata endpoint override (tests); None uses the cloud's link-local metadata "
-                    "server.",
-    )
-    cache: CacheEndpoint | None = Field(
-        default=None,
-        description="The deployment's managed Redis, for a plan with a cache: the gateway keeps deterministic answers "
-                    "there (TLS, AUTH token fetched from the secret store at each start). None: no cache.",
-    )
-    telemetry: TelemetryTarget | None = Field(
-        default=None,
-        description="Where the cloud's monitoring agent sends the server's metrics and logs "
-                    "(`bootstrap.telemetry`). None: no agent is installed.",
-    )
-    group: ServerGroup = Field(
-        default="main",
-        description="The server group this bootstrap is for: `main`, or `canary` for the canary's group beside it. "
-                    "The cache keys each group's answers apart: a canary's answer is never served by the main group.",
-    )
+# The bootstrap's face: a plan rendered with its options, and a brought bucket's name checked before a deploy.
+__all__ = ["BootstrapOptions", "RenderedBootstrap", "bucket_problem", "render_bootstrap"]
 
 
 def render_bootstrap(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions) -> RenderedBootstrap:
@@ -110,6 +25,4 @@ def render_bootstrap(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptio
     Raises InputError, naming the field, when the plan or the options cannot be rendered (a runtime without an
     install for the requested mode, a cloud that differs from the plan's, a bucket name the cloud refuses).
     """
-    from inferstack.bootstrap.render import render
-
     return render(plan, cloud, options)

@@ -20,8 +20,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from inferstack.bootstrap.runtimes import RUNTIME_PINS, Mode, image_for, runtime_processes
+from inferstack.bootstrap.runtimes import image_for, native_install, runtime_processes
 from inferstack.plan import DeploymentPlan
+from inferstack.runtimes import RUNTIME_FACTS, Mode
 from inferstack.spec import Engine, KvCacheDtype, Precision
 
 CONFIG_PATH = "/etc/inferstack/gateway.conf"
@@ -37,9 +38,6 @@ WORKER_USER = "www-data"
 MAX_REQUEST_BODY_MIB = 16
 LB_KEEPALIVE_S = 600
 """The longest a cloud's load balancer keeps an idle connection to a backend (Google Cloud's fixed 600 s)."""
-
-# The routes each runtime serves to clients, as nginx prefix locations (behind the key).
-API_PREFIXES = {"vllm": ("/v1/",), "llamacpp": ("/v1/",), "triton": ("/v2/models/",)}
 
 ServerGroup = Literal["main", "canary"]
 """Which of a deployment's server groups a server belongs to: the main group, or the canary beside it."""
@@ -92,12 +90,6 @@ NGINX_MODULES = ("/usr/lib/nginx/modules/ndk_http_module.so", "/usr/lib/nginx/mo
 CACHE_APT_PACKAGES = ("libnginx-mod-http-lua", "lua-nginx-redis", "lua-cjson")
 """The distribution's packages of the caching path: OpenResty's lua-nginx-module for Debian's nginx, lua-resty-redis
 (as `nginx.redis`) and lua-cjson; installed only when the plan has a cache."""
-# Deterministic requests per runtime: routes whose answer depends on the request alone, and completion routes that
-# are deterministic at temperature 0 (greedy decoding) with a single choice.
-CACHE_DETERMINISTIC_PREFIXES = {"vllm": ("/v1/embeddings", "/v1/classify", "/v1/score", "/v1/rerank"),
-                                "llamacpp": ("/v1/embeddings",), "triton": ("/v2/models/",)}
-CACHE_COMPLETION_ROUTES = {"vllm": ("/v1/completions", "/v1/chat/completions"),
-                           "llamacpp": ("/v1/completions", "/v1/chat/completions"), "triton": ()}
 
 CacheHost = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$")]
 """A DNS name or an IPv4 address, as the clouds give a managed Redis's endpoint."""
@@ -123,13 +115,13 @@ class CacheEndpoint(BaseModel):
 
 
 def runtime_build(plan: DeploymentPlan, mode: Mode) -> str:
-    """The pinned build of the runtime that answers (runtimes.RUNTIME_PINS): its container image, or the package
+    """The pinned build of the runtime that answers (its `RuntimeFacts`): its container image, or the package
     natively. Two builds of one runtime may answer one greedy request differently (another llama.cpp, torch or
     CUDA kernel)."""
     if mode == "container":
         return image_for(plan)
-    pin = RUNTIME_PINS[plan.serving.runtime]
-    return f"{pin.pip_distribution}=={pin.pip_version}"
+    native = native_install(plan)
+    return f"{native.pip_distribution}=={native.pip_version}"
 
 
 def cache_scope(plan: DeploymentPlan, mode: Mode, group: ServerGroup) -> str:
@@ -149,15 +141,15 @@ def _lua_settings(plan: DeploymentPlan, cache: CacheEndpoint, scope: str) -> str
     """The Lua table inferstack_cache.init receives: every value pattern-checked, written as JSON strings and numbers
     (which Lua reads the same)."""
     assert plan.cache is not None
-    runtime = plan.serving.runtime
+    runtime = RUNTIME_FACTS[plan.serving.runtime]
     generative = plan.model.kind == "image_generation"  # diffusion samples noise: never deterministic
     values = {"scope": scope, "ttl_seconds": plan.cache.ttl_seconds, "max_request_bytes": CACHE_MAX_REQUEST_BYTES,
               "host": cache.host, "port": cache.port, "server_name": cache.host, "auth_file": CACHE_AUTH_FILE}
     lines = [f"{key} = {json.dumps(value)}" for key, value in values.items()]
     lines += ["tls = true", f"verify = {'true' if cache.verify else 'false'}"]
-    paths = () if generative else CACHE_DETERMINISTIC_PREFIXES[runtime]
+    paths = () if generative else runtime.cache_deterministic_prefixes
     lines.append("paths = {" + ", ".join(json.dumps(p) for p in paths) + "}")
-    lines.append("completions = {" + ", ".join(json.dumps(p) for p in CACHE_COMPLETION_ROUTES[runtime]) + "}")
+    lines.append("completions = {" + ", ".join(json.dumps(p) for p in runtime.cache_completion_routes) + "}")
     return ", ".join(lines)
 
 
@@ -301,7 +293,7 @@ def gateway_config(plan: DeploymentPlan, *, api_key: bool, mode: Mode, group: Se
     locations = _health_location(plan.serving.health_path) + "".join(
         f"        location {prefix} {{\n{key_check}{_CACHE_HANDLERS if cache else ''}"
         "            proxy_pass http://inferstack_runtime;\n"
-        "        }\n" for prefix in API_PREFIXES[plan.serving.runtime])
+        "        }\n" for prefix in RUNTIME_FACTS[plan.serving.runtime].api_prefixes)
     cache_http = _cache_http(plan, cache, cache_scope(plan, mode, group))
     refusals = _client_limit(limit) + (_UNAUTHORIZED if api_key else "")
     return f"""\

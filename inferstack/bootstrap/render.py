@@ -24,23 +24,22 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
 
 import yaml
 
 from inferstack.bootstrap import gateway, telemetry
+from inferstack.bootstrap.options import BootstrapOptions, bucket_problem
 from inferstack.bootstrap.runtimes import (
     DOCKER_VERSION_PIN,
     NVIDIA_CONTAINER_TOOLKIT_VERSION,
     NVIDIA_DRIVER_BRANCH,
     RUNTIME_HOME,
-    RUNTIME_PINS,
     RUNTIME_USER,
     Env,
-    Mode,
     RuntimeProcess,
     Word,
     image_for,
+    native_install,
     resolve_mode,
     runtime_processes,
     server_args,
@@ -48,9 +47,7 @@ from inferstack.bootstrap.runtimes import (
 from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan
-
-if TYPE_CHECKING:
-    from inferstack.bootstrap import BootstrapOptions
+from inferstack.runtimes import RUNTIME_FACTS, Mode
 
 LIB_DIR = "/usr/local/lib/inferstack"
 CONFIG_DIR = "/etc/inferstack"
@@ -136,8 +133,6 @@ def _without_docs_and_hints(tree: ast.Module) -> ast.Module:
 
 def _check_inputs(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions) -> None:
     """What the types alone cannot say: the plan's cloud, the bucket's grammar there, a format the runtime serves."""
-    from inferstack.bootstrap import bucket_problem  # the cloud's bucket grammar lives with the server's code
-
     if plan.cloud != cloud:
         raise input_error("cloud", f"does not match the plan's cloud {plan.cloud!r}", value=cloud,
                           fix=f"render the plan for {plan.cloud!r}, or plan for {cloud!r}")
@@ -147,10 +142,10 @@ def _check_inputs(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions)
     if options.cache is not None and plan.cache is None:
         raise input_error("options.cache", "is given for a plan without a cache", value=options.cache.host,
                           fix="plan a workload with a `cache:` block, or leave the cache endpoint out")
-    expected_format = {"vllm": ("safetensors",), "llamacpp": ("gguf",), "triton": ("onnx",)}[plan.serving.runtime]
-    if plan.model.artifact_format not in expected_format:
+    expected_format = RUNTIME_FACTS[plan.serving.runtime].artifact_format
+    if plan.model.artifact_format != expected_format:
         raise input_error("plan.model.artifact_format", f"{plan.serving.runtime} cannot serve this format",
-                          value=plan.model.artifact_format, fix=f"use {' or '.join(expected_format)} files")
+                          value=plan.model.artifact_format, fix=f"use {expected_format} files")
 
 
 #### systemd ####
@@ -224,8 +219,8 @@ def container_command(plan: DeploymentPlan, options: BootstrapOptions, process: 
 
 
 def native_command(plan: DeploymentPlan, process: RuntimeProcess) -> list[Word]:
-    program = {"llamacpp": [f"{LIB_DIR}/llamacpp_server.py"],
-               "vllm": ["-m", "vllm.entrypoints.openai.api_server"]}[plan.serving.runtime]
+    native = native_install(plan)
+    program = [f"{LIB_DIR}/{native.program}"] if native.shipped else ["-m", native.program]
     return [f"{VENV}/bin/python3", *program, *server_args(plan, "native", process.port)]
 
 
@@ -321,7 +316,7 @@ def boot_unit() -> str:
 def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, mode: Mode,
                   bundle_key: str, bundle_sha256: str) -> str:
     """Settings every boot program reads (no secret: only the secret's name)."""
-    pin = RUNTIME_PINS[plan.serving.runtime]
+    native = native_install(plan) if mode == "native" else None
     settings = {
         "INFERSTACK_CLOUD": cloud, "INFERSTACK_REGION": options.region, "DEVICE": plan.device,
         "RUNTIME": plan.serving.runtime, "INSTALL_MODE": mode, "PORT": str(plan.serving.port),
@@ -341,10 +336,10 @@ def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions,
         "NVIDIA_CONTAINER_TOOLKIT_VERSION": NVIDIA_CONTAINER_TOOLKIT_VERSION,
         "DOCKER_VERSION_PIN": DOCKER_VERSION_PIN,
         "RUNTIME_IMAGE": image_for(plan) if mode == "container" else "",
-        "PIP_REQUIREMENT": (pin.pip_requirement or "") if mode == "native" else "",
-        "PIP_DISTRIBUTION": pin.pip_distribution if mode == "native" else "",
-        "PIP_VERSION": pin.pip_version if mode == "native" else "",
-        "APT_PACKAGES": ",".join(pin.apt_packages) if mode == "native" else "",
+        "PIP_REQUIREMENT": native.pip_requirement if native else "",
+        "PIP_DISTRIBUTION": native.pip_distribution if native else "",
+        "PIP_VERSION": native.pip_version if native else "",
+        "APT_PACKAGES": ",".join(native.apt_packages) if native else "",
     }
     if options.cache:  # the gateway's caching path: Debian's and Ubuntu's packages (gateway.CACHE_APT_PACKAGES)
         settings["GATEWAY_APT_PACKAGES"] = ",".join(gateway.CACHE_APT_PACKAGES)
@@ -366,8 +361,9 @@ def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, 
         FileSpec(f"{LIB_DIR}/model_sync.py", shipped_copy("model_sync.py"), "0755"),
         FileSpec(f"{LIB_DIR}/fetch_secret.py", shipped_copy("fetch_secret.py"), "0755"),
     ]
-    if mode == "native" and plan.serving.runtime == "llamacpp":
-        files.append(FileSpec(f"{LIB_DIR}/llamacpp_server.py", shipped_copy("llamacpp_server.py"), "0644"))
+    native = native_install(plan) if mode == "native" else None
+    if native and native.shipped:  # a server program of our own (llama-cpp-python's, with its health route)
+        files.append(FileSpec(f"{LIB_DIR}/{native.program}", shipped_copy(native.program), "0644"))
     if options.cache:
         files.append(FileSpec(f"{gateway.CACHE_LUA_DIR}/inferstack_cache.lua", shipped_copy("inferstack_cache.lua"),
                               "0644"))

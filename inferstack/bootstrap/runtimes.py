@@ -1,4 +1,8 @@
-"""The inference runtimes the bootstrap installs: one pinned table, and the command line each one runs.
+"""How the bootstrap installs and starts each inference runtime: the install mode, and each runtime's command line.
+
+What each runtime is (images and pins, native install, routes, metrics) is its entry in `inferstack.runtimes`; what
+is code stays here: the install mode a plan gets (`resolve_mode`) and each runtime's command line, with what its native
+server refuses (`COMMANDS`, one `RuntimeCommand` per runtime).
 
 The runtime never faces the network and never sees the API key: it listens on 127.0.0.1:RUNTIME_PORT (in a
 container, published on the host's loopback only), runs as the unprivileged user RUNTIME_USER, and the gateway
@@ -12,14 +16,13 @@ resolve each tag once on a machine with registry access and replace the tag with
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from inferstack.errors import input_error
-from inferstack.plan import DeploymentPlan, Runtime
-
-Mode = Literal["container", "native"]
-Device = Literal["cpu", "gpu"]
+from inferstack.plan import DeploymentPlan
+from inferstack.runtimes import LLAMACPP, RUNTIME_FACTS, TRITON, VLLM, Device, Mode, NativeInstall, RuntimeFacts
 
 RUNTIME_PORT = 18000
 """Where the runtime listens, on the host's loopback only; the gateway forwards to it. A plan with several model
@@ -40,98 +43,26 @@ DOCKER_VERSION_PIN = "5:28"
 """Docker Engine 28.x from download.docker.com: the apt pin is `5:28.*` (the full version differs per release)."""
 
 
-@dataclass(frozen=True)
-class RuntimePin:
-    """How one runtime is installed and started, per install mode."""
-
-    runtime: Runtime
-    image_cpu: str | None
-    """Container image for CPU servers (None: the runtime has no CPU build)."""
-    image_gpu: str | None
-    """Container image for GPU servers."""
-    pip_requirement: str | None
-    """Native install: what pip installs into /opt/inferstack/venv (None: no native install)."""
-    pip_distribution: str
-    pip_version: str
-    apt_packages: tuple[str, ...]
-    """Debian/Ubuntu packages the native install needs (compilers when pip builds from source)."""
-    native_devices: tuple[Device, ...]
-    default_mode: dict[Device, Mode]
-
-
-RUNTIME_PINS: dict[Runtime, RuntimePin] = {
-    # vLLM v0.12.0: tag seen on Docker Hub (vllm/vllm-openai:v0.12.0); the PyPI wheel of the same version ships
-    # CUDA kernels, so native mode needs only a driver.
-    "vllm": RuntimePin(
-        runtime="vllm", image_cpu=None, image_gpu="vllm/vllm-openai:v0.12.0",
-        pip_requirement="vllm==0.12.0", pip_distribution="vllm", pip_version="0.12.0",
-        apt_packages=("python3-venv",), native_devices=("gpu",),
-        default_mode={"gpu": "container", "cpu": "container"}),
-    # llama.cpp: server images from ggml-org (build b9603; `server-cuda12-b9603` seen on the package page, CPU
-    # tag follows the documented `server-<build>` naming). Native: llama-cpp-python builds llama.cpp from the
-    # PyPI source distribution (CPU only; a CUDA build needs the CUDA toolkit, use container mode on GPUs).
-    # `auto` runs llama.cpp's own llama-server on CPUs too: it serves the plan's slots at once (`-np`, continuous
-    # batching), where llama-cpp-python's server serves one request at a time (one lock per model,
-    # llama_cpp/server/app.py), so only the container gives the capacity the plan counts. A CPU plan with several
-    # processes still runs natively (`resolve_mode`: NUMA binding), each process one request at a time.
-    "llamacpp": RuntimePin(
-        runtime="llamacpp", image_cpu="ghcr.io/ggml-org/llama.cpp:server-b9603",
-        image_gpu="ghcr.io/ggml-org/llama.cpp:server-cuda12-b9603",
-        pip_requirement="llama-cpp-python[server]==0.3.16", pip_distribution="llama_cpp_python",
-        pip_version="0.3.16", apt_packages=("python3-venv", "python3-dev", "build-essential"),
-        native_devices=("cpu",),
-        default_mode={"gpu": "container", "cpu": "container"}),
-    # Triton 25.10 (CUDA 13.0; data-center GPUs also run on R535+ drivers). The same image serves CPU-only hosts
-    # and carries both the ONNX Runtime and OpenVINO backends. Triton is container-only in practice: NVIDIA
-    # ships no distro packages or wheels of the server.
-    "triton": RuntimePin(
-        runtime="triton", image_cpu="nvcr.io/nvidia/tritonserver:25.10-py3",
-        image_gpu="nvcr.io/nvidia/tritonserver:25.10-py3", pip_requirement=None, pip_distribution="",
-        pip_version="", apt_packages=(), native_devices=(),
-        default_mode={"gpu": "container", "cpu": "container"}),
-}
-
-
 def resolve_mode(plan: DeploymentPlan, requested: str) -> Mode:
     """The install mode for `plan`: the requested one when the runtime supports it there, else a clear error."""
     mode = _mode(plan, requested)
-    if mode == "native" and plan.serving.runtime == "llamacpp" and plan.serving.max_answer_tokens:
-        # llama-cpp-python's server takes each request's max_tokens as it comes (its settings have no server-side
-        # cap; llama_cpp/server/settings.py, verify): the load balancer would cut the longer answers instead.
-        raise input_error("plan.serving.max_answer_tokens", "is a cap llama.cpp's native install (llama-cpp-python) "
-                          "cannot enforce, and the load balancer would cut longer answers",
-                          value=plan.serving.max_answer_tokens,
-                          fix="use install_mode='container' (llama-server, which caps answers with -n), or plan "
-                          "with one process per server")
-    slots = plan.serving.max_num_seqs or 1
-    if mode == "native" and plan.serving.runtime == "llamacpp" and slots > 1:
-        # The plan's capacity counts its slots at once; llama-cpp-python would serve them one after another.
-        served = (f"llama.cpp's native install (llama-cpp-python) serves one request at a time per process, and the "
-                  f"plan counts {slots} at once (serving.max_num_seqs)")
-        if plan.serving.processes == 1 and requested == "native":
-            raise input_error("options.install_mode", served, value=requested,
-                              fix="use install_mode='container' or 'auto' (llama-server, which serves the slots)")
-        # Several CPU processes run natively in every mode (NUMA binding): the plan is what does not fit.
-        raise input_error("plan.serving.max_num_seqs", f"{served}, and its {plan.serving.processes} processes run "
-                          "natively (only systemd binds each to its NUMA node)", value=slots,
-                          fix="plan it again: the planner sizes each of several CPU processes at one request")
+    refuse_natively = COMMANDS[plan.serving.runtime].refuse_natively
+    if mode == "native" and refuse_natively is not None:
+        refuse_natively(plan, requested)
     return mode
 
 
 def _mode(plan: DeploymentPlan, requested: str) -> Mode:
-    pin = RUNTIME_PINS[plan.serving.runtime]
+    facts = RUNTIME_FACTS[plan.serving.runtime]
     device: Device = plan.device
     if requested == "auto":
-        if device == "cpu" and plan.serving.processes > 1 and "cpu" in pin.native_devices:
-            return "native"  # only systemd binds each process to its NUMA node (see below)
-        return pin.default_mode[device]
-    if requested == "native" and device not in pin.native_devices:
-        supported = " and ".join(pin.native_devices) or "no"
+        return facts.auto_mode(device, plan.serving.processes)
+    if requested == "native" and device not in facts.native_devices:
+        supported = " and ".join(facts.native_devices) or "no"
         raise input_error(
             "options.install_mode", f"{plan.serving.runtime} has no native install on {device} servers "
             f"(native supports {supported} servers)", value=requested, fix="use install_mode='container' or 'auto'")
-    image = pin.image_gpu if device == "gpu" else pin.image_cpu
-    if requested == "container" and image is None:
+    if requested == "container" and facts.image(device) is None:
         raise input_error("options.install_mode", f"{plan.serving.runtime} has no container image for {device}",
                           value=requested, fix="use install_mode='native' or 'auto'")
     mode: Mode = "native" if requested == "native" else "container"
@@ -144,12 +75,19 @@ def _mode(plan: DeploymentPlan, requested: str) -> Mode:
 
 
 def image_for(plan: DeploymentPlan) -> str:
-    pin = RUNTIME_PINS[plan.serving.runtime]
-    image = pin.image_gpu if plan.device == "gpu" else pin.image_cpu
+    image = RUNTIME_FACTS[plan.serving.runtime].image(plan.device)
     if image is None:
         raise input_error("plan.serving.runtime", f"{plan.serving.runtime} does not run on {plan.device} servers",
                           value=plan.serving.runtime, fix="plan a GPU server for vLLM")
     return image
+
+
+def native_install(plan: DeploymentPlan) -> NativeInstall:
+    """The runtime's install without a container (`resolve_mode` refuses native mode for a runtime without one)."""
+    native = RUNTIME_FACTS[plan.serving.runtime].native
+    if native is None:
+        raise ValueError(f"{plan.serving.runtime} has no native install")
+    return native
 
 
 #### Processes ####
@@ -270,6 +208,13 @@ def llamacpp_python_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_P
     return args
 
 
+def llamacpp_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> list[Word]:
+    """llama-server in its container; llama-cpp-python natively."""
+    if mode == "native":
+        return llamacpp_python_args(plan, mode, port)
+    return llamacpp_server_args(plan, mode, port)
+
+
 def triton_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> list[Word]:
     serving = plan.serving
     args: list[Word] = ["tritonserver", ("--model-repository=", Env("TRITON_REPO")), f"--http-port={port}",
@@ -279,10 +224,49 @@ def triton_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> l
     return args
 
 
+#### Each runtime's command ####
+
+
+def refuse_llamacpp_python(plan: DeploymentPlan, requested: str) -> None:
+    """What llama-cpp-python's server (llama.cpp's native install) cannot serve, refused naming the fix."""
+    if plan.serving.max_answer_tokens:
+        # llama-cpp-python's server takes each request's max_tokens as it comes (its settings have no server-side
+        # cap; llama_cpp/server/settings.py, verify): the load balancer would cut the longer answers instead.
+        raise input_error("plan.serving.max_answer_tokens", "is a cap llama.cpp's native install (llama-cpp-python) "
+                          "cannot enforce, and the load balancer would cut longer answers",
+                          value=plan.serving.max_answer_tokens,
+                          fix="use install_mode='container' (llama-server, which caps answers with -n), or plan "
+                          "with one process per server")
+    slots = plan.serving.max_num_seqs or 1
+    if slots > 1:
+        # The plan's capacity counts its slots at once; llama-cpp-python would serve them one after another.
+        served = (f"llama.cpp's native install (llama-cpp-python) serves one request at a time per process, and the "
+                  f"plan counts {slots} at once (serving.max_num_seqs)")
+        if plan.serving.processes == 1 and requested == "native":
+            raise input_error("options.install_mode", served, value=requested,
+                              fix="use install_mode='container' or 'auto' (llama-server, which serves the slots)")
+        # Several CPU processes run natively in every mode (NUMA binding): the plan is what does not fit.
+        raise input_error("plan.serving.max_num_seqs", f"{served}, and its {plan.serving.processes} processes run "
+                          "natively (only systemd binds each to its NUMA node)", value=slots,
+                          fix="plan it again: the planner sizes each of several CPU processes at one request")
+
+
+class RuntimeCommand(NamedTuple):
+    """How the bootstrap starts one runtime: its command line in an install mode, and the plans its native server
+    cannot serve (raises InputError; None: it serves what its container serves)."""
+
+    runtime: RuntimeFacts
+    args: Callable[[DeploymentPlan, Mode, int], list[Word]]
+    refuse_natively: Callable[[DeploymentPlan, str], None] | None = None
+
+
+COMMANDS: Mapping[str, RuntimeCommand] = {command.runtime.id: command for command in (
+    RuntimeCommand(VLLM, vllm_args),
+    RuntimeCommand(LLAMACPP, llamacpp_args, refuse_natively=refuse_llamacpp_python),
+    RuntimeCommand(TRITON, triton_args),
+)}
+"""Every runtime's command, by runtime id (`tests/test_runtimes.py`: one per entry of RUNTIME_FACTS)."""
+
+
 def server_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> list[Word]:
-    runtime = plan.serving.runtime
-    if runtime == "vllm":
-        return vllm_args(plan, mode, port)
-    if runtime == "llamacpp":
-        return llamacpp_python_args(plan, mode, port) if mode == "native" else llamacpp_server_args(plan, mode, port)
-    return triton_args(plan, mode, port)
+    return COMMANDS[plan.serving.runtime].args(plan, mode, port)

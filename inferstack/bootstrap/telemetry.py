@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from inferstack.bootstrap.gateway import ACCESS_LOG
-from inferstack.bootstrap.runtimes import Mode, resolve_mode, runtime_processes
+from inferstack.bootstrap.runtimes import RuntimeProcess, resolve_mode, runtime_processes
 from inferstack.clouds import Cloud
 from inferstack.plan import DeploymentPlan
+from inferstack.runtimes import RUNTIME_FACTS, Mode
 
 AGENT_UNIT = "inferstack-agent"
 """The oneshot unit that installs and configures the cloud's agent (`agent_unit`); boot.sh starts it, never waits."""
@@ -73,18 +74,24 @@ class Sources:
 def sources(plan: DeploymentPlan, mode: Mode | None = None) -> Sources:
     """What the agent collects on a server of `plan` installed in `mode` (None: as `install_mode: auto` installs it)."""
     processes = runtime_processes(plan)
-    runtime = plan.serving.runtime
-    mode = mode or resolve_mode(plan, "auto")
-    if runtime == "vllm" or (runtime == "llamacpp" and mode == "container"):
-        # vLLM serves /metrics on its API port, and so does llama-server with --metrics (runtimes.py)
-        urls = tuple(f"http://127.0.0.1:{p.port}/metrics" for p in processes)
-    elif runtime == "triton" and plan.serving.metrics_port:
-        urls = (f"http://127.0.0.1:{plan.serving.metrics_port}/metrics",)
-    else:  # llama-cpp-python's server (native llama.cpp) has no metrics endpoint
-        urls = ()
+    urls = metrics_urls(plan, processes, mode or resolve_mode(plan, "auto"))
     return Sources(metrics_urls=urls, gpu=plan.device == "gpu", disks=("/",),
                    units=(*(p.name for p in processes), "inferstack-gateway", "inferstack-boot"),
                    files=(ACCESS_LOG, BOOT_LOG))
+
+
+def metrics_urls(plan: DeploymentPlan, processes: list[RuntimeProcess], mode: Mode) -> tuple[str, ...]:
+    """The runtime's Prometheus endpoints on loopback: `/metrics` on each process's API port (vLLM; llama-server
+    with --metrics), or on the runtime's own metrics port (Triton); none from a native server without one
+    (llama-cpp-python's)."""
+    facts = RUNTIME_FACTS[plan.serving.runtime]
+    if mode == "native" and facts.native is not None and not facts.native.serves_metrics:
+        return ()
+    if facts.metrics_port is None:
+        return tuple(f"http://127.0.0.1:{p.port}/metrics" for p in processes)
+    if plan.serving.metrics_port:
+        return (f"http://127.0.0.1:{plan.serving.metrics_port}/metrics",)
+    return ()
 
 
 def agent_unit() -> str:

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.plan import COLD_START_PHASES, ColdStart, ColdStartPhase, ColdStartPhaseName
+from inferstack.runtimes import RUNTIME_FACTS
 
 GIB = 2**30
 GB = 10**9
@@ -31,6 +32,7 @@ MIB = 2**20
 
 #### Per-cloud facts ####
 # Whether a cloud's GPU image has the driver, and which boot disk its servers get: inferstack.clouds.CLOUD_FACTS.
+# Each runtime's image download, native build and warm-up: inferstack.runtimes.RUNTIME_FACTS.
 
 
 def block_volume_bytes_per_s(cloud: Cloud, disk_gib: int) -> float:
@@ -68,18 +70,9 @@ FAST_PHASE_S: Mapping[ColdStartPhaseName, int] = {"metadata_firewall": 1, "gatew
 < 1 s; service measured at 0.3 s in the end-to-end test)."""
 CONTAINER_TOOLS_S = 60
 """Installing Docker Engine (and, on GPUs, the NVIDIA Container Toolkit) from their apt repositories (assumption)."""
-RUNTIME_IMAGE_DOWNLOAD_GB: Mapping[str, float] = {"vllm": 10, "triton": 12, "llamacpp": 2}
-"""Compressed bytes `docker pull` downloads: vLLM's image ~10 GB (docs/bootstrap.md); Triton's and llama.cpp's CUDA
-server image: assumptions (llama.cpp's CPU image is smaller; the CUDA image's figure is kept, an upper bound)."""
 IMAGE_PULL_BYTES_PER_S = 100 * MB
 """What `docker pull` achieves at best: it downloads 3 layers at a time (dockerd `--max-concurrent-downloads`, default
 3) and gunzips each on one core (assumption: 100 MB/s, not measured)."""
-NATIVE_INSTALL_S: Mapping[str, int] = {"llamacpp": 240}
-"""pip builds llama.cpp from source: 3-4 min on 2 cores (measured in the end-to-end test, docs/bootstrap.md)."""
-CONTAINER_RUNTIMES = frozenset({("vllm", "gpu"), ("triton", "gpu"), ("triton", "cpu"), ("llamacpp", "gpu"),
-                                ("llamacpp", "cpu")})
-"""What the bootstrap's `auto` install mode runs in a container (inferstack/bootstrap/runtimes.py `resolve_mode`), but
-for a CPU plan with several processes, which runs natively; a test keeps them equal."""
 
 DEFAULT_NETWORK_GBPS = 5.0
 """Instance bandwidth where instances.csv has no `network_gbps` (every AWS, GCP and Huawei CPU type, most GCP GPU
@@ -96,9 +89,6 @@ SHA256_BYTES_PER_S = 1 * GIB
 LOCAL_NVME_BYTES_PER_S = 1 * GB
 """Sequential read or write of instance-store NVMe (assumption: 1 GB/s; single NVMe SSDs do 2-3 GB/s, cloud instance
 store slices less)."""
-ENGINE_WARMUP_S: Mapping[str, int] = {"vllm": 90, "llamacpp": 0, "triton": 0}
-"""vLLM's start, torch.compile and CUDA-graph capture (assumption, from docs/bootstrap.md: an 8B model loads in 1-3 min
-including its weights); llama.cpp and Triton start in seconds."""
 
 GRACE_FACTOR = 1.5
 MIN_SCALE_IN_COOLDOWN_S = 900
@@ -150,10 +140,14 @@ def _driver(server: Server) -> ColdStartPhase:
 
 
 def _runtime(server: Server) -> ColdStartPhase:
-    if (server.runtime, server.device) not in CONTAINER_RUNTIMES or (server.device == "cpu" and server.processes > 1):
-        return ColdStartPhase(phase="runtime", seconds=NATIVE_INSTALL_S[server.runtime],
-                              basis="pip builds llama.cpp (measured, 2 cores)")
-    image_bytes = RUNTIME_IMAGE_DOWNLOAD_GB[server.runtime] * GB
+    """Installed the way the bootstrap's `auto` install mode installs it (`RuntimeFacts.auto_mode`)."""
+    facts = RUNTIME_FACTS[server.runtime]
+    if facts.auto_mode(server.device, server.processes) == "native":
+        install = facts.native.install if facts.native else None
+        if install is None:
+            raise ValueError(f"no native install time for {server.runtime}: add its NativeInstall.install")
+        return ColdStartPhase(phase="runtime", seconds=install.seconds, basis=install.basis)
+    image_bytes = facts.image_download_gb * GB
     rate, limit = min((network_bytes_per_s(server), "network"), (IMAGE_PULL_BYTES_PER_S, "docker pull"))
     pull_s = math.ceil(image_bytes / rate)
     return ColdStartPhase(
@@ -175,7 +169,7 @@ def _model_load(server: Server) -> ColdStartPhase:
     model_bytes = server.model_gib * GIB
     rate, where = model_disk_bytes_per_s(server)
     read_s = math.ceil(model_bytes / rate)
-    warmup_s = ENGINE_WARMUP_S[server.runtime]
+    warmup_s = RUNTIME_FACTS[server.runtime].warmup_s
     warmup = f" + {server.runtime} warm-up {warmup_s} s" if warmup_s else ""
     return ColdStartPhase(phase="model_load", seconds=read_s + warmup_s,
                           basis=f"read {read_s} s from {where} at {rate / MB:,.0f} MB/s{warmup}")

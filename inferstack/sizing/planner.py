@@ -39,6 +39,7 @@ from inferstack.plan import (
     answer_token_cap,
     rollout_for,
 )
+from inferstack.runtimes import runtime_for_engine
 from inferstack.sizing.catalog import (
     CATALOG_REGIONS,
     STALE_PRICE_DAYS,
@@ -79,7 +80,6 @@ CPU_GGUF_FOR = {
     Precision.FP8: Precision.Q8_0,
 }
 DISK_BASE_GIB = {"gpu": 80, "cpu": 30}  # DLAMI/DLVM GPU images need ~75 GB; Ubuntu server images fit in 30
-RUNTIME_IMAGE_GIB = {"vllm": 20, "triton": 20, "llamacpp": 2}  # container images / venv on disk
 
 
 def plan_workload(
@@ -459,13 +459,12 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     sizing, candidate = priced.sizing, priced.sizing.candidate
     offer, spec = candidate.offer, demand.spec
     device = "gpu" if offer.has_gpu else "cpu"
-    runtime = {Engine.VLLM: "vllm", Engine.LLAMACPP: "llamacpp"}.get(candidate.engine, "triton")
+    runtime = runtime_for_engine(candidate.engine.value)
     model = demand.model
     fmt = FORMATS[candidate.precision]
     size_gib = (
         weight_bytes(model.arch, candidate.precision) if model.arch else model.params * fmt.bits_per_weight / 8
     ) / 2**30
-    artifact = "gguf" if runtime == "llamacpp" else ("onnx" if runtime == "triton" else "safetensors")
     processes = sizing.processes
     tp = offer.gpu_count // processes if offer.has_gpu and model.is_llm else 1
     performance = Performance(
@@ -479,9 +478,9 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         concurrency_per_replica=sizing.concurrency_per_replica,
     )
     max_model_len = demand.max_model_len if model.is_llm else None
-    disk = DISK_BASE_GIB[device] + RUNTIME_IMAGE_GIB[runtime] + math.ceil(size_gib * 1.2)
+    disk = DISK_BASE_GIB[device] + runtime.disk_gib + math.ceil(size_gib * 1.2)
     disk_gib = int(math.ceil(disk / 10) * 10)
-    start = cold_start(Server(cloud=cloud, runtime=runtime, device=device, model_gib=size_gib,
+    start = cold_start(Server(cloud=cloud, runtime=runtime.id, device=device, model_gib=size_gib,
                               network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib,
                               processes=sizing.processes))
     fleet = _fleet(spec, sizing, start)
@@ -498,15 +497,15 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
                                 f"{demand.output_tokens_p95}: plan a faster machine (slo.tpot_p95_ms) or a cloud "
                                 "whose load balancer waits longer")
     serving = Serving(
-        runtime=runtime,
+        runtime=runtime.id,
         engine=candidate.engine.value,
-        backend=("onnxruntime" if offer.has_gpu else "openvino") if runtime == "triton" else None,
-        metrics_port=8002 if runtime == "triton" else None,
-        health_path={"vllm": "/health", "llamacpp": "/health"}.get(runtime, "/v2/health/ready"),
+        backend=runtime.backend(device),
+        metrics_port=runtime.metrics_port,
+        health_path=runtime.health_path,
         max_model_len=max_model_len,
         max_num_seqs=sizing.slots if model.is_llm else None,
         max_answer_tokens=answer_cap,
-        gpu_memory_utilization=0.9 if runtime == "vllm" else None,
+        gpu_memory_utilization=runtime.gpu_memory_fraction,
         tensor_parallel=tp,
         processes=processes,
         dtype=candidate.served_dtype.value,
@@ -555,7 +554,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
             kind=model.kind,
             source_uri=model.source_uri,
             params_b=round(model.params / 1e9, 3),
-            artifact_format=artifact,
+            artifact_format=runtime.artifact_format,
             size_gib=round(size_gib, 2),
             bucket_prefix=f"models/{model.name}/{candidate.precision.value}/" + (f"{revision}/" if revision else ""),
             revision=revision,

@@ -20,6 +20,7 @@ from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.bootstrap.agents import aws as agent
 from inferstack.bootstrap.telemetry import AGENT_SCRIPT, AGENT_UNIT, sources
 from inferstack.plan import DeploymentPlan
+from inferstack.runtimes import RUNTIME_FACTS
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "data" / "cloudwatch-agent-schema.json").read_text())
 # What each pinned runtime exposes on /metrics, read from its source (the file says where).
@@ -84,14 +85,14 @@ def test_vllm_and_llama_server_are_scraped_on_loopback_and_native_llama_cpp_not_
     assert agent.PROMETHEUS_CONFIG_PATH in [p for p, _, _ in agent.agent_files(llama, sources(llama), TARGET)]
     # Only the few series each runtime's alarms and graphs would read become metrics (each one is billed).
     selected = _config(llama)["logs"]["metrics_collected"]["prometheus"]["emf_processor"]["metric_declaration"]
-    assert selected[0]["metric_selectors"] == list(agent.RUNTIME_METRICS["llamacpp"])
+    assert selected[0]["metric_selectors"] == agent.metric_selectors(RUNTIME_FACTS["llamacpp"])
 
 
-@pytest.mark.parametrize("runtime", sorted(agent.RUNTIME_METRICS))
+@pytest.mark.parametrize("runtime", sorted(RUNTIME_FACTS))
 def test_every_metric_selector_names_a_metric_the_pinned_runtime_exposes(runtime: str) -> None:
     # A selector no exposed name matches sends nothing, silently (vllm:gpu_cache_usage_perc, gone in vLLM 0.12.0).
     exposed = EXPOSED[runtime]["names"]
-    for selector in agent.RUNTIME_METRICS[runtime]:
+    for selector in agent.metric_selectors(RUNTIME_FACTS[runtime]):
         assert [name for name in exposed if re.fullmatch(selector.strip("^$"), name)], selector
 
 

@@ -20,8 +20,8 @@ from test_bootstrap_render import AGENT_TARGETS
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.bootstrap.agents import gcp as agent
-from inferstack.bootstrap.runtimes import Mode
 from inferstack.bootstrap.telemetry import AGENT_SCRIPT, AGENT_UNIT, sources
+from inferstack.runtimes import Mode
 
 TARGET = AGENT_TARGETS["gcp"]
 # The component types the Ops Agent registers, with the fields each takes (confgenerator, see the docstring).

@@ -11,8 +11,8 @@ import pytest
 from sample_plans import one_at_a_time, sample_plan
 
 from inferstack.bootstrap import BootstrapOptions, gateway, render_bootstrap
-from inferstack.bootstrap.runtimes import RUNTIME_PINS
 from inferstack.errors import InputError
+from inferstack.runtimes import LLAMACPP
 from inferstack.spec import Cache
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----\n"
@@ -72,9 +72,9 @@ def test_the_canary_group_and_the_install_mode_render_their_own_cache_scope() ->
         assert f'scope = "{gateway.cache_scope(plan, mode, group)}"' in config
         assert gateway.cache_scope(plan, mode, group).startswith(f"{group}:llama-3.1-8b:")
     assert len(set(configs.values())) == 4
-    pin = RUNTIME_PINS["llamacpp"]
-    assert f"runtime={pin.image_cpu}" in configs["main", "container"]
-    assert f"runtime={pin.pip_distribution}=={pin.pip_version}" in configs["main", "native"]
+    native = LLAMACPP.native
+    assert native is not None and f"runtime={LLAMACPP.image_cpu}" in configs["main", "container"]
+    assert f"runtime={native.pip_distribution}=={native.pip_version}" in configs["main", "native"]
 
 
 def test_a_server_group_other_than_main_or_canary_is_refused() -> None:

@@ -9,7 +9,8 @@ What it ships (`telemetry.sources`), all to the deployment's log group and metri
   written (nvidia-smi's "utilization.memory"), not how full it is.
 - the runtime's Prometheus metrics, scraped on loopback by the agent's Prometheus support on EC2 ("Set up and
   configure Prometheus metrics collection on Amazon EC2 instances", CloudWatch User Guide): written to the log group
-  as embedded metric format events; the few series `RUNTIME_METRICS` names become metrics in `target.metrics`.
+  as embedded metric format events; the few series the runtime's `key_metrics` name become metrics in
+  `target.metrics`.
 - logs: the gateway's access log and the boot log (files), and the journals of the runtime, gateway and boot units,
   which the agent reads itself from 1.300070.0 (`logs.logs_collected.journald`, RELEASE_NOTES "Add journald log
   collection support"; schema `logsJournaldDefinition`), one stream per server and source.
@@ -21,6 +22,7 @@ agent takes its credentials and instance id (boot.sh phase_metadata_firewall).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -28,6 +30,7 @@ import yaml
 from inferstack.bootstrap.render import shipped_copy
 from inferstack.bootstrap.telemetry import AGENT_SCRIPT, Sources, TelemetryTarget
 from inferstack.plan import DeploymentPlan
+from inferstack.runtimes import RUNTIME_FACTS, RuntimeFacts
 
 CONFIG_PATH = "/etc/inferstack/cloudwatch-agent.json"
 """Read by the install script (`amazon-cloudwatch-agent-ctl -a fetch-config -c file:CONFIG_PATH`)."""
@@ -40,24 +43,6 @@ ec2:DescribeTags: plugins/processors/ec2tagger/ec2tagger.go)."""
 GPU_MEASUREMENTS = ("memory_used", "memory_total", "utilization_gpu")
 """nvidia_gpu measurements (MiB, MiB, percent): metric names are `nvidia_smi_<measurement>` (CloudWatch User Guide,
 "Collect NVIDIA GPU metrics"; plugins/inputs/nvidia_smi/schema_v12/parser.go)."""
-RUNTIME_METRICS = {
-    # vLLM's Prometheus gauges: requests running and queued, KV cache use (vllm 0.12.0's wheel,
-    # vllm/v1/metrics/loggers.py; vllm:gpu_cache_usage_perc, the KV gauge's old name, was removed in 0.12.0 by
-    # vllm-project/vllm#29330).
-    "vllm": ("^vllm:num_requests_running$", "^vllm:num_requests_waiting$", "^vllm:kv_cache_usage_perc$"),
-    # The ":" stays in the CloudWatch metric name: the agent's Prometheus receiver takes the name from __name__
-    # unchanged and the EMF exporter matches metric_selectors against it and writes it as is (agent v1.300071.0:
-    # plugins/inputs/prometheus/metrics_receiver.go, internal/metric/metric.go; awsemfexporter metric_declaration.go).
-    # llama-server's (--metrics): requests in progress and deferred (gauges), tokens generated (a counter written
-    # with its _total). tools/server/server-context.cpp, the same at builds b9538 and b9713 either side of the
-    # pinned b9603 (read in xllamacpp's source packages, which bundle llama.cpp; the b9603 tree itself not read).
-    "llamacpp": ("^llamacpp:requests_processing$", "^llamacpp:requests_deferred$",
-                 "^llamacpp:tokens_predicted_total$"),
-    # Triton's counters: successful and failed inferences, queue time (triton-inference-server/core r25.10,
-    # src/metrics.cc).
-    "triton": ("^nv_inference_request_success$", "^nv_inference_request_failure$",
-               "^nv_inference_queue_duration_us$"),
-}
 
 
 def agent_files(plan: DeploymentPlan, sources: Sources, target: TelemetryTarget) -> list[tuple[str, str, str]]:
@@ -93,7 +78,7 @@ def agent_config(plan: DeploymentPlan, sources: Sources, target: TelemetryTarget
                 # One series per deployment (its own namespace) with every server's samples: the scrape target is
                 # loopback on every server, so no label tells the servers apart.
                 "source_labels": ["job"], "label_matcher": f"^{SCRAPE_JOB}$", "dimensions": [["job"]],
-                "metric_selectors": list(RUNTIME_METRICS.get(plan.serving.runtime, ("^.+$",)))}]}}}
+                "metric_selectors": metric_selectors(RUNTIME_FACTS[plan.serving.runtime])}]}}}
     return {
         "agent": {"metrics_collection_interval": INTERVAL_S, "run_as_user": "root"},
         "metrics": {
@@ -104,6 +89,15 @@ def agent_config(plan: DeploymentPlan, sources: Sources, target: TelemetryTarget
         },
         "logs": logs,
     }
+
+
+def metric_selectors(runtime: RuntimeFacts) -> list[str]:
+    """The EMF metric selectors that keep the runtime's key metrics (`RuntimeFacts.key_metrics`), one anchored pattern
+    per name: only those series become CloudWatch metrics (each one is billed)."""
+    # The ":" stays in the CloudWatch metric name: the agent's Prometheus receiver takes the name from __name__
+    # unchanged and the EMF exporter matches metric_selectors against it and writes it as is (agent v1.300071.0:
+    # plugins/inputs/prometheus/metrics_receiver.go, internal/metric/metric.go; awsemfexporter metric_declaration.go).
+    return [f"^{re.escape(name)}$" for name in runtime.key_metrics]
 
 
 def prometheus_config(sources: Sources) -> dict[str, Any]:
