@@ -80,3 +80,13 @@ def test_the_canary_group_and_the_install_mode_render_their_own_cache_scope() ->
 def test_a_server_group_other_than_main_or_canary_is_refused() -> None:
     with pytest.raises(ValueError, match="group"):
         options(group="blue")
+
+
+def test_an_image_models_answers_are_never_cacheable_while_an_encoders_are() -> None:
+    # A diffusion model samples noise: the same request draws another image, so no route of it is deterministic.
+    encoder = sample_plan("aws", "gpu-encoder").model_copy(update={"cache": Cache(ttl_seconds=600)})
+    images = encoder.model_copy(update={"model": encoder.model.model_copy(update={"kind": "image_generation"})})
+    endpoint = gateway.CacheEndpoint(host="10.0.0.5", port=6379, auth_secret="cache-auth")
+    assert 'paths = {"/v2/models/"}' in gateway.gateway_config(encoder, api_key=True, mode="container", group="main",
+                                                              cache=endpoint)
+    assert "paths = {}" in gateway.gateway_config(images, api_key=True, mode="container", group="main", cache=endpoint)

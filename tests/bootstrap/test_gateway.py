@@ -11,6 +11,7 @@ import gzip
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -379,3 +380,14 @@ def test_a_fleet_server_does_not_limit_the_load_balancers_address(tmp_path: Path
     with running_gateway(fleet, tmp_path) as gateway_:
         answers = at_once(many, lambda: gateway_.request("POST", "/v1/completions", API_KEY, {"hold_s": 1}))
     assert [status for status, _ in answers] == [200] * many
+
+
+@pytest.mark.parametrize("context", [1024, 4096, 131072])
+def test_the_gateway_keeps_idle_connections_longer_than_any_load_balancer_does(context: int) -> None:
+    # A load balancer reuses an idle connection for up to its own idle timeout: Google's fixed 600 s, the others the
+    # plan's request timeout (components/<cloud>). nginx closing first answers that reuse with a 502.
+    plan = sample_plan("aws", "gpu-llm")
+    plan = plan.model_copy(update={"serving": plan.serving.model_copy(update={"max_model_len": context})})
+    config = gateway.gateway_config(plan, api_key=True, mode="container", group="main")
+    (seconds,) = re.findall(r"^    keepalive_timeout (\d+)s;$", config, re.M)
+    assert int(seconds) > max(gateway.LB_KEEPALIVE_S, plan.request_timeout_s)
