@@ -31,7 +31,7 @@ Adding a fifth cloud:
 4. its server-side facts in `bootstrap/files` (metadata endpoint, bucket grammar, request signing, secret store)
    and its boot disk's throughput formula (`sizing/coldstart.py` `block_volume_bytes_per_s`):
    `tests/test_clouds.py` and `tests/bootstrap/test_bootstrap_clouds.py` say which are missing;
-5. the policy pack's rules for its resource types (`policy/inferstack_rules.py`, from `PROVIDER_PACKAGES` on;
+5. the policy pack's rules for its resource types (`policy/guardrails/resource_types.py`, from `PROVIDER_PACKAGES` on;
    the pack cannot import this module);
 6. its tests: `tests/components/test_<id>.py` and its rows in the parametrized matrices.
 """

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from inferstack.clouds import Cloud
-from inferstack.components.core import PROVIDER_PACKAGES, Capability, CloudBackend, backend_for
-from inferstack.components.server import size_workload
+from inferstack.components.backend import PROVIDER_PACKAGES, CloudBackend, backend_for
+from inferstack.components.capabilities import Capability
+from inferstack.components.plan_source import size_workload
 from inferstack.plan import DeploymentPlan
 from inferstack.pulumi_mocks import STACK_TYPE, config_value, is_secret, run_under_mocks, unwrap_secret
 from inferstack.sizing.explain import rollout_line

@@ -1,7 +1,7 @@
 """Alibaba Cloud provisioning (pulumi_alicloud 4.0.x): VPC + vSwitches (+ NAT gateway for a fleet), security groups,
 OSS + CDN, KMS Secrets Manager, RAM, ECS; a fleet is an ESS scaling group behind an ALB.
 
-Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
+Sections follow `CloudBackend` in `backend.py`; every cloud module keeps the same order and banners.
 
 Three settings have no cloud-neutral meaning, so this backend reads them from its own stack-config namespace
 (`inferstack-alibaba:`): `kmsInstanceId` + `kmsKeyId`, because KMS 3.0 keeps secrets in a KMS instance you buy, and
@@ -33,22 +33,32 @@ import pulumi_alicloud as alicloud
 from inferstack.bootstrap.agents.alibaba import machine_group_identity
 from inferstack.bootstrap.telemetry import TelemetryTarget, sources
 from inferstack.clouds import CLOUD_FACTS
-from inferstack.components.core import (
-    ACCESS_LOG_DAYS,
-    INCOMPLETE_UPLOAD_DAYS,
-    NETWORK_CIDR,
-    SUBNET_RANGES,
-    WEB_EGRESS_PORTS,
+from inferstack.components.backend import (
+    CloudBackend,
+    PreviewAnswers,
+    PreviewContext,
+    PreviewLookup,
+    PreviewResource,
+    register_backend,
+)
+from inferstack.components.capabilities import (
+    BroughtIds,
+    Capability,
+    CertificateRule,
+    Support,
+    ValueRule,
+    driver_ready_image,
+    rolling_update,
+    supported,
+    unsupported,
+)
+from inferstack.components.contract import (
     AlarmsRequest,
     AlarmsResult,
-    BroughtIds,
     BundleRequest,
     CacheRequest,
     CacheResult,
     CanaryRequest,
-    Capability,
-    CertificateRule,
-    CloudBackend,
     FirewallRequest,
     FirewallResult,
     FleetRequest,
@@ -59,10 +69,6 @@ from inferstack.components.core import (
     ModelStoreResult,
     NetworkRequest,
     NetworkResult,
-    PreviewAnswers,
-    PreviewContext,
-    PreviewLookup,
-    PreviewResource,
     SecretsRequest,
     SecretsResult,
     ServersRequest,
@@ -70,25 +76,10 @@ from inferstack.components.core import (
     StaticAssetsRequest,
     StaticAssetsResult,
     StrOutput,
-    Support,
     TelemetryRequest,
     TelemetryResult,
-    ValueRule,
-    checked_user_data,
-    child_options,
-    compressed_user_data,
-    driver_ready_image,
-    first_zones,
-    invoke_options,
-    nth,
-    register_backend,
-    rolling_update,
-    server_options,
-    slug,
-    supported,
-    unique_name,
-    unsupported,
 )
+from inferstack.components.naming import child_options, invoke_options, server_options, slug, unique_name
 from inferstack.components.observability import (
     LOG_RETENTION_DAYS,
     AlarmKind,
@@ -96,6 +87,17 @@ from inferstack.components.observability import (
     agent_alarm_rules,
     alarm_rules,
     errors_per_s,
+)
+from inferstack.components.shared import (
+    ACCESS_LOG_DAYS,
+    INCOMPLETE_UPLOAD_DAYS,
+    NETWORK_CIDR,
+    SUBNET_RANGES,
+    WEB_EGRESS_PORTS,
+    checked_user_data,
+    compressed_user_data,
+    first_zones,
+    nth,
 )
 from inferstack.errors import InputError, Problem, input_error
 from inferstack.plan import DeploymentPlan
@@ -204,7 +206,7 @@ ALB_ALARM_METRICS: Mapping[AlarmKind, tuple[str, str]] = {
 # ess.LifecycleHook heartbeat_timeout: 30-21600 s (Auto Scaling CreateLifecycleHook; verify).
 LIFECYCLE_ACTIONS = ("ess:DescribeScalingInstances", "ess:DescribeLifecycleActions", "ess:CompleteLifecycleAction")
 """What a fleet's server may do to finish its own scale-out (_lifecycle_grant); the policy pack's allow-list
-(SERVER_GRANTS in policy/inferstack_rules.py) holds the same three."""
+(SERVER_GRANTS in policy/guardrails/server_identity.py) holds the same three."""
 MAX_LIFECYCLE_HOOK_S = 21600
 # A CAS certificate as ALB's listener takes it: the certificate id, a dash and the CAS region, as the provider's
 # acceptance tests build it (join("", [alicloud_ssl_certificates_service_certificate.default.id, "-<region>"])).

@@ -1,7 +1,7 @@
 """AWS provisioning (pulumi_aws 7.x): VPC, security group, S3 + CloudFront, SSM Parameter Store, IAM, EC2; a fleet as
 an EC2 Auto Scaling group behind an Application Load Balancer (HTTPS with an ACM certificate).
 
-Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
+Sections follow `CloudBackend` in `backend.py`; every cloud module keeps the same order and banners.
 """
 
 from __future__ import annotations
@@ -22,23 +22,30 @@ import pulumi_aws as aws
 from inferstack.bootstrap.agents.aws import GPU_MEASUREMENTS, GROUP_DIMENSION
 from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.clouds import CLOUD_FACTS
-from inferstack.components.core import (
-    ACCESS_LOG_DAYS,
-    INCOMPLETE_UPLOAD_DAYS,
-    NETWORK_CIDR,
-    NONCURRENT_VERSION_DAYS,
-    NONCURRENT_VERSIONS_KEPT,
-    SUBNET_RANGES,
-    WEB_EGRESS_PORTS,
+from inferstack.components.backend import (
+    CloudBackend,
+    PreviewAnswers,
+    PreviewContext,
+    PreviewLookup,
+    PreviewResource,
+    register_backend,
+)
+from inferstack.components.capabilities import (
+    BroughtIds,
+    Capability,
+    CertificateRule,
+    Support,
+    ValueRule,
+    driver_ready_image,
+    rolling_update,
+    supported,
+)
+from inferstack.components.contract import (
     AlarmsRequest,
     AlarmsResult,
-    BroughtIds,
     BundleRequest,
     CacheRequest,
     CacheResult,
-    Capability,
-    CertificateRule,
-    CloudBackend,
     FirewallRequest,
     FirewallResult,
     FleetRequest,
@@ -49,10 +56,6 @@ from inferstack.components.core import (
     ModelStoreResult,
     NetworkRequest,
     NetworkResult,
-    PreviewAnswers,
-    PreviewContext,
-    PreviewLookup,
-    PreviewResource,
     SecretsRequest,
     SecretsResult,
     ServersRequest,
@@ -60,25 +63,10 @@ from inferstack.components.core import (
     StaticAssetsRequest,
     StaticAssetsResult,
     StrOutput,
-    Support,
     TelemetryRequest,
     TelemetryResult,
-    ValueRule,
-    checked_user_data,
-    child_options,
-    compressed_user_data,
-    driver_ready_image,
-    first_zones,
-    fleet_options,
-    invoke_options,
-    nth,
-    register_backend,
-    rolling_update,
-    server_options,
-    slug,
-    supported,
-    unique_name,
 )
+from inferstack.components.naming import child_options, fleet_options, invoke_options, server_options, slug, unique_name
 from inferstack.components.observability import (
     LOG_RETENTION_DAYS,
     AlarmKind,
@@ -88,6 +76,19 @@ from inferstack.components.observability import (
     agent_alarm_rules,
     alarm_rules,
     dashboard_panels,
+)
+from inferstack.components.shared import (
+    ACCESS_LOG_DAYS,
+    INCOMPLETE_UPLOAD_DAYS,
+    NETWORK_CIDR,
+    NONCURRENT_VERSION_DAYS,
+    NONCURRENT_VERSIONS_KEPT,
+    SUBNET_RANGES,
+    WEB_EGRESS_PORTS,
+    checked_user_data,
+    compressed_user_data,
+    first_zones,
+    nth,
 )
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan, Fleet, Rollout

@@ -2,7 +2,7 @@
 service account, Compute Engine: loose servers, or a fleet (a regional managed instance group behind an HTTPS
 Application Load Balancer, scaled by a regional autoscaler).
 
-Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
+Sections follow `CloudBackend` in `backend.py`; every cloud module keeps the same order and banners.
 """
 
 from __future__ import annotations
@@ -20,21 +20,30 @@ import pulumi_gcp as gcp
 
 from inferstack.bootstrap.agents.gcp import log_names
 from inferstack.bootstrap.telemetry import TelemetryTarget
-from inferstack.components.core import (
-    ACCESS_LOG_DAYS,
-    INCOMPLETE_UPLOAD_DAYS,
-    NONCURRENT_VERSION_DAYS,
-    NONCURRENT_VERSIONS_KEPT,
-    SUBNET_RANGES,
-    WEB_EGRESS_PORTS,
+from inferstack.components.backend import (
+    CloudBackend,
+    PreviewAnswers,
+    PreviewContext,
+    PreviewLookup,
+    PreviewResource,
+    register_backend,
+)
+from inferstack.components.capabilities import (
+    BroughtIds,
+    Capability,
+    Support,
+    ValueRule,
+    driver_ready_image,
+    rolling_update,
+    supported,
+    unsupported,
+)
+from inferstack.components.contract import (
     AlarmsRequest,
     AlarmsResult,
-    BroughtIds,
     BundleRequest,
     CacheRequest,
     CacheResult,
-    Capability,
-    CloudBackend,
     FirewallRequest,
     FirewallResult,
     FleetRequest,
@@ -45,10 +54,6 @@ from inferstack.components.core import (
     ModelStoreResult,
     NetworkRequest,
     NetworkResult,
-    PreviewAnswers,
-    PreviewContext,
-    PreviewLookup,
-    PreviewResource,
     SecretsRequest,
     SecretsResult,
     ServersRequest,
@@ -56,25 +61,10 @@ from inferstack.components.core import (
     StaticAssetsRequest,
     StaticAssetsResult,
     StrOutput,
-    Support,
     TelemetryRequest,
     TelemetryResult,
-    ValueRule,
-    checked_user_data,
-    child_options,
-    driver_ready_image,
-    first_zones,
-    fleet_options,
-    invoke_options,
-    nth,
-    register_backend,
-    rolling_update,
-    server_options,
-    slug,
-    supported,
-    unique_name,
-    unsupported,
 )
+from inferstack.components.naming import child_options, fleet_options, invoke_options, server_options, slug, unique_name
 from inferstack.components.observability import (
     LOG_RETENTION_DAYS,
     AlarmKind,
@@ -84,6 +74,17 @@ from inferstack.components.observability import (
     agent_alarm_rules,
     alarm_rules,
     dashboard_panels,
+)
+from inferstack.components.shared import (
+    ACCESS_LOG_DAYS,
+    INCOMPLETE_UPLOAD_DAYS,
+    NONCURRENT_VERSION_DAYS,
+    NONCURRENT_VERSIONS_KEPT,
+    SUBNET_RANGES,
+    WEB_EGRESS_PORTS,
+    checked_user_data,
+    first_zones,
+    nth,
 )
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan

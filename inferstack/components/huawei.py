@@ -1,7 +1,7 @@
 """Huawei Cloud provisioning (pulumi_huaweicloud 0.0.12): VPC + NAT, security group, OBS + CDN, CSMS, agency, ECS;
 a fleet as an AS group behind a dedicated ELB.
 
-Sections follow `CloudBackend` in `core.py`; every cloud module keeps the same order and banners.
+Sections follow `CloudBackend` in `backend.py`; every cloud module keeps the same order and banners.
 
 pulumi_huaweicloud 0.0.12 bridges terraform-provider-huaweicloud 1.73.3 with an old code generator: type tokens
 have capitalised modules (`huaweicloud:Ecs/instance:Instance`), there are no `*ArgsDict` types (nested arguments
@@ -26,22 +26,32 @@ import pulumi
 import pulumi_huaweicloud as hw
 
 from inferstack.clouds import CLOUD_FACTS
-from inferstack.components.core import (
-    ACCESS_LOG_DAYS,
-    INCOMPLETE_UPLOAD_DAYS,
-    NETWORK_CIDR,
-    NONCURRENT_VERSION_DAYS,
-    SUBNET_RANGES,
+from inferstack.components.backend import (
+    CloudBackend,
+    PreviewAnswers,
+    PreviewContext,
+    PreviewLookup,
+    PreviewResource,
+    register_backend,
+)
+from inferstack.components.capabilities import (
+    BroughtIds,
+    Capability,
+    CertificateRule,
+    Support,
+    ValueRule,
+    driver_ready_image,
+    rolling_update,
+    supported,
+    unsupported,
+)
+from inferstack.components.contract import (
     AlarmsRequest,
     AlarmsResult,
-    BroughtIds,
     BundleRequest,
     CacheRequest,
     CacheResult,
     CanaryRequest,
-    Capability,
-    CertificateRule,
-    CloudBackend,
     FirewallRequest,
     FirewallResult,
     FleetRequest,
@@ -52,10 +62,6 @@ from inferstack.components.core import (
     ModelStoreResult,
     NetworkRequest,
     NetworkResult,
-    PreviewAnswers,
-    PreviewContext,
-    PreviewLookup,
-    PreviewResource,
     SecretsRequest,
     SecretsResult,
     ServersRequest,
@@ -63,23 +69,20 @@ from inferstack.components.core import (
     StaticAssetsRequest,
     StaticAssetsResult,
     StrOutput,
-    Support,
-    ValueRule,
-    checked_user_data,
-    child_options,
-    compressed_user_data,
-    driver_ready_image,
-    first_zones,
-    invoke_options,
-    nth,
-    register_backend,
-    rolling_update,
-    server_options,
-    supported,
-    unique_name,
-    unsupported,
 )
+from inferstack.components.naming import child_options, invoke_options, server_options, unique_name
 from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules, errors_per_s
+from inferstack.components.shared import (
+    ACCESS_LOG_DAYS,
+    INCOMPLETE_UPLOAD_DAYS,
+    NETWORK_CIDR,
+    NONCURRENT_VERSION_DAYS,
+    SUBNET_RANGES,
+    checked_user_data,
+    compressed_user_data,
+    first_zones,
+    nth,
+)
 from inferstack.errors import Problem, input_error
 from inferstack.plan import DeploymentPlan, Fleet
 

@@ -45,8 +45,11 @@ from pulumi.runtime import config as pulumi_config
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from inferstack.clouds import Cloud
-from inferstack.components.core import backend_for, parse_cidrs
-from inferstack.components.server import InferenceServer, InferenceServerArgs, size_workload
+from inferstack.components.argument_checks import parse_cidrs
+from inferstack.components.backend import backend_for
+from inferstack.components.inference_server import InferenceServer
+from inferstack.components.plan_source import size_workload
+from inferstack.components.server_settings import InferenceServerArgs
 from inferstack.errors import InputError, Problem, input_error
 from inferstack.pin import pinned_path, read_pinned
 from inferstack.plan import DeploymentPlan

@@ -16,7 +16,7 @@ from pathlib import Path
 from bootstrap_fakes import free_port
 
 AUTH_TOKEN = "Cache-e2e_0123456789+abc="
-"""A token of the form every cloud accepts (inferstack.components.core.CACHE_AUTH_TOKEN_PATTERN)."""
+"""A token of the form every cloud accepts (inferstack.components.argument_checks.CACHE_AUTH_TOKEN_PATTERN)."""
 
 
 def missing_redis() -> str | None:

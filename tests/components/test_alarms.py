@@ -18,7 +18,7 @@ from inferstack.bootstrap import gateway
 from inferstack.bootstrap.gateway import CacheEndpoint
 from inferstack.clouds import Cloud
 from inferstack.components import aws as aws_backend
-from inferstack.components.core import backend_for
+from inferstack.components.backend import backend_for
 from inferstack.components.observability import AlarmKind, alarm_rules, errors_per_s
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan

@@ -23,7 +23,7 @@ import yaml
 
 from inferstack.components import Capability, InferenceServer, InferenceServerArgs, ServerSecrets, backend_for
 from inferstack.components import alibaba as ali
-from inferstack.components.core import compressed_user_data
+from inferstack.components.shared import compressed_user_data
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan, Price
 from inferstack.preview import Recording, preview_deployment, preview_stack, preview_workload, record

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from inferstack.clouds import Cloud
-from inferstack.components.core import ACCESS_LOG_DAYS, backend_for
+from inferstack.components.backend import backend_for
 from inferstack.components.observability import PanelKind, dashboard_panels
+from inferstack.components.shared import ACCESS_LOG_DAYS
 from inferstack.preview import PreviewResult, RegisteredResource, preview_deployment, preview_workload
 from tests.sample_plans import sample_plan
 

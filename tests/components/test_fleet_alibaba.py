@@ -25,7 +25,7 @@ import yaml
 from inferstack import pulumi_mocks
 from inferstack.components import InferenceServer, InferenceServerArgs
 from inferstack.components import alibaba as ali
-from inferstack.components.core import NETWORK_CIDR, compressed_user_data
+from inferstack.components.shared import NETWORK_CIDR, compressed_user_data
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, RegisteredResource, preview_workload, record

@@ -13,7 +13,7 @@ import pytest
 from inferstack.bootstrap.agents.alibaba import machine_group_identity
 from inferstack.bootstrap.telemetry import sources
 from inferstack.components.alibaba import AGENT_ALARM_METRICS, AGENT_NAMESPACE, FLEET_TAG, SERVER_LOGSTORE
-from inferstack.components.core import backend_for
+from inferstack.components.backend import backend_for
 from inferstack.components.huawei import ELB_ALARM_METRICS, ELB_DIMENSION, POOL_DIMENSION
 from inferstack.components.observability import (
     LOG_RETENTION_DAYS,

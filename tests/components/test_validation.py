@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from inferstack.components import InferenceServer, backend_for, core
+from inferstack.components import InferenceServer, backend, backend_for
 from inferstack.components.program import read_stack_config
 from inferstack.errors import InputError
 from inferstack.preview import Recording
@@ -207,7 +207,7 @@ def test_plan_for_another_cloud_than_the_stack_is_rejected(run: Any) -> None:
 def test_cloud_without_a_provisioning_module_says_which_clouds_are_ready(run: Any,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     backend_for("huawei")  # registered, then made to look uninstalled
-    monkeypatch.delitem(core._BACKENDS, "huawei")
+    monkeypatch.delitem(backend._BACKENDS, "huawei")
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *args: None if name == "inferstack.components.huawei" else find_spec(name, *args))

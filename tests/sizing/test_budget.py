@@ -68,7 +68,7 @@ def test_without_a_budget_an_unpriced_pick_says_how_it_was_chosen_and_never_clai
 def test_the_stack_program_refuses_the_same_way():
     """InferenceServer(workload=...) sizes with size_workload: the same refusal, as the error a `pulumi up` shows."""
     pytest.importorskip("pulumi")
-    from inferstack.components.server import size_workload
+    from inferstack.components.plan_source import size_workload
 
     with pytest.raises(InfeasibleError, match="cannot be shown to meet the budget") as error:
         size_workload(chat_8b(monthly_budget=100, clouds=["aws"]), "aws")
