@@ -1,8 +1,8 @@
 """The policy pack, as the Pulumi CLI runs it: `pulumi preview --policy-pack ./policy` (docs/policy.md).
 
 Constructing the PolicyPack starts the analyzer's gRPC server and blocks until the engine stops it, so this file
-does nothing else; the rules live in inferstack_rules.py and their Pulumi wrappers in inferstack_policies.py, both
-importable and testable.
+does nothing else; the rules live in guardrails/ and their Pulumi wrappers in inferstack_policies.py, both importable
+and testable.
 """
 
 from inferstack_policies import POLICIES

@@ -1,11 +1,11 @@
-"""inferstack guardrails as Pulumi policies: each rule of `inferstack_rules.py` wrapped for the policy engine.
+"""inferstack guardrails as Pulumi policies: each rule of the `guardrails` package wrapped for the policy engine.
 
-The rules themselves (what is checked, on which resource types, with which messages) live in `inferstack_rules.py`,
-plain functions that the components' security-invariant tests run too, so the pack and the components share one
-rule set. This module only adapts them: a resource rule becomes a ResourceValidationPolicy (it runs on the
-resource's inputs before the resource is created, so a mandatory violation stops `pulumi up` there), a stack rule a
-StackValidationPolicy (it runs on the whole stack at the end of a preview or an update). docs/policy.md says what
-each policy checks on each cloud and what no policy can check.
+The rules themselves (what is checked, on which resource types, with which messages) live in `guardrails/`, one
+module per concern: plain functions that the components' security-invariant tests run too, so the pack and the
+components share one rule set. This module only adapts them: a resource rule becomes a ResourceValidationPolicy (it
+runs on the resource's inputs before the resource is created, so a mandatory violation stops `pulumi up` there), a
+stack rule a StackValidationPolicy (it runs on the whole stack at the end of a preview or an update).
+docs/policy.md says what each policy checks on each cloud and what no policy can check.
 
 `__main__.py` builds the PolicyPack, because constructing one starts the analyzer's gRPC server and blocks forever;
 everything here imports and tests like ordinary code.
@@ -18,15 +18,8 @@ means "not this one" instead.
 
 from __future__ import annotations
 
-from inferstack_rules import (
-    RESOURCE_RULES,
-    STACK_RULES,
-    NotApplicable,
-    ResourceInput,
-    ResourceRule,
-    Stack,
-    StackRule,
-)
+from guardrails.core import NotApplicable, ResourceInput, ResourceRule, Stack, StackRule
+from guardrails.ruleset import RESOURCE_RULES, STACK_RULES
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 # The repository root, so that `tests.sample_plans` imports under plain `pytest` as under `python -m pytest`; and
-# policy/, where the guardrails live that the pack and the security invariants share (`import inferstack_rules`).
+# policy/, where the guardrails live that the pack and the security invariants share (`import guardrails`).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.append(str(Path(__file__).resolve().parents[2] / "policy"))
 

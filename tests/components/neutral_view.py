@@ -4,7 +4,7 @@ Each cloud contributes one mapper, `facts(recording) -> SecurityFacts`, in its o
 `tests/components/facts_<cloud>.py`; `FACT_MAPPERS` collects those that exist. The invariant tests
 (test_security_invariants.py) run for every cloud that has both a backend and a mapper: a new cloud adds its
 module and gets the whole matrix for free. `guarded_resources` hands the same recording to the policy pack's own
-rules (policy/inferstack_rules.py), as the engine would hand it to the pack: with each resource's property
+rules (policy/guardrails/), as the engine would hand it to the pack: with each resource's property
 dependencies (`dependencies_recorded`), which is how the engine relates a rule to its security group or a listener
 to its load balancer (a resource's id is none of its properties).
 """
@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import inferstack_rules as guardrails  # policy/, on the path from conftest.py
+from guardrails.core import PlainOptions, PlainResource  # policy/, on the path from conftest.py
 
 from inferstack import pulumi_mocks
 from inferstack.preview import PROVIDER_TYPE_PREFIX, Recording, RegisteredResource
@@ -211,13 +211,13 @@ def dependencies_recorded() -> Iterator[dict[str, dict[str, list[str]]]]:
         pulumi_mocks.RecordingMonitor.RegisterResource = register  # type: ignore[method-assign]
 
 
-def guarded_resources(recording: Recording, dependencies: Dependencies | None = None) -> list[guardrails.PlainResource]:
+def guarded_resources(recording: Recording, dependencies: Dependencies | None = None) -> list[PlainResource]:
     """The resources as the engine hands them to the policy pack: resource rules see a cloud resource's inputs, stack
     rules every resource (components too) with its outputs and property dependencies; providers are not resources to
     either."""
-    resources = {r.urn: guardrails.PlainResource(r.type, r.name, r.urn, props={**r.outputs, **r.inputs},
-                                                 inputs=r.inputs, custom=r.custom, property_dependencies={},
-                                                 opts=guardrails.PlainOptions(protect=r.protect))
+    resources = {r.urn: PlainResource(r.type, r.name, r.urn, props={**r.outputs, **r.inputs},
+                                      inputs=r.inputs, custom=r.custom, property_dependencies={},
+                                      opts=PlainOptions(protect=r.protect))
                  for r in recording.resources if not r.type.startswith(PROVIDER_TYPE_PREFIX)}
     for urn, resource in resources.items():
         for prop, urns in (dependencies or {}).get(urn, {}).items():

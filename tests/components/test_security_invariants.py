@@ -5,7 +5,7 @@ workload file in examples/workloads/, which the InferenceServer sizes itself wit
 builds one InferenceServer under mocks and checks what was actually registered: nothing here reads the code's
 intentions.
 
-Two views of it. The guardrails (policy/inferstack_rules.py) are the policy pack's own rules, run here exactly as
+Two views of it. The guardrails (policy/guardrails/) are the policy pack's own rules, run here exactly as
 the pack runs them (property dependencies included), so the components cannot build what the pack refuses and the
 two cannot drift apart: admin ports, public ingress, public buckets, encryption, metadata tokens, storage wildcards,
 the servers' identity allow-list, HTTPS-only CDNs, and for fleets no server with a public address, HTTPS-only load
@@ -26,12 +26,42 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import inferstack_rules as guardrails  # policy/, on the path from conftest.py
 import pytest
+from guardrails import networks  # policy/, on the path from conftest.py
+from guardrails.cache import ALI_KVSTORE, AWS_REPLICATION_GROUP, GCP_REDIS, HW_DCS
+from guardrails.core import PlainResource, Stack, StackResource
+from guardrails.exposure import fleet_api_openings, from_load_balancer
+from guardrails.fleet import LoadBalancer, ManagedGroup, load_balancers, managed_groups
+from guardrails.networks import HTTPS_PORT, LISTENER_PORTS, REDIRECT_PORT, Opening
+from guardrails.resource_types import (
+    ALI_BUCKET,
+    ALI_INSTANCE,
+    ALI_LAUNCH_TEMPLATES,
+    ALI_SCALING_CONFIGURATION,
+    ALI_SECURITY_GROUP,
+    ALI_SECURITY_GROUP_RULE,
+    AWS_BUCKET,
+    AWS_INGRESS_RULE,
+    AWS_INSTANCE,
+    AWS_LAUNCH_TEMPLATE,
+    AWS_LOG_GROUP,
+    AWS_SECURITY_GROUP,
+    GCP_BUCKET,
+    GCP_FIREWALL,
+    GCP_INSTANCE,
+    GCP_INSTANCE_TEMPLATES,
+    GCP_LOG_BUCKET,
+    HW_AS_CONFIGURATION,
+    HW_BUCKET,
+    HW_INSTANCE,
+    HW_SECURITY_GROUP_RULE,
+)
+from guardrails.ruleset import Evaluation, evaluate
+from guardrails.server_identity import SECRET_TYPES, ServerIdentity, server_identities
 
 from inferstack.bootstrap.render import BUNDLE_PREFIX
 from inferstack.components import Capability, InferenceServer, backend_for
-from inferstack.components.core import NETWORK_CIDR
+from inferstack.components.shared import NETWORK_CIDR
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, RegisteredResource, record
 from inferstack.spec import CLOUDS, load_workload
@@ -56,18 +86,18 @@ EXPOSURES: dict[str, dict[str, Any]] = {
 SECRET_ARGS = {"api_key": "api-key", "hub_token": "hub-token"}
 NETWORK = ipaddress.IPv4Network(NETWORK_CIDR)
 # What each cloud's firewall, buckets and servers are registered as: the guardrails must have looked at them.
-FIREWALL_TYPES = {"aws": guardrails.AWS_INGRESS_RULE, "gcp": guardrails.GCP_FIREWALL,
-                  "alibaba": guardrails.ALI_SECURITY_GROUP_RULE, "huawei": guardrails.HW_SECURITY_GROUP_RULE}
-BUCKET_TYPES = {"aws": guardrails.AWS_BUCKET, "gcp": guardrails.GCP_BUCKET, "alibaba": guardrails.ALI_BUCKET,
-                "huawei": guardrails.HW_BUCKET}
-LOG_STORE_TYPES = {"aws": guardrails.AWS_LOG_GROUP, "gcp": guardrails.GCP_LOG_BUCKET}
-SERVER_TYPES = {"aws": guardrails.AWS_INSTANCE, "gcp": guardrails.GCP_INSTANCE, "alibaba": guardrails.ALI_INSTANCE,
-                "huawei": guardrails.HW_INSTANCE}
+FIREWALL_TYPES = {"aws": AWS_INGRESS_RULE, "gcp": GCP_FIREWALL,
+                  "alibaba": ALI_SECURITY_GROUP_RULE, "huawei": HW_SECURITY_GROUP_RULE}
+BUCKET_TYPES = {"aws": AWS_BUCKET, "gcp": GCP_BUCKET, "alibaba": ALI_BUCKET,
+                "huawei": HW_BUCKET}
+LOG_STORE_TYPES = {"aws": AWS_LOG_GROUP, "gcp": GCP_LOG_BUCKET}
+SERVER_TYPES = {"aws": AWS_INSTANCE, "gcp": GCP_INSTANCE, "alibaba": ALI_INSTANCE,
+                "huawei": HW_INSTANCE}
 # A fleet's servers are made from templates; any of these may be a cloud's (GCP: regional or global template;
 # Alibaba: an ECS launch template, or an ESS scaling configuration, which the pack refuses for its metadata).
-TEMPLATE_TYPES = {"aws": {guardrails.AWS_LAUNCH_TEMPLATE}, "gcp": set(guardrails.GCP_INSTANCE_TEMPLATES),
-                  "alibaba": {*guardrails.ALI_LAUNCH_TEMPLATES, guardrails.ALI_SCALING_CONFIGURATION},
-                  "huawei": {guardrails.HW_AS_CONFIGURATION}}
+TEMPLATE_TYPES = {"aws": {AWS_LAUNCH_TEMPLATE}, "gcp": set(GCP_INSTANCE_TEMPLATES),
+                  "alibaba": {*ALI_LAUNCH_TEMPLATES, ALI_SCALING_CONFIGURATION},
+                  "huawei": {HW_AS_CONFIGURATION}}
 
 # Who besides the account's own identities may read a bucket, per cloud: the CDN and log delivery where a bucket
 # policy or IAM binding must name them. Every cloud with a mapper has a row (a missing one fails loudly).
@@ -103,8 +133,8 @@ class Case:
     exposure: str
     recording: Recording
     facts: SecurityFacts
-    stack: guardrails.Stack
-    evaluation: guardrails.Evaluation
+    stack: Stack
+    evaluation: Evaluation
 
     def supports(self, capability: Capability) -> None:
         support = backend_for(self.cloud).support(capability)
@@ -154,15 +184,15 @@ def case(request: pytest.FixtureRequest) -> Case:
         recording = record(program, config=STACK_CONFIG, stack="invariants")  # every sample deploys on every cloud
     resources = guarded_resources(recording, dependencies)
     plan = servers[0].plan
-    return Case(cloud, plan, exposure, recording, FACT_MAPPERS[cloud](recording), guardrails.Stack(resources),
-                guardrails.evaluate(resources, guardrail_config(plan)))
+    return Case(cloud, plan, exposure, recording, FACT_MAPPERS[cloud](recording), Stack(resources),
+                evaluate(resources, guardrail_config(plan)))
 
 
-def _server_identity(case: Case) -> guardrails.ServerIdentity:
+def _server_identity(case: Case) -> ServerIdentity:
     def unexpected(message: str, urn: str | None = None) -> None:
         raise AssertionError(f"{message} ({urn})")
 
-    identities = guardrails.server_identities(case.stack, unexpected)
+    identities = server_identities(case.stack, unexpected)
     assert len(identities) == 1, [i.resource.name for i in identities]
     return identities[0]
 
@@ -200,7 +230,7 @@ def test_metadata_tokens_are_not_applicable_exactly_where_the_backend_lacks_meta
 
 def test_admin_ports_are_never_open_even_to_private_networks(case: Case) -> None:
     """Stricter than the pack, which admits private sources: inferstack itself opens no admin port at all."""
-    openings = [o for r in case.recording.resources for o in guardrails.openings(r.type, r.inputs)]
+    openings = [o for r in case.recording.resources for o in networks.openings(r.type, r.inputs)]
     assert openings, "the firewall registered no ingress rule at all"
     assert [(o.low, o.high, o.source.text) for o in openings if any(o.covers(p) for p in ADMIN_PORTS)] == []
 
@@ -223,7 +253,7 @@ def test_world_is_admitted_only_when_asked_for_and_only_to_the_api(case: Case) -
     """The API, or for a fleet the load balancer's HTTPS and redirect ports, and only with a public exposure."""
     world = [opening for resource in case.stack.resources for opening in _openings(resource)
              if opening.source.text in WORLD]
-    ports = guardrails.LISTENER_PORTS if case.fleet else (case.plan.serving.port,)
+    ports = LISTENER_PORTS if case.fleet else (case.plan.serving.port,)
     assert all(opening.low == opening.high and opening.low in ports for opening in world), world
     if not case.fleet:
         assert bool(world) == (case.exposure == "public")
@@ -231,8 +261,8 @@ def test_world_is_admitted_only_when_asked_for_and_only_to_the_api(case: Case) -
         assert not world or case.exposure == "public"
 
 
-def _openings(resource: guardrails.PlainResource) -> list[guardrails.Opening]:
-    return guardrails.openings(resource.resource_type, resource.inputs or {})
+def _openings(resource: PlainResource) -> list[Opening]:
+    return networks.openings(resource.resource_type, resource.inputs or {})
 
 
 def test_metrics_port_is_reachable_only_from_inside_the_network(case: Case) -> None:
@@ -272,7 +302,7 @@ def test_identity_reads_only_the_model_prefix_and_the_boot_bundles_of_one_bucket
 
 
 def test_identity_reads_exactly_its_own_secrets(case: Case) -> None:
-    secrets = {r.urn for r in case.recording.resources if r.type in guardrails.SECRET_TYPES[case.cloud]}
+    secrets = {r.urn for r in case.recording.resources if r.type in SECRET_TYPES[case.cloud]}
     assert bool(secrets) == bool(case.facts.secret_refs)
     readable = _server_identity(case).secrets
     if backend_for(case.cloud).support(Capability.SECRET_SCOPED_GRANTS).available:
@@ -341,19 +371,19 @@ def test_the_servers_boot_bundle_names_the_api_key_reference_the_gateway_reads_a
 # of the network); Alibaba and Huawei the network the load balancer's nodes live in.
 
 
-def _fleet(case: Case) -> guardrails.ManagedGroup:
+def _fleet(case: Case) -> ManagedGroup:
     case.needs_fleet()
-    groups = guardrails.managed_groups(case.stack)
+    groups = managed_groups(case.stack)
     assert len(groups) == 1, [g.resource.name for g in groups]
     return groups[0]
 
 
-def _load_balancer(case: Case, group: guardrails.ManagedGroup) -> guardrails.LoadBalancer:
+def _load_balancer(case: Case, group: ManagedGroup) -> LoadBalancer:
     """The one load balancer in front of the group (Google Cloud's assets CDN is another, in front of a bucket)."""
     def unexpected(message: str, urn: str | None = None) -> None:
         raise AssertionError(f"{message} ({urn})")
 
-    fronting = [lb for lb in guardrails.load_balancers(case.stack, unexpected)
+    fronting = [lb for lb in load_balancers(case.stack, unexpected)
                 if any(group.resource.urn in {g.urn for g in b.groups} for b in lb.backends)]
     assert len(fronting) == 1, [lb.resource.name for lb in fronting]
     return fronting[0]
@@ -376,8 +406,8 @@ def test_a_fleet_has_one_load_balancer_with_https_and_a_redirect_facing_as_asked
     assert balancer.internet_facing == (case.exposure == "public")
     https = [listener for listener in balancer.listeners if listener.protocol == "HTTPS"]
     http = [listener for listener in balancer.listeners if listener.protocol == "HTTP"]
-    assert [listener.port for listener in https] == [guardrails.HTTPS_PORT]
-    assert [(listener.port, listener.redirects_to_https) for listener in http] == [(guardrails.REDIRECT_PORT, True)]
+    assert [listener.port for listener in https] == [HTTPS_PORT]
+    assert [(listener.port, listener.redirects_to_https) for listener in http] == [(REDIRECT_PORT, True)]
     assert https[0].backends and not http[0].backends
 
 
@@ -393,20 +423,20 @@ def test_the_load_balancer_checks_the_readiness_path_on_the_serving_port(case: C
 def test_a_fleets_api_port_admits_only_its_load_balancer(case: Case) -> None:
     group = _fleet(case)
     port = case.plan.serving.port
-    openings = guardrails.fleet_api_openings(case.stack, group, (port,))
+    openings = fleet_api_openings(case.stack, group, (port,))
     assert openings, "nothing admits the load balancer to the serving port"
     for rule, opening in openings:
         assert (opening.low, opening.high) == (port, port), (rule.name, opening)
         assert _from_load_balancer(case, rule, opening), (rule.name, opening.source.text)
 
 
-def _from_load_balancer(case: Case, rule: guardrails.StackResource, opening: guardrails.Opening) -> bool:
+def _from_load_balancer(case: Case, rule: StackResource, opening: Opening) -> bool:
     if case.cloud == "aws":  # the load balancer's own security group, and nothing else
         balancer = _load_balancer(case, _fleet(case))
         groups = {d.urn for d in balancer.resource.property_dependencies.get("securityGroups", [])}
         sources = {d.urn for d in rule.property_dependencies.get("referencedSecurityGroupId", [])}
         return opening.source.internal and bool(sources) and sources <= groups
-    if guardrails.from_load_balancer(opening, rule.resource_type):  # Google's front ends and health checkers
+    if from_load_balancer(opening, rule.resource_type):  # Google's front ends and health checkers
         return True
     network = opening.source.network  # the network the load balancer's nodes (or Google's proxies) live in
     return network is not None and network.version == 4 and network.subnet_of(NETWORK)  # type: ignore[arg-type]
@@ -416,15 +446,15 @@ def _from_load_balancer(case: Case, rule: guardrails.StackResource, opening: gua
 
 CACHE_TOKEN = "Cache-invariant_0123456789"
 CACHE_CASES = list(itertools.product(CLOUDS, ["internal", "production"], EXPOSURES))
-REDIS_TYPES = {"aws": guardrails.AWS_REPLICATION_GROUP, "gcp": guardrails.GCP_REDIS, "alibaba": guardrails.ALI_KVSTORE,
-               "huawei": guardrails.HW_DCS}
+REDIS_TYPES = {"aws": AWS_REPLICATION_GROUP, "gcp": GCP_REDIS, "alibaba": ALI_KVSTORE,
+               "huawei": HW_DCS}
 
 
 @dataclass(frozen=True)
 class CacheCase:
     cloud: str
     recording: Recording
-    evaluation: guardrails.Evaluation
+    evaluation: Evaluation
 
     def redis(self) -> RegisteredResource:
         (found,) = self.recording.of_type(REDIS_TYPES[self.cloud])
@@ -443,7 +473,7 @@ def cache_case(request: pytest.FixtureRequest) -> CacheCase:
     with dependencies_recorded() as dependencies:
         recording = record(lambda: InferenceServer("inv", args), config=STACK_CONFIG, stack="invariants")
     resources = guarded_resources(recording, dependencies)
-    return CacheCase(cloud, recording, guardrails.evaluate(resources, guardrail_config(plan)))
+    return CacheCase(cloud, recording, evaluate(resources, guardrail_config(plan)))
 
 
 def test_a_deployment_with_a_cache_passes_every_guardrail_and_the_redis_rule_read_it(cache_case: CacheCase) -> None:
@@ -456,16 +486,16 @@ def test_the_redis_admits_the_servers_and_no_address_outside_the_network(cache_c
     recording = cache_case.recording
     if cache_case.cloud == "aws":
         (group_id,) = inputs["securityGroupIds"]
-        rules = [r.inputs for r in recording.of_type(guardrails.AWS_INGRESS_RULE)
+        rules = [r.inputs for r in recording.of_type(AWS_INGRESS_RULE)
                  if r.inputs["securityGroupId"] == group_id]
-        servers = {r.id for r in recording.of_type(guardrails.AWS_SECURITY_GROUP) if r.name == "inv-firewall-sg"}
+        servers = {r.id for r in recording.of_type(AWS_SECURITY_GROUP) if r.name == "inv-firewall-sg"}
         assert rules and {r.get("referencedSecurityGroupId") for r in rules} == servers
         assert not any("cidrIpv4" in r or "cidrIpv6" in r for r in rules)
     elif cache_case.cloud == "gcp":  # Memorystore has no public address; the network's egress picks who reaches it
         assert inputs["authorizedNetwork"] == recording.of_type("gcp:compute/network:Network")[0].id
     elif cache_case.cloud == "alibaba":
         assert inputs["securityIps"] == ["127.0.0.1"]
-        assert inputs["securityGroupId"] == recording.of_type(guardrails.ALI_SECURITY_GROUP)[0].id
+        assert inputs["securityGroupId"] == recording.of_type(ALI_SECURITY_GROUP)[0].id
     else:
         addresses = [a for w in inputs["whitelists"] for a in w["ipAddresses"]]
         assert addresses and all(ipaddress.ip_network(a).subnet_of(NETWORK) for a in addresses)

@@ -17,7 +17,59 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from tests.policy.harness import Resource, rules
+from guardrails import resource_types
+from guardrails.resource_types import (
+    ALI_LAUNCH_TEMPLATES,
+    ALI_LISTENER,
+    ALI_LISTENER_RULE,
+    ALI_LOAD_BALANCER,
+    ALI_POLICY,
+    ALI_ROLE,
+    ALI_ROLE_POLICY_ATTACHMENT,
+    ALI_SCALING_GROUP,
+    ALI_SECRET,
+    ALI_SECURITY_GROUP,
+    ALI_SECURITY_GROUP_RULE,
+    ALI_VSWITCH,
+    AWS_AUTOSCALING_GROUP,
+    AWS_INGRESS_RULE,
+    AWS_LAUNCH_TEMPLATE,
+    AWS_LISTENERS,
+    AWS_LOAD_BALANCERS,
+    AWS_PARAMETER,
+    AWS_ROLE,
+    AWS_ROLE_POLICY,
+    AWS_SECURITY_GROUP,
+    AWS_SUBNET,
+    AWS_TARGET_GROUPS,
+    GCP_AUTOSCALERS,
+    GCP_BACKEND_SERVICES,
+    GCP_FIREWALL,
+    GCP_FORWARDING_RULES,
+    GCP_HEALTH_CHECKS,
+    GCP_HTTP_PROXIES,
+    GCP_HTTPS_PROXIES,
+    GCP_REGION_GROUP_MANAGER,
+    GCP_REGION_INSTANCE_TEMPLATE,
+    GCP_SECRET,
+    GCP_SECRET_IAM_MEMBER,
+    GCP_SERVICE_ACCOUNT,
+    GCP_SSL_POLICIES,
+    GCP_URL_MAPS,
+    HW_AGENCY,
+    HW_AS_CONFIGURATION,
+    HW_AS_GROUP,
+    HW_L7_POLICY,
+    HW_LISTENER,
+    HW_LOAD_BALANCER,
+    HW_POOL,
+    HW_ROLE,
+    HW_SECRET,
+    HW_SECURITY_GROUP,
+    HW_SECURITY_GROUP_RULE,
+)
+
+from tests.policy.harness import Resource
 
 SERVING_PORT = 8000.0
 HEALTH_PATH = "/health"
@@ -57,34 +109,34 @@ def _aws_rule(group: str, port: float, **source: Any) -> dict[str, Any]:
 def aws() -> list[Resource]:
     subnet = "arn:aws:ec2:us-east-1:123456789012:subnet/{}"
     return [
-        Resource(rules.AWS_SUBNET, "private-0", {"availabilityZone": "us-east-1a", "arn": subnet.format("subnet-a")}),
-        Resource(rules.AWS_SUBNET, "private-1", {"availabilityZone": "us-east-1b", "arn": subnet.format("subnet-b")}),
-        Resource(rules.AWS_SECURITY_GROUP, "servers", {"name": "servers", "vpcId": "vpc-1"}),
-        Resource(rules.AWS_SECURITY_GROUP, "lb-firewall", {"name": "lb", "vpcId": "vpc-1"}),
-        Resource(rules.AWS_INGRESS_RULE, "servers-api",
+        Resource(AWS_SUBNET, "private-0", {"availabilityZone": "us-east-1a", "arn": subnet.format("subnet-a")}),
+        Resource(AWS_SUBNET, "private-1", {"availabilityZone": "us-east-1b", "arn": subnet.format("subnet-b")}),
+        Resource(AWS_SECURITY_GROUP, "servers", {"name": "servers", "vpcId": "vpc-1"}),
+        Resource(AWS_SECURITY_GROUP, "lb-firewall", {"name": "lb", "vpcId": "vpc-1"}),
+        Resource(AWS_INGRESS_RULE, "servers-api",
                  _aws_rule("sg-srv", SERVING_PORT, referencedSecurityGroupId="sg-lb"),
                  {"securityGroupId": ["servers"], "referencedSecurityGroupId": ["lb-firewall"]}),
-        Resource(rules.AWS_INGRESS_RULE, "servers-metrics", _aws_rule("sg-srv", 8001.0, cidrIpv4=NETWORK),
+        Resource(AWS_INGRESS_RULE, "servers-metrics", _aws_rule("sg-srv", 8001.0, cidrIpv4=NETWORK),
                  {"securityGroupId": ["servers"]}),
-        Resource(rules.AWS_INGRESS_RULE, "lb-https", _aws_rule("sg-lb", 443.0, cidrIpv4=WORLD),
+        Resource(AWS_INGRESS_RULE, "lb-https", _aws_rule("sg-lb", 443.0, cidrIpv4=WORLD),
                  {"securityGroupId": ["lb-firewall"]}),
-        Resource(rules.AWS_INGRESS_RULE, "lb-http", _aws_rule("sg-lb", 80.0, cidrIpv4=WORLD),
+        Resource(AWS_INGRESS_RULE, "lb-http", _aws_rule("sg-lb", 80.0, cidrIpv4=WORLD),
                  {"securityGroupId": ["lb-firewall"]}),
-        Resource(rules.AWS_LAUNCH_TEMPLATE, "template", AWS_TEMPLATE, {"networkInterfaces": ["servers"]},
+        Resource(AWS_LAUNCH_TEMPLATE, "template", AWS_TEMPLATE, {"networkInterfaces": ["servers"]},
                  protect=True),
-        Resource(rules.AWS_AUTOSCALING_GROUP, "group", {
+        Resource(AWS_AUTOSCALING_GROUP, "group", {
             "minSize": 2.0, "maxSize": 4.0, "vpcZoneIdentifiers": ["subnet-a", "subnet-b"], "healthCheckType": "ELB",
             "launchTemplate": {"id": "lt-1", "version": "$Latest"}, "targetGroupArns": [AWS_TARGET_GROUP["arn"]]},
                  {"launchTemplate": ["template"], "vpcZoneIdentifiers": ["private-0", "private-1"],
                   "targetGroupArns": ["target-group"]}, protect=True),
-        Resource(rules.AWS_TARGET_GROUPS[0], "target-group", AWS_TARGET_GROUP),
-        Resource(rules.AWS_LOAD_BALANCERS[0], "lb", {
+        Resource(AWS_TARGET_GROUPS[0], "target-group", AWS_TARGET_GROUP),
+        Resource(AWS_LOAD_BALANCERS[0], "lb", {
             "arn": AWS_LB_ARN, "internal": False, "loadBalancerType": "application", "securityGroups": ["sg-lb"],
             "subnets": ["subnet-c", "subnet-d"], "idleTimeout": 600.0, "enableDeletionProtection": True},
                  {"securityGroups": ["lb-firewall"]}, protect=True),
-        Resource(rules.AWS_LISTENERS[0], "https", AWS_HTTPS_LISTENER,
+        Resource(AWS_LISTENERS[0], "https", AWS_HTTPS_LISTENER,
                  {"loadBalancerArn": ["lb"], "defaultActions": ["target-group"]}),
-        Resource(rules.AWS_LISTENERS[0], "http", AWS_HTTP_LISTENER, {"loadBalancerArn": ["lb"]}),
+        Resource(AWS_LISTENERS[0], "http", AWS_HTTP_LISTENER, {"loadBalancerArn": ["lb"]}),
     ]
 
 
@@ -110,35 +162,35 @@ GCP_LB_RANGES = ["130.211.0.0/22", "35.191.0.0/16"]
 def gcp() -> list[Resource]:
     group_url = f"{GCP_PROJECT}/regions/us-central1/instanceGroups/inv"
     return [
-        Resource(rules.GCP_REGION_INSTANCE_TEMPLATE, "template", GCP_TEMPLATE),
-        Resource(rules.GCP_REGION_GROUP_MANAGER, "group", {
+        Resource(GCP_REGION_INSTANCE_TEMPLATE, "template", GCP_TEMPLATE),
+        Resource(GCP_REGION_GROUP_MANAGER, "group", {
             "region": "us-central1", "distributionPolicyZones": ["us-central1-a", "us-central1-b"],
             "versions": [{"instanceTemplate": f"{GCP_PROJECT}/regions/us-central1/instanceTemplates/inv"}],
             "namedPorts": [{"name": "http", "port": SERVING_PORT}], "instanceGroup": group_url,
             "autoHealingPolicies": {"healthCheck": GCP_HEALTH_CHECK["selfLink"], "initialDelaySec": 900.0}},
                  {"versions": ["template"], "autoHealingPolicies": ["health"]}, protect=True),
-        Resource(rules.GCP_AUTOSCALERS[0], "autoscaler", {
+        Resource(GCP_AUTOSCALERS[0], "autoscaler", {
             "target": "group", "autoscalingPolicy": {"minReplicas": 2.0, "maxReplicas": 4.0}}, {"target": ["group"]}),
-        Resource(rules.GCP_FIREWALL, "servers-api", {
+        Resource(GCP_FIREWALL, "servers-api", {
             "direction": "INGRESS", "allows": [{"protocol": "tcp", "ports": ["8000"]}], "sourceRanges": GCP_LB_RANGES,
             "targetTags": ["inv-server"], "network": f"{GCP_PROJECT}/global/networks/inv"}),
-        Resource(rules.GCP_HEALTH_CHECKS[0], "health", GCP_HEALTH_CHECK),
-        Resource(rules.GCP_BACKEND_SERVICES[0], "backend", {
+        Resource(GCP_HEALTH_CHECKS[0], "health", GCP_HEALTH_CHECK),
+        Resource(GCP_BACKEND_SERVICES[0], "backend", {
             "healthChecks": [GCP_HEALTH_CHECK["selfLink"]], "backends": [{"group": group_url, "balancingMode": "RATE"}],
             "protocol": "HTTP", "portName": "http", "loadBalancingScheme": "EXTERNAL_MANAGED", "timeoutSec": 600.0},
                  {"healthChecks": ["health"], "backends": ["group"]}),
-        Resource(rules.GCP_URL_MAPS[0], "urls", {"defaultService": "backend"}, {"defaultService": ["backend"]}),
-        Resource(rules.GCP_URL_MAPS[0], "redirect", {"defaultUrlRedirect": {"httpsRedirect": True,
+        Resource(GCP_URL_MAPS[0], "urls", {"defaultService": "backend"}, {"defaultService": ["backend"]}),
+        Resource(GCP_URL_MAPS[0], "redirect", {"defaultUrlRedirect": {"httpsRedirect": True,
                                                                              "stripQuery": False}}),
-        Resource(rules.GCP_SSL_POLICIES[0], "tls", GCP_SSL_POLICY),
-        Resource(rules.GCP_HTTPS_PROXIES[0], "https-proxy", {"urlMap": "urls", "sslPolicy": GCP_SSL_POLICY["selfLink"],
-                                                             "sslCertificates": ["certificate"]},
+        Resource(GCP_SSL_POLICIES[0], "tls", GCP_SSL_POLICY),
+        Resource(GCP_HTTPS_PROXIES[0], "https-proxy", {"urlMap": "urls", "sslPolicy": GCP_SSL_POLICY["selfLink"],
+                                                       "sslCertificates": ["certificate"]},
                  {"urlMap": ["urls"], "sslPolicy": ["tls"]}),
-        Resource(rules.GCP_HTTP_PROXIES[0], "http-proxy", {"urlMap": "redirect"}, {"urlMap": ["redirect"]}),
+        Resource(GCP_HTTP_PROXIES[0], "http-proxy", {"urlMap": "redirect"}, {"urlMap": ["redirect"]}),
         Resource("gcp:compute/globalAddress:GlobalAddress", "address", {"address": "203.0.113.7"}, protect=True),
-        Resource(rules.GCP_FORWARDING_RULES[0], "https", GCP_HTTPS_RULE,
+        Resource(GCP_FORWARDING_RULES[0], "https", GCP_HTTPS_RULE,
                  {"target": ["https-proxy"], "ipAddress": ["address"]}, protect=True),
-        Resource(rules.GCP_FORWARDING_RULES[0], "http", GCP_HTTP_RULE,
+        Resource(GCP_FORWARDING_RULES[0], "http", GCP_HTTP_RULE,
                  {"target": ["http-proxy"], "ipAddress": ["address"]}, protect=True),
     ]
 
@@ -168,28 +220,28 @@ ALI_REDIRECT_RULE = {
 
 def alibaba() -> list[Resource]:
     return [
-        Resource(rules.ALI_VSWITCH, "private-0", {"zoneId": "ap-southeast-1a", "cidrBlock": "10.64.16.0/20"}),
-        Resource(rules.ALI_VSWITCH, "private-1", {"zoneId": "ap-southeast-1b", "cidrBlock": "10.64.32.0/20"}),
-        Resource(rules.ALI_SECURITY_GROUP, "servers", {"vpcId": "vpc-1"}),
-        Resource(rules.ALI_SECURITY_GROUP_RULE, "servers-api", {
+        Resource(ALI_VSWITCH, "private-0", {"zoneId": "ap-southeast-1a", "cidrBlock": "10.64.16.0/20"}),
+        Resource(ALI_VSWITCH, "private-1", {"zoneId": "ap-southeast-1b", "cidrBlock": "10.64.32.0/20"}),
+        Resource(ALI_SECURITY_GROUP, "servers", {"vpcId": "vpc-1"}),
+        Resource(ALI_SECURITY_GROUP_RULE, "servers-api", {
             "type": "ingress", "ipProtocol": "tcp", "portRange": "8000/8000", "cidrIp": NETWORK, "policy": "accept",
             "nicType": "intranet", "securityGroupId": "sg-srv"}, {"securityGroupId": ["servers"]}),
-        Resource(rules.ALI_LAUNCH_TEMPLATES[0], "template", ALI_TEMPLATE, {"securityGroupIds": ["servers"]},
+        Resource(ALI_LAUNCH_TEMPLATES[0], "template", ALI_TEMPLATE, {"securityGroupIds": ["servers"]},
                  protect=True),
-        Resource(rules.ALI_SCALING_GROUP, "group", {
+        Resource(ALI_SCALING_GROUP, "group", {
             "minSize": 2.0, "maxSize": 4.0, "vswitchIds": ["vsw-a", "vsw-b"], "launchTemplateId": "lt-1",
             "healthCheckTypes": ["LOAD_BALANCER"], "groupDeletionProtection": True,
             "albServerGroups": [{"albServerGroupId": "sgp-1", "port": SERVING_PORT, "weight": 100.0}]},
                  {"launchTemplateId": ["template"], "vswitchIds": ["private-0", "private-1"],
                   "albServerGroups": ["server-group"]}, protect=True),
-        Resource(rules.ALI_SERVER_GROUP, "server-group", ALI_SERVER_GROUP),
-        Resource(rules.ALI_LOAD_BALANCER, "lb", {"addressType": "Internet", "loadBalancerEdition": "Standard",
-                                                 "deletionProtectionEnabled": True}, protect=True),
-        Resource(rules.ALI_LISTENER, "https", ALI_HTTPS_LISTENER,
+        Resource(resource_types.ALI_SERVER_GROUP, "server-group", ALI_SERVER_GROUP),
+        Resource(ALI_LOAD_BALANCER, "lb", {"addressType": "Internet", "loadBalancerEdition": "Standard",
+                                           "deletionProtectionEnabled": True}, protect=True),
+        Resource(ALI_LISTENER, "https", ALI_HTTPS_LISTENER,
                  {"loadBalancerId": ["lb"], "defaultActions": ["server-group"]}),
-        Resource(rules.ALI_LISTENER, "http", ALI_HTTP_LISTENER,
+        Resource(ALI_LISTENER, "http", ALI_HTTP_LISTENER,
                  {"loadBalancerId": ["lb"], "defaultActions": ["server-group"]}),
-        Resource(rules.ALI_LISTENER_RULE, "http-redirect", ALI_REDIRECT_RULE, {"listenerId": ["http"]}),
+        Resource(ALI_LISTENER_RULE, "http-redirect", ALI_REDIRECT_RULE, {"listenerId": ["http"]}),
     ]
 
 
@@ -208,28 +260,28 @@ HW_MONITOR = {"poolId": "pool-1", "protocol": "HTTP", "urlPath": HEALTH_PATH, "i
 
 def huawei() -> list[Resource]:
     return [
-        Resource(rules.HW_SECURITY_GROUP, "servers", {"name": "servers"}),
-        Resource(rules.HW_SECURITY_GROUP_RULE, "servers-api", {
+        Resource(HW_SECURITY_GROUP, "servers", {"name": "servers"}),
+        Resource(HW_SECURITY_GROUP_RULE, "servers-api", {
             "direction": "ingress", "ethertype": "IPv4", "protocol": "tcp", "portRangeMin": SERVING_PORT,
             "portRangeMax": SERVING_PORT, "remoteIpPrefix": NETWORK, "securityGroupId": "sg-srv"},
                  {"securityGroupId": ["servers"]}),
-        Resource(rules.HW_AS_CONFIGURATION, "template", HW_CONFIGURATION, {"instanceConfig": ["servers"]}),
-        Resource(rules.HW_AS_GROUP, "group", {
+        Resource(HW_AS_CONFIGURATION, "template", HW_CONFIGURATION, {"instanceConfig": ["servers"]}),
+        Resource(HW_AS_GROUP, "group", {
             "scalingConfigurationId": "conf-1", "minInstanceNumber": 2.0, "maxInstanceNumber": 4.0,
             "availabilityZones": ["ap-southeast-3a", "ap-southeast-3b"], "networks": [{"id": "subnet-1"}],
             "vpcId": "vpc-1", "healthPeriodicAuditMethod": "ELB_AUDIT",
             "lbaasListeners": [{"poolId": "pool-1", "protocolPort": SERVING_PORT}]},
                  {"scalingConfigurationId": ["template"], "lbaasListeners": ["pool"]}, protect=True),
-        Resource(rules.HW_LOAD_BALANCER, "lb", {"ipv4EipId": "eip-1", "availabilityZones": ["ap-southeast-3a"],
-                                                "deletionProtectionEnable": True}, protect=True),
-        Resource(rules.HW_LISTENER, "https", HW_HTTPS_LISTENER, {"loadbalancerId": ["lb"], "defaultPoolId": ["pool"]}),
-        Resource(rules.HW_LISTENER, "http", HW_HTTP_LISTENER, {"loadbalancerId": ["lb"]}),
-        Resource(rules.HW_L7_POLICY, "http-redirect", {"listenerId": "lsn-http", "action": "REDIRECT_TO_LISTENER",
-                                                       "redirectListenerId": "lsn-https"},
+        Resource(HW_LOAD_BALANCER, "lb", {"ipv4EipId": "eip-1", "availabilityZones": ["ap-southeast-3a"],
+                                          "deletionProtectionEnable": True}, protect=True),
+        Resource(HW_LISTENER, "https", HW_HTTPS_LISTENER, {"loadbalancerId": ["lb"], "defaultPoolId": ["pool"]}),
+        Resource(HW_LISTENER, "http", HW_HTTP_LISTENER, {"loadbalancerId": ["lb"]}),
+        Resource(HW_L7_POLICY, "http-redirect", {"listenerId": "lsn-http", "action": "REDIRECT_TO_LISTENER",
+                                                 "redirectListenerId": "lsn-https"},
                  {"listenerId": ["http"], "redirectListenerId": ["https"]}),
-        Resource(rules.HW_POOL, "pool", {"protocol": "HTTP", "lbMethod": "ROUND_ROBIN", "loadbalancerId": "elb-1"},
+        Resource(HW_POOL, "pool", {"protocol": "HTTP", "lbMethod": "ROUND_ROBIN", "loadbalancerId": "elb-1"},
                  {"loadbalancerId": ["lb"]}),
-        Resource(rules.HW_MONITOR, "health", HW_MONITOR, {"poolId": ["pool"]}),
+        Resource(resource_types.HW_MONITOR, "health", HW_MONITOR, {"poolId": ["pool"]}),
     ]
 
 
@@ -252,11 +304,11 @@ SECRETS_READ = policy_document([{"Effect": "Allow", "Action": ["ssm:GetParameter
 
 def aws_api_key() -> list[Resource]:
     return [
-        Resource(rules.AWS_ROLE, "identity-role", {"name": "inv-identity-role", "assumeRolePolicy": trust_policy(
+        Resource(AWS_ROLE, "identity-role", {"name": "inv-identity-role", "assumeRolePolicy": trust_policy(
             "ec2.amazonaws.com"), "arn": "arn:aws:iam::123456789012:role/inv-identity-role"}),
-        Resource(rules.AWS_PARAMETER, "secrets-api-key", {"name": "/inferstack/inv/prod/inv-secrets/api-key",
-                                                          "type": "SecureString", "arn": AWS_KEY_ARN}),
-        Resource(rules.AWS_ROLE_POLICY, "identity-secrets-read", {"role": "inv-identity-role", "policy": SECRETS_READ},
+        Resource(AWS_PARAMETER, "secrets-api-key", {"name": "/inferstack/inv/prod/inv-secrets/api-key",
+                                                    "type": "SecureString", "arn": AWS_KEY_ARN}),
+        Resource(AWS_ROLE_POLICY, "identity-secrets-read", {"role": "inv-identity-role", "policy": SECRETS_READ},
                  {"role": ["identity-role"]}),
     ]
 
@@ -266,11 +318,11 @@ GCP_EMAIL = GCP_TEMPLATE["serviceAccount"]["email"]
 
 def gcp_api_key() -> list[Resource]:
     return [
-        Resource(rules.GCP_SERVICE_ACCOUNT, "identity-account", {"email": GCP_EMAIL,
-                                                                 "member": f"serviceAccount:{GCP_EMAIL}"}),
-        Resource(rules.GCP_SECRET, "secrets-api-key", {"secretId": "inv-secrets-api-key",
-                                                       "name": "projects/123/secrets/inv-secrets-api-key"}),
-        Resource(rules.GCP_SECRET_IAM_MEMBER, "identity-secret-read-0", {
+        Resource(GCP_SERVICE_ACCOUNT, "identity-account", {"email": GCP_EMAIL,
+                                                           "member": f"serviceAccount:{GCP_EMAIL}"}),
+        Resource(GCP_SECRET, "secrets-api-key", {"secretId": "inv-secrets-api-key",
+                                                 "name": "projects/123/secrets/inv-secrets-api-key"}),
+        Resource(GCP_SECRET_IAM_MEMBER, "identity-secret-read-0", {
             "secretId": "projects/p/secrets/inv-secrets-api-key", "member": f"serviceAccount:{GCP_EMAIL}",
             "role": "roles/secretmanager.secretAccessor"}, {"secretId": ["secrets-api-key"]}),
     ]
@@ -281,15 +333,15 @@ ALI_KEY_ARN = "acs:kms:ap-southeast-1:5123456789012345:secret/inferstack/inv/pro
 
 def alibaba_api_key() -> list[Resource]:
     return [
-        Resource(rules.ALI_ROLE, "identity-role", {"roleName": "inv-identity",
-                                                   "assumeRolePolicyDocument": trust_policy("ecs.aliyuncs.com", "1")}),
-        Resource(rules.ALI_SECRET, "secrets-api-key", {"secretName": "inferstack/inv/prod/inv-secrets/api-key",
-                                                       "arn": ALI_KEY_ARN}),
-        Resource(rules.ALI_POLICY, "identity-secrets-read", {"policyName": "inv-identity-secrets-read",
-                                                             "policyDocument": policy_document([
+        Resource(ALI_ROLE, "identity-role", {"roleName": "inv-identity",
+                                             "assumeRolePolicyDocument": trust_policy("ecs.aliyuncs.com", "1")}),
+        Resource(ALI_SECRET, "secrets-api-key", {"secretName": "inferstack/inv/prod/inv-secrets/api-key",
+                                                 "arn": ALI_KEY_ARN}),
+        Resource(ALI_POLICY, "identity-secrets-read", {"policyName": "inv-identity-secrets-read",
+                                                       "policyDocument": policy_document([
                                                                  {"Effect": "Allow", "Action": "kms:GetSecretValue",
                                                                   "Resource": [ALI_KEY_ARN]}], "1")}),
-        Resource(rules.ALI_ROLE_POLICY_ATTACHMENT, "identity-secrets-read-attachment", {
+        Resource(ALI_ROLE_POLICY_ATTACHMENT, "identity-secrets-read-attachment", {
             "roleName": "inv-identity", "policyName": "inv-identity-secrets-read", "policyType": "Custom"},
                  {"roleName": ["identity-role"], "policyName": ["identity-secrets-read"]}),
     ]
@@ -299,12 +351,12 @@ def huawei_api_key() -> list[Resource]:
     secrets_read = json.dumps({"Version": "1.1", "Statement": [
         {"Effect": "Allow", "Action": ["csms:secretVersion:get", "kms:dek:decrypt"]}]})
     return [
-        Resource(rules.HW_ROLE, "identity-secrets-read", {"name": "inv-secrets-read", "type": "XA",
-                                                          "policy": secrets_read}),
-        Resource(rules.HW_AGENCY, "identity-agency", {"name": "inv-agency", "delegatedServiceName": "op_svc_ecs",
-                                                      "projectRoles": [{"project": "ap-southeast-3",
-                                                                        "roles": ["inv-secrets-read"]}]}),
-        Resource(rules.HW_SECRET, "secrets-api-key", {"name": "inv-secrets-api-key"}),
+        Resource(HW_ROLE, "identity-secrets-read", {"name": "inv-secrets-read", "type": "XA",
+                                                    "policy": secrets_read}),
+        Resource(HW_AGENCY, "identity-agency", {"name": "inv-agency", "delegatedServiceName": "op_svc_ecs",
+                                                "projectRoles": [{"project": "ap-southeast-3",
+                                                                  "roles": ["inv-secrets-read"]}]}),
+        Resource(HW_SECRET, "secrets-api-key", {"name": "inv-secrets-api-key"}),
     ]
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "policy"))  # the pack imports its module by plain name, as the analyzer runs it
+# The pack imports its modules by plain name (`guardrails.*`), as the analyzer runs it; the tests import them too,
+# after tests/policy/conftest.py has imported this module.
+sys.path.insert(0, str(REPO / "policy"))
 
 try:
     from pulumi_policy import (
@@ -39,7 +41,6 @@ except ImportError as error:  # never a silent skip: the policy tests need the p
         "`make policy-tests` (docs/policy.md)") from error
 
 import inferstack_policies as pack  # noqa: E402  (after the path and the SDK check above)
-import inferstack_rules as rules  # noqa: E402, F401  (the tests read the rules' type tokens and reasons here)
 
 from inferstack import preview  # noqa: E402
 from inferstack.preview import Recording, RegisteredResource  # noqa: E402

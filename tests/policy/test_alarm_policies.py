@@ -5,10 +5,11 @@ its alarms gets one finding on its managed group; a single server is not a fleet
 from __future__ import annotations
 
 import pytest
+from guardrails.fleet import FLEET_ALARMS
 
 from inferstack.preview import RegisteredResource
 from tests.policy import deployments
-from tests.policy.harness import EnforcementLevel, Registered, check_recording, pack, rules
+from tests.policy.harness import EnforcementLevel, Registered, check_recording, pack
 
 POLICY = "fleet-watched-by-alarms"
 CLOUDS = ["aws", "gcp", "alibaba", "huawei"]
@@ -19,7 +20,7 @@ def _policy() -> list[object]:
 
 
 def _watching_alarms(registered: Registered, cloud: str) -> list[RegisteredResource]:
-    alarm_type, watches = rules.FLEET_ALARMS[cloud]
+    alarm_type, watches = FLEET_ALARMS[cloud]
     return [r for r in registered.resources() if r.type == alarm_type and watches(r.inputs)]
 
 

@@ -12,8 +12,46 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from guardrails.resource_types import (
+    ALI_INSTANCE,
+    ALI_POLICY,
+    ALI_ROLE,
+    ALI_ROLE_POLICY_ATTACHMENT,
+    ALI_SECURITY_GROUP_RULE,
+    AWS_DEFAULT_SECURITY_GROUP,
+    AWS_INGRESS_RULE,
+    AWS_INSTANCE,
+    AWS_LAUNCH_CONFIGURATION,
+    AWS_LAUNCH_TEMPLATE,
+    AWS_MANAGED_POLICY,
+    AWS_PARAMETER,
+    AWS_POLICY_ATTACHMENT,
+    AWS_ROLE,
+    AWS_ROLE_POLICY,
+    AWS_ROLE_POLICY_ATTACHMENT,
+    AWS_SECURITY_GROUP,
+    AWS_SECURITY_GROUP_RULE,
+    AWS_SPOT_INSTANCE_REQUEST,
+    GCP_BUCKET_IAM_MEMBER,
+    GCP_FIREWALL,
+    GCP_FIREWALL_POLICY_RULE,
+    GCP_FIREWALL_POLICY_WITH_RULES,
+    GCP_INSTANCE,
+    GCP_NETWORK_FIREWALL_POLICY_RULE,
+    GCP_NETWORK_FIREWALL_POLICY_WITH_RULES,
+    GCP_PROJECT_IAM_MEMBER,
+    GCP_PROJECT_IAM_POLICY,
+    GCP_REGION_FIREWALL_POLICY_RULE,
+    GCP_REGION_FIREWALL_POLICY_WITH_RULES,
+    GCP_SECRET,
+    GCP_SECRET_IAM_MEMBER,
+    GCP_SERVICE_ACCOUNT,
+    HW_AGENCY,
+    HW_ROLE,
+    HW_SECURITY_GROUP_RULE,
+)
 
-from tests.policy.harness import Resource, check_resource, check_stack, pack, rules
+from tests.policy.harness import Resource, check_resource, check_stack, pack
 
 BUCKET = "inferstack-dev-models-1a2b3c4d"
 PREFIX = "models/llama/"
@@ -59,34 +97,34 @@ def _hw_rule(**props: Any) -> dict[str, Any]:
             "securityGroupId": "43b50667", **props}
 
 
-GCP_POLICY_RULE_TYPES = [rules.GCP_FIREWALL_POLICY_RULE, rules.GCP_NETWORK_FIREWALL_POLICY_RULE,
-                         rules.GCP_REGION_FIREWALL_POLICY_RULE]
-GCP_POLICY_WITH_RULES_TYPES = [rules.GCP_FIREWALL_POLICY_WITH_RULES, rules.GCP_NETWORK_FIREWALL_POLICY_WITH_RULES,
-                               rules.GCP_REGION_FIREWALL_POLICY_WITH_RULES]
+GCP_POLICY_RULE_TYPES = [GCP_FIREWALL_POLICY_RULE, GCP_NETWORK_FIREWALL_POLICY_RULE,
+                         GCP_REGION_FIREWALL_POLICY_RULE]
+GCP_POLICY_WITH_RULES_TYPES = [GCP_FIREWALL_POLICY_WITH_RULES, GCP_NETWORK_FIREWALL_POLICY_WITH_RULES,
+                               GCP_REGION_FIREWALL_POLICY_WITH_RULES]
 
 NETWORK_CASES = [
     # Public ranges other than /0.
     Case("the internet in two halves, 0.0.0.0/1 and 128.0.0.0/1", pack.world_ingress_serving_port_only,
-         rules.AWS_SECURITY_GROUP_RULE, _aws_rule(fromPort=9000.0, toPort=9000.0,
-                                                  cidrBlocks=["0.0.0.0/1", "128.0.0.0/1"]),
+         AWS_SECURITY_GROUP_RULE, _aws_rule(fromPort=9000.0, toPort=9000.0,
+                                            cidrBlocks=["0.0.0.0/1", "128.0.0.0/1"]),
          [f"port 9000 is open to public network 0.0.0.0/1: {WORLD_FIX}",
           f"port 9000 is open to public network 128.0.0.0/1: {WORLD_FIX}"]),
     Case("IPv6: half the internet (::/1) and all of global unicast (2000::/3)", pack.world_ingress_serving_port_only,
-         rules.AWS_SECURITY_GROUP, {"ingress": [{"protocol": "tcp", "fromPort": 5432.0, "toPort": 5432.0,
-                                                 "ipv6CidrBlocks": ["::/1", "2000::/3"]}]},
+         AWS_SECURITY_GROUP, {"ingress": [{"protocol": "tcp", "fromPort": 5432.0, "toPort": 5432.0,
+                                           "ipv6CidrBlocks": ["::/1", "2000::/3"]}]},
          [f"port 5432 is open to public network ::/1: {WORLD_FIX}",
           f"port 5432 is open to public network 2000::/3: {WORLD_FIX}"]),
     Case("a non-serving port to loopback, link-local and private networks", pack.world_ingress_serving_port_only,
-         rules.AWS_SECURITY_GROUP, {"ingress": [{"protocol": "tcp", "fromPort": 5432.0, "toPort": 5432.0,
-                                                 "cidrBlocks": ["127.0.0.0/8", "169.254.0.0/16", "10.0.0.0/8"],
-                                                 "ipv6CidrBlocks": ["fe80::/10", "fd00::/8"]}]}, []),
-    Case("a source that is not an address", pack.world_ingress_serving_port_only, rules.AWS_INGRESS_RULE,
+         AWS_SECURITY_GROUP, {"ingress": [{"protocol": "tcp", "fromPort": 5432.0, "toPort": 5432.0,
+                                           "cidrBlocks": ["127.0.0.0/8", "169.254.0.0/16", "10.0.0.0/8"],
+                                           "ipv6CidrBlocks": ["fe80::/10", "fd00::/8"]}]}, []),
+    Case("a source that is not an address", pack.world_ingress_serving_port_only, AWS_INGRESS_RULE,
          {"ipProtocol": "tcp", "fromPort": 9000.0, "toPort": 9000.0, "cidrIpv4": "any"},
          [f"port 9000 is open to source 'any', which the pack cannot read (so it counts as public): {WORLD_FIX}"]),
     # Resource types the pack did not read.
     Case("SSH from the world through the default security group", pack.admin_ports_not_public,
-         rules.AWS_DEFAULT_SECURITY_GROUP, {"ingress": [{"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0,
-                                                         "cidrBlocks": [WORLD]}]},
+         AWS_DEFAULT_SECURITY_GROUP, {"ingress": [{"protocol": "tcp", "fromPort": 22.0, "toPort": 22.0,
+                                                   "cidrBlocks": [WORLD]}]},
          [f"admin port 22 (SSH) is open to 0.0.0.0/0: {ADMIN_FIX}"]),
     *(Case(f"SSH from the world through {t.rsplit(':', 1)[-1]}", pack.admin_ports_not_public, t, _gcp_policy_rule(),
            [f"admin port 22 (SSH) is open to 0.0.0.0/0: {ADMIN_FIX}"]) for t in GCP_POLICY_RULE_TYPES),
@@ -94,13 +132,13 @@ NETWORK_CASES = [
            {"rules": [_gcp_policy_rule(action="deny"), _gcp_policy_rule()]},
            [f"admin port 22 (SSH) is open to 0.0.0.0/0: {ADMIN_FIX}"]) for t in GCP_POLICY_WITH_RULES_TYPES),
     Case("a firewall policy rule that denies, or goes to the next level", pack.admin_ports_not_public,
-         rules.GCP_NETWORK_FIREWALL_POLICY_WITH_RULES,
+         GCP_NETWORK_FIREWALL_POLICY_WITH_RULES,
          {"rules": [_gcp_policy_rule(action="deny"), _gcp_policy_rule(action="goto_next"),
                     _gcp_policy_rule(direction="EGRESS")]}, []),
     Case("a firewall policy rule admitting IAP's forwarders", pack.admin_ports_not_public,
-         rules.GCP_NETWORK_FIREWALL_POLICY_RULE, _gcp_policy_rule(srcIpRanges=["35.235.240.0/20"]), []),
+         GCP_NETWORK_FIREWALL_POLICY_RULE, _gcp_policy_rule(srcIpRanges=["35.235.240.0/20"]), []),
     Case("a firewall policy rule for every internet source", pack.admin_ports_not_public,
-         rules.GCP_REGION_FIREWALL_POLICY_RULE,
+         GCP_REGION_FIREWALL_POLICY_RULE,
          _gcp_policy_rule(srcIpRanges=[], srcNetworkScope="INTERNET",
                           layer4Configs=[{"ipProtocol": "ALL"}]),
          _every_port("srcNetworkScope INTERNET")),
@@ -114,52 +152,52 @@ NETWORK_CASES = [
          ["aws:ec2/securityGroupIngressRules:SecurityGroupIngressRules is a firewall type the pack cannot read, so it "
           "counts as opening every port to the internet: use a rule type the pack reads (docs/policy.md lists them)"]),
     # Sources whose addresses the pack cannot see.
-    Case("SSH from a prefix list", pack.admin_ports_not_public, rules.AWS_INGRESS_RULE,
+    Case("SSH from a prefix list", pack.admin_ports_not_public, AWS_INGRESS_RULE,
          {"ipProtocol": "tcp", "fromPort": 22.0, "toPort": 22.0, "prefixListId": "pl-0123456789abcdef0"},
          [f"admin port 22 (SSH) is open to prefix list pl-0123456789abcdef0, which the pack cannot read: {ADMIN_FIX}"]),
-    Case("SSH from an Alibaba prefix list", pack.admin_ports_not_public, rules.ALI_SECURITY_GROUP_RULE,
+    Case("SSH from an Alibaba prefix list", pack.admin_ports_not_public, ALI_SECURITY_GROUP_RULE,
          {"type": "ingress", "ipProtocol": "tcp", "portRange": "22/22", "prefixListId": "pl-wz9c6ab2sldbd4w4",
           "policy": "accept", "securityGroupId": "sg-1"},
          [f"admin port 22 (SSH) is open to prefix list pl-wz9c6ab2sldbd4w4, which the pack cannot read: {ADMIN_FIX}"]),
-    Case("SSH from a Huawei address group", pack.admin_ports_not_public, rules.HW_SECURITY_GROUP_RULE,
+    Case("SSH from a Huawei address group", pack.admin_ports_not_public, HW_SECURITY_GROUP_RULE,
          _hw_rule(remoteAddressGroupId="ag-1"),
          [f"admin port 22 (SSH) is open to address group ag-1, which the pack cannot read: {ADMIN_FIX}"]),
-    Case("SSH from a Google address group", pack.admin_ports_not_public, rules.GCP_NETWORK_FIREWALL_POLICY_RULE,
+    Case("SSH from a Google address group", pack.admin_ports_not_public, GCP_NETWORK_FIREWALL_POLICY_RULE,
          _gcp_policy_rule(srcIpRanges=[], srcAddressGroups=["projects/p/locations/global/addressGroups/ops"]),
          ["admin port 22 (SSH) is open to address group projects/p/locations/global/addressGroups/ops, which the pack "
           f"cannot read: {ADMIN_FIX}"]),
     Case("SSH from another security group (instances of the cloud, not the internet)", pack.admin_ports_not_public,
-         rules.AWS_INGRESS_RULE, {"ipProtocol": "tcp", "fromPort": 22.0, "toPort": 22.0,
-                                  "referencedSecurityGroupId": "sg-0bastion"}, []),
+         AWS_INGRESS_RULE, {"ipProtocol": "tcp", "fromPort": 22.0, "toPort": 22.0,
+                            "referencedSecurityGroupId": "sg-0bastion"}, []),
     # Protocols written another way.
-    Case("every protocol as the number -1", pack.admin_ports_not_public, rules.AWS_SECURITY_GROUP,
+    Case("every protocol as the number -1", pack.admin_ports_not_public, AWS_SECURITY_GROUP,
          {"ingress": [{"protocol": -1.0, "fromPort": 0.0, "toPort": 0.0, "cidrBlocks": [WORLD]}]}, _every_port(WORLD)),
-    Case("every protocol as the text -1.0", pack.admin_ports_not_public, rules.AWS_SECURITY_GROUP_RULE,
+    Case("every protocol as the text -1.0", pack.admin_ports_not_public, AWS_SECURITY_GROUP_RULE,
          _aws_rule(protocol="-1.0", fromPort=0.0, toPort=0.0, cidrBlocks=[WORLD]), _every_port(WORLD)),
-    Case("TCP by number, as text with a decimal", pack.admin_ports_not_public, rules.AWS_INGRESS_RULE,
+    Case("TCP by number, as text with a decimal", pack.admin_ports_not_public, AWS_INGRESS_RULE,
          {"ipProtocol": "6.0", "fromPort": 22.0, "toPort": 22.0, "cidrIpv4": WORLD},
          [f"admin port 22 (SSH) is open to 0.0.0.0/0: {ADMIN_FIX}"]),
-    Case("another protocol number, which opens every port on AWS", pack.admin_ports_not_public, rules.AWS_INGRESS_RULE,
+    Case("another protocol number, which opens every port on AWS", pack.admin_ports_not_public, AWS_INGRESS_RULE,
          {"ipProtocol": "41", "fromPort": 22.0, "toPort": 22.0, "cidrIpv4": WORLD}, _every_port(WORLD)),
-    Case("ALL in capitals", pack.admin_ports_not_public, rules.HW_SECURITY_GROUP_RULE,
+    Case("ALL in capitals", pack.admin_ports_not_public, HW_SECURITY_GROUP_RULE,
          _hw_rule(protocol="ALL", portRangeMin=None, portRangeMax=None, remoteIpPrefix=WORLD), _every_port(WORLD)),
-    Case("ICMP opens no port", pack.admin_ports_not_public, rules.AWS_INGRESS_RULE,
+    Case("ICMP opens no port", pack.admin_ports_not_public, AWS_INGRESS_RULE,
          {"ipProtocol": "icmp", "fromPort": -1.0, "toPort": -1.0, "cidrIpv4": WORLD}, []),
-    Case("a protocol the pack does not know", pack.admin_ports_not_public, rules.AWS_INGRESS_RULE,
+    Case("a protocol the pack does not know", pack.admin_ports_not_public, AWS_INGRESS_RULE,
          {"ipProtocol": "ssh", "fromPort": 22.0, "toPort": 22.0, "cidrIpv4": WORLD},
          ["the rule's protocol 'ssh' cannot be read, so it counts as opening every port (admin ports included) to "
           f"0.0.0.0/0: {UNREAD_FIX}"]),
     # Port ranges.
-    Case("a reversed port range", pack.admin_ports_not_public, rules.ALI_SECURITY_GROUP_RULE,
+    Case("a reversed port range", pack.admin_ports_not_public, ALI_SECURITY_GROUP_RULE,
          {"type": "ingress", "ipProtocol": "tcp", "portRange": "65535/1", "cidrIp": WORLD, "policy": "accept",
           "securityGroupId": "sg-1"},
          [f"ports 1-65535 are open to 0.0.0.0/0, including admin port 22 (SSH): {ADMIN_FIX}",
           f"ports 1-65535 are open to 0.0.0.0/0, including admin port 3389 (RDP): {ADMIN_FIX}"]),
-    Case("a port range around SSH, with its ports as numbers", pack.admin_ports_not_public, rules.GCP_FIREWALL,
+    Case("a port range around SSH, with its ports as numbers", pack.admin_ports_not_public, GCP_FIREWALL,
          {"direction": "INGRESS", "sourceRanges": ["198.51.100.0/24"], "allows": [{"protocol": "tcp",
                                                                                    "ports": [20.0, "21-23"]}]},
          [f"ports 21-23 are open to 198.51.100.0/24, including admin port 22 (SSH): {ADMIN_FIX}"]),
-    Case("a port the pack cannot read", pack.world_ingress_serving_port_only, rules.GCP_FIREWALL,
+    Case("a port the pack cannot read", pack.world_ingress_serving_port_only, GCP_FIREWALL,
          {"direction": "INGRESS", "sourceRanges": [WORLD], "allows": [{"protocol": "tcp", "ports": ["ssh"]}]},
          ["the rule's port 'ssh' cannot be read, so it counts as opening every port to the whole internet "
           f"(0.0.0.0/0): {UNREAD_FIX}"]),
@@ -173,7 +211,7 @@ def test_a_network_bypass_is_reported_and_private_sources_still_pass(case: Case)
 
 
 def test_an_api_open_to_the_whole_internet_in_two_halves_needs_an_api_key() -> None:
-    halves = [Resource(rules.AWS_INGRESS_RULE, f"api-{n}", {"ipProtocol": "tcp", "fromPort": 8000.0, "toPort": 8000.0,
+    halves = [Resource(AWS_INGRESS_RULE, f"api-{n}", {"ipProtocol": "tcp", "fromPort": 8000.0, "toPort": 8000.0,
                                                               "cidrIpv4": cidr})
               for n, cidr in enumerate(["0.0.0.0/1", "128.0.0.0/1"])]
     report = check_stack(pack.public_api_has_api_key, halves)
@@ -197,27 +235,27 @@ REQUIRED_64 = {"metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "req
                                    "httpPutResponseHopLimit": 64.0}}
 
 METADATA_CASES = [
-    Case("EC2 instance, tokens required, 64 hops", pack.metadata_tokens_required, rules.AWS_INSTANCE, REQUIRED_64,
+    Case("EC2 instance, tokens required, 64 hops", pack.metadata_tokens_required, AWS_INSTANCE, REQUIRED_64,
          [HOPS_64]),
-    Case("launch template, tokens required, 64 hops", pack.metadata_tokens_required, rules.AWS_LAUNCH_TEMPLATE,
+    Case("launch template, tokens required, 64 hops", pack.metadata_tokens_required, AWS_LAUNCH_TEMPLATE,
          REQUIRED_64, [HOPS_64]),
     Case("spot instance request, tokens required, 64 hops", pack.metadata_tokens_required,
-         rules.AWS_SPOT_INSTANCE_REQUEST, REQUIRED_64, [HOPS_64]),
+         AWS_SPOT_INSTANCE_REQUEST, REQUIRED_64, [HOPS_64]),
     Case("launch configuration without metadata options", pack.metadata_tokens_required,
-         rules.AWS_LAUNCH_CONFIGURATION, {"imageId": "ami-1"},
+         AWS_LAUNCH_CONFIGURATION, {"imageId": "ami-1"},
          ["the metadata service answers without a session token (metadataOptions.httpTokens is unset): set it to "
           "required", HOPS_UNSET]),
     Case("EC2 instance, tokens required, hop limit left to the image", pack.metadata_tokens_required,
-         rules.AWS_INSTANCE, {"metadataOptions": {"httpTokens": "required"}}, [HOPS_UNSET]),
+         AWS_INSTANCE, {"metadataOptions": {"httpTokens": "required"}}, [HOPS_UNSET]),
     Case("EC2 instance, tokens required, one hop (what inferstack sets)", pack.metadata_tokens_required,
-         rules.AWS_LAUNCH_TEMPLATE, {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1.0}},
+         AWS_LAUNCH_TEMPLATE, {"metadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 1.0}},
          []),
-    Case("ECS instance, tokens required, 64 hops", pack.metadata_tokens_required, rules.ALI_INSTANCE,
+    Case("ECS instance, tokens required, 64 hops", pack.metadata_tokens_required, ALI_INSTANCE,
          {"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 64.0},
          ["the metadata hop limit is 64 (httpPutResponseHopLimit), so containers on the server reach its credentials: "
           "set it to 1"]),
     Case("ECS instance, tokens required, hop limit at ECS's default of 1", pack.metadata_tokens_required,
-         rules.ALI_INSTANCE, {"httpEndpoint": "enabled", "httpTokens": "required"}, []),
+         ALI_INSTANCE, {"httpEndpoint": "enabled", "httpTokens": "required"}, []),
 ]
 
 
@@ -235,14 +273,14 @@ def _doc(statements: list[dict[str, Any]], version: str = "2012-10-17") -> str:
 
 def test_a_question_mark_in_a_bucket_name_is_a_wildcard() -> None:
     policy = _doc([{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::inferstack-????/models/*"}])
-    report = check_resource(pack.storage_grants_no_wildcards, rules.AWS_ROLE_POLICY, {"role": "r", "policy": policy})
+    report = check_resource(pack.storage_grants_no_wildcards, AWS_ROLE_POLICY, {"role": "r", "policy": policy})
     assert report.messages() == ["statement #0 grants storage on arn:aws:s3:::inferstack-????/models/*, which is every "
                                  "bucket: name one bucket and prefix"]
 
 
 @pytest.mark.parametrize("role", ["roles/editor", "roles/owner", "roles/viewer"])
 def test_a_basic_role_on_the_project_grants_every_bucket(role: str) -> None:
-    report = check_resource(pack.storage_grants_no_wildcards, rules.GCP_PROJECT_IAM_MEMBER,
+    report = check_resource(pack.storage_grants_no_wildcards, GCP_PROJECT_IAM_MEMBER,
                             {"project": "p", "role": role, "member": "user:someone@example.com"})
     assert report.messages() == [f"grants {role} on the whole project, which covers every bucket: grant a storage "
                                  "role on one bucket (BucketIAMMember) instead"]
@@ -261,15 +299,15 @@ AWS_READ = [
      "Resource": [PARAMETER_ARN]},
     {"Sid": "Shell", "Effect": "Allow", "Action": ["ssm:UpdateInstanceInformation", "ssmmessages:OpenDataChannel"],
      "Resource": "*"}]
-ROLE = Resource(rules.AWS_ROLE, "server-role", {"assumeRolePolicy": EC2_TRUST, "name": "server-role-d992a2c",
-                                                "arn": "arn:aws:iam::123456789012:role/server-role-d992a2c"})
-PARAMETER = Resource(rules.AWS_PARAMETER, "server-secrets-api-key", {"name": "/inferstack/p/dev/server-secrets/api-key",
+ROLE = Resource(AWS_ROLE, "server-role", {"assumeRolePolicy": EC2_TRUST, "name": "server-role-d992a2c",
+                                          "arn": "arn:aws:iam::123456789012:role/server-role-d992a2c"})
+PARAMETER = Resource(AWS_PARAMETER, "server-secrets-api-key", {"name": "/inferstack/p/dev/server-secrets/api-key",
                                                                     "arn": PARAMETER_ARN, "type": "SecureString"})
 
 
 def _aws_server(statements: list[dict[str, Any]], *extra: Resource) -> list[Resource]:
-    policy = Resource(rules.AWS_ROLE_POLICY, "server-policy", {"role": "server-role-d992a2c",
-                                                               "policy": _doc(statements)}, {"role": ["server-role"]})
+    policy = Resource(AWS_ROLE_POLICY, "server-policy", {"role": "server-role-d992a2c",
+                                                         "policy": _doc(statements)}, {"role": ["server-role"]})
     return [ROLE, PARAMETER, policy, *extra]
 
 
@@ -330,7 +368,7 @@ def test_the_aws_server_role_may_also_read_the_boot_bundles_of_its_bucket_only()
 @pytest.mark.parametrize("policy", ["IAMFullAccess", "AmazonSSMManagedInstanceCore", "AmazonEC2FullAccess",
                                     "AdministratorAccess"])
 def test_no_aws_managed_policy_is_attached_to_the_server_role(policy: str) -> None:
-    attachment = Resource(rules.AWS_ROLE_POLICY_ATTACHMENT, "server-extra",
+    attachment = Resource(AWS_ROLE_POLICY_ATTACHMENT, "server-extra",
                           {"role": "server-role-d992a2c", "policyArn": f"arn:aws:iam::aws:policy/{policy}"},
                           {"role": ["server-role"]})
     assert _identity_report(_aws_server(AWS_READ, attachment)) == [
@@ -339,13 +377,13 @@ def test_no_aws_managed_policy_is_attached_to_the_server_role(policy: str) -> No
 
 
 def test_a_policy_attached_to_the_server_role_is_read_or_refused() -> None:
-    ours = Resource(rules.AWS_MANAGED_POLICY, "server-managed", {
+    ours = Resource(AWS_MANAGED_POLICY, "server-managed", {
         "arn": "arn:aws:iam::123456789012:policy/server-managed", "policy": _doc([
             {"Sid": "PassAnyRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": "*"}])})
-    attach_ours = Resource(rules.AWS_POLICY_ATTACHMENT, "server-managed-attachment", {
+    attach_ours = Resource(AWS_POLICY_ATTACHMENT, "server-managed-attachment", {
         "roles": ["server-role-d992a2c"], "policyArn": "arn:aws:iam::123456789012:policy/server-managed"},
         {"roles": ["server-role"], "policyArn": ["server-managed"]})
-    attach_theirs = Resource(rules.AWS_ROLE_POLICY_ATTACHMENT, "server-foreign", {
+    attach_theirs = Resource(AWS_ROLE_POLICY_ATTACHMENT, "server-foreign", {
         "role": "server-role-d992a2c", "policyArn": "arn:aws:iam::123456789012:policy/elsewhere"})
     assert _identity_report(_aws_server(AWS_READ, ours, attach_ours, attach_theirs)) == [
         ("the servers' identity has policy arn:aws:iam::123456789012:policy/elsewhere attached, which is not in this "
@@ -355,12 +393,12 @@ def test_a_policy_attached_to_the_server_role_is_read_or_refused() -> None:
 
 
 def test_what_the_pack_cannot_read_about_the_server_role_is_a_violation() -> None:
-    unreadable = Resource(rules.AWS_ROLE_POLICY, "server-unreadable", {"role": "server-role-d992a2c",
-                                                                       "policy": "{not json"})
+    unreadable = Resource(AWS_ROLE_POLICY, "server-unreadable", {"role": "server-role-d992a2c",
+                                                                 "policy": "{not json"})
     exclusive = Resource("aws:iam/rolePoliciesExclusive:RolePoliciesExclusive", "server-exclusive",
                          {"roleName": "server-role-d992a2c", "policyNames": ["server-policy", "hand-made"]})
-    broken_trust = Resource(rules.AWS_ROLE, "batch-role", {"assumeRolePolicy": "ec2.amazonaws.com",
-                                                           "name": "batch-role-1"})
+    broken_trust = Resource(AWS_ROLE, "batch-role", {"assumeRolePolicy": "ec2.amazonaws.com",
+                                                     "name": "batch-role-1"})
     assert _identity_report(_aws_server(AWS_READ, unreadable, exclusive, broken_trust)) == [
         ("the trust policy of role batch-role cannot be read, so the pack cannot tell whether servers take it: write "
          "it as a JSON policy document", "batch-role"),
@@ -387,15 +425,15 @@ GCP_NEVER = ("which inferstack never grants: the servers read their model prefix
 
 
 def _gcp_server(*grants: Resource) -> list[Resource]:
-    return [Resource(rules.GCP_SERVICE_ACCOUNT, "server-account", {"email": GCP_EMAIL, "member": GCP_MEMBER}),
-            Resource(rules.GCP_INSTANCE, "server-0", {"serviceAccount": {"email": GCP_EMAIL}},
+    return [Resource(GCP_SERVICE_ACCOUNT, "server-account", {"email": GCP_EMAIL, "member": GCP_MEMBER}),
+            Resource(GCP_INSTANCE, "server-0", {"serviceAccount": {"email": GCP_EMAIL}},
                      {"serviceAccount": ["server-account"]}),
-            Resource(rules.GCP_SECRET, "server-secrets-api-key", {"secretId": "api-key-1",
+            Resource(GCP_SECRET, "server-secrets-api-key", {"secretId": "api-key-1",
                                                                  "name": "projects/123/secrets/api-key-1"}),
-            Resource(rules.GCP_BUCKET_IAM_MEMBER, "server-model-read", {
+            Resource(GCP_BUCKET_IAM_MEMBER, "server-model-read", {
                 "bucket": BUCKET, "member": GCP_MEMBER, "role": "roles/storage.objectViewer",
                 "condition": {"title": "t", "expression": GCP_CONDITION}}),
-            Resource(rules.GCP_SECRET_IAM_MEMBER, "server-secret-read", {
+            Resource(GCP_SECRET_IAM_MEMBER, "server-secret-read", {
                 "secretId": "projects/p/secrets/api-key-1", "member": GCP_MEMBER,
                 "role": "roles/secretmanager.secretAccessor"}),
             *grants]
@@ -408,17 +446,17 @@ def test_the_gcp_server_account_holding_exactly_what_inferstack_grants_passes() 
 @pytest.mark.parametrize("role", ["roles/editor", "roles/owner", "roles/iam.serviceAccountTokenCreator",
                                   "roles/secretmanager.secretAccessor"])
 def test_the_gcp_server_account_holds_no_project_role(role: str) -> None:
-    grant = Resource(rules.GCP_PROJECT_IAM_MEMBER, "server-project-role", {"project": "p", "role": role,
-                                                                           "member": GCP_MEMBER})
+    grant = Resource(GCP_PROJECT_IAM_MEMBER, "server-project-role", {"project": "p", "role": role,
+                                                                     "member": GCP_MEMBER})
     assert _identity_report(_gcp_server(grant)) == [
         (f"the servers' identity holds {role} on project p, {GCP_NEVER}", "server-project-role")]
 
 
 def test_a_project_iam_policy_naming_the_gcp_server_account_is_read_or_refused() -> None:
-    editor = Resource(rules.GCP_PROJECT_IAM_POLICY, "project-policy", {"project": "p", "policyData": json.dumps(
+    editor = Resource(GCP_PROJECT_IAM_POLICY, "project-policy", {"project": "p", "policyData": json.dumps(
         {"bindings": [{"role": "roles/editor", "members": [GCP_MEMBER, "user:ops@example.com"]},
                       {"role": "roles/viewer", "members": ["user:ops@example.com"]}]})})
-    unreadable = Resource(rules.GCP_PROJECT_IAM_POLICY, "project-policy-2", {"project": "q", "policyData": "{"},
+    unreadable = Resource(GCP_PROJECT_IAM_POLICY, "project-policy-2", {"project": "q", "policyData": "{"},
                           {"policyData": ["server-account"]})
     assert _identity_report(_gcp_server(editor, unreadable)) == [
         (f"the servers' identity holds roles/editor on project p, {GCP_NEVER}", "project-policy"),
@@ -427,7 +465,7 @@ def test_a_project_iam_policy_naming_the_gcp_server_account_is_read_or_refused()
 
 
 def test_the_gcp_server_account_reads_its_own_secrets_only() -> None:
-    grant = Resource(rules.GCP_SECRET_IAM_MEMBER, "server-other-secret", {
+    grant = Resource(GCP_SECRET_IAM_MEMBER, "server-other-secret", {
         "secretId": "projects/p/secrets/db-password", "member": GCP_MEMBER,
         "role": "roles/secretmanager.secretAccessor"})
     assert _identity_report(_gcp_server(grant)) == [
@@ -442,11 +480,11 @@ ALI_NEVER = NEVER.format(shell=" and complete their own scale-out")
 
 def _alibaba_server(statements: list[dict[str, Any]], policy_type: str = "Custom",
                     policy_name: str = "extra-1") -> list[Resource]:
-    return [Resource(rules.ALI_ROLE, "server-role", {"roleName": "server-role-8f30",
-                                                     "assumeRolePolicyDocument": ECS_TRUST}),
-            Resource(rules.ALI_POLICY, "server-extra", {"policyName": "extra-1",
-                                                        "policyDocument": _doc(statements, "1")}),
-            Resource(rules.ALI_ROLE_POLICY_ATTACHMENT, "server-extra-attachment",
+    return [Resource(ALI_ROLE, "server-role", {"roleName": "server-role-8f30",
+                                               "assumeRolePolicyDocument": ECS_TRUST}),
+            Resource(ALI_POLICY, "server-extra", {"policyName": "extra-1",
+                                                  "policyDocument": _doc(statements, "1")}),
+            Resource(ALI_ROLE_POLICY_ATTACHMENT, "server-extra-attachment",
                      {"roleName": "server-role-8f30", "policyName": policy_name, "policyType": policy_type})]
 
 
@@ -464,9 +502,9 @@ def test_the_alibaba_server_role_holds_no_other_action_and_no_system_policy() ->
 
 def _huawei_server(statements: list[dict[str, Any]], **roles: Any) -> list[Resource]:
     policy = json.dumps({"Version": "1.1", "Statement": statements})
-    return [Resource(rules.HW_ROLE, "server-secrets-read", {"name": "secrets-read-1", "type": "XA", "policy": policy}),
-            Resource(rules.HW_AGENCY, "server-agency", {"name": "agency-1", "delegatedServiceName": "op_svc_ecs",
-                                                        **roles})]
+    return [Resource(HW_ROLE, "server-secrets-read", {"name": "secrets-read-1", "type": "XA", "policy": policy}),
+            Resource(HW_AGENCY, "server-agency", {"name": "agency-1", "delegatedServiceName": "op_svc_ecs",
+                                                  **roles})]
 
 
 SECRETS_READ = [{"Effect": "Allow", "Action": ["csms:secretVersion:get", "kms:dek:decrypt"]}]

@@ -21,6 +21,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from guardrails.cache import AWS_REPLICATION_GROUP, GCP_REDIS
+from guardrails.resource_types import (
+    ALI_LB_SECURITY_GROUP,
+    ALI_SCALING_GROUP,
+    ALI_SECURITY_GROUP,
+    ALI_SECURITY_GROUP_RULE,
+    AWS_AUTOSCALING_GROUP,
+    AWS_INGRESS_RULE,
+    AWS_INSTANCE,
+    AWS_LISTENERS,
+    AWS_LOAD_BALANCERS,
+    AWS_PARAMETER,
+    AWS_ROLE,
+    AWS_ROLE_POLICY,
+    GCP_REGION_GROUP_MANAGER,
+    HW_AS_GROUP,
+    HW_LISTENER,
+)
+from guardrails.ruleset import RESOURCE_RULES
 from pulumi_policy import EnforcementLevel
 
 from tests.policy import deployments, fleets
@@ -31,7 +50,6 @@ from tests.policy.harness import (
     check_resource,
     check_stack,
     pack,
-    rules,
 )
 from tests.sample_plans import sample_plan
 
@@ -47,7 +65,7 @@ def _api_key_violations(resources: list[Resource]) -> list[tuple[str, str]]:
 
 
 def _api_rule(name: str, cidr: str, port: float = 8000.0) -> Resource:
-    return Resource(rules.AWS_INGRESS_RULE, name, {"ipProtocol": "tcp", "fromPort": port, "toPort": port,
+    return Resource(AWS_INGRESS_RULE, name, {"ipProtocol": "tcp", "fromPort": port, "toPort": port,
                                                     "cidrIpv4": cidr, "securityGroupId": "sg-srv"})
 
 
@@ -83,14 +101,14 @@ def _aws_identity(*readable: str) -> list[Resource]:
     """The servers' role, reading the parameters named (their ARNs) and nothing else."""
     arns = [f"arn:aws:ssm:us-east-1:123456789012:parameter/inferstack/inv/prod/{name}" for name in readable]
     policy = fleets.policy_document([{"Effect": "Allow", "Action": ["ssm:GetParameter"], "Resource": arns}])
-    return [Resource(rules.AWS_ROLE, "identity-role", {"name": "inv-identity-role",
-                                                       "assumeRolePolicy": fleets.trust_policy("ec2.amazonaws.com")}),
-            Resource(rules.AWS_ROLE_POLICY, "identity-secrets-read", {"role": "inv-identity-role", "policy": policy},
+    return [Resource(AWS_ROLE, "identity-role", {"name": "inv-identity-role",
+                                                 "assumeRolePolicy": fleets.trust_policy("ec2.amazonaws.com")}),
+            Resource(AWS_ROLE_POLICY, "identity-secrets-read", {"role": "inv-identity-role", "policy": policy},
                      {"role": ["identity-role"]})]
 
 
 def _parameter(name: str) -> Resource:
-    return Resource(rules.AWS_PARAMETER, name, {
+    return Resource(AWS_PARAMETER, name, {
         "name": f"/inferstack/inv/prod/{name}", "type": "SecureString",
         "arn": f"arn:aws:ssm:us-east-1:123456789012:parameter/inferstack/inv/prod/{name}"})
 
@@ -210,11 +228,11 @@ def test_an_alibaba_load_balancer_whose_acl_admits_the_public_needs_an_api_key(a
 
 def test_an_alibaba_load_balancer_with_a_private_whitelist_or_a_security_group_needs_no_api_key() -> None:
     assert _api_key_violations([*_without_key("alibaba"), *_alibaba_acl("White", "10.64.0.0/16")]) == []
-    guarded = [Resource(rules.ALI_SECURITY_GROUP, "lb-firewall", {"vpcId": "vpc-1"}),
-               Resource(rules.ALI_LB_SECURITY_GROUP, "lb-firewall-attachment", {"loadBalancerId": "alb-1",
+    guarded = [Resource(ALI_SECURITY_GROUP, "lb-firewall", {"vpcId": "vpc-1"}),
+               Resource(ALI_LB_SECURITY_GROUP, "lb-firewall-attachment", {"loadBalancerId": "alb-1",
                                                                                "securityGroupId": "sg-lb"},
                         {"loadBalancerId": ["lb"], "securityGroupId": ["lb-firewall"]}),
-               Resource(rules.ALI_SECURITY_GROUP_RULE, "lb-https", {
+               Resource(ALI_SECURITY_GROUP_RULE, "lb-https", {
                    "type": "ingress", "ipProtocol": "tcp", "portRange": "443/443", "cidrIp": "10.0.0.0/8",
                    "policy": "accept", "securityGroupId": "sg-lb"}, {"securityGroupId": ["lb-firewall"]})]
     assert _api_key_violations([*_without_key("alibaba"), *guarded]) == []
@@ -227,12 +245,12 @@ def _huawei_ip_group(*addresses: str, policy: str = "white", enable: str | None 
                      {"ipLists": [{"ip": address} for address in addresses]})
     listeners = []
     for listener in fleets.huawei():
-        if listener.type == rules.HW_LISTENER:
+        if listener.type == HW_LISTENER:
             gated = {**listener.props, "ipGroup": "ipg-1", "accessPolicy": policy,
                      **({"ipGroupEnable": enable} if enable else {})}
             listeners.append(dataclasses.replace(listener, props=gated,
                                                  depends={**listener.depends, "ipGroup": ["callers"]}))
-    kept = [r for r in _without_key("huawei") if r.type != rules.HW_LISTENER]
+    kept = [r for r in _without_key("huawei") if r.type != HW_LISTENER]
     return [*kept, *listeners, group]
 
 
@@ -298,7 +316,7 @@ def test_the_sdks_cache_modules_were_found() -> None:
 
 @pytest.mark.parametrize("resource_type", CACHE_TYPES)
 def test_every_type_of_the_cache_modules_is_read_by_the_redis_rule(resource_type: str) -> None:
-    (rule,) = [r for r in rules.RESOURCE_RULES if r.name == REDIS.name]
+    (rule,) = [r for r in RESOURCE_RULES if r.name == REDIS.name]
     assert rule.reads(resource_type)
 
 
@@ -414,12 +432,12 @@ def test_a_cache_in_a_default_network_is_refused() -> None:
     default_subnet = Resource("aws:ec2/defaultSubnet:DefaultSubnet", "default-a", {"availabilityZone": "us-east-1a"})
     subnets = Resource("aws:elasticache/subnetGroup:SubnetGroup", "cache-subnets", {"subnetIds": ["subnet-d"]},
                        {"subnetIds": ["default-a"]})
-    group = Resource(rules.AWS_REPLICATION_GROUP, "cache", {"subnetGroupName": "cache-subnets"},
+    group = Resource(AWS_REPLICATION_GROUP, "cache", {"subnetGroupName": "cache-subnets"},
                      {"subnetGroupName": ["cache-subnets"]})
     assert _cache_links([default_subnet, subnets, group]) == [
         ("the cache is in the default VPC (subnet default-a): place it in the stack's own private subnets", "cache")]
     network = Resource("gcp:compute/network:Network", "default-network", {"name": "default"})
-    redis = Resource(rules.GCP_REDIS, "redis", {"authorizedNetwork": "projects/p/global/networks/x"},
+    redis = Resource(GCP_REDIS, "redis", {"authorizedNetwork": "projects/p/global/networks/x"},
                      {"authorizedNetwork": ["default-network"]})
     assert _cache_links([network, redis]) == [
         ("the cache is on network default-network, the project's default network: use the deployment's network",
@@ -445,7 +463,7 @@ def _tampered_production() -> Registered:
 
 def test_a_production_stack_whose_plan_lost_its_fleet_is_refused_for_each_loose_server() -> None:
     registered = _tampered_production()
-    servers = sorted(r.name for r in registered.resources() if r.type == rules.AWS_INSTANCE)
+    servers = sorted(r.name for r in registered.resources() if r.type == AWS_INSTANCE)
     assert len(servers) == 5
     report = check_recording(registered)
     found = sorted((v.message, v.urn.rsplit("::", 1)[-1]) for v in report.violations)
@@ -461,7 +479,7 @@ def test_the_stage_comes_from_the_policy_config_never_from_the_stack() -> None:
     assert PRODUCTION.enforcement_level == EnforcementLevel.MANDATORY
     assert PRODUCTION.config_schema is not None
     assert PRODUCTION.config_schema.properties["stage"]["default"] == "production"
-    loose = [Resource(rules.AWS_INSTANCE, "server-0", {"tags": {"inferstack:stage": "internal"}})]
+    loose = [Resource(AWS_INSTANCE, "server-0", {"tags": {"inferstack:stage": "internal"}})]
     assert [v.urn.rsplit("::", 1)[-1] for v in check_stack(PRODUCTION, loose).violations] == ["server-0"]
     report = check_stack(PRODUCTION, loose, config={"stage": "validation"})
     assert report.violations == [] and list(report.not_applicable.values()) == [
@@ -529,7 +547,7 @@ def test_a_production_fleet_served_without_https_under_tls_1_2_is_refused(edit: 
 
 
 def test_a_production_fleet_behind_no_load_balancer_is_refused() -> None:
-    stack = [r for r in fleets.fleet("aws") if r.type not in (*rules.AWS_LOAD_BALANCERS, *rules.AWS_LISTENERS)]
+    stack = [r for r in fleets.fleet("aws") if r.type not in (*AWS_LOAD_BALANCERS, *AWS_LISTENERS)]
     assert [v.message for v in check_stack(PRODUCTION, stack).violations] == [
         "managed group group is behind no load balancer of this stack: production servers are reached through a "
         "load balancer that serves HTTPS (inferstack does, in production)"]
@@ -545,5 +563,5 @@ def test_inferstacks_own_production_deployment_is_a_protected_fleet_and_unprotec
     assert [v.urn for v in found] == [group.urn]
 
 
-GROUP_TYPES = (rules.AWS_AUTOSCALING_GROUP, rules.GCP_REGION_GROUP_MANAGER, rules.ALI_SCALING_GROUP,
-               rules.HW_AS_GROUP)
+GROUP_TYPES = (AWS_AUTOSCALING_GROUP, GCP_REGION_GROUP_MANAGER, ALI_SCALING_GROUP,
+               HW_AS_GROUP)

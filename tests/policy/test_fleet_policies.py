@@ -13,10 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from guardrails.core import Stack
+from guardrails.fleet import load_balancers, managed_groups
+from guardrails.resource_types import AWS_LISTENER_RULES
 from pulumi_policy import PolicyResource, StackValidationArgs, StackValidationPolicy
 
 from tests.policy import fleets
-from tests.policy.harness import Resource, check_built, check_stack, pack, rules
+from tests.policy.harness import Resource, check_built, check_stack, pack
 
 LISTENER_FIX = ("a load balancer listens with HTTPS on 443 (TLS 1.2 or newer) and with HTTP on 80 only to redirect to "
                 "HTTPS")
@@ -46,12 +49,12 @@ def test_a_compliant_fleet_passes_every_policy(cloud: str) -> None:
 def test_the_pack_reads_the_fleet_whole(cloud: str) -> None:
     """One group over two zones from its template, one internet-facing load balancer whose HTTPS listener forwards to
     a backend holding the group, checked on the health path, and whose HTTP listener only redirects."""
-    stack = rules.Stack(_policy_resources(fleets.fleet(cloud)))
-    (group,) = rules.managed_groups(stack)
+    stack = Stack(_policy_resources(fleets.fleet(cloud)))
+    (group,) = managed_groups(stack)
     assert (group.cloud, len(group.zones), group.unread_zones, group.min_size, group.max_size) == (cloud, 2, [], 2, 4)
     assert [t.name for t in group.templates] == ["template"]
     found: list[str] = []
-    (balancer,) = [lb for lb in rules.load_balancers(stack, lambda message, urn=None: found.append(message))
+    (balancer,) = [lb for lb in load_balancers(stack, lambda message, urn=None: found.append(message))
                    if lb.backends]
     assert found == [] and balancer.internet_facing
     listeners = {(listener.port, listener.protocol, listener.redirects_to_https) for listener in balancer.listeners}
@@ -126,7 +129,7 @@ MUTATIONS = [
     Mutation("a forwarding rule on the HTTP listener", "aws", "http", _set(), "load-balancer-https-front-ends",
              "listener rule api of the HTTP listener http does not only redirect to HTTPS, so plain HTTP reaches the "
              "servers: redirect, or move the rule to the HTTPS listener", reported_on="api",
-             added=[Resource(rules.AWS_LISTENER_RULES[0], "api", {
+             added=[Resource(AWS_LISTENER_RULES[0], "api", {
                  "listenerArn": "http", "priority": 10.0,
                  "actions": [{"type": "forward", "targetGroupArn": fleets.AWS_TARGET_GROUP["arn"]}],
                  "conditions": [{"pathPattern": {"values": ["/v1/*"]}}]}, {"listenerArn": ["http"]})]),

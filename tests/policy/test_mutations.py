@@ -15,11 +15,41 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from guardrails.networks import openings
+from guardrails.resource_types import (
+    ALI_LAUNCH_TEMPLATES,
+    ALI_LISTENER,
+    ALI_LISTENER_RULE,
+    ALI_SCALING_GROUP,
+    ALI_SECURITY_GROUP_RULE,
+    ALI_SERVER_GROUP,
+    AWS_AUTOSCALING_GROUP,
+    AWS_INGRESS_RULE,
+    AWS_LAUNCH_TEMPLATE,
+    AWS_LISTENERS,
+    AWS_ROLE_POLICY_ATTACHMENT,
+    AWS_TARGET_GROUPS,
+    GCP_FIREWALL,
+    GCP_HEALTH_CHECKS,
+    GCP_HTTP_PROXY,
+    GCP_HTTPS_PROXIES,
+    GCP_INSTANCE_TEMPLATES,
+    GCP_NETWORK_FIREWALL_POLICY_RULE,
+    GCP_PROJECT_IAM_MEMBER,
+    GCP_REGION_GROUP_MANAGER,
+    GCP_SSL_POLICIES,
+    HW_AS_CONFIGURATION,
+    HW_AS_GROUP,
+    HW_L7_POLICY,
+    HW_LISTENER,
+    HW_MONITOR,
+    HW_SECURITY_GROUP_RULE,
+)
 
 from inferstack.components import Capability, backend_for
 from inferstack.preview import RegisteredResource
 from tests.policy import deployments
-from tests.policy.harness import Registered, check_recording, rules
+from tests.policy.harness import Registered, check_recording
 
 ADMIN_FIX = ("inferstack opens no admin port; reach servers through the cloud's managed shell, or admit a private "
              "network only")
@@ -157,7 +187,7 @@ MUTATIONS = [
              "server-identity-least-privilege",
              _fixed("the servers' identity has the AWS-managed policy AmazonSSMManagedInstanceCore attached, which "
                     "inferstack never grants: attach nothing but inferstack's own policies"),
-             new_type=rules.AWS_ROLE_POLICY_ATTACHMENT),
+             new_type=AWS_ROLE_POLICY_ATTACHMENT),
     # Google Cloud
     Mutation("firewall opens SSH to the world", "gcp", API_RULE,
              _set("allows", [{"protocol": "tcp", "ports": ["22"]}]), "admin-ports-not-public",
@@ -179,21 +209,21 @@ MUTATIONS = [
              "cdn-https-front-ends",
              _fixed("server-assets-https serves the CDN backend server-assets-backend over plain HTTP: serve it "
                     "through a TargetHttpsProxy only, and redirect port 80 with a URL map whose defaultUrlRedirect "
-                    "has httpsRedirect"), new_type=rules.GCP_HTTP_PROXY),
+                    "has httpsRedirect"), new_type=GCP_HTTP_PROXY),
     # Google Cloud: the hardening issue's bypasses
     Mutation("SSH opened by a network firewall policy rule", "gcp", API_RULE,
              lambda p: {"firewallPolicy": "fp", "priority": 1000.0, "action": "allow", "direction": "INGRESS",
                         "match": {"srcIpRanges": p["sourceRanges"],
                                   "layer4Configs": [{"ipProtocol": "tcp", "ports": ["22"]}]}},
              "admin-ports-not-public", _fixed(f"admin port 22 (SSH) is open to 0.0.0.0/0: {ADMIN_FIX}"),
-             new_type=rules.GCP_NETWORK_FIREWALL_POLICY_RULE),
+             new_type=GCP_NETWORK_FIREWALL_POLICY_RULE),
     Mutation("the model read grant replaced by roles/editor on the project", "gcp", "server-identity-model-read",
              lambda p: {"project": "inferstack-preview", "role": "roles/editor", "member": p["member"]},
              "server-identity-least-privilege",
              _fixed("the servers' identity holds roles/editor on project inferstack-preview, which inferstack never "
                     "grants: the servers read their model prefix (roles/storage.objectViewer on the bucket, under a "
                     "prefix condition) and their own secrets (roles/secretmanager.secretAccessor), nothing else; "
-                    "remove it"), new_type=rules.GCP_PROJECT_IAM_MEMBER),
+                    "remove it"), new_type=GCP_PROJECT_IAM_MEMBER),
     # Alibaba Cloud
     Mutation("metadata tokens made optional", "alibaba", "server-server-0", _set("httpTokens", "optional"),
              "metadata-tokens-required",
@@ -300,10 +330,10 @@ NO_PUBLIC = "a fleet's servers have no public address: the load balancer is thei
 ZONES_FIX = ("spread it over at least 2 (production plans span two; set minZones 1 in the policy config of a stack of "
              "another stage)")
 SERVING_PORT = 8000
-GROUP_TYPES = {"aws": rules.AWS_AUTOSCALING_GROUP, "gcp": rules.GCP_REGION_GROUP_MANAGER,
-               "alibaba": rules.ALI_SCALING_GROUP, "huawei": rules.HW_AS_GROUP}
-INGRESS_TYPES = {"aws": rules.AWS_INGRESS_RULE, "gcp": rules.GCP_FIREWALL, "alibaba": rules.ALI_SECURITY_GROUP_RULE,
-                 "huawei": rules.HW_SECURITY_GROUP_RULE}
+GROUP_TYPES = {"aws": AWS_AUTOSCALING_GROUP, "gcp": GCP_REGION_GROUP_MANAGER,
+               "alibaba": ALI_SCALING_GROUP, "huawei": HW_AS_GROUP}
+INGRESS_TYPES = {"aws": AWS_INGRESS_RULE, "gcp": GCP_FIREWALL, "alibaba": ALI_SECURITY_GROUP_RULE,
+                 "huawei": HW_SECURITY_GROUP_RULE}
 SUBNETS = {"aws": ("vpcZoneIdentifiers", "availabilityZone"), "alibaba": ("vswitchIds", "zoneId")}
 """Where a group names its subnets, and where a subnet names its zone."""
 
@@ -330,7 +360,7 @@ def _not_assets(resource: RegisteredResource) -> bool:
 def _serving_rule(cloud: str) -> Select:
     """The servers' rule that admits the load balancer to the serving port (and nothing else)."""
     def opens_api(resource: RegisteredResource) -> bool:
-        found = rules.openings(INGRESS_TYPES[cloud], resource.inputs)
+        found = openings(INGRESS_TYPES[cloud], resource.inputs)
         return bool(found) and all((o.low, o.high) == (SERVING_PORT, SERVING_PORT) for o in found)
     return _one(INGRESS_TYPES[cloud], where=opens_api)
 
@@ -415,44 +445,44 @@ def _load_balancers(resource: RegisteredResource) -> bool:
     return "autoheal" not in resource.name
 
 
-GCP_API_PROXY = _one(*rules.GCP_HTTPS_PROXIES, where=_not_assets)
+GCP_API_PROXY = _one(*GCP_HTTPS_PROXIES, where=_not_assets)
 
 
-HTTP_LISTENER = {"alibaba": _one(rules.ALI_LISTENER, where=_protocol("listenerProtocol", "HTTP")),
-                 "huawei": _one(rules.HW_LISTENER, where=_protocol("protocol", "HTTP"))}
+HTTP_LISTENER = {"alibaba": _one(ALI_LISTENER, where=_protocol("listenerProtocol", "HTTP")),
+                 "huawei": _one(HW_LISTENER, where=_protocol("protocol", "HTTP"))}
 
 FLEET_MUTATIONS = [
     # AWS
-    FleetMutation("servers get a public address", "aws", _one(rules.AWS_LAUNCH_TEMPLATE),
+    FleetMutation("servers get a public address", "aws", _one(AWS_LAUNCH_TEMPLATE),
                   _set("networkInterfaces", [{"associatePublicIpAddress": "true", "deviceIndex": 0.0}]),
                   "servers-no-public-address",
                   _fixed("network interface 0 of the launch template gets a public address (associatePublicIpAddress "
                          f"is true): set it to false; {NO_PUBLIC}")),
-    FleetMutation("launch template tokens optional", "aws", _one(rules.AWS_LAUNCH_TEMPLATE),
+    FleetMutation("launch template tokens optional", "aws", _one(AWS_LAUNCH_TEMPLATE),
                   _set("metadataOptions.httpTokens", "optional"), "metadata-tokens-required",
                   _fixed("the metadata service answers without a session token (metadataOptions.httpTokens is "
                          "optional): set it to required")),
-    FleetMutation("HTTPS listener on TLS 1.0", "aws", _one(*rules.AWS_LISTENERS, where=_protocol("protocol", "HTTPS")),
+    FleetMutation("HTTPS listener on TLS 1.0", "aws", _one(*AWS_LISTENERS, where=_protocol("protocol", "HTTPS")),
                   _set("sslPolicy", "ELBSecurityPolicy-2016-08"), "load-balancer-https-only",
                   _fixed("the HTTPS listener's TLS policy is ELBSecurityPolicy-2016-08, which the pack does not know "
                          "to refuse TLS before 1.2: set sslPolicy to ELBSecurityPolicy-TLS13-1-2-2021-06 (or another "
                          "ELBSecurityPolicy-TLS13-1-2-*, -TLS13-1-3-*, -TLS-1-2-* or -FS-1-2-* policy)")),
     FleetMutation("HTTP forwards instead of redirecting", "aws",
-                  _one(*rules.AWS_LISTENERS, where=_protocol("protocol", "HTTP")),
+                  _one(*AWS_LISTENERS, where=_protocol("protocol", "HTTP")),
                   _set("defaultActions", [{"type": "forward", "targetGroupArn": "arn:aws:elasticloadbalancing:tg"}]),
                   "load-balancer-https-only",
                   _fixed("the HTTP listener's default actions (forward) do not only redirect to HTTPS, so plain HTTP "
                          "reaches the servers: give it one redirect action with protocol HTTPS")),
-    _health_on_root("aws", _one(*rules.AWS_TARGET_GROUPS), "healthCheck.path"),
+    _health_on_root("aws", _one(*AWS_TARGET_GROUPS), "healthCheck.path"),
     _api_opened("aws"),
     _one_subnet("aws"),
     # Google Cloud
-    FleetMutation("servers get an external address", "gcp", _one(*rules.GCP_INSTANCE_TEMPLATES),
+    FleetMutation("servers get an external address", "gcp", _one(*GCP_INSTANCE_TEMPLATES),
                   lambda p: {**p, "networkInterfaces": [{**p["networkInterfaces"][0], "accessConfigs": [{}]}]},
                   "servers-no-public-address",
                   _fixed("network interface 0 of the template has an access config, which gives each server an "
                          f"external IPv4 address: remove accessConfigs; {NO_PUBLIC}")),
-    FleetMutation("SSL policy down to TLS 1.0", "gcp", _one(*rules.GCP_SSL_POLICIES, where=_not_assets),
+    FleetMutation("SSL policy down to TLS 1.0", "gcp", _one(*GCP_SSL_POLICIES, where=_not_assets),
                   _set("minTlsVersion", "TLS_1_0"), "load-balancer-https-only",
                   _fixed("the SSL policy's minTlsVersion is TLS_1_0: set it to TLS_1_2")),
     FleetMutation("HTTPS proxy without an SSL policy", "gcp", GCP_API_PROXY, lambda p: _without(p, "sslPolicy"),
@@ -460,58 +490,58 @@ FLEET_MUTATIONS = [
                   lambda r: f"target HTTPS proxy {GCP_API_PROXY(r)} has no SSL policy, so Google's default applies, "
                             "which admits TLS 1.0: give it an SSL policy with minTlsVersion TLS_1_2",
                   dependencies=lambda deps: _without(deps, "sslPolicy")),
-    _health_on_root("gcp", _one(*rules.GCP_HEALTH_CHECKS, where=_load_balancers), "httpHealthCheck.requestPath"),
+    _health_on_root("gcp", _one(*GCP_HEALTH_CHECKS, where=_load_balancers), "httpHealthCheck.requestPath"),
     _api_opened("gcp"),
     _one_zone("gcp", "distributionPolicyZones"),
     # Alibaba Cloud
-    FleetMutation("servers get bandwidth out", "alibaba", _one(*rules.ALI_LAUNCH_TEMPLATES),
+    FleetMutation("servers get bandwidth out", "alibaba", _one(*ALI_LAUNCH_TEMPLATES),
                   _set("internetMaxBandwidthOut", 5.0), "servers-no-public-address",
                   _fixed("internetMaxBandwidthOut is 5, which gives each server a public address: set it to 0 "
                          f"(servers reach the internet through the NAT gateway); {NO_PUBLIC}")),
-    FleetMutation("launch template tokens optional", "alibaba", _one(*rules.ALI_LAUNCH_TEMPLATES),
+    FleetMutation("launch template tokens optional", "alibaba", _one(*ALI_LAUNCH_TEMPLATES),
                   _set("httpTokens", "optional"), "metadata-tokens-required",
                   _fixed("the metadata service answers without a session token (httpTokens is optional): set it to "
                          "required")),
     FleetMutation("HTTPS listener on TLS 1.0", "alibaba",
-                  _one(rules.ALI_LISTENER, where=_protocol("listenerProtocol", "HTTPS")),
+                  _one(ALI_LISTENER, where=_protocol("listenerProtocol", "HTTPS")),
                   _set("securityPolicyId", "tls_cipher_policy_1_0"), "load-balancer-https-only",
                   _fixed("the HTTPS listener's TLS policy is tls_cipher_policy_1_0, which admits TLS before 1.2: set "
                          "securityPolicyId to tls_cipher_policy_1_2 (or _1_2_strict, _1_2_strict_with_1_3, or a custom "
                          "alb.SecurityPolicy of TLSv1.2 and TLSv1.3)")),
-    FleetMutation("the HTTP redirect rule removed", "alibaba", _one(rules.ALI_LISTENER_RULE), None,
+    FleetMutation("the HTTP redirect rule removed", "alibaba", _one(ALI_LISTENER_RULE), None,
                   "load-balancer-https-front-ends",
                   lambda r: f"HTTP listener {HTTP_LISTENER['alibaba'](r)} has no rule that redirects every request "
                             "(path /*) to HTTPS, so its default action forwards plain HTTP to the servers: add an "
                             "alb.Rule with a Redirect action (protocol HTTPS) for path /*",
                   reported_on=HTTP_LISTENER["alibaba"]),
-    _health_on_root("alibaba", _one(rules.ALI_SERVER_GROUP, where=_holds_servers),
+    _health_on_root("alibaba", _one(ALI_SERVER_GROUP, where=_holds_servers),
                     "healthCheckConfig.healthCheckPath"),
     _api_opened("alibaba"),
     _one_subnet("alibaba"),
     # Huawei Cloud
-    FleetMutation("servers get an elastic IP", "huawei", _one(rules.HW_AS_CONFIGURATION),
+    FleetMutation("servers get an elastic IP", "huawei", _one(HW_AS_CONFIGURATION),
                   _set("instanceConfig.publicIp", {"eip": {"ipType": "5_bgp", "bandwidth": {"size": 5.0}}}),
                   "servers-no-public-address",
                   _fixed("instanceConfig.publicIp gives each server an elastic IP: remove it (servers reach the "
                          f"internet through the NAT gateway); {NO_PUBLIC}")),
-    FleetMutation("HTTPS listener on TLS 1.0", "huawei", _one(rules.HW_LISTENER, where=_protocol("protocol", "HTTPS")),
+    FleetMutation("HTTPS listener on TLS 1.0", "huawei", _one(HW_LISTENER, where=_protocol("protocol", "HTTPS")),
                   lambda p: {**_without(p, "securityPolicyId"), "tlsCiphersPolicy": "tls-1-0"},
                   "load-balancer-https-only",
                   _fixed("the HTTPS listener's TLS policy is tls-1-0, which admits TLS before 1.2: set "
                          "tlsCiphersPolicy to tls-1-2 (or tls-1-2-strict, tls-1-2-fs, tls-1-2-fs-with-1-3, "
                          "tls-1-2-strict-no-cbc, or a custom DedicatedElb.SecurityPolicy of TLSv1.2 and TLSv1.3)")),
-    FleetMutation("the HTTP redirect removed", "huawei", _one(rules.HW_L7_POLICY), None,
+    FleetMutation("the HTTP redirect removed", "huawei", _one(HW_L7_POLICY), None,
                   "load-balancer-https-front-ends",
                   lambda r: f"HTTP listener {HTTP_LISTENER['huawei'](r)} redirects nothing to HTTPS: add an l7policy "
                             "REDIRECT_TO_LISTENER to the HTTPS listener",
                   reported_on=HTTP_LISTENER["huawei"]),
-    FleetMutation("the system disk without a key", "huawei", _one(rules.HW_AS_CONFIGURATION),
+    FleetMutation("the system disk without a key", "huawei", _one(HW_AS_CONFIGURATION),
                   lambda p: {**p, "instanceConfig": {**p["instanceConfig"], "disks": [
                       _without(d, "kmsId") for d in p["instanceConfig"]["disks"]]}},
                   "encryption-at-rest",
                   _fixed("disk 0 (SYS) of the AS configuration is not encrypted: set kmsId (inferstack uses the "
                          "region's evs/default key)")),
-    _health_on_root("huawei", _one(rules.HW_MONITOR, where=lambda r: "weighted" not in r.name), "urlPath"),
+    _health_on_root("huawei", _one(HW_MONITOR, where=lambda r: "weighted" not in r.name), "urlPath"),
     _api_opened("huawei"),
     _one_zone("huawei", "availabilityZones"),
 ]

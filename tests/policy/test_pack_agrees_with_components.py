@@ -7,6 +7,34 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from guardrails.core import PlainResource, Stack
+from guardrails.networks import DEFAULT_SERVING_PORTS
+from guardrails.resource_types import (
+    ALI_BUCKET,
+    ALI_INSTANCE,
+    ALI_LAUNCH_TEMPLATES,
+    ALI_SCALING_CONFIGURATION,
+    ALI_SECURITY_GROUP_RULE,
+    AWS_BUCKET,
+    AWS_INGRESS_RULE,
+    AWS_INSTANCE,
+    AWS_LAUNCH_CONFIGURATION,
+    AWS_LAUNCH_TEMPLATE,
+    GCP_BUCKET,
+    GCP_FIREWALL,
+    GCP_INSTANCE,
+    GCP_INSTANCE_TEMPLATES,
+    GCP_NO_METADATA_TOKENS,
+    HUAWEI_NO_METADATA_TOKENS,
+    HUAWEI_NO_PUBLIC_ACCESS_BLOCK,
+    HW_AS_CONFIGURATION,
+    HW_BUCKET,
+    HW_INSTANCE,
+    HW_SECURITY_GROUP_RULE,
+    PROVIDER_PACKAGES,
+)
+from guardrails.server_identity import BOOT_BUNDLE_PREFIX, SERVER_GRANTS, server_identities
+from guardrails.servers import METADATA_HOP_LIMIT
 
 from inferstack.bootstrap.render import BUNDLE_PREFIX
 from inferstack.clouds import CLOUD_FACTS
@@ -17,21 +45,21 @@ from inferstack.components import huawei as huawei_backend
 from inferstack.plan import Serving
 from inferstack.preview import RegisteredResource
 from tests.policy import deployments
-from tests.policy.harness import Registered, Resource, check_recording, check_resource, check_stack, pack, rules
+from tests.policy.harness import Registered, Resource, check_recording, check_resource, check_stack, pack
 
 CLOUD_OF_PACKAGE = {facts.pulumi_package: cloud for cloud, facts in CLOUD_FACTS.items()}
-INSTANCE_TYPES = {"aws": rules.AWS_INSTANCE, "gcp": rules.GCP_INSTANCE, "alibaba": rules.ALI_INSTANCE,
-                  "huawei": rules.HW_INSTANCE}
-# What a fleet's servers are made from, per cloud (rules.SERVER_TEMPLATE_TYPES, by cloud).
-TEMPLATE_TYPES = {"aws": {rules.AWS_LAUNCH_TEMPLATE, rules.AWS_LAUNCH_CONFIGURATION},
-                  "gcp": set(rules.GCP_INSTANCE_TEMPLATES),
-                  "alibaba": {rules.ALI_SCALING_CONFIGURATION, *rules.ALI_LAUNCH_TEMPLATES},
-                  "huawei": {rules.HW_AS_CONFIGURATION}}
-INGRESS_TYPES = {"aws": rules.AWS_INGRESS_RULE, "gcp": rules.GCP_FIREWALL, "alibaba": rules.ALI_SECURITY_GROUP_RULE,
-                 "huawei": rules.HW_SECURITY_GROUP_RULE}
-BUCKET_TYPES = {"aws": rules.AWS_BUCKET, "gcp": rules.GCP_BUCKET, "alibaba": rules.ALI_BUCKET,
-                "huawei": rules.HW_BUCKET}
-NO_TOKENS_REASON = {"gcp": rules.GCP_NO_METADATA_TOKENS, "huawei": rules.HUAWEI_NO_METADATA_TOKENS}
+INSTANCE_TYPES = {"aws": AWS_INSTANCE, "gcp": GCP_INSTANCE, "alibaba": ALI_INSTANCE,
+                  "huawei": HW_INSTANCE}
+# What a fleet's servers are made from, per cloud (guardrails.servers.SERVER_TEMPLATE_TYPES, by cloud).
+TEMPLATE_TYPES = {"aws": {AWS_LAUNCH_TEMPLATE, AWS_LAUNCH_CONFIGURATION},
+                  "gcp": set(GCP_INSTANCE_TEMPLATES),
+                  "alibaba": {ALI_SCALING_CONFIGURATION, *ALI_LAUNCH_TEMPLATES},
+                  "huawei": {HW_AS_CONFIGURATION}}
+INGRESS_TYPES = {"aws": AWS_INGRESS_RULE, "gcp": GCP_FIREWALL, "alibaba": ALI_SECURITY_GROUP_RULE,
+                 "huawei": HW_SECURITY_GROUP_RULE}
+BUCKET_TYPES = {"aws": AWS_BUCKET, "gcp": GCP_BUCKET, "alibaba": ALI_BUCKET,
+                "huawei": HW_BUCKET}
+NO_TOKENS_REASON = {"gcp": GCP_NO_METADATA_TOKENS, "huawei": HUAWEI_NO_METADATA_TOKENS}
 PUBLIC_VARIANTS = ["gpu-llm", "cpu-encoder"]
 
 DEPLOYMENTS: dict[str, Callable[[], Registered]] = {
@@ -68,7 +96,7 @@ def deployment(labelled: tuple[str, Registered]) -> Registered:
 
 
 def test_the_pack_knows_each_clouds_provider_package_as_the_registry_does() -> None:
-    assert rules.PROVIDER_PACKAGES == CLOUD_OF_PACKAGE
+    assert PROVIDER_PACKAGES == CLOUD_OF_PACKAGE
 
 
 def test_every_deployment_passes_every_policy(labelled: tuple[str, Registered]) -> None:
@@ -119,43 +147,43 @@ def test_the_pack_checks_a_public_access_block_where_the_backend_has_one(cloud: 
         assert reported, "a bucket without a public access block passed"
     else:
         assert not reported
-        assert list(stack_report.not_applicable.values()) == [rules.HUAWEI_NO_PUBLIC_ACCESS_BLOCK]
+        assert list(stack_report.not_applicable.values()) == [HUAWEI_NO_PUBLIC_ACCESS_BLOCK]
 
 
 def test_the_default_serving_port_is_the_plans_serving_port() -> None:
-    assert (Serving.model_fields["port"].default,) == rules.DEFAULT_SERVING_PORTS
+    assert (Serving.model_fields["port"].default,) == DEFAULT_SERVING_PORTS
 
 
 def test_the_metadata_hop_limit_is_the_one_the_aws_servers_get() -> None:
-    assert rules.METADATA_HOP_LIMIT == aws_backend.METADATA_HOP_LIMIT
+    assert METADATA_HOP_LIMIT == aws_backend.METADATA_HOP_LIMIT
 
 
 def test_the_allow_list_names_the_components_own_constants() -> None:
-    assert rules.SERVER_GRANTS["aws"].anywhere == {*aws_backend.SESSION_MANAGER_ACTIONS,
-                                                   *aws_backend.TELEMETRY_ANYWHERE_ACTIONS}
-    assert rules.SERVER_GRANTS["aws"].log_writes == set(aws_backend.TELEMETRY_LOG_ACTIONS)
-    assert rules.SERVER_GRANTS["aws"].metric_writes == set(aws_backend.TELEMETRY_METRIC_ACTIONS)
-    assert rules.SERVER_GRANTS["gcp"].object_reads == {gcp_backend.MODEL_READER_ROLE}
-    assert rules.SERVER_GRANTS["gcp"].secret_reads == {gcp_backend.SECRET_READER_ROLE}
-    assert rules.SERVER_GRANTS["huawei"].object_reads == set(huawei_backend.MODEL_READ_ACTIONS)
-    assert rules.SERVER_GRANTS["huawei"].secret_reads == set(huawei_backend.SECRET_READ_ACTIONS)
-    assert rules.BOOT_BUNDLE_PREFIX == BUNDLE_PREFIX
+    assert SERVER_GRANTS["aws"].anywhere == {*aws_backend.SESSION_MANAGER_ACTIONS,
+                                             *aws_backend.TELEMETRY_ANYWHERE_ACTIONS}
+    assert SERVER_GRANTS["aws"].log_writes == set(aws_backend.TELEMETRY_LOG_ACTIONS)
+    assert SERVER_GRANTS["aws"].metric_writes == set(aws_backend.TELEMETRY_METRIC_ACTIONS)
+    assert SERVER_GRANTS["gcp"].object_reads == {gcp_backend.MODEL_READER_ROLE}
+    assert SERVER_GRANTS["gcp"].secret_reads == {gcp_backend.SECRET_READER_ROLE}
+    assert SERVER_GRANTS["huawei"].object_reads == set(huawei_backend.MODEL_READ_ACTIONS)
+    assert SERVER_GRANTS["huawei"].secret_reads == set(huawei_backend.SECRET_READ_ACTIONS)
+    assert BOOT_BUNDLE_PREFIX == BUNDLE_PREFIX
 
 
 @pytest.mark.parametrize("cloud", sorted(deployments.CLOUD_SETTINGS))
 def test_the_allow_list_is_exactly_what_the_servers_identity_holds(cloud: str) -> None:
     """Not one action more than inferstack grants (the public deployment has secrets, so it holds them all)."""
-    stack = rules.Stack([_plain(r) for r in deployments.public_deployment(cloud, "gpu-llm").resources()])
-    (identity,) = rules.server_identities(stack, _no_violation)
-    row = rules.SERVER_GRANTS[cloud]
+    stack = Stack([_plain(r) for r in deployments.public_deployment(cloud, "gpu-llm").resources()])
+    (identity,) = server_identities(stack, _no_violation)
+    row = SERVER_GRANTS[cloud]
     assert identity.violations == []
     assert {a.lower() for a in identity.holds} == {
         a.lower() for a in (*row.object_reads, *row.listings, *row.secret_reads, *row.anywhere, *row.log_writes,
                             *row.metric_writes)}
 
 
-def _plain(resource: RegisteredResource) -> rules.PlainResource:
-    return rules.PlainResource(resource.type, resource.name, resource.urn, {**resource.outputs, **resource.inputs})
+def _plain(resource: RegisteredResource) -> PlainResource:
+    return PlainResource(resource.type, resource.name, resource.urn, {**resource.outputs, **resource.inputs})
 
 
 def _no_violation(message: str, urn: str | None = None) -> None:

@@ -17,9 +17,18 @@ import grpc
 import pytest
 import yaml
 from google.protobuf import empty_pb2, struct_pb2
+from guardrails.resource_types import (
+    AWS_BUCKET,
+    AWS_INGRESS_RULE,
+    AWS_INSTANCE,
+    AWS_ROLE,
+    AWS_ROLE_POLICY,
+    HUAWEI_NO_METADATA_TOKENS,
+    HW_INSTANCE,
+)
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
-from tests.policy.harness import REPO, pack, rules
+from tests.policy.harness import REPO, pack
 
 PACK = REPO / "policy"
 STARTUP_TIMEOUT_S = 60
@@ -68,9 +77,9 @@ def test_the_pack_introduces_itself_with_every_policy_and_its_enforcement_level(
 
 def test_a_mandatory_violation_comes_back_with_the_policy_description_and_message(
         analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
-    response = _analyze(analyzer, rules.AWS_INSTANCE, {"metadataOptions": {"httpTokens": "optional",
-                                                                           "httpPutResponseHopLimit": 1},
-                                                       "rootBlockDevice": {"encrypted": True}})
+    response = _analyze(analyzer, AWS_INSTANCE, {"metadataOptions": {"httpTokens": "optional",
+                                                                     "httpPutResponseHopLimit": 1},
+                                                 "rootBlockDevice": {"encrypted": True}})
     (diagnostic,) = response.diagnostics
     assert diagnostic.policyName == "metadata-tokens-required"
     assert analyzer_pb2.EnforcementLevel.Name(diagnostic.enforcementLevel) == "MANDATORY"
@@ -80,17 +89,17 @@ def test_a_mandatory_violation_comes_back_with_the_policy_description_and_messag
 
 def test_a_setting_the_cloud_lacks_comes_back_as_not_applicable_with_the_reason(
         analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
-    response = _analyze(analyzer, rules.HW_INSTANCE, {"systemDiskKmsKeyId": "k", "flavorId": "pi2.2xlarge.4"})
+    response = _analyze(analyzer, HW_INSTANCE, {"systemDiskKmsKeyId": "k", "flavorId": "pi2.2xlarge.4"})
     assert list(response.diagnostics) == []
     assert [(n.policy_name, n.reason) for n in response.not_applicable] == [
-        ("metadata-tokens-required", rules.HUAWEI_NO_METADATA_TOKENS)]
+        ("metadata-tokens-required", HUAWEI_NO_METADATA_TOKENS)]
 
 
 def test_a_value_unknown_during_preview_is_reported_as_an_advisory_that_the_policy_could_not_run(
         analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
     unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's marker for an unknown string
-    response = _analyze(analyzer, rules.AWS_INGRESS_RULE, {"ipProtocol": "tcp", "fromPort": 22, "toPort": 22,
-                                                           "cidrIpv4": unknown})
+    response = _analyze(analyzer, AWS_INGRESS_RULE, {"ipProtocol": "tcp", "fromPort": 22, "toPort": 22,
+                                                     "cidrIpv4": unknown})
     messages = {(d.policyName, analyzer_pb2.EnforcementLevel.Name(d.enforcementLevel)): d.message
                 for d in response.diagnostics}
     assert set(messages) == {("admin-ports-not-public", "ADVISORY"), ("world-ingress-serving-port-only", "ADVISORY")}
@@ -103,9 +112,9 @@ def test_a_stack_policy_that_reads_a_value_unknown_during_preview_is_an_advisory
     unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's marker for an unknown string
     trust = ('{"Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", '
              '"Principal": {"Service": "ec2.amazonaws.com"}}]}')
-    role = analyzer_pb2.AnalyzerResource(type=rules.AWS_ROLE, name="server-role", urn="urn:pulumi:dev::p::r::role",
+    role = analyzer_pb2.AnalyzerResource(type=AWS_ROLE, name="server-role", urn="urn:pulumi:dev::p::r::role",
                                          properties=_struct({"assumeRolePolicy": trust, "name": "server-role-1"}))
-    policy = analyzer_pb2.AnalyzerResource(type=rules.AWS_ROLE_POLICY, name="server-read",
+    policy = analyzer_pb2.AnalyzerResource(type=AWS_ROLE_POLICY, name="server-read",
                                            urn="urn:pulumi:dev::p::r::policy",
                                            properties=_struct({"role": "server-role-1", "policy": unknown}))
     response = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=[role, policy]))
@@ -116,7 +125,7 @@ def test_a_stack_policy_that_reads_a_value_unknown_during_preview_is_an_advisory
 
 
 def test_a_stack_policy_names_the_resource_at_fault(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
-    bucket = analyzer_pb2.AnalyzerResource(type=rules.AWS_BUCKET, name="models", urn="urn:pulumi:dev::p::b::models",
+    bucket = analyzer_pb2.AnalyzerResource(type=AWS_BUCKET, name="models", urn="urn:pulumi:dev::p::b::models",
                                            properties=_struct({"bucket": "models-1a2b"}))
     response = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=[bucket]))
     found = {(d.policyName, d.urn) for d in response.diagnostics}
@@ -125,13 +134,13 @@ def test_a_stack_policy_names_the_resource_at_fault(analyzer: analyzer_pb2_grpc.
 
 def test_policy_pack_config_opens_another_serving_port(analyzer: analyzer_pb2_grpc.AnalyzerStub) -> None:
     rule = {"ipProtocol": "tcp", "fromPort": 9000, "toPort": 9000, "cidrIpv4": "0.0.0.0/0"}
-    assert [d.policyName for d in _analyze(analyzer, rules.AWS_INGRESS_RULE, rule).diagnostics] == [
+    assert [d.policyName for d in _analyze(analyzer, AWS_INGRESS_RULE, rule).diagnostics] == [
         "world-ingress-serving-port-only"]
     config = analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.MANDATORY,
                                        properties=_struct({"servingPorts": [9000]}))
     analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={"world-ingress-serving-port-only": config}))
     try:
-        assert list(_analyze(analyzer, rules.AWS_INGRESS_RULE, rule).diagnostics) == []
+        assert list(_analyze(analyzer, AWS_INGRESS_RULE, rule).diagnostics) == []
     finally:
         analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={}))
 
@@ -184,7 +193,7 @@ def test_each_stages_config_names_its_stage_and_the_pack_applies_it(analyzer: an
     config = json.loads((STAGES / f"{stage}.json").read_text())
     assert config["production-runs-a-protected-fleet"] == {"stage": stage}
     assert config.get("fleet-spans-zones") == (None if stage == "production" else {"minZones": 1})
-    server = analyzer_pb2.AnalyzerResource(type=rules.AWS_INSTANCE, name="server-0", urn="urn:pulumi:dev::p::s::0",
+    server = analyzer_pb2.AnalyzerResource(type=AWS_INSTANCE, name="server-0", urn="urn:pulumi:dev::p::s::0",
                                            properties=_struct({"instanceType": "g6.xlarge"}))
     analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={
         name: analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.MANDATORY, properties=_struct(properties))

@@ -7,9 +7,43 @@ import json
 from typing import Any
 
 import pytest
+from guardrails.resource_types import (
+    ALI_BUCKET,
+    ALI_BUCKET_ENCRYPTION,
+    ALI_CDN_CONFIG,
+    ALI_CDN_DOMAIN,
+    ALI_POLICY,
+    ALI_PUBLIC_ACCESS_BLOCK,
+    ALI_ROLE,
+    ALI_ROLE_POLICY_ATTACHMENT,
+    AWS_BUCKET,
+    AWS_BUCKET_ENCRYPTION,
+    AWS_DISTRIBUTION,
+    AWS_INGRESS_RULE,
+    AWS_LOG_GROUP,
+    AWS_PARAMETER,
+    AWS_PUBLIC_ACCESS_BLOCK,
+    AWS_ROLE,
+    AWS_ROLE_POLICY,
+    GCP_ALWAYS_ENCRYPTED,
+    GCP_BACKEND_BUCKET,
+    GCP_BUCKET,
+    GCP_BUCKET_IAM_MEMBER,
+    GCP_HTTP_PROXY,
+    GCP_INSTANCE,
+    GCP_INSTANCE_TEMPLATE,
+    GCP_PROJECT_IAM_MEMBER,
+    GCP_PUBLIC_ACCESS_ON_BUCKET,
+    GCP_SERVICE_ACCOUNT,
+    GCP_URL_MAP,
+    HUAWEI_NO_PUBLIC_ACCESS_BLOCK,
+    HW_AGENCY,
+    HW_BUCKET,
+    HW_ROLE,
+)
 
 from tests.policy import fleets
-from tests.policy.harness import Resource, check_stack, pack, rules
+from tests.policy.harness import Resource, check_stack, pack
 
 BUCKET = "inferstack-dev-models-1a2b3c4d"
 PREFIX = "models/llama/"
@@ -24,7 +58,7 @@ def _doc(statements: list[dict[str, Any]], version: str = "2012-10-17") -> str:
 
 
 def _aws_bucket(name: str = "models") -> Resource:
-    return Resource(rules.AWS_BUCKET, name, {"bucket": BUCKET})
+    return Resource(AWS_BUCKET, name, {"bucket": BUCKET})
 
 
 #### buckets-have-public-access-block ####
@@ -35,13 +69,13 @@ AWS_BLOCK = {"bucket": BUCKET, "blockPublicAcls": True, "blockPublicPolicy": Tru
 
 @pytest.mark.parametrize("depends", [{"bucket": ["models"]}, {}], ids=["by dependency", "by value"])
 def test_an_s3_bucket_with_its_public_access_block_passes(depends: dict[str, list[str]]) -> None:
-    stack = [_aws_bucket(), Resource(rules.AWS_PUBLIC_ACCESS_BLOCK, "models-public-access", AWS_BLOCK, depends)]
+    stack = [_aws_bucket(), Resource(AWS_PUBLIC_ACCESS_BLOCK, "models-public-access", AWS_BLOCK, depends)]
     report = check_stack(pack.buckets_have_public_access_block, stack)
     assert report.violations == [] and report.not_applicable == {}
 
 
 def test_an_s3_bucket_without_a_public_access_block_is_reported_on_the_bucket() -> None:
-    other = Resource(rules.AWS_PUBLIC_ACCESS_BLOCK, "logs-public-access", {**AWS_BLOCK, "bucket": "logs-bucket"})
+    other = Resource(AWS_PUBLIC_ACCESS_BLOCK, "logs-public-access", {**AWS_BLOCK, "bucket": "logs-bucket"})
     report = check_stack(pack.buckets_have_public_access_block, [_aws_bucket(), other])
     assert report.messages() == [
         "bucket models has no BucketPublicAccessBlock: add one that blocks public ACLs and policies"]
@@ -49,8 +83,8 @@ def test_an_s3_bucket_without_a_public_access_block_is_reported_on_the_bucket() 
 
 
 def test_an_oss_bucket_needs_its_public_access_block() -> None:
-    bucket = Resource(rules.ALI_BUCKET, "models", {"bucket": BUCKET})
-    block = Resource(rules.ALI_PUBLIC_ACCESS_BLOCK, "models-public-access",
+    bucket = Resource(ALI_BUCKET, "models", {"bucket": BUCKET})
+    block = Resource(ALI_PUBLIC_ACCESS_BLOCK, "models-public-access",
                      {"bucket": BUCKET, "blockPublicAccess": True}, {"bucket": ["models"]})
     assert check_stack(pack.buckets_have_public_access_block, [bucket, block]).violations == []
     assert check_stack(pack.buckets_have_public_access_block, [bucket]).messages() == [
@@ -58,8 +92,8 @@ def test_an_oss_bucket_needs_its_public_access_block() -> None:
 
 
 @pytest.mark.parametrize(("bucket_type", "reason"), [
-    (rules.GCP_BUCKET, rules.GCP_PUBLIC_ACCESS_ON_BUCKET),
-    (rules.HW_BUCKET, rules.HUAWEI_NO_PUBLIC_ACCESS_BLOCK),
+    (GCP_BUCKET, GCP_PUBLIC_ACCESS_ON_BUCKET),
+    (HW_BUCKET, HUAWEI_NO_PUBLIC_ACCESS_BLOCK),
 ])
 def test_public_access_block_is_not_applicable_where_the_cloud_has_no_such_resource(bucket_type: str,
                                                                                       reason: str) -> None:
@@ -71,7 +105,7 @@ def test_public_access_block_is_not_applicable_where_the_cloud_has_no_such_resou
 
 
 def test_an_s3_bucket_needs_default_encryption() -> None:
-    encryption = Resource(rules.AWS_BUCKET_ENCRYPTION, "models-encryption", {
+    encryption = Resource(AWS_BUCKET_ENCRYPTION, "models-encryption", {
         "bucket": BUCKET, "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]},
         {"bucket": ["models"]})
     assert check_stack(pack.buckets_have_default_encryption, [_aws_bucket(), encryption]).violations == []
@@ -80,10 +114,10 @@ def test_an_s3_bucket_needs_default_encryption() -> None:
 
 
 def test_an_oss_bucket_needs_default_encryption_inline_or_separate() -> None:
-    bucket = Resource(rules.ALI_BUCKET, "models", {"bucket": BUCKET})
-    inline = Resource(rules.ALI_BUCKET, "models", {"bucket": BUCKET,
-                                                   "serverSideEncryptionRule": {"sseAlgorithm": "KMS"}})
-    separate = Resource(rules.ALI_BUCKET_ENCRYPTION, "models-encryption", {"bucket": BUCKET, "sseAlgorithm": "AES256"})
+    bucket = Resource(ALI_BUCKET, "models", {"bucket": BUCKET})
+    inline = Resource(ALI_BUCKET, "models", {"bucket": BUCKET,
+                                             "serverSideEncryptionRule": {"sseAlgorithm": "KMS"}})
+    separate = Resource(ALI_BUCKET_ENCRYPTION, "models-encryption", {"bucket": BUCKET, "sseAlgorithm": "AES256"})
     assert check_stack(pack.buckets_have_default_encryption, [bucket, separate]).violations == []
     assert check_stack(pack.buckets_have_default_encryption, [inline]).violations == []
     assert check_stack(pack.buckets_have_default_encryption, [bucket]).messages() == [
@@ -91,8 +125,8 @@ def test_an_oss_bucket_needs_default_encryption_inline_or_separate() -> None:
 
 
 @pytest.mark.parametrize(("bucket_type", "reason"), [
-    (rules.GCP_BUCKET, rules.GCP_ALWAYS_ENCRYPTED),
-    (rules.HW_BUCKET, "OBS encryption is a property of the bucket, which encryption-at-rest checks"),
+    (GCP_BUCKET, GCP_ALWAYS_ENCRYPTED),
+    (HW_BUCKET, "OBS encryption is a property of the bucket, which encryption-at-rest checks"),
 ])
 def test_default_encryption_is_not_applicable_where_it_is_not_a_separate_resource(bucket_type: str,
                                                                                  reason: str) -> None:
@@ -111,8 +145,8 @@ AWS_READ = [
 
 
 def _aws_identity(statements: list[dict[str, Any]], *, trust: str = EC2_TRUST) -> list[Resource]:
-    return [Resource(rules.AWS_ROLE, "server-role", {"assumeRolePolicy": trust, "name": "server-role-d992a2c"}),
-            Resource(rules.AWS_ROLE_POLICY, "server-model-read",
+    return [Resource(AWS_ROLE, "server-role", {"assumeRolePolicy": trust, "name": "server-role-d992a2c"}),
+            Resource(AWS_ROLE_POLICY, "server-model-read",
                      {"role": "server-role-d992a2c", "policy": _doc(statements)}, {"role": ["server-role"]})]
 
 
@@ -151,11 +185,11 @@ ECS_TRUST = _doc([{"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {
 
 
 def _alibaba_identity(statements: list[dict[str, Any]]) -> list[Resource]:
-    return [Resource(rules.ALI_ROLE, "server-role", {"roleName": "server-role-8f30", "assumeRolePolicyDocument":
-                                                     ECS_TRUST}),
-            Resource(rules.ALI_POLICY, "server-model-read", {"policyName": "model-read-1",
-                                                             "policyDocument": _doc(statements, "1")}),
-            Resource(rules.ALI_ROLE_POLICY_ATTACHMENT, "server-model-read-attachment",
+    return [Resource(ALI_ROLE, "server-role", {"roleName": "server-role-8f30", "assumeRolePolicyDocument":
+                                               ECS_TRUST}),
+            Resource(ALI_POLICY, "server-model-read", {"policyName": "model-read-1",
+                                                       "policyDocument": _doc(statements, "1")}),
+            Resource(ALI_ROLE_POLICY_ATTACHMENT, "server-model-read-attachment",
                      {"roleName": "server-role-8f30", "policyName": "model-read-1", "policyType": "Custom"})]
 
 
@@ -170,10 +204,10 @@ def test_the_alibaba_server_role_is_found_through_its_attachments() -> None:
 
 
 def _huawei_identity(statements: list[dict[str, Any]], service: str = "op_svc_ecs") -> list[Resource]:
-    return [Resource(rules.HW_ROLE, "server-model-read", {"name": "model-read-1", "type": "AX", "policy": json.dumps(
+    return [Resource(HW_ROLE, "server-model-read", {"name": "model-read-1", "type": "AX", "policy": json.dumps(
                 {"Version": "1.1", "Statement": statements})}),
-            Resource(rules.HW_AGENCY, "server-agency", {"name": "agency-1", "delegatedServiceName": service,
-                                                        "domainRoles": ["model-read-1"]},
+            Resource(HW_AGENCY, "server-agency", {"name": "agency-1", "delegatedServiceName": service,
+                                                  "domainRoles": ["model-read-1"]},
                      {"domainRoles": ["server-model-read"]})]
 
 
@@ -193,11 +227,11 @@ CONDITION = (f'resource.name.startsWith("projects/_/buckets/{BUCKET}/objects/{PR
 
 def _gcp_identity(member: dict[str, Any]) -> list[Resource]:
     email = "inferstack-dev-server@p.iam.gserviceaccount.com"
-    return [Resource(rules.GCP_SERVICE_ACCOUNT, "server-account", {"accountId": "inferstack-dev-server",
+    return [Resource(GCP_SERVICE_ACCOUNT, "server-account", {"accountId": "inferstack-dev-server",
                                                                     "email": email}),
-            Resource(rules.GCP_INSTANCE, "server-0", {"serviceAccount": {"email": email}},
+            Resource(GCP_INSTANCE, "server-0", {"serviceAccount": {"email": email}},
                      {"serviceAccount": ["server-account"]}),
-            Resource(rules.GCP_BUCKET_IAM_MEMBER, "server-model-read",
+            Resource(GCP_BUCKET_IAM_MEMBER, "server-model-read",
                      {"bucket": BUCKET, "member": f"serviceAccount:{email}", **member}, {"member": ["server-account"]})]
 
 
@@ -218,7 +252,7 @@ def test_the_gcp_server_account_reads_under_a_prefix_condition() -> None:
 def _gcp_project_role(role: str) -> list[Resource]:
     compliant = {"role": "roles/storage.objectViewer", "condition": {"title": "t", "expression": CONDITION}}
     email = "inferstack-dev-server@p.iam.gserviceaccount.com"
-    return [*_gcp_identity(compliant), Resource(rules.GCP_PROJECT_IAM_MEMBER, "server-project-role", {
+    return [*_gcp_identity(compliant), Resource(GCP_PROJECT_IAM_MEMBER, "server-project-role", {
         "project": "p", "role": role, "member": f"serviceAccount:{email}"}, {"member": ["server-account"]})]
 
 
@@ -244,7 +278,7 @@ AWS_TELEMETRY = [
 
 
 def _with_log_group(resources: list[Resource]) -> list[Resource]:
-    return [*resources, Resource(rules.AWS_LOG_GROUP, "server-logs",
+    return [*resources, Resource(AWS_LOG_GROUP, "server-logs",
                                  {"arn": LOG_GROUP_ARN, "name": "inferstack/demo/prod/server"})]
 
 
@@ -281,15 +315,15 @@ def test_the_aws_server_role_may_not_write_another_stacks_namespace() -> None:
 
 def _gcp_front_end(*, with_http: bool) -> list[Resource]:
     stack = [
-        Resource(rules.GCP_BACKEND_BUCKET, "assets-backend", {"name": "assets-backend-1", "enableCdn": True,
-                                                              "bucketName": BUCKET}),
-        Resource(rules.GCP_URL_MAP, "assets-urls", {"name": "urls-1", "defaultService":
-                                                    "projects/p/global/backendBuckets/assets-backend-1"},
+        Resource(GCP_BACKEND_BUCKET, "assets-backend", {"name": "assets-backend-1", "enableCdn": True,
+                                                        "bucketName": BUCKET}),
+        Resource(GCP_URL_MAP, "assets-urls", {"name": "urls-1", "defaultService":
+                                              "projects/p/global/backendBuckets/assets-backend-1"},
                  {"defaultService": ["assets-backend"]}),
         Resource("gcp:compute/targetHttpsProxy:TargetHttpsProxy", "assets-https",
                  {"urlMap": "projects/p/global/urlMaps/urls-1"}, {"urlMap": ["assets-urls"]})]
     if with_http:
-        stack.append(Resource(rules.GCP_HTTP_PROXY, "assets-http", {"urlMap": "projects/p/global/urlMaps/urls-1"}))
+        stack.append(Resource(GCP_HTTP_PROXY, "assets-http", {"urlMap": "projects/p/global/urlMaps/urls-1"}))
     return stack
 
 
@@ -302,9 +336,9 @@ def test_a_google_cdn_backend_is_served_over_https_only() -> None:
 
 
 def _alibaba_cdn(functions: dict[str, dict[str, str]]) -> list[Resource]:
-    domain = Resource(rules.ALI_CDN_DOMAIN, "assets-cdn", {"domainName": "static.example.com", "sources": [
+    domain = Resource(ALI_CDN_DOMAIN, "assets-cdn", {"domainName": "static.example.com", "sources": [
         {"type": "oss", "content": f"{BUCKET}.oss-ap-southeast-1.aliyuncs.com", "port": 443.0}]})
-    configs = [Resource(rules.ALI_CDN_CONFIG, f"assets-cdn-{name}", {
+    configs = [Resource(ALI_CDN_CONFIG, f"assets-cdn-{name}", {
         "domainName": "static.example.com", "functionName": name,
         "functionArgs": [{"argName": k, "argValue": v} for k, v in args.items()]}) for name, args in functions.items()]
     return [domain, *configs]
@@ -320,13 +354,13 @@ def test_an_alibaba_cdn_domain_forces_https_and_signs_origin_requests() -> None:
 
 
 def test_cdn_front_ends_are_not_applicable_to_cloudfront() -> None:
-    report = check_stack(pack.cdn_https_front_ends, [Resource(rules.AWS_DISTRIBUTION, "assets-cdn", {})])
+    report = check_stack(pack.cdn_https_front_ends, [Resource(AWS_DISTRIBUTION, "assets-cdn", {})])
     assert report.violations == [] and len(report.not_applicable) == 1
 
 
 #### public-api-has-api-key ####
 
-WORLD_API = Resource(rules.AWS_INGRESS_RULE, "firewall-api", {"ipProtocol": "tcp", "fromPort": 8000.0,
+WORLD_API = Resource(AWS_INGRESS_RULE, "firewall-api", {"ipProtocol": "tcp", "fromPort": 8000.0,
                                                                "toPort": 8000.0, "cidrIpv4": "0.0.0.0/0"})
 API_KEY_FIX = ("store it as a secret the servers' identity may read (`pulumi config set --secret inferstack:apiKey "
                "\"$(openssl rand -hex 32)\"`), or admit private networks only")
@@ -337,12 +371,12 @@ def test_a_world_open_api_with_an_api_key_the_servers_identity_reads_passes(clou
     """The API key and the identity that reads it, as each cloud's create_secrets and create_identity make them."""
     stack = [WORLD_API, *fleets.API_KEYS[cloud]()]
     if cloud == "gcp":  # a Google service account is the servers' once a server or template takes it
-        stack.append(Resource(rules.GCP_INSTANCE_TEMPLATE, "template", {"serviceAccount": {"email": fleets.GCP_EMAIL}}))
+        stack.append(Resource(GCP_INSTANCE_TEMPLATE, "template", {"serviceAccount": {"email": fleets.GCP_EMAIL}}))
     assert check_stack(pack.public_api_has_api_key, stack).violations == []
 
 
 def test_a_world_open_api_without_an_api_key_is_a_mandatory_violation() -> None:
-    report = check_stack(pack.public_api_has_api_key, [WORLD_API, Resource(rules.AWS_PARAMETER, "secrets-hub-token",
+    report = check_stack(pack.public_api_has_api_key, [WORLD_API, Resource(AWS_PARAMETER, "secrets-hub-token",
                                                                             {})])
     assert [(v.level.value, v.urn) for v in report.violations] == [("mandatory", WORLD_API.urn)]
     assert report.messages() == [
@@ -351,7 +385,7 @@ def test_a_world_open_api_without_an_api_key_is_a_mandatory_violation() -> None:
 
 
 def test_an_api_open_to_named_public_networks_needs_a_key_too() -> None:
-    named = Resource(rules.AWS_INGRESS_RULE, "firewall-api", {**WORLD_API.props, "cidrIpv4": "203.0.113.0/24"})
+    named = Resource(AWS_INGRESS_RULE, "firewall-api", {**WORLD_API.props, "cidrIpv4": "203.0.113.0/24"})
     assert check_stack(pack.public_api_has_api_key, [named]).messages() == [
         "port 8000 is open to public network 203.0.113.0/24, and the stack stores no API key (no secret resource "
         f"named '*-api-key'): {API_KEY_FIX}"]
