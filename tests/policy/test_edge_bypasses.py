@@ -83,8 +83,10 @@ def test_the_api_key_policy_is_mandatory() -> None:
      ["public network 0.0.0.0/1", "public network 128.0.0.0/2", "public network 192.0.0.0/3"]),
     (["203.0.113.0/24"], ["public network 203.0.113.0/24"]),
     (["2001:db8::/32"], ["public network 2001:db8::/32"]),
+    (["::/0"], ["the whole internet (::/0)"]),
     (["any"], ["source 'any', which the pack cannot read (so it counts as public)"]),
-], ids=["the world split in three", "one public /24", "an IPv6 range", "a source the pack cannot read"])
+], ids=["the world split in three", "one public /24", "an IPv6 range", "the IPv6 world",
+        "a source the pack cannot read"])
 def test_a_port_open_to_any_public_source_needs_an_api_key(cidrs: list[str], wheres: list[str]) -> None:
     split = [_api_rule(f"api-{index}", cidr) for index, cidr in enumerate(cidrs)]
     assert _api_key_violations(split) == [(f"port 8000 is open to {where}, and {NO_KEY}: {KEY_FIX}", f"api-{index}")
