@@ -263,7 +263,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
         from inferstack.report import print_estimate
 
         print_estimate(result)
-    return 0
+    return 3 if result.fits is False else 0  # as `plan` exits when nothing fits: a script sees it
 
 
 def _default_engine(llm: bool, on_gpu: bool, precision: Precision) -> Engine:

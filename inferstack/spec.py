@@ -6,6 +6,7 @@ directly. Every field documents itself; validation errors quote that documentati
 
 from __future__ import annotations
 
+import difflib
 import re
 from enum import Enum
 from pathlib import Path
@@ -148,14 +149,18 @@ def enum_aliases(enum: type[Enum]) -> list[str]:
 
 
 def _normalise_model_reference(value: Any) -> Any:
-    """Built-in model names are looked up case-insensitively: `Llama-3.1-8B` is `llama-3.1-8b`."""
+    """Built-in model names are looked up case-insensitively: `Llama-3.1-8B` is `llama-3.1-8b`; so are the Hugging
+    Face ids the registry knows them by (`meta-llama/Llama-3.1-8B-Instruct`, sizing.models.lookup)."""
     return value.strip().lower() if isinstance(value, str) else value
 
 
 WorkloadName = Annotated[str, StringConstraints(pattern=WORKLOAD_NAME_PATTERN)]
 ModelName = Annotated[str, StringConstraints(pattern=MODEL_NAME_PATTERN)]
+MODEL_REFERENCE_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,95}(/[a-z0-9][a-z0-9._-]{0,95})?$"
+"""A built-in model's name, or its Hugging Face id (`org/name`): only ever looked up in the registry, never used as a
+name or a path."""
 ModelReference = Annotated[
-    str, BeforeValidator(_normalise_model_reference), StringConstraints(pattern=MODEL_NAME_PATTERN)
+    str, BeforeValidator(_normalise_model_reference), StringConstraints(pattern=MODEL_REFERENCE_PATTERN)
 ]
 RegionName = Annotated[str, StringConstraints(pattern=REGION_PATTERN)]
 GpuName = Annotated[str, StringConstraints(pattern=GPU_NAME_PATTERN)]
@@ -631,13 +636,27 @@ def problems_from_validation(
         field = ".".join([prefix, *shown_path] if prefix else shown_path) or (prefix or "workload")
         message = str(item["msg"]).removeprefix("Value error, ")
         fix = field_fix(root, path)
+        # A missing field's "input" is the enclosing mapping, perhaps a whole document: it is not shown.
+        shown = {} if item["type"] == "missing" else {"value": item.get("input")}
         if item["type"] in ("extra_forbidden", "invalid_key"):
             message = "is not a known field"
-            fix = "remove it or check its spelling against the documented fields"
-        elif fix is None and root is not None:
+            fix = _close_field(root, path) or "remove it or check its spelling against the documented fields"
+        if fix is None and root is not None:
             fix = "compare with the documented fields (README.md) and the examples in examples/workloads/"
-        problems.append(Problem(field, message, value=item.get("input"), fix=fix))
+        problems.append(Problem(field, message, fix=fix, **shown))
     return problems
+
+
+def _close_field(model: type[BaseModel] | None, path: list[str]) -> str | None:
+    """"did you mean traffic?" for a key that is not a field of the model at its place (`path` ends with it)."""
+    for part in path[:-1]:
+        field = model.model_fields.get(part) if model is not None else None
+        if field is not None:
+            model = _nested_model(field.annotation)
+    if model is None or not path:
+        return None
+    close = difflib.get_close_matches(path[-1], list(model.model_fields), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else None
 
 
 def parse_workload(data: Any, *, source: str | None = None, base_dir: Path | None = None) -> WorkloadSpec:

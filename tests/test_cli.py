@@ -610,3 +610,47 @@ def test_help_lists_every_subcommand_and_a_misspelt_one_is_told_the_choices():
     misspelt = inferstack("plna", "x.yaml")
     assert misspelt.returncode == 2
     assert "invalid choice: 'plna' (choose from 'plan', 'estimate'," in misspelt.stderr
+
+
+#### Inputs a new user writes: Hugging Face ids, misspelt keys, what does not fit ####
+
+
+def test_a_hugging_face_id_the_registry_knows_plans_as_its_built_in_model(tmp_path):
+    workload = tmp_path / "chat.yaml"
+    workload.write_text("name: chat\nmodel: meta-llama/Llama-3.1-8B-Instruct\ntraffic: {concurrent_users: 10}\n")
+    by_id = inferstack("plan", str(workload), "--cloud", "aws", "--json")
+    workload.write_text("name: chat\nmodel: llama-3.1-8b\ntraffic: {concurrent_users: 10}\n")
+    by_name = inferstack("plan", str(workload), "--cloud", "aws", "--json")
+    assert by_id.returncode == by_name.returncode == 0, by_id.stderr
+    chosen = [json.loads(result.stdout)["clouds"][0]["chosen"] for result in (by_id, by_name)]
+    assert chosen[0]["model"] == chosen[1]["model"] and chosen[0]["model"]["name"] == "llama-3.1-8b"
+    estimated = inferstack("estimate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L40S", "--json")
+    assert estimated.returncode == 0 and json.loads(estimated.stdout)["fits"] is True
+
+
+def test_a_hugging_face_id_the_registry_lacks_says_how_to_describe_the_model(tmp_path):
+    workload = tmp_path / "chat.yaml"
+    workload.write_text("name: chat\nmodel: Qwen/Qwen9-1T\ntraffic: {concurrent_users: 10}\n")
+    result = inferstack("plan", str(workload))
+    assert result.returncode == 2
+    err = flat(result.stderr)
+    assert "model: is a Hugging Face id the built-in registry does not have (got 'qwen/qwen9-1t')" in err
+    assert "model: {config: path/to/config.json, source_uri: qwen/qwen9-1t}" in err
+
+
+def test_a_misspelt_key_gets_the_nearest_field_and_a_missing_one_quotes_nothing(tmp_path):
+    workload = tmp_path / "chat.yaml"
+    workload.write_text("name: chat\nmodel: llama-3.1-8b\ntrafic: {concurrent_users: 10}\nslo: {ttft_p95: 500}\n")
+    result = inferstack("plan", str(workload))
+    assert result.returncode == 2
+    err = flat(result.stderr)
+    assert "trafic: is not a known field (got {'concurrent_users': 10}). Fix: did you mean traffic?" in err
+    assert "slo.ttft_p95: is not a known field (got 500). Fix: did you mean ttft_p95_ms?" in err
+    (missing,) = [line for line in result.stderr.splitlines() if line.startswith("  - traffic:")]
+    assert missing.startswith("  - traffic: Field required. Fix:") and "(got" not in missing
+
+
+def test_an_estimate_that_does_not_fit_exits_3_like_an_infeasible_plan():
+    result = inferstack("estimate", "--model", "llama-3.1-70b", "--gpu", "T4", "--json")
+    assert result.returncode == 3 and json.loads(result.stdout)["fits"] is False
+    assert inferstack("estimate", "--model", "llama-3.1-8b", "--gpu", "L40S").returncode == 0

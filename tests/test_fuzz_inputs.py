@@ -112,7 +112,8 @@ SCALARS = HOSTILE_TEXT | NUMBERS | st.booleans() | st.none()
 VALUES = st.recursive(
     SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(HOSTILE_TEXT, inner, max_size=3), max_leaves=8
 )
-PROBLEM_LINE = re.compile(r"^  - (?P<field>\S.*?): .+ \(got .+\)\. Fix: \S.*$")
+# A wrong value is quoted; a missing field has none to quote (its "input" would be the enclosing mapping).
+PROBLEM_LINE = re.compile(r"^  - (?P<field>\S.*?): (.+ \(got .+\)|Field required)\. Fix: \S.*$")
 
 
 @pytest.fixture(scope="module")

@@ -86,9 +86,12 @@ def _from_entry(entry: dict[str, Any]) -> ResolvedModel:
 
 
 def lookup(name: str, *, field_name: str = "model") -> ResolvedModel:
-    """A registry model by name (case-insensitive), or an error that suggests the closest names."""
+    """A registry model by name or by its Hugging Face id (case-insensitive), or an error that suggests the closest
+    names (and, for an id the registry lacks, how to describe the model from its config.json)."""
     entries = registry()
     key = name.strip().lower()
+    if "/" in key:
+        return _by_source_uri(name, key, field_name)
     if key not in entries:
         close = difflib.get_close_matches(key, list(entries), n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(close)}? " if close else ""
@@ -100,6 +103,17 @@ def lookup(name: str, *, field_name: str = "model") -> ResolvedModel:
             "model.config (a config.json) or model.architecture",
         )
     return _from_entry(entries[key])
+
+
+def _by_source_uri(name: str, key: str, field_name: str) -> ResolvedModel:
+    """The registry model published under the Hugging Face id `key` (its `source_uri`)."""
+    found = next((entry for entry in registry().values() if str(entry.get("source_uri") or "").lower() == key), None)
+    if found is None:
+        example = "model: {config: path/to/config.json, source_uri: " + name + "}"
+        raise input_error(field_name, "is a Hugging Face id the built-in registry does not have", value=name,
+                          fix=f"download the model's config.json and describe it: {example} (or use a built-in "
+                          "model, `inferstack models`)")
+    return _from_entry(found)
 
 
 def resolve(model: str | ModelSpec) -> ResolvedModel:
