@@ -404,9 +404,9 @@ def _calibration(args: argparse.Namespace) -> Calibration | None:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from inferstack.sizing.calibration import calibrate
+    from inferstack.sizing.calibrate import calibrate
 
-    text = calibrate(args.results).model_dump_json(indent=2) + "\n"
+    text = calibrate(args.results, force=args.force).model_dump_json(indent=2) + "\n"
     if args.output is None:
         sys.stdout.write(text)
     else:
@@ -667,6 +667,8 @@ def _add_calibrate(commands: _Subparsers) -> None:
     cal = commands.add_parser("calibrate", help="turn `loadtest --workload --json` results into a calibration file")
     cal.add_argument("results", nargs="+", type=Path, metavar="RESULT", help="loadtest --json output files")
     cal.add_argument("--output", type=Path, metavar="FILE", help="write here (default: print)")
+    cal.add_argument("--force", action="store_true",
+                     help="take results whose server answered as another model or engine than the plan's")
     cal.set_defaults(handler=_cmd_calibrate)
 
 

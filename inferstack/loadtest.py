@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import random
+import re
 from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -49,7 +51,7 @@ from inferstack.clouds import Cloud
 from inferstack.errors import InfeasibleError, input_error
 from inferstack.plan import DeploymentPlan
 from inferstack.sizing.simulate import TrafficShape, length_sampler, percentile, serving_replicas
-from inferstack.spec import Engine, Precision
+from inferstack.spec import Engine, Precision, WorkloadSpec
 
 Api = Literal["chat", "completions"]
 
@@ -185,20 +187,31 @@ async def send_request(session: aiohttp.ClientSession, target: Target, model: st
                          output_tokens=usage_tokens or chunks)
 
 
-async def first_model(session: aiohttp.ClientSession, target: Target) -> str:
-    """The first model the endpoint lists at /v1/models."""
+async def served_model(session: aiohttp.ClientSession, target: Target) -> tuple[str, str | None]:
+    """The model to ask for (--model, else the first the endpoint lists at /v1/models) and what the listing says owns
+    it (`owned_by`: vLLM and llama-server name their engine), None when it is not listed."""
     try:
         async with session.get(target.base_url + "/v1/models") as response:
             listed: list[dict[str, Any]] = []
             if response.status == 200:
                 listed = (await response.json(content_type=None)).get("data") or []
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as error:
+        if target.model:
+            return target.model, None
         raise input_error("URL", f"could not list the models at {target.base_url}/v1/models ({error})",
                           fix="check the address and that the server is up, or pass --model NAME") from None
+    if target.model:
+        entry = next((m for m in listed if isinstance(m, dict) and m.get("id") == target.model), {})
+        return target.model, _owner(entry)
     if not listed:
         raise input_error("--model", f"{target.base_url}/v1/models lists no model",
                           fix="pass --model NAME (the name the server serves)")
-    return str(listed[0]["id"])
+    return str(listed[0]["id"]), _owner(listed[0])
+
+
+def _owner(entry: dict[str, Any]) -> str | None:
+    owner = entry.get("owned_by")
+    return owner if isinstance(owner, str) and re.fullmatch(r"[A-Za-z0-9._-]{1,64}", owner) else None
 
 
 # ---- a run ---------------------------------------------------------------------------------------------
@@ -232,10 +245,12 @@ class LoadResult:
     requests_per_s: float
     duration_s: float
     failures: dict[str, int]
+    served_by: str | None = None
+    """What the server's model listing says owns the model (`owned_by`); None when it does not say."""
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "model": self.model, "load": self.load,
+            "model": self.model, "served_by": self.served_by, "load": self.load,
             "ttft_ms": vars(self.ttft_ms), "tpot_ms": vars(self.tpot_ms), "e2e_ms": vars(self.e2e_ms),
             "requests_ok": self.requests_ok, "requests_failed": self.requests_failed,
             "output_tokens_per_s": self.output_tokens_per_s, "requests_per_s": self.requests_per_s,
@@ -338,8 +353,9 @@ def _session(target: Target) -> aiohttp.ClientSession:
 
 async def _run(target: Target, shape: LoadShape) -> LoadResult:
     async with _session(target) as session:
-        model = target.model or await first_model(session, target)
-        return await _drive(session, target, model, shape)
+        model, served_by = await served_model(session, target)
+        result = await _drive(session, target, model, shape)
+        return dataclasses.replace(result, served_by=served_by)
 
 
 T = TypeVar("T")
@@ -367,7 +383,7 @@ async def _sweep(target: Target, shape: LoadShape, max_concurrency: int) -> list
     deadline = loop.time() + shape.duration_s
     steps: list[LoadResult] = []
     async with _session(target) as session:
-        model = target.model or await first_model(session, target)
+        model, _ = await served_model(session, target)
         concurrency = 1
         while concurrency <= max_concurrency and len(steps) < SWEEP_STEPS and loop.time() < deadline:
             step = LoadShape(shape.requests, shape.traffic, concurrency=concurrency,
@@ -402,6 +418,7 @@ class PlanTarget:
 
     deployment: str
     serves: dict[str, Any]  # model, precision, engine and accelerators: what a measurement is a measurement of
+    basis: dict[str, Any]  # what `inferstack calibrate` rebuilds the prediction from (sizing/calibrate.py)
     rate_per_s: float
     traffic: TrafficShape
     ttft_p95_ms: float | None
@@ -410,7 +427,8 @@ class PlanTarget:
     output_tokens_per_s: float | None
 
 
-def plan_target(plan: DeploymentPlan, traffic: TrafficShape, fleet: bool) -> PlanTarget:
+def plan_target(plan: DeploymentPlan, traffic: TrafficShape, fleet: bool,
+                workload: WorkloadSpec | None = None) -> PlanTarget:
     """What to offer and what to expect. The planner sizes each serving replica for load / serving replicas
     (production's spare down) and predicts its p95s at that rate, so one server (the default) is driven at that
     share and those p95s are its predictions. `fleet`: the URL is the load balancer, driven at the whole peak
@@ -425,6 +443,9 @@ def plan_target(plan: DeploymentPlan, traffic: TrafficShape, fleet: bool) -> Pla
                 "engine": Engine(plan.serving.engine).value,
                 "accelerator": plan.accelerator.id if plan.accelerator else None,
                 "accelerators_per_server": plan.gpus_per_instance, "instance_type": plan.instance_type},
+        basis={"workload": workload.model_dump(mode="json") if workload else None, "cloud": plan.cloud,
+               "offer": plan.offer, "processes": plan.serving.processes, "slots": plan.serving.max_num_seqs,
+               "source_uri": plan.model.source_uri, "fleet": fleet},
         rate_per_s=perf.load_requests_per_s / share,
         traffic=traffic,
         ttft_p95_ms=perf.ttft_p95_ms,
@@ -446,7 +467,7 @@ def workload_target(path: Path, cloud: Cloud | None, fleet: bool) -> PlanTarget:
     plan = report.outcome(cloud).chosen if cloud else report.best
     if plan is None:
         raise InfeasibleError(f"{path}: no feasible deployment to compare with; run `inferstack plan {path}`")
-    return plan_target(plan, TrafficShape.of(demand_of(spec, resolve(spec.model))), fleet)
+    return plan_target(plan, TrafficShape.of(demand_of(spec, resolve(spec.model))), fleet, spec)
 
 
 def comparison(result: LoadResult, planned: PlanTarget) -> list[dict[str, Any]]:
@@ -523,7 +544,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         out = result.to_json()
         if planned and rows is not None:
             out["plan"] = {"deployment": planned.deployment, **planned.serves, "as_planned": as_planned,
-                           "rate_per_s": round(planned.rate_per_s, 4), "comparison": rows}
+                           "rate_per_s": round(planned.rate_per_s, 4), "comparison": rows, "basis": planned.basis}
         print(json.dumps(out, indent=2))
     else:
         print(render(result))

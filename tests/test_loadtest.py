@@ -15,6 +15,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,14 @@ from inferstack import loadtest
 from inferstack.cli import main
 from inferstack.errors import InputError
 from inferstack.loadtest import LoadShape, Target, constant_traffic, run_loadtest
+from inferstack.sizing.calibration import load_calibration
+from inferstack.sizing.catalog import offers
+from inferstack.sizing.demand import demand_of
+from inferstack.sizing.evaluate import calibration_row, predict_llm_replica
+from inferstack.sizing.models import resolve
+from inferstack.sizing.planner import candidate_for
+from inferstack.sizing.simulate import TrafficShape
+from inferstack.spec import load_workload
 
 WORKLOADS = Path(__file__).parents[1] / "examples" / "workloads"
 
@@ -149,7 +158,7 @@ def test_an_open_loop_does_not_queue_requests_in_the_client(stub: Stub) -> None:
 
 
 def test_workload_lengths_vary_between_mean_and_tail(stub: Stub) -> None:
-    traffic = loadtest.TrafficShape(100, 300, 20, 60, 1000)
+    traffic = TrafficShape(100, 300, 20, 60, 1000)
     run_loadtest(Target(stub.url), LoadShape(requests=60, traffic=traffic, concurrency=8, duration_s=30))
     outputs = sorted(int(b["max_tokens"]) for b in stub.state()["bodies"])
     assert 14 <= statistics.mean(outputs) <= 26
@@ -292,12 +301,10 @@ def test_a_comparison_line_reads_plan_measured_and_change() -> None:
     assert loadtest.comparison_line(row) == "plan p95 TTFT 193 ms, measured 240 ms, +24 %"
 
 
-def test_loadtest_results_calibrate_the_plan_end_to_end(
-    stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # A server 1.2x slower to the first token and 1.1x slower per token than the plan predicts: the calibration
-    # written from its load test says so, and the plans on that hardware made with it say they used it (a slower
-    # server may need more replicas, and another offer may then be chosen: the measured one is then an alternative).
+def _stub_run(stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+              served: str) -> tuple[Path, Path, dict[str, Any]]:
+    """A load test of a stub server 1.2x slower to the first token and 1.1x slower per token than the plan of a small
+    chat predicts, answering as model `served`: (workload, result, the plan it measured)."""
     workload = tmp_path / "small-chat.yaml"
     workload.write_text("name: small-chat\nmodel: llama-3.1-8b\nprecision: bf16\nstage: validation\n"
                         "traffic: {requests_per_s: 2, prompt_tokens: 100, output_tokens: 20}\n"
@@ -305,24 +312,54 @@ def test_loadtest_results_calibrate_the_plan_end_to_end(
     assert main(["plan", str(workload), "--json"]) == 0
     measured_plan = json.loads(capsys.readouterr().out)["clouds"][0]["chosen"]
     predicted = measured_plan["performance"]
-    stub.configure(ttft_s=1.2 * predicted["ttft_p95_ms"] / 1e3, gap_s=1.1 * predicted["tpot_p95_ms"] / 1e3)
+    stub.configure(ttft_s=1.2 * predicted["ttft_p95_ms"] / 1e3, gap_s=1.1 * predicted["tpot_p95_ms"] / 1e3,
+                   models=[served])
     result = tmp_path / "result.json"
-    assert main(["loadtest", stub.url, "--workload", str(workload), "--requests", "4", "--json"]) == 0
+    assert main(["loadtest", stub.url, "--workload", str(workload), "--requests", "8", "--json"]) == 0
     result.write_text(capsys.readouterr().out)
+    return workload, result, measured_plan
+
+
+def test_loadtest_results_calibrate_the_plan_so_that_it_predicts_what_was_measured_at_that_rate(
+    stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, result, measured_plan = _stub_run(stub, tmp_path, capsys, served="llama-3.1-8b")
+    measured = json.loads(result.read_text())
     calibration = tmp_path / "calibration.json"
     assert main(["calibrate", str(result), "--output", str(calibration)]) == 0
     row = json.loads(calibration.read_text())["rows"][0]
-    assert row["ttft_factor"] == pytest.approx(1.2, rel=0.1) and row["tpot_factor"] == pytest.approx(1.1, rel=0.1)
+    assert row["measured_at_requests_per_s"] == pytest.approx(measured["requests_per_s"], rel=1e-3)
+    # The planner's own prediction for the measured server at the measured rate, with the file as `plan
+    # --calibration` reads it (its row found by model, precision, engine and GPU): the measured p95s, within 10 %.
+    spec = load_workload(workload)
+    demand = replace(demand_of(spec, resolve(spec.model)), calibration=load_calibration(calibration))
+    offer = next(o for o in offers() if (o.cloud, o.name) == ("aws", measured_plan["offer"]))
+    candidate = candidate_for(demand, offer, measured_plan["serving"]["processes"])
+    assert not isinstance(candidate, str) and calibration_row(demand, candidate) is not None
+    predicted = predict_llm_replica(demand, candidate, measured["requests_per_s"],
+                                    measured_plan["serving"]["max_num_seqs"])
+    assert predicted.ttft_p95_ms == pytest.approx(measured["ttft_ms"]["p95"], rel=0.10)
+    assert predicted.tpot_p95_ms == pytest.approx(measured["tpot_ms"]["p95"], rel=0.10)
+    # And `plan --calibration` uses the row where it plans that hardware, and says so.
     capsys.readouterr()
     assert main(["plan", str(workload), "--calibration", str(calibration), "--json"]) == 0
     outcome = json.loads(capsys.readouterr().out)["clouds"][0]
-    same_offer = [p for p in [outcome["chosen"], *outcome["alternatives"]] if p["offer"] == measured_plan["offer"]]
-    assert same_offer, "the measured offer is no longer feasible"
+    (same_offer,) = [p for p in [outcome["chosen"], *outcome["alternatives"]] if p["offer"] == measured_plan["offer"]]
     assert any(line.startswith("Speed calibrated by 1 load test(s) of llama-3.1-8b bf16 on vllm, 1x ")
-               for line in same_offer[0]["rationale"])
+               for line in same_offer["rationale"])
 
 
-def test_the_measured_percentiles_are_the_nearest_rank_p50_p95_and_p99_in_milliseconds():
+def test_a_stub_answering_as_another_model_calibrates_nothing_unless_forced(
+    stub: Stub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, result, _ = _stub_run(stub, tmp_path, capsys, served="stub-model")
+    assert main(["calibrate", str(result)]) == 2
+    assert "measured a server that answered as model 'stub-model', not the plan's llama-3.1-8b" in \
+        capsys.readouterr().err
+    assert main(["calibrate", str(result), "--force"]) == 0
+
+
+def test_the_measured_percentiles_are_the_nearest_rank_p50_p95_and_p99_in_milliseconds() -> None:
     # 1..100 ms: nearest rank gives 50, 95 and 99 exactly (a p90 reported as the p95 would read 90).
     from inferstack.loadtest import Percentiles
 

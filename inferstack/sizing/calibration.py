@@ -1,41 +1,29 @@
 """Calibration from your own load tests: measured speed of one model × precision × engine × hardware.
 
-`inferstack calibrate RESULT…` reads `inferstack loadtest URL --workload W --json` results and writes one row
-per deployment measured: the measured p95 over the plan's p95, for TTFT and TPOT (the geometric mean when
-several results measured it). `plan --calibration FILE` and `estimate --calibration FILE` then multiply the speed
-model's prefill time by the TTFT factor and its decode-step time by the TPOT factor wherever a row matches,
-and say so (the plan's rationale, the estimate's notes); elsewhere the fitted engine profiles stand.
-
-The factors are taken against uncalibrated predictions (`loadtest` plans without a calibration), so they do not
-compound; only results run at the plan's own rate and token lengths are taken. TPOT is the decode step, so its
-factor carries over directly. TTFT at load includes queueing, which grows faster than linearly with step times:
-scaling the prefill by the TTFT ratio is a first-order correction that can overshoot (on the stub server a TTFT
-factor of 1.53 moved a plan's p95 TTFT from 202 to 455 ms, against 309 ms measured, and the planner added a
-replica). A row applies to the hardware it was measured on only: a GPU by id and count (the same on every
-cloud), a CPU server by its instance type.
+A calibration file (written by `inferstack calibrate RESULT…`, sizing/calibrate.py) has one row per deployment
+measured: a factor on the speed model's prefill time and one on its decode-step time, fitted so that the planner's
+prediction at the measured load gives the measured p95 TTFT and TPOT. `plan --calibration FILE` and `estimate
+--calibration FILE` multiply the step times by them wherever a row matches, and say so (the plan's rationale, the
+estimate's notes); elsewhere the fitted engine profiles stand. A row applies to the hardware it was measured on
+only: a GPU by id and count (the same on every cloud), a CPU server by its instance type.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from inferstack.documents import parse_document, read_input_file
-from inferstack.errors import InputError, Problem, input_error
+from inferstack.errors import InputError, input_error
 from inferstack.spec import CALIBRATION_FILE_RULE, CalibrationFile, problems_from_validation
 
 FORMAT_VERSION = 1
 # A measurement ten times off the model says more about the test (wrong deployment, an overloaded client) than
 # about the engine: factors outside these bounds are refused.
 MIN_FACTOR, MAX_FACTOR = 0.1, 10.0
-RESULT_EXAMPLE = "inferstack loadtest URL --workload WORKLOAD --json > result.json"
 
 
 class CalibrationRow(BaseModel):
@@ -51,11 +39,17 @@ class CalibrationRow(BaseModel):
     tpot_factor: float = Field(ge=MIN_FACTOR, le=MAX_FACTOR, description="Measured / planned p95 TPOT: scales decode.")
     load_tests: int = Field(ge=1, description="Load-test results behind the factors.")
     sources: list[str] = Field(description="The result files, as given to `inferstack calibrate`.")
+    measured_at_requests_per_s: float | None = Field(
+        default=None, description="The load per model process the results were measured at (their mean); None in "
+                                  "files written before it was recorded.")
 
     def sentence(self, source: str) -> str:
+        fitted = (f", fitted so that the prediction at the measured {self.measured_at_requests_per_s:g} requests/s "
+                  "per model process is the measured p95 TTFT and TPOT"
+                  if self.measured_at_requests_per_s is not None else "")
         return (f"speed calibrated by {self.load_tests} load test(s) of {self.model} {self.precision} on "
                 f"{self.engine}, {self.hardware} ({source}): prefill x{self.ttft_factor:.2f}, "
-                f"decode x{self.tpot_factor:.2f}")
+                f"decode x{self.tpot_factor:.2f}{fitted}")
 
 
 class Calibration(BaseModel):
@@ -136,67 +130,3 @@ def read_stack_calibration(project_dir: Path, value: object) -> StackCalibration
         raise input_error(STACK_CALIBRATION_KEY, "file not found in the Pulumi project", value=relative,
                           fix=f"write it with `inferstack calibrate RESULT… --output {relative}` and commit it")
     return stack_calibration(relative, path.read_bytes())
-
-
-#### From load-test results ####
-
-
-def _measured_ratios(path: Path) -> tuple[tuple[str, str, str, str], float, float]:
-    """The deployment a result measured, and its measured/planned p95 TTFT and TPOT."""
-    text = read_input_file(path, field="RESULT", what="a load-test result", example=RESULT_EXAMPLE)
-    data: Any = parse_document(text, suffix=".json", source=str(path), field="RESULT")
-    plan = data.get("plan") if isinstance(data, dict) else None
-
-    def refuse(message: str) -> InputError:
-        return input_error("RESULT", message, value=str(path), fix=f"give results of `{RESULT_EXAMPLE}`")
-
-    if not isinstance(plan, dict) or not isinstance(plan.get("comparison"), list):
-        raise refuse("is not a load-test result made with --workload (no plan to compare with)")
-    if plan.get("as_planned") is not True:
-        raise refuse("was run at another rate or token lengths than the plan's (--rate, --concurrency, "
-                     "--input-tokens or --output-tokens): its figures are not the plan's to compare")
-    if not data.get("requests_ok"):
-        raise refuse("has no successful request: it measured nothing")
-    rows = {row.get("figure"): row for row in plan["comparison"] if isinstance(row, dict)}
-    ratios = []
-    for figure in ("p95 TTFT", "p95 TPOT"):
-        row = rows.get(figure) or {}
-        planned, measured = row.get("plan"), row.get("measured")
-        if not isinstance(planned, int | float) or not isinstance(measured, int | float) or min(planned, measured) < 0:
-            raise refuse(f"has no planned and measured {figure} (an LLM deployment's result is needed)")
-        if planned == 0 or measured == 0:
-            # A model so small that the speed model times it at 0 ms (an engine whose server floor is not measured,
-            # efficiency.ServingOverhead): no factor scales zero into what was measured.
-            raise refuse(f"has a {figure} of 0 ms ({'planned' if planned == 0 else 'measured'}): no factor "
-                         "relates the two, so there is nothing to calibrate")
-        ratios.append(measured / planned)
-    accelerator = plan.get("accelerator")
-    hardware = hardware_key(accelerator, int(plan.get("accelerators_per_server") or 0), str(plan.get("instance_type")))
-    key = (str(plan.get("model")), str(plan.get("precision")), str(plan.get("engine")), hardware)
-    return key, ratios[0], ratios[1]
-
-
-def calibrate(results: Sequence[Path]) -> Calibration:
-    """One row per deployment measured: the geometric mean of its results' measured/planned p95 ratios."""
-    grouped: dict[tuple[str, str, str, str], list[tuple[Path, float, float]]] = defaultdict(list)
-    for path in results:
-        key, ttft, tpot = _measured_ratios(path)
-        grouped[key].append((path, ttft, tpot))
-    rows, problems = [], []
-    for (model, precision, engine, hardware), measured in grouped.items():
-        ttft = math.exp(sum(math.log(m[1]) for m in measured) / len(measured))
-        tpot = math.exp(sum(math.log(m[2]) for m in measured) / len(measured))
-        for name, factor in (("TTFT", ttft), ("TPOT", tpot)):
-            if not MIN_FACTOR <= factor <= MAX_FACTOR:
-                problems.append(Problem("RESULT", f"measured {name} is {factor:.2f}x the plan's for {model} on "
-                                        f"{hardware}, outside {MIN_FACTOR}-{MAX_FACTOR}x", value=str(measured[0][0]),
-                                        fix="check that the URL served the planned deployment and that the test "
-                                        "machine was not the bottleneck"))
-        if problems:
-            continue
-        rows.append(CalibrationRow(model=model, precision=precision, engine=engine, hardware=hardware,
-                                   ttft_factor=round(ttft, 4), tpot_factor=round(tpot, 4), load_tests=len(measured),
-                                   sources=[str(m[0]) for m in measured]))
-    if problems:
-        raise InputError(problems)
-    return Calibration(rows=rows)

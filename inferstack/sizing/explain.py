@@ -67,9 +67,9 @@ def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]
     if demand.calibration and (measured := calibration_row(demand, sizing.candidate)):
         sentence = measured.sentence(demand.calibration.source)
         lines.append(f"{sentence[0].upper()}{sentence[1:]}.")
-        lines.append("Measured, not estimated: the predicted TTFT, TPOT and output tokens/s above, and the replica "
-                     "count sized from them, use these measured prefill and decode times; memory and cost remain "
-                     "the model's estimates.")
+        lines.append("The TTFT, TPOT and output tokens/s above, and the replicas sized from them, are the calibrated "
+                     "model's predictions at this plan's load, not measurements (the load tests measured one load); "
+                     "memory and cost remain the model's estimates.")
     elif demand.calibration and model.is_llm:
         candidate = sizing.candidate
         lines.append(f"Calibration {demand.calibration.source} has no row for {model.name} {candidate.precision.value} "

@@ -353,6 +353,13 @@ def _summarise_blocks(blockers: dict[str, list[tuple[float, str]]], excluded: Co
     return lines or ["no catalog offer matches the placement"]
 
 
+def candidate_for(demand: Demand, offer: Offer, processes: int = 1) -> Candidate | str:
+    """The engine and precision `offer` runs for `demand` as the planner chooses them, with `processes` model processes
+    per server: a planned deployment rebuilt (`inferstack calibrate`), or why the planner would not make it."""
+    candidate = _candidate(demand, offer)
+    return candidate if isinstance(candidate, str) else candidate._replace(processes=processes)
+
+
 def _candidate(demand: Demand, offer: Offer) -> Candidate | str:
     """The engine and precision this offer would run, or why the offer is excluded before sizing."""
     spec = demand.spec

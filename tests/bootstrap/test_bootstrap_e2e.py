@@ -413,8 +413,8 @@ def test_a_streamed_completion_passes_through_the_gateway(deployment: Deployment
 
 
 LOADTEST_FIGURES = ("ttft_ms", "tpot_ms", "e2e_ms")
-LOADTEST_KEYS = {*LOADTEST_FIGURES, "model", "load", "requests_ok", "requests_failed", "output_tokens_per_s",
-                 "requests_per_s", "duration_s", "failures"}
+LOADTEST_KEYS = {*LOADTEST_FIGURES, "model", "served_by", "load", "requests_ok", "requests_failed",
+                 "output_tokens_per_s", "requests_per_s", "duration_s", "failures"}
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])
@@ -437,6 +437,7 @@ def test_inferstack_loadtest_measures_the_real_server_through_the_gateway(deploy
     result = json.loads(done.stdout)
     assert set(result) == LOADTEST_KEYS, result
     assert result["model"] == "tiny-llama" and result["load"] == "2 concurrent"
+    assert result["served_by"] == "me"  # llama-cpp-python's /v1/models names no engine: the workload's is trusted
     assert (result["requests_ok"], result["requests_failed"], result["failures"]) == (requests, 0, {}), result
     for figure in LOADTEST_FIGURES:
         p50, p95, p99 = (result[figure][q] for q in ("p50", "p95", "p99"))
