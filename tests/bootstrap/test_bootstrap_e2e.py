@@ -211,14 +211,15 @@ def deployment(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 @contextlib.contextmanager
 def deployed(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory, processes: int = 1,
-             threads: int = 2, cache: bool = True) -> Iterator[Deployment]:
+             threads: int = 2, cache: bool = True, text_only: bool = False) -> Iterator[Deployment]:
     """Model in the bucket, API key in SSM, user data rendered and applied: write_files, then runcmd. With `cache`,
     the gateway caches in the Redis on loopback (its status listener, 127.0.0.1:9180, is one per network: a second
-    server beside the first goes without)."""
+    server beside the first goes without). `text_only`: the tiny model written to answer in whole words (the load
+    test's model, examples/loadtest-loop)."""
     with s3_server() as storage, metadata_server() as metadata, \
             redis_server(tmp_path_factory.mktemp("redis")) as redis:
         model_dir = tmp_path_factory.mktemp("model")
-        write_tiny_llama(model_dir / "tiny-llama-f32.gguf", seed=1)
+        write_tiny_llama(model_dir / "tiny-llama-f32.gguf", seed=1, text_only=text_only)
         (model_dir / "README.md").write_text("inferstack end-to-end test model: random weights.\n")
         write_manifest(model_dir)
         upload_model(storage, BUCKET, PREFIX, model_dir)
