@@ -23,9 +23,9 @@ What stays outside, and why:
 Adding a fifth cloud:
 
 1. its id in the `Cloud` Literal and one `CloudFacts` entry below;
-2. one backend module, `inferstack/components/<id>.py` (a `@register_backend` `CloudBackend` with its capability
-   table), its extra named after it in pyproject.toml (Pulumi and `pip_package`) and its guide
-   `docs/deploy-<id>.md`;
+2. one backend package, `inferstack/components/<id>/` (in its `__init__.py` a `@register_backend` `CloudBackend`
+   with its capability table, one module per concern beside it), its extra named after it in pyproject.toml
+   (Pulumi and `pip_package`) and its guide `docs/deploy-<id>.md`;
 3. its data: instance and price rows (`sizing/data/instances.csv`, `prices.csv`), and a price refresh module
    `inferstack/sizing/refresh/<id>.py`;
 4. its server-side facts in `bootstrap/files` (metadata endpoint, bucket grammar, request signing, secret store)

@@ -26,7 +26,7 @@ PROVIDER_PACKAGE_NAMES = frozenset(facts.pulumi_package for facts in CLOUD_FACTS
 ALLOWED_PER_CLOUD_LITERALS = {
     "inferstack/clouds.py": "the registry itself",
     "inferstack/bootstrap/files": "runs on the server, where inferstack cannot be imported",
-    **{f"inferstack/components/{cloud}.py": "the cloud's own backend" for cloud in CLOUD_IDS},
+    **{f"inferstack/components/{cloud}": "the cloud's own backend package" for cloud in CLOUD_IDS},
     "policy": "the policy pack ships alone and imports only the standard library (its provider-package map is "
               "checked against the registry in tests/policy)",
 }

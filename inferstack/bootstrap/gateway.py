@@ -32,7 +32,7 @@ ACCESS_LOG = "/var/log/inferstack/gateway-access.log"
 ACCESS_LOG_FORMAT = ("    log_format inferstack '$remote_addr - [$time_local] \"$request\" $status $body_bytes_sent "
                      "$request_time';\n")
 """One line per request, its seventh field the answer's time to its last byte, streams included, as in the cache's
-format (the AWS latency alarm reads it: components/aws.py ANSWER_TIME_PATTERN)."""
+format (the AWS latency alarm reads it: components/aws/observability.py ANSWER_TIME_PATTERN)."""
 WORKER_USER = "www-data"
 """The nginx package's own unprivileged user on Debian and Ubuntu."""
 MAX_REQUEST_BODY_MIB = 16

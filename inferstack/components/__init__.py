@@ -8,8 +8,9 @@ checked once, up front, into one `ServerSettings` in server_settings.py, its pla
 children it composes, each also usable alone: `Network` and `Firewall` (network.py), `ModelStore` and
 `StaticAssets` (storage.py), `ServerSecrets` and `ServerIdentity` (identity.py).
 
-Each cloud is one backend module named after it (`aws.py`, `gcp.py`, `alibaba.py`, `huawei.py`) behind the
-`CloudBackend` interface (backend.py), found through a registry and imported only when a plan asks for that cloud.
+Each cloud is one backend package named after it (`aws/`, `gcp/`, `alibaba/`, `huawei/`: the backend class in its
+`__init__.py`, one module per concern beside it) behind the `CloudBackend` interface (backend.py), found through a
+registry and imported only when a plan asks for that cloud.
 Components and backends speak through the request and result records of contract.py; what every cloud does the
 same way is in shared.py, names and resource options in naming.py, argument checks in argument_checks.py. What a
 cloud cannot do is a `Capability` it states with a reason (capabilities.py); the components check them, and the

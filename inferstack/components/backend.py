@@ -1,11 +1,13 @@
 """The interface each cloud implements, the registry that finds a cloud's backend, and the offline preview's answers.
 
-A cloud is one module, `inferstack/components/<cloud>.py`, named after the cloud id (`aws`, `gcp`, `alibaba`,
-`huawei`). It defines one `CloudBackend` subclass decorated with `@register_backend`, with the methods below in
-the same order under the same `#### Section ####` banners. The components (network.py, storage.py, identity.py,
-inference_server.py) are cloud-neutral: they check their arguments, then call the backend's methods with the request
-records of contract.py; they never branch on the cloud. `BackendComponent` is their common shape: one component, one
-backend method, one request.
+A cloud is one package, `inferstack/components/<cloud>/`, named after the cloud id (`aws`, `gcp`, `alibaba`,
+`huawei`). Its `__init__.py` defines one `CloudBackend` subclass decorated with `@register_backend`, with the
+methods below in the same order under the same `#### Section ####` banners, each handing its request to the
+package's module for that concern (network.py, storage.py, identity.py, servers.py, fleet.py, load_balancer.py,
+cache.py, observability.py, preview.py); the modules never import the package. The components (network.py,
+storage.py, identity.py, inference_server.py) are cloud-neutral: they check their arguments, then call the backend's
+methods with the request records of contract.py; they never branch on the cloud. `BackendComponent` is their common
+shape: one component, one backend method, one request.
 """
 
 from __future__ import annotations
@@ -197,12 +199,6 @@ class CloudBackend(ABC):
     @abstractmethod
     def create_servers(self, parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult: ...
 
-    #### Cache ####
-
-    def create_cache(self, parent: pulumi.Resource, name: str, request: CacheRequest) -> CacheResult:
-        """The managed Redis of a plan with a cache (Capability.MANAGED_CACHE)."""
-        raise NotImplementedError(f"{self.display_name} creates no managed Redis")
-
     def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
         """The managed group behind an HTTPS load balancer; only called where Capability.MANAGED_FLEET is
         supported (elsewhere a fleet's servers are created one by one, with a warning)."""
@@ -224,6 +220,12 @@ class CloudBackend(ABC):
         """The fleet's dashboard, one graph per panel of `observability.dashboard_panels`, on the metrics its alarms
         watch; only called where `dashboard_gap` is None. Returns the dashboard's id."""
         raise NotImplementedError(f"{self.display_name} has no create_dashboard: {self.dashboard_gap}")
+
+    #### Cache ####
+
+    def create_cache(self, parent: pulumi.Resource, name: str, request: CacheRequest) -> CacheResult:
+        """The managed Redis of a plan with a cache (Capability.MANAGED_CACHE)."""
+        raise NotImplementedError(f"{self.display_name} creates no managed Redis")
 
     #### Offline preview ####
 
@@ -267,11 +269,18 @@ class CloudBackend(ABC):
         need none."""
         return None
 
+    def network_problems(self, zones: int, *, private_servers: bool, field: str) -> list[Problem]:
+        """What the network this cloud creates cannot hold (`zones` of them, with a private subnet in each when
+        `private_servers`), found before anything is created; `field` names the zones argument. Most clouds find
+        nothing."""
+        return []
+
     def fleet_problems(self, plan: DeploymentPlan, *, api_certificate: str | None,
                        load_balancer_subnets: int | None, prefix: str) -> list[Problem]:
-        """What this cloud's load balancer would refuse in a fleet's endpoint (its certificate; the number of subnets
-        brought for it, None when the network is created), found before anything is created (`prefix` names the
-        component's arguments). Most clouds find nothing."""
+        """What this cloud would refuse in a fleet's endpoint, found before anything is created: what its load
+        balancer refuses (its certificate; the number of subnets brought for it, None when the network is created)
+        and, when the network is created, what it cannot hold (`network_problems`). `prefix` names the component's
+        arguments."""
         return []
 
     def plan_problems(self, plan: DeploymentPlan, *, field: str) -> list[Problem]:

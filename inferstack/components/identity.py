@@ -9,6 +9,7 @@ TypedDicts and the output annotations as live types, so this module does not use
 annotations` (see inference_server.py).
 """
 
+import re
 from collections.abc import Mapping, Sequence
 
 import pulumi
@@ -22,6 +23,7 @@ from inferstack.components.capabilities import Capability
 from inferstack.components.contract import IdentityRequest, SecretsRequest
 from inferstack.components.naming import resource_tags
 from inferstack.errors import InputError, input_error
+from inferstack.plan import BUCKET_PREFIX_PATTERN
 
 #### Secrets ####
 
@@ -116,8 +118,9 @@ class ServerIdentity(BackendComponent[IdentityRequest]):
         checked = validate_args(ServerIdentityArgs, args, name)
         backend = backend_for(checked["cloud"], field=f"{name}.cloud")
         prefix = checked["model_prefix"]
-        if not prefix.endswith("/") or prefix.startswith("/"):
-            raise input_error(f"{name}.model_prefix", "must be a relative folder ending in '/'", value=prefix,
+        if not re.fullmatch(BUCKET_PREFIX_PATTERN, prefix):  # written into policies and IAM conditions
+            raise input_error(f"{name}.model_prefix", "must be a relative folder ending in '/': lower-case letters, "
+                              "digits, '.', '_' and '-' in each of up to 8 parts", value=prefix,
                               fix="use the plan's model.bucket_prefix, e.g. models/llama-3.1-8b/bf16/")
         self._create(name, backend, identity_request(
             model_bucket=checked["model_bucket"], model_prefix=prefix, secret_ids=checked.get("secret_ids", ()),

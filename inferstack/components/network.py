@@ -57,6 +57,10 @@ class Network(BackendComponent[NetworkRequest]):
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         checked = validate_args(NetworkArgs, args, name)
         backend = backend_for(checked["cloud"], field=f"{name}.cloud")
+        problems = backend.network_problems(checked.get("zones", 1), field=f"{name}.zones",
+                                            private_servers=checked.get("private_servers", False))
+        if problems:
+            raise InputError(problems)
         self._create(name, backend, NetworkRequest(
             zones=checked.get("zones", 1), instance_type=checked["instance_type"],
             tags=resource_tags(checked.get("tags", {})), private_servers=checked.get("private_servers", False)), opts)

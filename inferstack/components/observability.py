@@ -24,7 +24,7 @@ from inferstack.plan import DeploymentPlan
 # measured figure: 5 % over the window is far outside a healthy server's error rate and inside what a user notices.
 ERROR_RATE_PERCENT = 5.0
 # How long a condition must hold before its alarm fires. A server is out of the load balancer after a minute of failed
-# health checks (aws.py: 4 x 15 s); five minutes keeps a single slow check from paging anyone.
+# health checks (aws/load_balancer.py: 4 x 15 s); five minutes keeps a single slow check from paging anyone.
 UNHEALTHY_MINUTES = 5
 LATENCY_MINUTES = 10
 ERROR_RATE_MINUTES = 5

@@ -239,6 +239,10 @@ def _network_problems(checked: Mapping[str, Any], plan: DeploymentPlan, name: st
     """A brought network given whole, its subnets enough for production's zones; an API key where the endpoint is
     open beyond private networks (`public`)."""
     problems = []
+    if "load_balancer_subnet_ids" in checked and "network_id" not in checked:
+        problems.append(Problem(f"{name}.load_balancer_subnet_ids", "are subnets of a brought network",
+                                fix="give network_id and subnet_ids with them, or leave them out to have the "
+                                "network created"))
     if ("network_id" in checked) != ("subnet_ids" in checked):
         problems.append(Problem(f"{name}.network_id", "network_id and subnet_ids come together",
                                 value=sorted(k for k in ("network_id", "subnet_ids") if k in checked),
@@ -285,7 +289,8 @@ def _endpoint_problems(checked: Mapping[str, Any], plan: DeploymentPlan, backend
         return problems
     problems += api_endpoint_problems(backend, checked.get("api_domain"), checked.get("api_certificate"),
                                       domain_field=f"{name}.api_domain", certificate_field=f"{name}.api_certificate")
-    brought = checked.get("load_balancer_subnet_ids", checked.get("subnet_ids"))
+    # The load balancer's subnets where the network is brought (None: it is created, with subnets of its own).
+    brought = checked.get("load_balancer_subnet_ids", checked.get("subnet_ids")) if "network_id" in checked else None
     problems += backend.fleet_problems(plan, api_certificate=checked.get("api_certificate"), prefix=name,
                                        load_balancer_subnets=len(brought) if brought is not None else None)
     if public and "network_id" in checked and "load_balancer_subnet_ids" not in checked:

@@ -114,7 +114,7 @@ SERVER_GRANTS: Mapping[str, ServerGrants] = {
                             "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
                             "ssmmessages:OpenDataChannel", "ec2:DescribeTags"}),
         prefix_condition="s3:prefix",
-        # RolePolicy telemetry-write: the CloudWatch agent (components/aws.py _telemetry_statements).
+        # RolePolicy telemetry-write: the CloudWatch agent (components/aws/identity.py telemetry_statements).
         log_writes=frozenset({"logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"}),
         metric_writes=frozenset({"cloudwatch:PutMetricData"}), metric_condition="cloudwatch:namespace"),
     # BucketIAMMember with a prefix condition; SecretIamMember on each of the stack's secrets; no project role.
@@ -124,8 +124,9 @@ SERVER_GRANTS: Mapping[str, ServerGrants] = {
                         log_writes=frozenset({"roles/logging.logWriter"}),
                         metric_writes=frozenset({"roles/monitoring.metricWriter"})),
     # RAM policies model-read and secrets-read (Cloud Assistant, the managed shell, needs no grant); a fleet's servers
-    # complete their own lifecycle action (components/alibaba.py LIFECYCLE_ACTIONS), which ESS grants on all resources
-    # only (Auto Scaling API 2022-02-22, CompleteLifecycleAction, "Authorization information", read 2026-12-07).
+    # complete their own lifecycle action (components/alibaba/fleet.py LIFECYCLE_ACTIONS), which ESS grants on all
+    # resources only (Auto Scaling API 2022-02-22, CompleteLifecycleAction, "Authorization information", read
+    # 2026-12-07).
     "alibaba": ServerGrants(object_reads=frozenset({"oss:GetObject"}), listings=frozenset({"oss:ListObjects"}),
                             secret_reads=frozenset({"kms:GetSecretValue"}), prefix_condition="oss:prefix",
                             anywhere=frozenset({"ess:DescribeScalingInstances", "ess:DescribeLifecycleActions",
@@ -287,8 +288,8 @@ class _Checker:
                                  f"namespace: add a StringEquals {self.row.metric_condition} condition naming the "
                                  "stack's own", urn)
             return
-        # inferstack names each deployment's namespace as its log group (aws.py create_telemetry): another stack's
-        # namespace would let a server feed another fleet's alarms.
+        # inferstack names each deployment's namespace as its log group (components/aws/observability.py
+        # create_telemetry): another stack's namespace would let a server feed another fleet's alarms.
         own = {str(n) for g in self.stack.of_type(AWS_LOG_GROUP) if (n := self.stack.known(g.props, "name"))}
         if names[0] not in own:
             self.identity.report(f"the servers' identity may {action} (statement {statement.label}) in namespace "

@@ -28,8 +28,8 @@ from guardrails.resource_types import (
 #### Instance metadata: session tokens required, one hop ####
 
 METADATA_HOP_LIMIT = 1
-"""inferstack's hop limit (inferstack.components.aws.METADATA_HOP_LIMIT): a token requested from inside a container
-(one hop further) never comes back, so only the server itself reads its credentials."""
+"""inferstack's hop limit (inferstack.components.aws.servers.METADATA_HOP_LIMIT): a token requested from inside a
+container (one hop further) never comes back, so only the server itself reads its credentials."""
 AWS_METADATA_TYPES = (AWS_INSTANCE, AWS_LAUNCH_TEMPLATE, AWS_LAUNCH_CONFIGURATION, AWS_SPOT_INSTANCE_REQUEST)
 
 

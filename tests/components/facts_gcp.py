@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from inferstack.components.gcp import covering_cidr
+from inferstack.components.gcp.network import covering_cidr
 from inferstack.preview import Recording, RegisteredResource
 from tests.components.neutral_view import (
     Bucket,

@@ -17,7 +17,7 @@ import pytest
 from inferstack.bootstrap import gateway
 from inferstack.bootstrap.gateway import CacheEndpoint
 from inferstack.clouds import Cloud
-from inferstack.components import aws as aws_backend
+from inferstack.components.aws.observability import ANSWER_TIME_METRIC, ANSWER_TIME_PATTERN
 from inferstack.components.backend import backend_for
 from inferstack.components.observability import AlarmKind, alarm_rules, errors_per_s
 from inferstack.errors import InputError
@@ -209,7 +209,7 @@ def test_awss_answer_time_pattern_reads_the_request_time_nginx_writes(log_format
     line = _logged(log_format, remote_addr="10.64.128.7", time_local="07/Dec/2026:10:00:00 +0000",
                    request="POST /v1/chat/completions HTTP/1.1", status="200", body_bytes_sent="5120",
                    request_time="187.402", inferstack_cache="miss")
-    names = re.findall(r"(\w+)(?: = [^,\]]+)?(?:,|\])", aws_backend.ANSWER_TIME_PATTERN)
+    names = re.findall(r"(\w+)(?: = [^,\]]+)?(?:,|\])", ANSWER_TIME_PATTERN)
     fields = dict(zip(names, _space_delimited(line), strict=False))
     assert fields["request"].startswith("POST ") and fields["status"].startswith("2")
     assert fields["request_time"] == "187.402"
@@ -223,10 +223,10 @@ def test_awss_latency_alarm_is_the_p95_of_the_gateways_answer_times_against_the_
     (log_group,) = [r for r in result.resources if r.type == "aws:cloudwatch/logGroup:LogGroup"
                     and r.name.endswith("-logs")]
     transform = metric_filter.inputs["metricTransformation"]
-    assert metric_filter.inputs["pattern"] == aws_backend.ANSWER_TIME_PATTERN
+    assert metric_filter.inputs["pattern"] == ANSWER_TIME_PATTERN
     assert metric_filter.inputs["logGroupName"] == log_group.outputs["name"]
     assert (transform["name"], transform["value"], transform["unit"]) == (
-        aws_backend.ANSWER_TIME_METRIC, "$request_time", "Seconds")
+        ANSWER_TIME_METRIC, "$request_time", "Seconds")
     latency = _alarms("aws", result)["latency"]
     assert (latency["metricName"], latency["namespace"], latency["extendedStatistic"]) == (
         transform["name"], transform["namespace"], "p95")

@@ -22,8 +22,11 @@ import pytest
 import yaml
 
 from inferstack.components import Capability, InferenceServer, InferenceServerArgs, ServerSecrets, backend_for
-from inferstack.components import alibaba as ali
-from inferstack.components.shared import compressed_user_data
+from inferstack.components.alibaba.preview import PREVIEW_IMAGE_ID, PREVIEW_LOOKUPS
+from inferstack.components.alibaba.servers import IMAGE_NAME_REGEX, USER_DATA_LIMIT_BYTES
+from inferstack.components.alibaba.settings import CONFIG_NAMESPACE, KMS_INSTANCE_KEY, KMS_KEY_KEY
+from inferstack.components.alibaba.storage import CDN_ORIGIN_ROLE
+from inferstack.components.shared import NETWORK_CIDR, compressed_user_data
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan, Price
 from inferstack.preview import Recording, preview_deployment, preview_stack, preview_workload, record
@@ -111,24 +114,24 @@ def test_image_is_the_newest_ubuntu_2204_system_image_that_runs_on_the_instance_
     plan = sample_plan("alibaba", variant, "validation")
     recording = _deploy(run, plan)
     (lookup,) = _invokes(recording, "alicloud:ecs/getImages:getImages")
-    assert lookup == {"owners": "system", "nameRegex": ali.IMAGE_NAME_REGEX, "mostRecent": True,
+    assert lookup == {"owners": "system", "nameRegex": IMAGE_NAME_REGEX, "mostRecent": True,
                       "instanceType": plan.instance_type, "osType": "linux"}
     (instance,) = recording.of_type(INSTANCE)
-    assert instance.inputs["imageId"] == ali.PREVIEW_IMAGE_ID
+    assert instance.inputs["imageId"] == PREVIEW_IMAGE_ID
     assert instance.inputs["systemDiskSize"] == plan.disk_gib  # larger than the 20 GiB image
     assert instance.ignore_changes == ("imageId",)
 
 
 def test_system_disk_is_never_smaller_than_the_image(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     large_image = {"images": [{"id": "ubuntu_22_04_x64_200G_custom.vhd", "size": 200}]}
-    monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:ecs/getImages:getImages", lambda a, region: large_image)
+    monkeypatch.setitem(PREVIEW_LOOKUPS, "alicloud:ecs/getImages:getImages", lambda a, region: large_image)
     (instance,) = _deploy(run, sample_plan("alibaba", "cpu-llm", "validation")).of_type(INSTANCE)
     assert instance.inputs["systemDiskSize"] == 200
 
 
 def test_no_ubuntu_image_for_the_instance_type_is_an_error_naming_it(run: Any,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:ecs/getImages:getImages", lambda a, region: {"images": []})
+    monkeypatch.setitem(PREVIEW_LOOKUPS, "alicloud:ecs/getImages:getImages", lambda a, region: {"images": []})
     with pytest.raises(InputError, match=r"plan.instance_type: has no Ubuntu 22.04 system image in this region"):
         _deploy(run, sample_plan("alibaba", "gpu-llm", "validation"))
 
@@ -172,7 +175,7 @@ def test_production_spreads_replicas_over_two_vswitches_in_two_zones_with_deleti
 
 def test_more_zones_than_sell_the_instance_type_fails_with_the_zones(run: Any,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:index/getZones:getZones",
+    monkeypatch.setitem(PREVIEW_LOOKUPS, "alicloud:index/getZones:getZones",
                         lambda a, region: {"zones": [{"id": "ap-southeast-1c"}]})
     with pytest.raises(InputError, match=r"ecs.gn7i-c8g1.2xlarge is offered in 1 zone\(s\) of this region "
                                          r"\(ap-southeast-1c\)"):
@@ -194,10 +197,10 @@ def test_user_data_is_compressed_within_the_ecs_limit(run: Any) -> None:
 
 
 def test_the_gzip_limit_is_what_fits_32_kb_of_base64() -> None:
-    assert 4 * math.ceil(ali.USER_DATA_LIMIT_BYTES / 3) == ECS_USER_DATA_LIMIT
+    assert 4 * math.ceil(USER_DATA_LIMIT_BYTES / 3) == ECS_USER_DATA_LIMIT
     incompressible = base64.b64encode(random.Random(7).randbytes(60_000)).decode()
     with pytest.raises(InputError, match=r"bytes of user data; ECS accepts 24576"):
-        compressed_user_data("#cloud-config\n" + incompressible, limit_bytes=ali.USER_DATA_LIMIT_BYTES,
+        compressed_user_data("#cloud-config\n" + incompressible, limit_bytes=USER_DATA_LIMIT_BYTES,
                              service="ECS")
 
 
@@ -217,7 +220,7 @@ def test_only_the_api_port_is_opened_and_egress_is_web_and_cloud_services_then_d
     rules = _deploy(run, plan, allowed_cidrs=["10.20.0.0/16"]).of_type(RULE)
     assert {r.inputs["nicType"] for r in rules} == {"intranet"}
     ingress = {(r.inputs["portRange"], r.inputs["cidrIp"]) for r in rules if r.inputs["type"] == "ingress"}
-    assert ingress == {("8000/8000", "10.20.0.0/16"), ("8002/8002", ali.NETWORK_CIDR)}
+    assert ingress == {("8000/8000", "10.20.0.0/16"), ("8002/8002", NETWORK_CIDR)}
     accepted = {(r.inputs["ipProtocol"], r.inputs["portRange"], r.inputs["cidrIp"]) for r in rules
                 if r.inputs["type"] == "egress" and r.inputs["policy"] == "accept"}
     assert accepted == {("tcp", "443/443", "0.0.0.0/0"), ("tcp", "80/80", "0.0.0.0/0"),
@@ -286,7 +289,7 @@ def test_cdn_serves_the_configured_domain_over_https_from_the_private_bucket(run
     assert _cdn_functions(recording) == {"l2_oss_key": [{"argName": "private_oss_auth", "argValue": "on"}],
                                          "https_force": [{"argName": "enable", "argValue": "on"},
                                                          {"argName": "https_rewrite", "argValue": "301"}]}
-    assert _invokes(recording, "alicloud:ram/getRoles:getRoles") == [{"nameRegex": f"^{ali.CDN_ORIGIN_ROLE}$"}]
+    assert _invokes(recording, "alicloud:ram/getRoles:getRoles") == [{"nameRegex": f"^{CDN_ORIGIN_ROLE}$"}]
     assert recording.value["assets"] == "https://static.example.com" and recording.value["policy"] is None
 
 
@@ -363,9 +366,9 @@ def test_a_malformed_domain_is_rejected_naming_the_argument_before_anything_is_c
 
 def test_missing_cdn_origin_authorisation_stops_the_cdn_with_the_fix(run: Any,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:ram/getRoles:getRoles",
+    monkeypatch.setitem(PREVIEW_LOOKUPS, "alicloud:ram/getRoles:getRoles",
                         lambda a, region: {"roles": [], "names": [], "ids": []})
-    with pytest.raises(InputError, match=rf"needs the account's {ali.CDN_ORIGIN_ROLE}.*authorise it once"):
+    with pytest.raises(InputError, match=rf"needs the account's {CDN_ORIGIN_ROLE}.*authorise it once"):
         _deploy(run, sample_plan("alibaba", "cpu-llm", "validation"))
 
 
@@ -377,8 +380,8 @@ def test_api_key_is_a_kms_secret_in_the_configured_instance_readable_by_this_rol
     recording = _deploy(run, plan, allowed_cidrs=["0.0.0.0/0"], api_key=pulumi.Output.secret(API_KEY))
     (secret,) = recording.of_type("alicloud:kms/secret:Secret")
     assert secret.inputs["secretName"] == "inferstack/inferstack/test/chat-secrets/api-key"
-    assert secret.inputs["dkmsInstanceId"] == STACK_CONFIG[f"{ali.CONFIG_NAMESPACE}:{ali.KMS_INSTANCE_KEY}"]
-    assert secret.inputs["encryptionKeyId"] == STACK_CONFIG[f"{ali.CONFIG_NAMESPACE}:{ali.KMS_KEY_KEY}"]
+    assert secret.inputs["dkmsInstanceId"] == STACK_CONFIG[f"{CONFIG_NAMESPACE}:{KMS_INSTANCE_KEY}"]
+    assert secret.inputs["encryptionKeyId"] == STACK_CONFIG[f"{CONFIG_NAMESPACE}:{KMS_KEY_KEY}"]
     assert secret.inputs["forceDeleteWithoutRecovery"] is True
     assert secret.masked_inputs["secretData"] == "[secret]"
     policy = json.loads(recording.named("chat-identity-secrets-read").inputs["policyDocument"])
@@ -397,7 +400,7 @@ def test_api_key_is_a_kms_secret_in_the_configured_instance_readable_by_this_rol
 ])
 def test_secrets_without_a_kms_instance_are_rejected_naming_both_keys_before_anything_is_created(
         component: Callable[[], Any]) -> None:
-    without_kms = {key: value for key, value in STACK_CONFIG.items() if not key.startswith(ali.CONFIG_NAMESPACE)}
+    without_kms = {key: value for key, value in STACK_CONFIG.items() if not key.startswith(CONFIG_NAMESPACE)}
 
     def program() -> str:
         with pytest.raises(InputError) as caught:

@@ -95,8 +95,9 @@ def test_a_canary_is_a_second_group_behind_the_same_load_balancer_with_the_state
 
 def test_huaweis_weighted_policy_names_no_listeners_default_pool_and_both_groups_serve_its_pools(
         states: dict[tuple[str, str], PreviewResult]) -> None:
-    """The ELB v3 API refuses a listener's default pool as a forwarding policy's pool (huawei._weighted_policy): the
-    policy names the main group's second pool, which the main group is a member of from before the canary on."""
+    """The ELB v3 API refuses a listener's default pool as a forwarding policy's pool (huawei/load_balancer.py,
+    weighted_policy): the policy names the main group's second pool, which the main group is a member of from before
+    the canary on."""
     result = states[("huawei", "canary")]
     by_id = {r.id: r for r in result.resources}
     named = [by_id[p["poolId"]] for p in _named(result, "server-canary-split").raw_inputs["redirectPoolsConfigs"]]

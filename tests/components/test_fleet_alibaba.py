@@ -24,7 +24,10 @@ import yaml
 
 from inferstack import pulumi_mocks
 from inferstack.components import InferenceServer, InferenceServerArgs
-from inferstack.components import alibaba as ali
+from inferstack.components.alibaba.load_balancer import ALB_MAX_TIMEOUT_S, ALB_MIN_ZONES
+from inferstack.components.alibaba.network import PUBLIC_BANDWIDTH_MBPS
+from inferstack.components.alibaba.preview import PREVIEW_IMAGE_ID, PREVIEW_LOOKUPS
+from inferstack.components.alibaba.servers import USER_DATA_LIMIT_BYTES
 from inferstack.components.shared import NETWORK_CIDR, compressed_user_data
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
@@ -214,7 +217,7 @@ def test_timeouts_let_a_streamed_answer_run_for_the_plans_request_timeout(run: A
 def test_a_plan_whose_timeout_alb_cannot_hold_is_refused_before_anything_is_created(run: Any) -> None:
     slow = _fleet_plan()  # a 16,384-token context: its longest answer takes 656 s at 40 ms a token
     slow = slow.model_copy(update={"serving": slow.serving.model_copy(update={"max_model_len": 16384})})
-    assert slow.request_timeout_s > ali.ALB_MAX_TIMEOUT_S
+    assert slow.request_timeout_s > ALB_MAX_TIMEOUT_S
     message, recording = _rejected(run, slow, **ENDPOINT)
     assert "chat.plan.request_timeout_s: is longer than ALB's longest timeout (600 s)" in message
     assert recording.resources == []
@@ -319,19 +322,19 @@ def test_a_one_zone_fleet_still_gets_two_zones_for_its_load_balancer(run: Any) -
     fleet = _fleet_plan("cpu-llm").fleet
     one_zone = plan.model_copy(update={"fleet": fleet, "zones": 1})
     recording = _deploy(run, one_zone)
-    assert len(_private_vswitches(recording)) == len(_public_vswitches(recording)) == ali.ALB_MIN_ZONES
+    assert len(_private_vswitches(recording)) == len(_public_vswitches(recording)) == ALB_MIN_ZONES
     assert len(_one(recording, LOAD_BALANCER).inputs["zoneMappings"]) == 2
 
 
 def test_the_network_uses_only_zones_where_alb_runs(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:alb/getZones:getZones", lambda a, c: {
+    monkeypatch.setitem(PREVIEW_LOOKUPS, "alicloud:alb/getZones:getZones", lambda a, c: {
         "zones": [{"id": z, "zoneId": z} for z in ("ap-southeast-1a", "ap-southeast-1c")]})
     recording = _deploy(run, _fleet_plan())
     assert sorted(set(_zone_of(recording).values())) == ["ap-southeast-1a", "ap-southeast-1c"]
 
 
 def test_too_few_zones_with_alb_fail_naming_the_zones(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:alb/getZones:getZones", lambda a, c: {
+    monkeypatch.setitem(PREVIEW_LOOKUPS, "alicloud:alb/getZones:getZones", lambda a, c: {
         "zones": [{"id": "ap-southeast-1b", "zoneId": "ap-southeast-1b"}]})
     with pytest.raises(InputError, match=r"\(in a zone with ALB\) is offered in 1 zone\(s\) of this region "
                                          r"\(ap-southeast-1b\)"):
@@ -348,7 +351,7 @@ def test_servers_are_hardened_as_a_single_server_and_have_no_public_address(run:
     assert template["systemDisk"] == {"category": "cloud_essd", "size": plan.disk_gib, "encrypted": True,
                                       "deleteWithInstance": True}
     assert template["ramRoleName"] == recording.named("chat-identity-role").inputs["roleName"]
-    assert template["instanceType"] == plan.instance_type and template["imageId"] == ali.PREVIEW_IMAGE_ID
+    assert template["instanceType"] == plan.instance_type and template["imageId"] == PREVIEW_IMAGE_ID
     assert "internetMaxBandwidthOut" not in template and "keyPairName" not in template
     assert "spotStrategy" not in template
     assert _one(recording, TEMPLATE).ignore_changes == ("imageId",)
@@ -359,7 +362,7 @@ def test_user_data_is_the_cloud_config_as_a_single_server_gets_it(run: Any) -> N
     encoded = _one(recording, TEMPLATE).inputs["userData"]
     text = gzip.decompress(base64.b64decode(encoded)).decode()
     assert text.startswith("#cloud-config") and "INFERSTACK_CLOUD=alibaba" in text
-    assert encoded == compressed_user_data(text, limit_bytes=ali.USER_DATA_LIMIT_BYTES, service="ECS")
+    assert encoded == compressed_user_data(text, limit_bytes=USER_DATA_LIMIT_BYTES, service="ECS")
 
 
 def test_spot_fleets_take_spot_servers_and_replace_them_before_they_are_reclaimed(run: Any) -> None:
@@ -415,7 +418,7 @@ def test_a_new_group_starts_empty_and_takes_the_floor_once_its_hook_exists(
     assert plan.fleet is not None
     later = _one(_deploy(run, plan), SCALING_GROUP).inputs
     assert (later["minSize"], later["maxSize"]) == (plan.fleet.min_replicas, plan.fleet.max_replicas)
-    monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:ess/getScalingGroups:getScalingGroups",
+    monkeypatch.setitem(PREVIEW_LOOKUPS, "alicloud:ess/getScalingGroups:getScalingGroups",
                         lambda a, c: {"groups": [], "ids": [], "id": c.region})
     with caplog.at_level(logging.WARNING):
         first = _deploy(run, plan)
@@ -556,11 +559,19 @@ def test_an_internal_load_balancer_in_a_brought_network_uses_the_servers_vswitch
 
 def test_a_load_balancer_with_one_zone_is_refused_naming_the_vswitches(run: Any,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(ali._PREVIEW_INVOKES, "alicloud:vpc/getSwitches:getSwitches", lambda a, c: {
+    monkeypatch.setitem(PREVIEW_LOOKUPS, "alicloud:vpc/getSwitches:getSwitches", lambda a, c: {
         "vswitches": [{"id": v, "zoneId": "ap-southeast-1a"} for v in a["ids"]]})
     with pytest.raises(InputError, match=r"chat.load_balancer_subnet_ids: ALB takes one vSwitch in each of 2 zones"):
         _deploy(run, _fleet_plan(), network_id="vpc-byo", subnet_ids=["vsw-privatea", "vsw-privateb"],
                 load_balancer_subnet_ids=["vsw-publica", "vsw-publicb"], **PUBLIC)
+
+
+def test_a_single_vswitch_for_the_load_balancer_is_refused_before_anything_is_created(run: Any) -> None:
+    brought = {"network_id": "vpc-byo", "subnet_ids": ["vsw-privatea", "vsw-privateb"],
+               "load_balancer_subnet_ids": ["vsw-publica"]}
+    message, recording = _rejected(run, _fleet_plan(), **ENDPOINT, **PUBLIC, **brought)
+    assert "chat.load_balancer_subnet_ids: ALB takes one vSwitch in each of 2 zones or more (got 1)" in message
+    assert recording.resources == []
 
 
 #### Single servers stay as they were ####
@@ -571,7 +582,7 @@ def test_a_validation_plan_is_one_server_with_its_own_address_and_no_fleet_machi
         run: Any, variant: Variant) -> None:
     recording = _deploy(run, sample_plan("alibaba", variant, "validation"))
     (instance,) = recording.of_type(INSTANCE)
-    assert instance.inputs["internetMaxBandwidthOut"] == ali.PUBLIC_BANDWIDTH_MBPS
+    assert instance.inputs["internetMaxBandwidthOut"] == PUBLIC_BANDWIDTH_MBPS
     fleet_types = {LOAD_BALANCER, LISTENER, SCALING_GROUP, SCALING_RULE, TEMPLATE, "alicloud:vpc/natGateway:NatGateway"}
     assert not [r for r in recording.resources if r.type in fleet_types]
     assert [s.name for s in recording.of_type(SWITCH)] == ["chat-network-vswitch-0"]

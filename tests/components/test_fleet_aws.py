@@ -18,8 +18,10 @@ import pytest
 
 from inferstack import bootstrap
 from inferstack.bootstrap.telemetry import TelemetryTarget
-from inferstack.components import InferenceServer
-from inferstack.components import aws as aws_backend
+from inferstack.components import InferenceServer, backend_for
+from inferstack.components.aws.load_balancer import LOAD_BALANCER_TLS_POLICY
+from inferstack.components.aws.preview import PREVIEW_OUTPUTS
+from inferstack.components.aws.servers import USER_DATA_LIMIT_BYTES
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, RegisteredResource, preview_workload
@@ -108,14 +110,14 @@ def test_the_tls_policy_reader_tells_old_policies_from_new() -> None:
     # The control for the test above: the API's default policy accepts TLS 1.0.
     assert _minimum_tls("ELBSecurityPolicy-2016-08") == (1, 0)
     assert _minimum_tls("ELBSecurityPolicy-TLS-1-1-2017-01") == (1, 1)
-    assert _minimum_tls(aws_backend.LOAD_BALANCER_TLS_POLICY) == (1, 2)
+    assert _minimum_tls(LOAD_BALANCER_TLS_POLICY) == (1, 2)
 
 
 def test_the_certificate_is_issued_for_the_api_domain_by_dns_and_the_listener_waits_for_it(
         run: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level(logging.INFO)  # the mock engine hands logs to Python's logging
     # The validation answers with the certificate's ARN once ACM has issued it; marked here, to tell the two apart.
-    monkeypatch.setitem(aws_backend._PREVIEW_OUTPUTS, VALIDATION, lambda c: (
+    monkeypatch.setitem(PREVIEW_OUTPUTS, VALIDATION, lambda c: (
         "validated", {"certificateArn": f"{c.inputs['certificateArn']}#issued"}))
     recording = _fleet(run)
     certificate = _one(recording, CERTIFICATE_TYPE)
@@ -172,6 +174,18 @@ def test_a_fleet_planned_in_one_zone_still_gets_the_two_zones_a_load_balancer_ne
     balancer_zones = {subnets[s].inputs["availabilityZone"] for s in _one(recording, LOAD_BALANCER).inputs["subnets"]}
     assert len(balancer_zones) == 2
     assert len(_one(recording, GROUP).inputs["vpcZoneIdentifiers"]) == 2
+
+
+def test_a_fleet_planned_in_more_zones_than_a_created_network_holds_is_refused_up_front(run: Any) -> None:
+    plan = sample_plan("aws", "gpu-llm", "production").model_copy(update={"zones": 9})
+    with pytest.raises(InputError, match=re.escape("chat.plan.zones: a fleet's network holds 8 zones (a public and a "
+                                                   "private /20 in each)")):
+        _fleet(run, plan)
+    # Checked with the plan, before anything is created; brought subnets are the user's to choose.
+    backend = backend_for("aws")
+    (problem,) = backend.fleet_problems(plan, api_certificate=None, load_balancer_subnets=None, prefix="chat")
+    assert (problem.field, problem.fix) == ("chat.plan.zones", "plan for 8 zones or fewer, or bring your own subnets")
+    assert backend.fleet_problems(plan, api_certificate=None, load_balancer_subnets=2, prefix="chat") == []
 
 
 def test_servers_have_no_public_address_and_reach_the_internet_through_nat(run: Any) -> None:
@@ -263,7 +277,7 @@ def test_the_templates_user_data_is_encoded_as_the_single_servers_is(run: Any) -
     plan = sample_plan("aws", "cpu-llm", "production")
     recording = _fleet(run, plan)
     packed = base64.b64decode(_one(recording, TEMPLATE).inputs["userData"])
-    assert len(packed) <= aws_backend.USER_DATA_LIMIT_BYTES
+    assert len(packed) <= USER_DATA_LIMIT_BYTES
     logs = recording.named("chat-logs").inputs["name"]  # the CloudWatch agent's log group and namespace
     expected = bootstrap.render_bootstrap(plan, "aws", bootstrap.BootstrapOptions(
         model_bucket=recording.named("chat-store-models").id, region="us-east-1",
@@ -411,5 +425,5 @@ def test_the_offline_preview_of_the_demo_workload_shows_the_fleet() -> None:
     assert result.outputs["loadBalancerAddress"] == registered[LOAD_BALANCER].outputs["dnsName"]
     assert result.outputs["groupId"] == registered[GROUP].id
     tree = result.render_tree()
-    assert f"sslPolicy={aws_backend.LOAD_BALANCER_TLS_POLICY}" in tree
+    assert f"sslPolicy={LOAD_BALANCER_TLS_POLICY}" in tree
     assert "targetTrackingConfiguration.targetValue=" in tree and "healthCheck.path=" in tree

@@ -18,19 +18,17 @@ import pytest
 from inferstack import bootstrap
 from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components import Capability, InferenceServer, backend_for
-from inferstack.components.gcp import (
+from inferstack.components.gcp.load_balancer import LB_UTILIZATION_TARGET, armor_rules
+from inferstack.components.gcp.network import (
     FLEET_NETWORK_CIDR,
     GOOGLE_LB_RANGES,
-    HARDENED_METADATA,
-    IMAGE_FAMILIES,
-    LB_UTILIZATION_TARGET,
     PRIVATE_SUBNET_CIDR,
     PROXY_ONLY_CIDR,
     SUBNET_CIDR,
-    armor_rules,
     covering_cidr,
     proxy_only_filter,
 )
+from inferstack.components.gcp.servers import HARDENED_METADATA, IMAGE_FAMILIES
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, RegisteredResource, preview_workload, record
@@ -435,13 +433,13 @@ def test_the_proxy_only_lookup_names_the_network_in_full(network_id: str, expect
 
 def test_an_internal_fleet_in_a_network_without_a_proxy_only_subnetwork_says_how_to_add_one(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from inferstack.components import gcp
+    from inferstack.components.gcp import preview
 
     def no_proxy_subnetworks(a: dict[str, Any], c: Any) -> dict[str, Any]:
         return {"subnetworks": [], "id": "subnetworks", "project": c.account, "region": c.region,
                 "filter": a.get("filter")}
 
-    monkeypatch.setitem(gcp._PREVIEW_INVOKES, "gcp:compute/getSubnetworks:getSubnetworks", no_proxy_subnetworks)
+    monkeypatch.setitem(preview._PREVIEW_INVOKES, "gcp:compute/getSubnetworks:getSubnetworks", no_proxy_subnetworks)
     with pytest.raises(InputError, match=r"network_id: has no proxy-only subnetwork in us-central1.*"
                                          r"--purpose=REGIONAL_MANAGED_PROXY --role=ACTIVE"):
         _fleet(network_id="shared", subnet_ids=["a", "a"], **PRIVATE)

@@ -16,7 +16,12 @@ import yaml
 
 from inferstack import pulumi_mocks
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
-from inferstack.components import InferenceServer, Network, huawei
+from inferstack.components import InferenceServer, Network
+from inferstack.components.huawei import preview as huawei_preview
+from inferstack.components.huawei.fleet import cpu_target_percent, scale_in_percent
+from inferstack.components.huawei.load_balancer import ELB_MAX_RESPONSE_TIMEOUT_S, choose_l7_flavor
+from inferstack.components.huawei.lookups import IMAGES_LOOKUP
+from inferstack.components.huawei.servers import USER_DATA_LIMIT_BYTES
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, RegisteredResource, preview_stack, preview_workload, record
@@ -177,9 +182,9 @@ def test_a_long_context_fleet_caps_its_answers_to_what_the_elb_waits_for_and_the
     cap = plan.serving.max_answer_tokens
     assert plan.fleet is not None and cap is not None and cap < plan.serving.max_model_len == 16384
     # The capped answer fits the 300 s a dedicated ELB listener waits; one token more would not.
-    assert plan.request_timeout_s <= huawei.ELB_MAX_RESPONSE_TIMEOUT_S
+    assert plan.request_timeout_s <= ELB_MAX_RESPONSE_TIMEOUT_S
     longer = plan.serving.model_copy(update={"max_answer_tokens": cap + 1})
-    assert plan.model_copy(update={"serving": longer}).request_timeout_s > huawei.ELB_MAX_RESPONSE_TIMEOUT_S
+    assert plan.model_copy(update={"serving": longer}).request_timeout_s > ELB_MAX_RESPONSE_TIMEOUT_S
     assert any(f"Answers are capped at {cap} tokens" in line and "300 s" in line for line in plan.rationale)
     https = _listeners(_fleet(run, plan))[443].inputs
     assert {https[t] for t in ("idleTimeout", "requestTimeout", "responseTimeout")} == {plan.request_timeout_s}
@@ -218,7 +223,7 @@ def test_the_template_is_the_server_create_servers_makes(run: Any) -> None:
     # the gateway: a single server limits each client's requests, a fleet's gateways see only the load balancer.)
     assert _user_data(config["userData"]).startswith("#cloud-config")
     assert _user_data(server["userData"]).startswith("#cloud-config")
-    assert len(base64.b64decode(config["userData"])) <= huawei.USER_DATA_LIMIT_BYTES
+    assert len(base64.b64decode(config["userData"])) <= USER_DATA_LIMIT_BYTES
     assert _one(fleet, "As/group:Group").inputs["agencyName"] == server["agencyName"]  # AS binds it to every server
 
 
@@ -231,13 +236,13 @@ def test_a_newer_image_does_not_replace_the_template_but_a_new_boot_script_does(
         run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     template = _one(_fleet(run), "Configuration")
     assert template.ignore_changes == ("instanceConfig.image",)
-    answer = huawei._preview_images
+    answer = huawei_preview._preview_images
 
     def newer_images(args: dict[str, Any], context: Any) -> dict[str, Any]:
         found = answer(args, context)
         return {**found, "images": [{**image, "id": f"new-{image['id']}"} for image in found["images"]]}
 
-    monkeypatch.setitem(huawei._PREVIEW_INVOKES, huawei.IMAGES_LOOKUP, newer_images)
+    monkeypatch.setitem(huawei_preview.PREVIEW_LOOKUPS, IMAGES_LOOKUP, newer_images)
     newer = _one(_fleet(run), "Configuration").inputs
     # Every argument of a configuration replaces it, its name included: a newer image must not change the name.
     assert newer["instanceConfig"]["image"] != template.inputs["instanceConfig"]["image"]
@@ -313,7 +318,7 @@ def test_a_brought_network_puts_the_load_balancer_in_the_subnets_given_for_it(ru
     assert not _of(recording, "Vpc") and not _of(recording, "Subnet") and not _of(recording, "Gateway")
     balancer = _one(recording, "Loadbalancer").inputs
     assert ("huaweicloud:Vpc/getSubnet:getSubnet", {"id": PUBLIC_A}) in recording.invokes
-    assert balancer["ipv4SubnetId"] == huawei._ipv4_subnet_id(PUBLIC_A) and balancer["vpcId"] == VPC
+    assert balancer["ipv4SubnetId"] == huawei_preview._ipv4_subnet_id(PUBLIC_A) and balancer["vpcId"] == VPC
     group = _one(recording, "As/group:Group").inputs
     assert (group["vpcId"], group["networks"]) == (VPC, [{"id": SUBNET_A}])
 
@@ -390,8 +395,8 @@ def test_the_cpu_target_is_the_plans_target_as_a_share_of_a_servers_saturation()
     assert plan.fleet is not None
     for capacity, expected in ((4.0, 80), (8.0, 40), (2.0, 95), (100.0, 10)):  # bounded to 10..95 %
         performance = plan.performance.model_copy(update={"capacity_requests_per_s": capacity})
-        assert huawei.cpu_target_percent(plan.model_copy(update={"performance": performance}), plan.fleet) == expected
-    assert huawei.scale_in_percent(80, plan.fleet.model_copy(update={"min_replicas": 3})) == 60
+        assert cpu_target_percent(plan.model_copy(update={"performance": performance}), plan.fleet) == expected
+    assert scale_in_percent(80, plan.fleet.model_copy(update={"min_replicas": 3})) == 60
 
 
 #### The endpoint's certificate ####
@@ -420,13 +425,26 @@ def test_the_smallest_l7_flavor_on_sale_that_carries_the_fleets_peak_is_chosen()
     flavors = [{"id": "large", "name": "L7 large", "qps": 10_000, "flavorSoldOut": False},
                {"id": "small", "name": "L7 small", "qps": 2_000, "flavorSoldOut": True},
                {"id": "medium", "name": "L7 medium", "qps": 4_000, "flavorSoldOut": False}]
-    assert huawei.choose_l7_flavor(flavors, 100) == "medium"
-    assert huawei.choose_l7_flavor(flavors, 5_000) == "large"
+    assert choose_l7_flavor(flavors, 100) == "medium"
+    assert choose_l7_flavor(flavors, 5_000) == "large"
     with pytest.raises(InputError, match="no dedicated ELB Layer-7 flavor on sale carries 2e\\+04 requests/s"):
-        huawei.choose_l7_flavor(flavors, 20_000)
+        choose_l7_flavor(flavors, 20_000)
 
 
 #### The network ####
+
+
+def test_a_fleet_over_more_zones_than_its_network_holds_is_refused_before_anything_is_created() -> None:
+    plan = _plan(zones=9)  # a private /20 per zone in the upper half of the network's /16 holds 8
+
+    def program() -> str:
+        with pytest.raises(InputError) as caught:
+            InferenceServer("chat", {"plan": plan, "static_assets": False, **API})
+        return str(caught.value)
+
+    recording = record(program, config=CONFIG)
+    assert "chat.plan.zones: a fleet's network has room for 8 zones (got 9)" in recording.value
+    assert recording.resources == []
 
 
 def test_private_servers_get_a_private_subnet_per_zone_with_nat_egress(run: Any) -> None:

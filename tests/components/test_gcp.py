@@ -17,16 +17,16 @@ import yaml
 from inferstack import bootstrap
 from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components import Capability, InferenceServer, StaticAssets, backend_for
-from inferstack.components.gcp import (
+from inferstack.components.gcp.identity import prefix_condition
+from inferstack.components.gcp.naming import gcp_labels
+from inferstack.components.gcp.network import covering_cidr
+from inferstack.components.gcp.servers import (
     BOOT_DISKS,
     IMAGE_FAMILIES,
     METADATA_VALUE_LIMIT_BYTES,
     boot_disk_type,
-    covering_cidr,
-    gcp_labels,
     instance_metadata,
     machine_series,
-    prefix_condition,
 )
 from inferstack.errors import InputError
 from inferstack.plan import Accelerator
@@ -215,7 +215,7 @@ def test_a_machine_series_without_a_known_boot_disk_is_refused_before_anything_e
                                    GCP_CONFIG)
     assert "chat.plan: uses machine series q9, whose boot disk type inferstack does not know (got " \
            "'q9-standard-8')" in message
-    assert "add the series to BOOT_DISKS in inferstack/components/gcp.py" in message
+    assert "add the series to BOOT_DISKS in inferstack/components/gcp/servers.py" in message
     assert recording.resources == []
 
 

@@ -20,7 +20,11 @@ import pulumi
 import pytest
 import yaml
 
-from inferstack.components import Capability, InferenceServer, backend_for, huawei
+from inferstack.components import Capability, InferenceServer, backend_for
+from inferstack.components.huawei import preview as huawei_preview
+from inferstack.components.huawei import storage as huawei_storage
+from inferstack.components.huawei.lookups import FLAVORS_LOOKUP, IMAGES_LOOKUP
+from inferstack.components.huawei.servers import USER_DATA_LIMIT_BYTES, choose_image
 from inferstack.components.observability import alarm_rules
 from inferstack.errors import InputError
 from inferstack.preview import Recording, RegisteredResource, preview_deployment, preview_stack, record
@@ -163,8 +167,8 @@ def test_replicas_are_spread_over_the_zones_of_their_subnets(run: Any) -> None:
 
 def test_a_flavor_sold_in_too_few_zones_fails_at_lookup_with_the_zones(run: Any,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    sold_everywhere = huawei._PREVIEW_INVOKES[huawei.FLAVORS_LOOKUP]
-    monkeypatch.setitem(huawei._PREVIEW_INVOKES, huawei.FLAVORS_LOOKUP, lambda a, c: (
+    sold_everywhere = huawei_preview.PREVIEW_LOOKUPS[FLAVORS_LOOKUP]
+    monkeypatch.setitem(huawei_preview.PREVIEW_LOOKUPS, FLAVORS_LOOKUP, lambda a, c: (
         sold_everywhere(a, c) if a["availabilityZone"] == f"{REGION}a" else {**sold_everywhere(a, c), "ids": []}))
     plan = sample_plan("huawei", "gpu-llm", "production")
     with pytest.raises(InputError, match=rf"plan.zones: {plan.instance_type} is offered in 1 zone\(s\) of this "
@@ -225,7 +229,7 @@ def test_bucket_names_are_deterministic_bounded_and_unique_per_stack_and_account
     assert dev == names("dev")
     assert all(re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", n) and n.startswith("inferstack-dev-") for n in dev)
     assert not dev & names("prod")
-    monkeypatch.setattr(huawei, "PREVIEW_PROJECT_ID", "fedcba9876543210fedcba9876543210")  # another account
+    monkeypatch.setattr(huawei_preview, "PREVIEW_PROJECT_ID", "fedcba9876543210fedcba9876543210")  # another account
     assert not dev & names("dev")
 
 
@@ -302,10 +306,10 @@ def test_gpu_servers_boot_the_tesla_driver_image_and_cpu_servers_plain_ubuntu(ru
                               ("cpu-llm", "Ubuntu 22.04 server 64bit")):
         recording = _deploy(run, variant=variant)
         plan = sample_plan("huawei", variant, "internal")
-        (lookup,) = [args for token, args in recording.invokes if token == huawei.IMAGES_LOOKUP]
+        (lookup,) = [args for token, args in recording.invokes if token == IMAGES_LOOKUP]
         assert lookup == {"nameRegex": r"^Ubuntu\ 22\.04\ server\ 64bit", "visibility": "public",
                           "flavorId": plan.instance_type}
-        images = backend.preview_invoke(huawei.IMAGES_LOOKUP, lookup)["images"]
+        images = backend.preview_invoke(IMAGES_LOOKUP, lookup)["images"]
         (server,) = _of(recording, "Instance")
         (chosen,) = [i for i in images if i["id"] == server.inputs["imageId"]]
         assert chosen["name"].startswith(expected) and (variant.startswith("gpu") or chosen["name"] == expected)
@@ -320,11 +324,11 @@ def test_choose_image_prefers_the_newest_driver_ready_image_and_falls_back_to_pl
     new = {"id": "new", "name": "Ubuntu 22.04 server 64bit with Tesla Driver 535.54.03 and CUDA 12.2",
            "createdAt": "2025-01-01T00:00:00Z"}
     other = {"id": "other", "name": "Ubuntu 22.04 server 64bit for SAP", "createdAt": "2026-01-01T00:00:00Z"}
-    assert huawei.choose_image([plain, old, new, other], gpu)["id"] == "new"
-    assert huawei.choose_image([plain, other], gpu)["id"] == "plain"  # the bootstrap installs the driver
-    assert huawei.choose_image([plain, old, new], cpu)["id"] == "plain"
+    assert choose_image([plain, old, new, other], gpu)["id"] == "new"
+    assert choose_image([plain, other], gpu)["id"] == "plain"  # the bootstrap installs the driver
+    assert choose_image([plain, old, new], cpu)["id"] == "plain"
     with pytest.raises(InputError, match=re.escape("plan.instance_type: no public 'Ubuntu 22.04 server 64bit' image")):
-        huawei.choose_image([new, other], cpu)
+        choose_image([new, other], cpu)
 
 
 def test_the_system_disk_is_encrypted_with_the_evs_key_and_never_smaller_than_the_image(
@@ -338,10 +342,10 @@ def test_the_system_disk_is_encrypted_with_the_evs_key_and_never_smaller_than_th
     assert (server.inputs["systemDiskType"], server.inputs["systemDiskSize"]) == ("GPSSD", 100)  # the plan's disk
 
     def large_image(args: dict[str, Any], context: Any) -> dict[str, Any]:
-        answer = huawei._preview_images(args, context)
+        answer = huawei_preview._preview_images(args, context)
         return {**answer, "images": [{**image, "minDiskGb": 200} for image in answer["images"]]}
 
-    monkeypatch.setitem(huawei._PREVIEW_INVOKES, huawei.IMAGES_LOOKUP, large_image)
+    monkeypatch.setitem(huawei_preview.PREVIEW_LOOKUPS, IMAGES_LOOKUP, large_image)
     (server,) = _of(_deploy(run), "Instance")
     assert server.inputs["systemDiskSize"] == 200
 
@@ -350,7 +354,7 @@ def test_user_data_is_gzip_base64_within_the_ecs_limit_and_cloud_init_unpacks_it
     (server,) = _of(_deploy(run, variant="cpu-llm", api_key=API_KEY), "Instance")
     packed = base64.b64decode(server.inputs["userData"], validate=True)
     text = gzip.decompress(packed).decode()
-    assert len(packed) <= huawei.USER_DATA_LIMIT_BYTES and text.startswith("#cloud-config")
+    assert len(packed) <= USER_DATA_LIMIT_BYTES and text.startswith("#cloud-config")
     system_python = shutil.which("python3", path="/usr/bin")
     probe = "import cloudinit.user_data" if system_python else None
     if not system_python or subprocess.run([system_python, "-c", probe or ""], capture_output=True).returncode:
@@ -395,8 +399,8 @@ def test_the_cdn_serves_the_configured_domain_over_https_from_the_private_bucket
 
 
 def test_mainland_china_regions_are_served_in_mainland_china() -> None:
-    assert huawei._service_area("cn-north-4") == "mainland_china"
-    assert huawei._service_area("ap-southeast-1") == "outside_mainland_china"  # Hong Kong
+    assert huawei_storage._service_area("cn-north-4") == "mainland_china"
+    assert huawei_storage._service_area("ap-southeast-1") == "outside_mainland_china"  # Hong Kong
 
 
 #### Bring your own ####
@@ -522,7 +526,7 @@ def test_the_facts_mapper_reports_a_public_acl_an_open_policy_and_plain_http() -
                                              "Resource": ["b/*"]}]})
     recording = Recording(resources=[
         bucket("a", acl="public-read", encryption=True, sseAlgorithm="AES256", versioning=True,
-               policy=huawei.tls_only_policy("a")),  # TLS-only and private by policy, but the ACL is public
+               policy=huawei_storage.tls_only_policy("a")),  # TLS-only and private by policy, but the ACL is public
         bucket("b", acl="private", encryption=False, versioning=False, policy=open_policy)], invokes=[], value=None)
     first, second = facts(recording).buckets
     assert first.readers == ("acl:public-read",)

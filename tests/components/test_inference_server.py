@@ -15,8 +15,8 @@ import pytest
 from inferstack import bootstrap
 from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components import InferenceServer
-from inferstack.components import aws as aws_backend
-from inferstack.components.aws import IMAGE_PARAMETERS, USER_DATA_LIMIT_BYTES
+from inferstack.components.aws.preview import PREVIEW_INVOKES
+from inferstack.components.aws.servers import IMAGE_PARAMETERS, USER_DATA_LIMIT_BYTES
 from inferstack.errors import InputError
 from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, resource_urn
@@ -147,7 +147,7 @@ def test_local_and_wavelength_zones_are_never_picked_though_their_names_sort_fir
     # An account opted into the Boston Local Zone and a Wavelength Zone: the offerings list them beside the
     # Availability Zones proper, and "us-east-1-bos-1a" sorts before "us-east-1a".
     offered = ["us-east-1c", "us-east-1-wl1-bos-wlz-1", "us-east-1-bos-1a", "us-east-1b", "us-east-1a"]
-    monkeypatch.setitem(aws_backend._PREVIEW_INVOKES, OFFERINGS_LOOKUP, lambda a, c: {"locations": offered})
+    monkeypatch.setitem(PREVIEW_INVOKES, OFFERINGS_LOOKUP, lambda a, c: {"locations": offered})
     recording = _server(run, _single_servers(sample_plan("aws", "gpu-llm", "production")))
 
     zones = sorted(s.inputs["availabilityZone"] for s in recording.of_type("aws:ec2/subnet:Subnet"))
@@ -157,7 +157,7 @@ def test_local_and_wavelength_zones_are_never_picked_though_their_names_sort_fir
 
 
 def test_only_local_zones_offering_the_machine_type_is_too_few_zones(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(aws_backend._PREVIEW_INVOKES, OFFERINGS_LOOKUP,
+    monkeypatch.setitem(PREVIEW_INVOKES, OFFERINGS_LOOKUP,
                         lambda a, c: {"locations": ["us-east-1-bos-1a", "us-east-1-mia-1a", "us-east-1a"]})
     with pytest.raises(InputError, match=r"g6.xlarge is offered in 1 zone\(s\) of this region \(us-east-1a\)"):
         _server(run, sample_plan("aws", "gpu-llm", "production"))

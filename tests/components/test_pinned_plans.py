@@ -319,7 +319,8 @@ def test_a_stacks_calibration_file_sizes_its_pin_which_records_the_files_sha256(
     assert after.concurrency_per_replica < before.concurrency_per_replica
     rationale = " ".join(pinned.chosen().rationale)
     assert f"Speed calibrated by 1 load test(s) of llama-3.1-8b bf16 on vllm, 1x L40S ({CALIBRATION})" in rationale
-    assert "Measured, not estimated: the predicted TTFT, TPOT and output tokens/s above" in rationale
+    assert ("The TTFT, TPOT and output tokens/s above, and the replicas sized from them, are the calibrated model's "
+            "predictions at this plan's load, not measurements") in rationale
 
 
 def test_the_program_deploys_a_pin_made_with_the_calibration_it_still_names(run: Any, project: Path) -> None:
@@ -349,7 +350,7 @@ def test_an_unpinned_stack_is_sized_with_its_calibration(run: Any, project: Path
     deployed = _deploy(run, project).plan
     assert plain is not None and plain.performance.tpot_p95_ms and deployed.performance.tpot_p95_ms
     assert deployed.performance.tpot_p95_ms > plain.performance.tpot_p95_ms
-    assert any(line.startswith("Measured, not estimated") for line in deployed.rationale)
+    assert any("calibrated model's predictions at this plan's load" in line for line in deployed.rationale)
 
 
 @pytest.mark.parametrize("value", ["../outside.json", "/etc/passwd", "calibrations/../../outside.json",

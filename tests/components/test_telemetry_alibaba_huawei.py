@@ -12,9 +12,10 @@ import pytest
 
 from inferstack.bootstrap.agents.alibaba import machine_group_identity
 from inferstack.bootstrap.telemetry import sources
-from inferstack.components.alibaba import AGENT_ALARM_METRICS, AGENT_NAMESPACE, FLEET_TAG, SERVER_LOGSTORE
+from inferstack.components.alibaba.fleet import FLEET_TAG
+from inferstack.components.alibaba.observability import AGENT_ALARM_METRICS, AGENT_NAMESPACE, SERVER_LOGSTORE
 from inferstack.components.backend import backend_for
-from inferstack.components.huawei import ELB_ALARM_METRICS, ELB_DIMENSION, POOL_DIMENSION
+from inferstack.components.huawei.observability import ELB_ALARM_METRICS, ELB_DIMENSION, POOL_DIMENSION
 from inferstack.components.observability import (
     LOG_RETENTION_DAYS,
     AlarmKind,

@@ -12,7 +12,7 @@ import pytest
 
 from inferstack.bootstrap.agents.gcp import log_names
 from inferstack.bootstrap.telemetry import TelemetryTarget
-from inferstack.components.gcp import GROUP_LABEL
+from inferstack.components.gcp.fleet import GROUP_LABEL
 from inferstack.components.observability import LOG_RETENTION_DAYS, agent_alarm_rules
 from inferstack.preview import PreviewResult, RegisteredResource, preview_workload
 from tests.components.test_canary import BASE, CANARY, _preview

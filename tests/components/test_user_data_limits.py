@@ -13,19 +13,22 @@ import os
 import pytest
 
 from inferstack.bootstrap.render import user_data_gzip
-from inferstack.components import alibaba, aws, gcp, huawei
+from inferstack.components.alibaba import servers as alibaba_servers
+from inferstack.components.aws import servers as aws_servers
+from inferstack.components.gcp import servers as gcp_servers
+from inferstack.components.huawei import servers as huawei_servers
 from inferstack.components.shared import compressed_user_data
 from inferstack.errors import InputError
 
 DOCUMENTED_LIMITS = {
     # EC2 API Reference, RunInstances UserData: "limited to 16 KB" of raw data, before Base64 encoding.
-    "aws": (aws.USER_DATA_LIMIT_BYTES, 16 * 1024),
+    "aws": (aws_servers.USER_DATA_LIMIT_BYTES, 16 * 1024),
     # ECS API, CreateInstance / RunInstances UserData: "cannot exceed 32 KB" of Base64 text: 3/4 of it in bytes.
-    "alibaba": (alibaba.USER_DATA_LIMIT_BYTES, 32 * 1024 * 3 // 4),
+    "alibaba": (alibaba_servers.USER_DATA_LIMIT_BYTES, 32 * 1024 * 3 // 4),
     # ECS API, "Creating an ECS" user_data: at most 32 KB before Base64 encoding.
-    "huawei": (huawei.USER_DATA_LIMIT_BYTES, 32 * 1024),
+    "huawei": (huawei_servers.USER_DATA_LIMIT_BYTES, 32 * 1024),
     # Compute Engine, "About VM metadata": a metadata value holds at most 256 KB.
-    "gcp": (gcp.METADATA_VALUE_LIMIT_BYTES, 256 * 1024),
+    "gcp": (gcp_servers.METADATA_VALUE_LIMIT_BYTES, 256 * 1024),
 }
 
 

@@ -77,6 +77,39 @@ def test_network_without_subnets_is_rejected(run: Any) -> None:
     assert recording.resources == []
 
 
+def test_load_balancer_subnets_without_the_network_they_belong_to_are_rejected(run: Any) -> None:
+    # They would otherwise be dropped silently: the network is created, and its own subnets hold the load balancer.
+    message, recording = _rejected(run, _server(api_key="k", api_domain="chat.example.com",
+                                                load_balancer_subnet_ids=["subnet-0a1b2c3d", "subnet-0a1b2c3e"]))
+    assert "chat.load_balancer_subnet_ids: are subnets of a brought network" in message
+    assert recording.resources == []
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+@pytest.mark.parametrize("prefix", ['models/") || true || ("/', "/models/x/", "models/x", "models/X Y/"])
+def test_an_identity_created_alone_refuses_a_prefix_its_policies_cannot_hold(run: Any, cloud: str,
+                                                                            prefix: str) -> None:
+    # The prefix is written into each cloud's policy documents and Google's IAM condition expressions.
+    from inferstack.components import ServerIdentity
+
+    message, recording = _rejected(run, lambda: ServerIdentity("id", {"cloud": cloud, "model_bucket": "models-b",
+                                                                     "model_prefix": prefix}))
+    assert "id.model_prefix: must be a relative folder ending in '/'" in message and repr(prefix) in message
+    assert recording.resources == []
+
+
+@pytest.mark.parametrize(("cloud", "holds"), [("aws", "holds 8 zones"), ("huawei", "has room for 8 zones")])
+def test_a_network_created_alone_is_refused_zones_its_private_subnets_cannot_hold(run: Any, cloud: str,
+                                                                                   holds: str) -> None:
+    from inferstack.components import Network
+
+    message, recording = _rejected(run, lambda: Network("net", {"cloud": cloud, "instance_type": "g6e.xlarge",
+                                                               "zones": 9, "private_servers": True}))
+    assert f"net.zones: a fleet's network {holds}" in message and "(got 9)" in message
+    assert recording.resources == []
+    assert backend_for(cloud).network_problems(9, private_servers=False, field="net.zones") == []
+
+
 def test_production_with_fewer_subnets_than_zones_is_rejected(run: Any) -> None:
     message, recording = _rejected(run, _server(network_id="vpc-0b1e55ed", subnet_ids=["subnet-0000000a"]))
     assert "chat.subnet_ids" in message and "give 2 subnets in distinct zones" in message

@@ -39,9 +39,10 @@ from guardrails.servers import METADATA_HOP_LIMIT
 from inferstack.bootstrap.render import BUNDLE_PREFIX
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.components import Capability, backend_for
-from inferstack.components import aws as aws_backend
-from inferstack.components import gcp as gcp_backend
-from inferstack.components import huawei as huawei_backend
+from inferstack.components.aws import identity as aws_identity
+from inferstack.components.aws import servers as aws_servers
+from inferstack.components.gcp import identity as gcp_identity
+from inferstack.components.huawei import identity as huawei_identity
 from inferstack.plan import Serving
 from inferstack.preview import RegisteredResource
 from tests.policy import deployments
@@ -155,18 +156,18 @@ def test_the_default_serving_port_is_the_plans_serving_port() -> None:
 
 
 def test_the_metadata_hop_limit_is_the_one_the_aws_servers_get() -> None:
-    assert METADATA_HOP_LIMIT == aws_backend.METADATA_HOP_LIMIT
+    assert METADATA_HOP_LIMIT == aws_servers.METADATA_HOP_LIMIT
 
 
 def test_the_allow_list_names_the_components_own_constants() -> None:
-    assert SERVER_GRANTS["aws"].anywhere == {*aws_backend.SESSION_MANAGER_ACTIONS,
-                                             *aws_backend.TELEMETRY_ANYWHERE_ACTIONS}
-    assert SERVER_GRANTS["aws"].log_writes == set(aws_backend.TELEMETRY_LOG_ACTIONS)
-    assert SERVER_GRANTS["aws"].metric_writes == set(aws_backend.TELEMETRY_METRIC_ACTIONS)
-    assert SERVER_GRANTS["gcp"].object_reads == {gcp_backend.MODEL_READER_ROLE}
-    assert SERVER_GRANTS["gcp"].secret_reads == {gcp_backend.SECRET_READER_ROLE}
-    assert SERVER_GRANTS["huawei"].object_reads == set(huawei_backend.MODEL_READ_ACTIONS)
-    assert SERVER_GRANTS["huawei"].secret_reads == set(huawei_backend.SECRET_READ_ACTIONS)
+    assert SERVER_GRANTS["aws"].anywhere == {*aws_identity.SESSION_MANAGER_ACTIONS,
+                                             *aws_identity.TELEMETRY_ANYWHERE_ACTIONS}
+    assert SERVER_GRANTS["aws"].log_writes == set(aws_identity.TELEMETRY_LOG_ACTIONS)
+    assert SERVER_GRANTS["aws"].metric_writes == set(aws_identity.TELEMETRY_METRIC_ACTIONS)
+    assert SERVER_GRANTS["gcp"].object_reads == {gcp_identity.MODEL_READER_ROLE}
+    assert SERVER_GRANTS["gcp"].secret_reads == {gcp_identity.SECRET_READER_ROLE}
+    assert SERVER_GRANTS["huawei"].object_reads == set(huawei_identity.MODEL_READ_ACTIONS)
+    assert SERVER_GRANTS["huawei"].secret_reads == set(huawei_identity.SECRET_READ_ACTIONS)
     assert BOOT_BUNDLE_PREFIX == BUNDLE_PREFIX
 
 

@@ -12,7 +12,8 @@ Agent"; field names from confgenerator/ in GoogleCloudPlatform/ops-agent):
 - logs: the access and boot logs (`files` receivers) and the journal of the runtime, gateway and boot units (the
   `systemd_journald` receiver, which reads the whole journal: an `exclude_logs` processor keeps those units only).
   Each receiver's id is its log name (`<target.logs>_access`, `_boot`, `_journal`), which the deployment's log sink
-  routes to its log bucket (components/gcp.py create_telemetry). The agent's default syslog pipeline is turned off.
+  routes to its log bucket (components/gcp/observability.py create_telemetry). The agent's default syslog pipeline is
+  turned off.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def agent_files(plan: DeploymentPlan, sources: Sources, target: TelemetryTarget)
 
 
 def log_names(target: TelemetryTarget) -> list[str]:
-    """The log names the agent writes (its receivers' ids), which the log sink routes (components/gcp.py)."""
+    """The log names the agent writes (its receivers' ids), which the log sink routes
+    (components/gcp/observability.py)."""
     return [f"{target.logs}_{source}" for source in LOG_SOURCES]
 
 

@@ -1,0 +1,185 @@
+"""The fleet: an EC2 Auto Scaling group of private servers from a launch template, behind the Application Load
+Balancer of load_balancer.py; its rollout by instance refresh, its scaling on requests per server; a canary as a
+second group from the canary's plan behind the same load balancer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import pulumi
+import pulumi_aws as aws
+
+from inferstack.components.aws.load_balancer import (
+    forward,
+    issued_certificate,
+    listeners,
+    load_balancer,
+    load_balancer_logs,
+    target_group,
+)
+from inferstack.components.aws.observability import GROUP_METRICS, SECONDS_PER_MINUTE
+from inferstack.components.aws.servers import METADATA_HOP_LIMIT, ServerImage, server_image, user_data
+from inferstack.components.aws.tags import named
+from inferstack.components.contract import FleetRequest, FleetResult, StrOutput
+from inferstack.components.naming import child_options, fleet_options
+from inferstack.plan import DeploymentPlan, Fleet, Rollout
+
+# Scaling. ALBRequestCountPerTarget is the load balancer's requests per target per minute (EC2 Auto Scaling User
+# Guide, predefined metrics for target tracking; CloudWatch's RequestCountPerTarget comes in 60 s periods, statistic
+# Sum, which "represents the average not the sum": ELB User Guide, CloudWatch metrics), so the plan's per-second rate
+# is multiplied by 60. Target tracking on an Auto Scaling group has no scale-in cooldown (Application Auto Scaling's
+# scaleInCooldown "is not used if the scalable resource is an Auto Scaling group"), so its scale-in is disabled and
+# servers are removed by a simple-scaling policy instead: one server per `scale_in_cooldown_s` (a simple policy's
+# cooldown), while the load per server has stayed below half the target for SCALE_IN_EVALUATION_MINUTES. Removing one
+# of n >= 2 servers at most doubles each remaining server's share, so they stay within the target and the two
+# policies never undo each other.
+SCALE_IN_LOAD_FRACTION = 0.5
+SCALE_IN_EVALUATION_MINUTES = 15
+
+#### Compute: the fleet ####
+
+
+def create_fleet(parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
+    plan, fleet = request.plan, fleet_of(request.plan)
+    template = _launch_template(parent, name, request, server_image(parent, plan),
+                                user_data(parent, plan, request.user_data))
+    targets = target_group(parent, name, request)
+    canary = request.for_canary() if request.canary else None
+    canary_targets = target_group(parent, f"{name}-canary", canary) if canary else None
+    balancer = load_balancer(parent, name, request, load_balancer_logs(parent, name, request))
+    certificate = request.api_certificate or issued_certificate(parent, name, request.api_domain, request.tags)
+    listeners(parent, name, request, balancer, certificate, forward(request, targets, canary_targets))
+    group = _group(parent, name, request, template, targets)
+    _scaling_policies(parent, name, fleet, group, balancer, targets, request.tags)
+    watched: dict[str, pulumi.Input[str]] = {"load_balancer": balancer.arn_suffix,
+                                             "target_group": targets.arn_suffix, "group": group.name}
+    if canary is not None and canary_targets is not None:  # the same group, from the canary's plan
+        canary_template = _launch_template(parent, f"{name}-canary", canary, server_image(parent, canary.plan),
+                                           user_data(parent, canary.plan, canary.user_data))
+        canary_group = _group(parent, f"{name}-canary", canary, canary_template, canary_targets)
+        _scaling_policies(parent, f"{name}-canary", fleet_of(canary.plan), canary_group, balancer, canary_targets,
+                          request.tags)
+        watched.update(canary_target_group=canary_targets.arn_suffix, canary_group=canary_group.name)
+    # DNS stays yours: say where the domain must point.
+    balancer.dns_name.apply(lambda address: pulumi.log.info(
+        f"{name}: point {request.api_domain} at {address} (a CNAME, or a Route 53 alias record)", resource=parent))
+    return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
+                       load_balancer_address=balancer.dns_name, group_id=group.id, watched=watched)
+
+
+def fleet_of(plan: DeploymentPlan) -> Fleet:
+    """The plan's fleet: create_fleet is only called for a plan with one (and its canary's plan, made from it)."""
+    assert plan.fleet is not None, "only a plan with a fleet runs as an Auto Scaling group"
+    return plan.fleet
+
+
+#### The servers' template and group ####
+
+
+def _launch_template(parent: pulumi.Resource, name: str, request: FleetRequest, image: ServerImage,
+                     encoded_user_data: StrOutput) -> aws.ec2.LaunchTemplate:
+    """The servers' template: the hardening of create_servers' instances. It carries no termination protection
+    (EC2 User Guide: it "does not prevent Amazon EC2 Auto Scaling from terminating an instance", and lifting it would
+    change the template, which replaces every server); spot capacity is the group's (mixed instances policy)."""
+    plan = request.plan
+    server_tags = named(request.tags, f"{name}-server")
+    return aws.ec2.LaunchTemplate(
+        f"{name}-template", image_id=image.image_id, instance_type=plan.instance_type,
+        iam_instance_profile={"name": request.attachment},
+        metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
+                          "http_put_response_hop_limit": METADATA_HOP_LIMIT, "instance_metadata_tags": "disabled"},
+        # LaunchTemplateBlockDeviceMappingEbsArgs types `encrypted` and `delete_on_termination` as strings.
+        block_device_mappings=[{"device_name": image.root_device_name, "ebs": {
+            "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true",
+            "volume_size": image.root_volume_size(plan)}}],
+        # No public address even in a subnet that would give one (LaunchTemplateNetworkInterfaceArgs: a string).
+        network_interfaces=[{"device_index": 0, "associate_public_ip_address": "false",
+                             "delete_on_termination": "true", "security_groups": list(request.firewall_ids)}],
+        user_data=encoded_user_data, update_default_version=True,
+        tag_specifications=[{"resource_type": kind, "tags": server_tags}
+                            for kind in ("instance", "volume", "network-interface")],
+        tags=named(request.tags, f"{name}-template"),
+        # A newer image must not replace the servers on the next `pulumi up` (as for single servers); roll it out
+        # with `pulumi up --replace <template URN>` when you choose to.
+        opts=fleet_options(parent, request.protected, ignore_changes=["image_id"]))
+
+
+def _group(parent: pulumi.Resource, name: str, request: FleetRequest, template: aws.ec2.LaunchTemplate,
+           targets: aws.lb.TargetGroup) -> aws.autoscaling.Group:
+    """min..max servers over the private subnets, replaced when the load balancer's health check fails after the
+    grace; a new template version replaces them by instance refresh, launching before terminating."""
+    plan, fleet = request.plan, fleet_of(request.plan)
+    # A refresh (started by a new template version; the version must be the template's number, not $Latest,
+    # pulumi_aws GroupInstanceRefreshArgs) replaces a server only once its successor is healthy.
+    launch: aws.autoscaling.GroupLaunchTemplateArgsDict = {
+        "id": template.id, "version": template.latest_version.apply(str)}
+    spot: aws.autoscaling.GroupMixedInstancesPolicyArgsDict = {
+        "launch_template": {"launch_template_specification": {
+            "launch_template_id": launch["id"], "version": launch["version"]}},
+        "instances_distribution": {"on_demand_base_capacity": 0, "on_demand_percentage_above_base_capacity": 0,
+                                   "spot_allocation_strategy": "price-capacity-optimized"}}
+    return aws.autoscaling.Group(
+        f"{name}-group", min_size=fleet.min_replicas, max_size=fleet.max_replicas,
+        vpc_zone_identifiers=list(request.server_subnet_ids),
+        launch_template=None if plan.spot else launch, mixed_instances_policy=spot if plan.spot else None,
+        capacity_rebalance=True if plan.spot else None,
+        target_group_arns=[targets.arn], health_check_type="ELB", health_check_grace_period=fleet.health_check_grace_s,
+        default_instance_warmup=fleet.cold_start_s,
+        instance_refresh=_instance_refresh(plan.rolling_update, fleet),
+        # The dashboard's group size: group metrics are off unless listed; at one-minute granularity they are free
+        # ("Auto Scaling group metrics", Amazon EC2 Auto Scaling User Guide).
+        enabled_metrics=list(GROUP_METRICS), metrics_granularity="1Minute",
+        tags=[{"key": key, "value": value, "propagate_at_launch": False}
+              for key, value in named(request.tags, f"{name}-group").items()],
+        opts=fleet_options(parent, request.protected))
+
+
+def _instance_refresh(rollout: Rollout, fleet: Fleet) -> aws.autoscaling.GroupInstanceRefreshArgsDict:
+    """The plan's rollout as an instance refresh, which a new template version starts: the plan's surge above the
+    group's size (max healthy), none of its servers down (min healthy 100 %: the floor is the capacity the plan
+    needs), a new server counted once the load balancer's health check passes (health_check_type ELB) and its warm-up
+    is over, servers already on the new version skipped. Percentages are of the desired capacity; at the floor the
+    surge is `rollout.surge` servers, above it proportionally more (MaxHealthyPercentage 100-200, at most 100 above
+    MinHealthyPercentage: EC2 Auto Scaling API Reference, RefreshPreferences, read 2026-12-01). No checkpoints: a
+    paused refresh leaves two revisions answering for its pause; watching a new revision on part of the traffic is
+    the canary's job."""
+    surge_percent = math.ceil(100 * rollout.surge / fleet.min_replicas)
+    return {"strategy": "Rolling", "preferences": {
+        "min_healthy_percentage": rollout.min_healthy_percent,
+        "max_healthy_percentage": min(200, rollout.min_healthy_percent + surge_percent),
+        "instance_warmup": str(fleet.cold_start_s), "skip_matching": True}}
+
+
+#### Scaling ####
+
+
+def _scaling_policies(parent: pulumi.Resource, name: str, fleet: Fleet, group: aws.autoscaling.Group,
+                      balancer: aws.lb.LoadBalancer, targets: aws.lb.TargetGroup, tags: Mapping[str, str]) -> None:
+    """Scale out on requests per server (target tracking), scale in one server per cooldown (see the constants)."""
+    opts = child_options(parent)
+    target_per_minute = fleet.target_requests_per_s * SECONDS_PER_MINUTE
+    aws.autoscaling.Policy(
+        f"{name}-requests", autoscaling_group_name=group.name, policy_type="TargetTrackingScaling",
+        estimated_instance_warmup=fleet.scale_out_cooldown_s,
+        target_tracking_configuration={
+            "target_value": target_per_minute, "disable_scale_in": True,
+            "predefined_metric_specification": {
+                "predefined_metric_type": "ALBRequestCountPerTarget",
+                # "app/<lb>/<id>/targetgroup/<tg>/<id>" (PolicyTargetTrackingConfigurationPredefinedMetric-
+                # SpecificationArgs.resource_label); the target group is attached to the group.
+                "resource_label": pulumi.Output.concat(balancer.arn_suffix, "/", targets.arn_suffix)}},
+        opts=opts)
+    scale_in = aws.autoscaling.Policy(
+        f"{name}-scale-in", autoscaling_group_name=group.name, policy_type="SimpleScaling",
+        adjustment_type="ChangeInCapacity", scaling_adjustment=-1, cooldown=fleet.scale_in_cooldown_s, opts=opts)
+    # The alarm invokes the policy every minute it stays in ALARM; the policy's cooldown spaces the steps. No
+    # request at all publishes no data point, which counts as low load.
+    aws.cloudwatch.MetricAlarm(
+        f"{name}-low-load", alarm_description=f"inferstack {name}: fewer than half the target requests per server "
+        f"for {SCALE_IN_EVALUATION_MINUTES} minutes; remove one server", namespace="AWS/ApplicationELB",
+        metric_name="RequestCountPerTarget", dimensions={"TargetGroup": targets.arn_suffix}, statistic="Sum",
+        period=SECONDS_PER_MINUTE, evaluation_periods=SCALE_IN_EVALUATION_MINUTES,
+        datapoints_to_alarm=SCALE_IN_EVALUATION_MINUTES, comparison_operator="LessThanThreshold",
+        threshold=target_per_minute * SCALE_IN_LOAD_FRACTION, treat_missing_data="breaching",
+        alarm_actions=[scale_in.arn], tags=tags, opts=opts)

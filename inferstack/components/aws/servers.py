@@ -1,0 +1,121 @@
+"""Servers: single EC2 instances (IMDSv2, hop limit 1, encrypted gp3), the image they boot (the DLAMI or Ubuntu, looked
+up at deploy time) and their user data; a fleet's launch template takes the same image, user data and hardening."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from inferstack.components.aws.tags import named
+from inferstack.components.contract import ServersRequest, ServersResult, StrOutput
+from inferstack.components.naming import invoke_options, server_options
+from inferstack.components.shared import checked_user_data, compressed_user_data
+from inferstack.plan import DeploymentPlan
+
+# EC2 API limit: user data is at most 16 KB before base64 encoding. The cloud-config is sent gzip-compressed
+# (cloud-init decompresses it), which is what keeps a full bootstrap under the limit.
+USER_DATA_LIMIT_BYTES = 16 * 1024
+
+# Hop limit 1: only the host reaches the metadata service; a container on a bridge network cannot borrow the
+# server's credentials. The bootstrap therefore fetches the model and secrets on the host.
+METADATA_HOP_LIMIT = 1
+
+# Images, resolved at deploy time from public SSM parameters (AWS DLAMI guide "Finding the ID of a DLAMI";
+# Canonical's Ubuntu parameters). Both are Ubuntu 22.04, so the bootstrap targets one OS.
+IMAGE_PARAMETERS: Mapping[tuple[str, str], str] = {
+    ("gpu", "x86_64"): "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
+    ("gpu", "arm64"): "/aws/service/deeplearning/ami/arm64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
+    ("cpu", "x86_64"): "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id",
+    ("cpu", "arm64"): "/aws/service/canonical/ubuntu/server/22.04/stable/current/arm64/hvm/ebs-gp2/ami-id",
+}
+
+#### Compute ####
+
+
+def create_servers(parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult:
+    plan = request.plan
+    image = server_image(parent, plan)
+    encoded_user_data = user_data(parent, plan, request.user_data)
+    spot: aws.ec2.InstanceInstanceMarketOptionsArgsDict = {"market_type": "spot", "spot_options": {
+        "spot_instance_type": "one-time", "instance_interruption_behavior": "terminate"}}
+    result = ServersResult(instance_ids=[], public_ips=[], private_ips=[])
+    for index in range(plan.instance_count):
+        server = aws.ec2.Instance(
+            f"{name}-server-{index}", ami=image.image_id, instance_type=plan.instance_type,
+            subnet_id=request.subnet_ids[index % len(request.subnet_ids)],
+            vpc_security_group_ids=list(request.firewall_ids), iam_instance_profile=request.attachment,
+            metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
+                              "http_put_response_hop_limit": METADATA_HOP_LIMIT,
+                              "instance_metadata_tags": "disabled"},
+            root_block_device={"volume_type": "gp3", "encrypted": True, "delete_on_termination": True,
+                               "volume_size": image.root_volume_size(plan),
+                               "tags": named(request.tags, f"{name}-server-{index}")},
+            user_data_base64=encoded_user_data, user_data_replace_on_change=True,  # cloud-init runs once per instance
+            # Changed in place (ModifyInstanceAttribute): "You can set the value of this attribute when you
+            # launch an instance, or while the instance is running or stopped", and "you can't enable
+            # termination protection for Spot Instances" (EC2 User Guide, "Change instance termination
+            # protection").
+            disable_api_termination=request.protected and not plan.spot,
+            instance_market_options=spot if plan.spot else None,
+            tags=named(request.tags, f"{name}-server-{index}"),
+            # A newer image must not replace a running server on the next `pulumi up`; roll it out with
+            # `pulumi up --replace <urn>` when you choose to (with protection lifted).
+            opts=server_options(parent, request.protected, ignore_changes=["ami"]))
+        result.instance_ids.append(server.id)
+        result.public_ips.append(server.public_ip.apply(lambda ip: ip or ""))
+        result.private_ips.append(server.private_ip)
+    return result
+
+
+#### User data and image ####
+
+
+def user_data(parent: pulumi.Resource, plan: DeploymentPlan, rendered: StrOutput) -> StrOutput:
+    """Base64 of the gzip'd cloud-config, as EC2 takes it (an instance's user_data_base64, a launch template's
+    user_data), once the provider's region is known to be the plan's."""
+    return checked_user_data(plan, rendered, aws.get_region_output(opts=invoke_options(parent)).region,
+                             provider="AWS", encode=functools.partial(
+                                 compressed_user_data, limit_bytes=USER_DATA_LIMIT_BYTES, service="EC2"))
+
+
+@dataclass(frozen=True)
+class ServerImage:
+    image_id: StrOutput
+    root_device_name: StrOutput
+    root_volume_gib: pulumi.Output[int]
+    """Size of the image's root snapshot: the root volume may not be smaller."""
+
+    def root_volume_size(self, plan: DeploymentPlan) -> pulumi.Output[int]:
+        return self.root_volume_gib.apply(lambda gib: max(gib, plan.disk_gib))
+
+
+def server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> ServerImage:
+    """The current DLAMI (GPU) or Ubuntu (CPU) image for the machine type's architecture, looked up at deploy time."""
+    invoke = invoke_options(parent)
+    machine = aws.ec2.get_instance_type_output(instance_type=plan.instance_type, opts=invoke)
+    parameter_name = machine.supported_architectures.apply(
+        lambda archs: IMAGE_PARAMETERS[(plan.device, "x86_64" if "x86_64" in archs else "arm64")])
+    image_id = aws.ssm.get_parameter_output(name=parameter_name, opts=invoke).value
+    # The id comes from AWS's own public parameter, so filtering by it alone is safe without an owner.
+    image = aws.ec2.get_ami_output(filters=image_id.apply(_image_id_filter), opts=invoke)
+    root_gib = pulumi.Output.all(image.root_device_name, image.block_device_mappings).apply(
+        lambda facts: _root_snapshot_gib(*facts))
+    return ServerImage(image_id=image_id, root_device_name=image.root_device_name, root_volume_gib=root_gib)
+
+
+def _image_id_filter(image_id: str) -> list[aws.ec2.GetAmiFilterArgsDict]:
+    return [{"name": "image-id", "values": [image_id]}]
+
+
+def _root_snapshot_gib(root_device: str, mappings: Sequence[Any]) -> int:
+    for mapping in mappings:
+        device = mapping.get("device_name") if isinstance(mapping, Mapping) else mapping.device_name
+        ebs = mapping.get("ebs") if isinstance(mapping, Mapping) else mapping.ebs
+        if device == root_device and ebs and ebs.get("volume_size"):
+            return int(ebs["volume_size"])
+    return 0

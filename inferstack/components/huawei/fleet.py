@@ -1,0 +1,186 @@
+"""Huawei Cloud fleets: an AS group from an AS configuration (the servers' template) behind the dedicated ELB of
+load_balancer.py, a canary's group beside it, and step scaling on CPU usage where it follows the load."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_huaweicloud as hw
+
+from inferstack.clouds import CLOUD_FACTS
+from inferstack.components.capabilities import Capability
+from inferstack.components.contract import FleetRequest, FleetResult, StrOutput
+from inferstack.components.huawei.load_balancer import (
+    canary_pool,
+    load_balancer,
+    load_balancer_logs,
+    weighted_policy,
+)
+from inferstack.components.huawei.lookups import zones_offering
+from inferstack.components.huawei.servers import SYSTEM_DISK_TYPE, ecs_user_data, server_image, system_disk_key
+from inferstack.components.naming import child_options, server_options, unique_name
+from inferstack.plan import DeploymentPlan, Fleet
+
+# Auto Scaling (as_/group.py, as_/policy.py): at most 300 instances; grace periods and cooldowns 0..86400 s; the
+# group audits the ELB's health results every minute (health_periodic_audit_time: 0, 1, 5, 15, 60 or 180 minutes).
+AS_MAX_INSTANCES = 300
+AS_MAX_SECONDS = 86_400
+AS_HEALTH_AUDIT_MINUTES = 1
+AS_NAME_MAX_LENGTH = 64
+# A Cloud Eye alarm that triggers scaling must watch the AS group's own metrics, namespace SYS.AS, which are averages
+# per server reported every 5 minutes (terraform-provider-huaweicloud 1.73.3, docs/resources/ces_alarmrule.md,
+# alarm_actions: "If type is set to autoscaling, ... the value of namespace must be SYS.AS"; AS API reference, "AS
+# Metrics"). Of those, only CPU usage follows a server's request load, and only where the runtime runs on the CPU.
+AS_METRICS_NAMESPACE = "SYS.AS"
+AS_GROUP_DIMENSION = "AutoScalingGroup"
+CPU_METRIC = "cpu_util"
+AS_METRIC_PERIOD_S = 300
+# Scale out after one period above the target, scale in after three below (15 minutes); an alarm that persists
+# triggers again every period (suppress_duration), the policies' cooldowns pace the steps.
+SCALE_OUT_PERIODS, SCALE_IN_PERIODS = 1, 3
+CPU_TARGET_BOUNDS_PERCENT = (10, 95)
+
+
+#### Compute: the fleet ####
+
+
+def create_fleet(parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
+    plan, fleet = request.plan, request.plan.fleet
+    assert fleet is not None, "create_fleet is called for plans with a fleet only"
+    # Required and checked with the component's arguments, before anything is created (api_endpoint_problems).
+    assert request.api_certificate is not None, "Huawei issues no certificate: api_certificate is required"
+    zones = zones_offering(parent, plan.instance_type, plan.zones)
+    balancer = load_balancer(parent, name, request, zones)
+    load_balancer_logs(parent, name, request, balancer.load_balancer_id)
+    group = _scaling_group(parent, name, request, zones, [balancer.pool_id, balancer.weighted_pool_id],
+                           balancer.health_checks)
+    if request.canary is not None:  # the same group, from the canary's plan, in a pool of its own
+        canary = request.for_canary()
+        canary_group_pool = canary_pool(parent, name, canary, balancer)
+        weighted_policy(parent, name, balancer, canary_group_pool, request.canary)
+        canary_zones = zones_offering(parent, canary.plan.instance_type, canary.plan.zones)
+        _scaling_group(parent, f"{name}-canary", canary, canary_zones, [canary_group_pool.pool_id],
+                       [canary_group_pool.health_check])
+    balancer.address.apply(lambda address: pulumi.log.info(
+        f"{name}: point {request.api_domain} at {address} (a DNS A record); the HTTPS listener serves ELB "
+        f"certificate {request.api_certificate}, which must cover {request.api_domain}", resource=parent))
+    watched: dict[str, pulumi.Input[str]] = {"load_balancer": balancer.load_balancer_id}
+    if request.canary is not None:
+        watched["canary_pool"] = canary_group_pool.pool_id
+    return FleetResult(endpoint_url=pulumi.Output.from_input(f"https://{request.api_domain}"),
+                       load_balancer_address=balancer.address, group_id=group.id, watched=watched)
+
+
+def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest, zones: pulumi.Output[list[str]],
+                   pool_ids: Sequence[StrOutput], health_checks: Sequence[pulumi.Resource]) -> hw.as_.Group:
+    """The plan's servers as an AS group from an AS configuration, members of the ELB pools `pool_ids`."""
+    plan, fleet = request.plan, request.plan.fleet
+    assert fleet is not None
+    template = _server_template(parent, name, request, ecs_user_data(parent, plan, request.user_data))
+    group = hw.as_.Group(
+        f"{name}-group", scaling_group_name=_as_name(name, "fleet"), scaling_configuration_id=template.id,
+        vpc_id=request.network_id,
+        # The networks are each server's NICs, the first one primary (AS API, CreateScalingGroup: "networks: up
+        # to 5 subnets; the first subnet is the primary NIC"): one subnet, which serves every zone of the region
+        # (a Huawei subnet's zone is a label; servers in any zone of the VPC take addresses in it).
+        networks=[{"id": request.server_subnet_ids[0]}],
+        availability_zones=zones, multi_az_scaling_policy="EQUILIBRIUM_DISTRIBUTE",
+        min_instance_number=fleet.min_replicas, desire_instance_number=fleet.min_replicas,
+        max_instance_number=fleet.max_replicas,
+        lbaas_listeners=[{"pool_id": pool_id, "protocol_port": plan.serving.port} for pool_id in pool_ids],
+        # A server is judged by the ELB's health check (checked every minute), once its grace period is over;
+        # an unhealthy one is removed and replaced.
+        health_periodic_audit_method="ELB_AUDIT", health_periodic_audit_time=AS_HEALTH_AUDIT_MINUTES,
+        health_periodic_audit_grace_period=fleet.health_check_grace_s,
+        # After a scaling action the group ignores alarms this long: a new server's warm-up.
+        cool_down_time=fleet.scale_out_cooldown_s,
+        # Scale-in removes servers of an old AS configuration first (a new boot script reaches the fleet as
+        # servers are replaced: there is no instance refresh in 0.0.12).
+        instance_terminate_policy="OLD_CONFIG_OLD_INSTANCE",
+        # The agency goes on the group: AS binds it to every server it adds (IamAgencyName in the provider's
+        # as_group; the AS configuration has no agency argument).
+        agency_name=request.attachment,
+        delete_instances="yes", force_delete=True, tags=request.tags,
+        # Scaling policies (and operators) move the expected count; `pulumi up` must not reset it to the floor.
+        opts=server_options(parent, request.protected, ignore_changes=["desireInstanceNumber"],
+                            depends_on=list(health_checks)))
+    if plan.device == "cpu":
+        _cpu_scaling(parent, name, group, plan, fleet)
+    else:
+        pulumi.log.warn(f"{name}: no {Capability.REQUEST_AUTOSCALING.value} on {CLOUD_FACTS['huawei'].display_name} "
+                        f"for a GPU fleet: it holds the plan's floor of {fleet.min_replicas} servers; raise the AS "
+                        f"group's expected instances by hand, up to {fleet.max_replicas} (docs/deploy-huawei.md)",
+                        resource=parent)
+    return group
+
+
+def _server_template(parent: pulumi.Resource, name: str, request: FleetRequest,
+                     user_data: StrOutput) -> hw.as_.Configuration:
+    """The AS configuration: the servers `create_servers` makes, as a template (no public address)."""
+    plan = request.plan
+    image = server_image(parent, plan)
+    instance_config = {
+        "flavor": plan.instance_type, "image": image.image_id,
+        # kms_id on the system disk: the provider sends it as the disk's __system__encrypted/__system__cmkid
+        # metadata, whatever the disk type (as_configuration buildDiskOpts); the SDK's docstring names DATA disks.
+        "disks": [{"disk_type": "SYS", "volume_type": SYSTEM_DISK_TYPE, "kms_id": system_disk_key(parent),
+                   "size": image.min_disk_gib.apply(lambda gib: max(gib, plan.disk_gib))}],
+        "security_group_ids": list(request.firewall_ids), "user_data": user_data,
+        # The SDK's docstring calls charging_mode a bandwidth setting; the provider reads "spot" as the market type
+        # (as_configuration buildInstanceConfig) and documents postPaid and spot.
+        "charging_mode": "spot" if plan.spot else "postPaid",
+    }
+    # Every argument, the name included, replaces the configuration (ForceNew): a new one per boot script, named
+    # after it, is created before the old one (still bound to the group until the group moves) goes. Not after the
+    # image, whose changes are ignored below.
+    config_name = user_data.apply(lambda text: unique_name(
+        [pulumi.get_project(), pulumi.get_stack(), name, "template"], unique_by=[text], max_length=AS_NAME_MAX_LENGTH))
+    # A newer image must not replace the template on the next `pulumi up` (as `create_servers` ignores image_id).
+    return hw.as_.Configuration(f"{name}-template", scaling_configuration_name=config_name,
+                                instance_config=instance_config,
+                                opts=child_options(parent, ignore_changes=["instanceConfig.image"]))
+
+
+#### Scaling ####
+
+
+def _cpu_scaling(parent: pulumi.Resource, name: str, group: hw.as_.Group, plan: DeploymentPlan, fleet: Fleet) -> None:
+    """Step scaling on the group's average CPU usage, which follows the request rate of a server that computes on
+    its CPU: one server more above the plan's target, one fewer (slowly) well below it."""
+    opts = child_options(parent)
+    target = cpu_target_percent(plan, fleet)
+    steps = (("out", ">", target, SCALE_OUT_PERIODS, "ADD", fleet.scale_out_cooldown_s),
+             ("in", "<", scale_in_percent(target, fleet), SCALE_IN_PERIODS, "REMOVE", fleet.scale_in_cooldown_s))
+    for direction, operator, threshold, periods, operation, cooldown_s in steps:
+        alarm = hw.cse.Alarmrule(  # Cloud Eye, filed under Cse in 0.0.12
+            f"{name}-scale-{direction}-alarm", alarm_name=_as_name(name, f"scale-{direction}"),
+            alarm_description=f"inferstack {name}: average CPU {operator} {threshold} % (scale {direction})",
+            metric={"namespace": AS_METRICS_NAMESPACE},
+            resources=[{"dimensions": [{"name": AS_GROUP_DIMENSION, "value": group.id}]}],
+            conditions=[{"metric_name": CPU_METRIC, "period": AS_METRIC_PERIOD_S, "filter": "average",
+                         "comparison_operator": operator, "value": threshold, "unit": "%", "count": periods,
+                         "suppress_duration": AS_METRIC_PERIOD_S}],
+            alarm_actions=[{"type": "autoscaling", "notification_lists": []}], alarm_action_enabled=True, opts=opts)
+        hw.as_.Policy(
+            f"{name}-scale-{direction}", scaling_group_id=group.id, scaling_policy_name=_as_name(name, direction),
+            scaling_policy_type="ALARM", alarm_id=alarm.id, cool_down_time=cooldown_s,
+            scaling_policy_action={"operation": operation, "instance_number": 1}, opts=opts)
+
+
+def cpu_target_percent(plan: DeploymentPlan, fleet: Fleet) -> int:
+    """The CPU usage of a server carrying the plan's target rate: the target's share of a server's saturation."""
+    saturation_rps = plan.performance.capacity_requests_per_s / plan.replicas
+    low, high = CPU_TARGET_BOUNDS_PERCENT
+    return min(high, max(low, round(100 * fleet.target_requests_per_s / saturation_rps)))
+
+
+def scale_in_percent(target: int, fleet: Fleet) -> int:
+    """Below this average, one server fewer still leaves the rest under the target, even in the smallest group
+    that can shrink (floor + 1 servers)."""
+    return target * fleet.min_replicas // (fleet.min_replicas + 1)
+
+
+def _as_name(name: str, role: str) -> str:
+    """AS group, policy and Cloud Eye alarm names: letters, digits, "-"; at most 64 characters; per stack."""
+    return unique_name([pulumi.get_project(), pulumi.get_stack(), name, role], max_length=AS_NAME_MAX_LENGTH)
