@@ -471,9 +471,9 @@ start_agent() {
 }
 
 # An Alibaba fleet's scaling group holds each new server in a lifecycle hook, out of the load balancer, until the
-# server completes the hook's action (components/alibaba.py); this is the boot's last step, once the model answers.
-# Any other server finds no action to complete. One that cannot complete it fails the boot: the hook releases it at
-# its timeout, and the group starts another.
+# server completes the hook's action (components/alibaba/fleet.py); this is the boot's last step, once the model
+# answers. Any other server finds no action to complete. One that cannot complete it fails the boot: the hook releases
+# it at its timeout, and the group starts another.
 complete_lifecycle_action() {
     [ "$INFERSTACK_CLOUD" = alibaba ] || return 0
     local output

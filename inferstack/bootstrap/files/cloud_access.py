@@ -512,7 +512,7 @@ def complete_lifecycle_action(region: str, instance_id: str, credentials: Creden
     except AccessError as error:
         if error.status != 403:
             raise
-        # Only a fleet's servers have the grant (components/alibaba.py): a single server is in no scaling group.
+        # Only a fleet's servers have the grant (components/alibaba/fleet.py): a single server is in no scaling group.
         return f"{instance_id} has no ESS grant (a server outside a scaling group): no lifecycle action to complete"
     instances = found.get("ScalingInstances") if isinstance(found, dict) else None
     mine = [i for i in instances or [] if isinstance(i, dict) and i.get("InstanceId") == instance_id]
