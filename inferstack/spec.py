@@ -331,7 +331,8 @@ class Traffic(_Strict):
         default=None,
         gt=0,
         le=MAX_TOKENS,
-        description="Longest sequence (prompt + output) the server must accept; defaults to p95 prompt + p95 output.",
+        description="Longest sequence (prompt + output) the server must accept, at most the model's context; defaults to "
+        "p95 prompt + p95 output. Shorter than that: longer requests are truncated by their clients.",
     )
     mode: Literal["interactive", "batch"] = Field(
         default="interactive",

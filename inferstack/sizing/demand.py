@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, NamedTuple
 
-from inferstack.errors import InputError, Problem
+from inferstack.errors import InputError, Problem, input_error
 from inferstack.sizing.models import ResolvedModel
 from inferstack.spec import Stage, WorkloadSpec
 
@@ -152,12 +152,8 @@ def demand_of(spec: WorkloadSpec, model: ResolvedModel) -> Demand:
         latency = DEFAULT_LATENCY_P95_MS
         assumptions.append(f"no latency_p95_ms given: {latency:g} ms assumed")
     prompt, output = traffic.prompt_tokens, traffic.output_tokens
-    max_len = traffic.context_tokens or _round_up(prompt.high + output.high, 256)
-    if llm and traffic.context_tokens is None:
-        assumptions.append(f"context_tokens not given: the server accepts {max_len} tokens (p95 prompt + output)")
-    if llm and model.arch is not None and max_len > model.arch.max_position:
-        assumptions.append(f"context {max_len} exceeds the model's {model.arch.max_position}: capped")
-        max_len = model.arch.max_position
+    max_len = _context_tokens(spec, model, assumptions) if llm else (
+        traffic.context_tokens or _round_up(prompt.high + output.high, 256))
     return Demand(
         spec=spec,
         model=model,
@@ -193,6 +189,35 @@ def _after_cache(spec: WorkloadSpec, rps: float | None, users: int | None,
                        f"sized for {remaining:.0%} of the peak load")
     return (rps * remaining if rps is not None else None,
             max(1, math.ceil(users * remaining)) if users is not None else None)
+
+
+def _context_tokens(spec: WorkloadSpec, model: ResolvedModel, assumptions: list[str]) -> int:
+    """The longest sequence the server accepts: `context_tokens`, else the p95 prompt and answer rounded up to 256
+    (no further than the model's limit). Past the model's limit it is refused, never capped silently: a sequence the
+    model cannot hold would be refused by the server (vLLM and llama.cpp answer 400). A `context_tokens` shorter than
+    the p95 sequence says that longer requests are truncated by the client, and the plan says so."""
+    traffic = spec.traffic
+    limit = model.arch.max_position if model.arch is not None else None
+    p95 = traffic.prompt_tokens.high + traffic.output_tokens.high
+    given = traffic.context_tokens
+    if limit is not None and given is not None and given > limit:
+        raise input_error("traffic.context_tokens", f"is longer than {model.name}'s context of {limit} tokens",
+                          value=given, fix=f"set it to {limit} or less: the server accepts no longer sequence, and "
+                          "clients truncate longer prompts to fit")
+    if limit is not None and given is None and p95 > limit:
+        raise input_error("traffic", f"p95 prompt ({traffic.prompt_tokens.high}) + p95 output "
+                          f"({traffic.output_tokens.high}) = {p95} tokens, longer than {model.name}'s context of "
+                          f"{limit} tokens", fix=f"lower the p95 lengths, choose a model with a longer context, or set "
+                          f"traffic.context_tokens (at most {limit}) to size the server for that and have clients "
+                          "truncate longer prompts to fit")
+    if given is not None:
+        if given < p95:
+            assumptions.append(f"context_tokens {given} < p95 prompt + output ({p95}): longer requests are truncated "
+                               "by their clients to fit (the server refuses them)")
+        return given
+    max_len = _round_up(p95, 256) if limit is None else min(_round_up(p95, 256), limit)
+    assumptions.append(f"context_tokens not given: the server accepts {max_len} tokens (p95 prompt + output)")
+    return max_len
 
 
 def _check_token_targets(spec: WorkloadSpec, model: ResolvedModel) -> None:

@@ -249,3 +249,36 @@ def test_estimate_says_what_the_engine_would_really_run_on_the_gpu():
     assert any("int4-awq on vllm excluded on V100-SXM2-16GB" in note for note in on_v100.notes)
     on_h100 = estimate(llama, precision=Precision.BF16, engine=Engine.VLLM, gpu=gpu_spec("H100-SXM"))
     assert not any("compute capability" in note for note in on_h100.notes)
+
+
+# ---- the model's context limit -------------------------------------------------------------------------
+
+
+def _llama2(**traffic: object) -> WorkloadSpec:
+    return parse_workload({"name": "ctx", "model": "llama-2-7b", "precision": "bf16",
+                           "traffic": {"requests_per_s": 1, **traffic}, "placement": {"clouds": ["aws"]}})
+
+
+def test_a_context_longer_than_the_models_is_refused_naming_the_field_and_the_limit():
+    with pytest.raises(InputError) as error:
+        demand_of(_llama2(context_tokens=8192), lookup("llama-2-7b"))
+    (problem,) = error.value.problems
+    assert (problem.field, problem.value) == ("traffic.context_tokens", 8192)
+    assert "context of 4096 tokens" in problem.message and "set it to 4096 or less" in (problem.fix or "")
+
+
+def test_p95_lengths_past_the_models_context_are_refused_unless_a_shorter_context_is_given():
+    with pytest.raises(InputError, match=r"traffic: p95 prompt \(4000\) \+ p95 output \(512\) = 4512 tokens, longer "
+                       r"than llama-2-7b's context of 4096 tokens"):
+        demand_of(_llama2(prompt_tokens=4000, output_tokens=512), lookup("llama-2-7b"))
+    # Saying how long a sequence the server accepts says that longer requests are truncated, and the plan says so.
+    demand = demand_of(_llama2(prompt_tokens=4000, output_tokens=512, context_tokens=4096),
+                       lookup("llama-2-7b"))
+    assert demand.max_model_len == 4096
+    assert any("longer requests are truncated by their clients" in line for line in demand.assumptions)
+
+
+def test_a_p95_sequence_that_fits_is_rounded_up_no_further_than_the_models_context():
+    demand = demand_of(_llama2(prompt_tokens=3900, output_tokens=190), lookup("llama-2-7b"))
+    assert demand.max_model_len == 4096
+    assert not any("truncated" in line for line in demand.assumptions)
