@@ -26,8 +26,8 @@ Adding a fifth cloud:
 2. one backend package, `inferstack/components/<id>/` (in its `__init__.py` a `@register_backend` `CloudBackend`
    with its capability table, one module per concern beside it), its extra named after it in pyproject.toml
    (Pulumi and `pip_package`) and its guide `docs/deploy-<id>.md`;
-3. its data: instance and price rows (`sizing/data/instances.csv`, `prices.csv`), and a price refresh module
-   `inferstack/sizing/refresh/<id>.py`;
+3. its data: its regions (`sizing/data/regions.csv`, each row with its source), instance and price rows
+   (`sizing/data/instances.csv`, `prices.csv`), and a price refresh module `inferstack/sizing/refresh/<id>.py`;
 4. its server-side facts in `bootstrap/files` (metadata endpoint, bucket grammar, request signing, secret store)
    and its boot disk's throughput formula (`sizing/coldstart.py` `block_volume_bytes_per_s`):
    `tests/test_clouds.py` and `tests/bootstrap/test_bootstrap_clouds.py` say which are missing;
@@ -59,8 +59,9 @@ class CloudFacts(NamedTuple):
     pip_package: str
     """The distribution that installs the provider's Python SDK (in the cloud's extra, `inferstack[<id>]`)."""
     region_pattern: re.Pattern[str]
-    """The shape of its region names, to catch a region meant for another cloud or a typo before it silently becomes
-    a priced "substitute" (`re.fullmatch` it: `$` alone admits a final newline)."""
+    """The shape of its region names (`re.fullmatch` it: `$` alone admits a final newline): a stack's provider region
+    is checked against it first, and every row of `sizing/data/regions.csv`, the regions it has, fits it
+    (tests/sizing/test_regions.py)."""
     catalog_region: str
     """The region its instance specs were catalogued for (shared/catalog/README.md): the default region to plan in."""
     driver_ready_image: bool

@@ -28,7 +28,7 @@ from pydantic import (
 
 from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.documents import parse_document, read_input_file
-from inferstack.errors import InputError, Problem, input_error, shown_value
+from inferstack.errors import InputError, Problem, input_error, shown_value, with_article
 
 # ---- values that reach a shell, a unit file, a URL or a path -------------------------------------------
 # Each is refused here, before planning, unless it has this exact shape. Anchored with ^...$ for pydantic,
@@ -331,8 +331,8 @@ class Traffic(_Strict):
         default=None,
         gt=0,
         le=MAX_TOKENS,
-        description="Longest sequence (prompt + output) the server must accept, at most the model's context; defaults to "
-        "p95 prompt + p95 output. Shorter than that: longer requests are truncated by their clients.",
+        description="Longest sequence (prompt + output) the server must accept, at most the model's context; defaults "
+        "to p95 prompt + p95 output. Shorter than that: longer requests are truncated by their clients.",
     )
     mode: Literal["interactive", "batch"] = Field(
         default="interactive",
@@ -410,7 +410,8 @@ class Placement(_Strict):
     regions: dict[Cloud, list[RegionName]] = Field(
         default={},
         description="Allowed regions per cloud, e.g. {aws: [us-east-1]}: lowercase region names as the cloud spells "
-        "them; default: the catalog's region for each cloud.",
+        "them, each one the cloud has (inferstack/sizing/data/regions.csv); default: the catalog's region for each "
+        "cloud.",
     )
     device: Device = Field(
         default="auto", description="cpu or gpu to force a device class; auto lets cost and SLOs decide."
@@ -715,6 +716,13 @@ def for_stack(workload: WorkloadSpec, cloud: Cloud, *, stage: Stage | None = Non
     if region is not None and not re.fullmatch(REGION_PATTERN, region):
         raise input_error(PROVIDER_REGION_KEYS[cloud], "is not a region name", value=region,
                           fix="give the region as the cloud spells it, e.g. us-east-1, europe-west4, cn-hangzhou")
+    if region is not None:
+        # Imported on use: the sizing package imports this module.
+        from inferstack.sizing.regions import clouds_with_region, unknown_region
+
+        if not clouds_with_region(region, [cloud]):
+            raise unknown_region(region, [cloud], field=PROVIDER_REGION_KEYS[cloud],
+                                 message=f"is not {with_article(cloud)} region name")
     regions = {**placement.regions, cloud: [region]} if region is not None else placement.regions
     pinned = placement.model_copy(update={"clouds": [cloud], "regions": regions})
     return workload.model_copy(update={"placement": pinned, "stage": stage or workload.stage})

@@ -17,6 +17,9 @@ from typing import Any
 from inferstack.documents import parse_document, read_input_file
 from inferstack.errors import Problem, input_error
 
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")
+"""Where a config.json states the model's context limit."""
+
 
 @dataclass(frozen=True)
 class LlmArchitecture:
@@ -30,6 +33,8 @@ class LlmArchitecture:
     intermediate_size: int
     vocab_size: int
     max_position: int
+    """The longest sequence the model holds: its config's max_position_embeddings (else 4096, for counting learned
+    position embeddings only: `context_stated` is then False and no context is refused for it)."""
     tied_embeddings: bool = False
     gated_mlp: bool = True  # SwiGLU/GeGLU (3 matrices) vs GPT/BERT (2 matrices)
     learned_positions: bool = False
@@ -48,6 +53,7 @@ class LlmArchitecture:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    context_stated: bool = True
     encoder_only: bool = False
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -257,7 +263,8 @@ def read_llm_config(config: dict[str, Any], *, field_name: str = "model.architec
         head_dim=int(_first(config, "head_dim", default=hidden // heads)),
         intermediate_size=intermediate,
         vocab_size=int(_first(config, "vocab_size", default=32000)),
-        max_position=int(_first(config, "max_position_embeddings", "n_positions", "n_ctx", default=4096)),
+        max_position=int(_first(config, *CONTEXT_KEYS, default=4096)),
+        context_stated=any(key in config for key in CONTEXT_KEYS),
         tied_embeddings=bool(config.get("tie_word_embeddings", model_type.startswith("gemma") or encoder_only)),
         gated_mlp=gated,
         learned_positions=model_type in ("gpt2", "opt", "bert", "mobilebert", "roberta") or encoder_only,

@@ -197,7 +197,7 @@ def _context_tokens(spec: WorkloadSpec, model: ResolvedModel, assumptions: list[
     model cannot hold would be refused by the server (vLLM and llama.cpp answer 400). A `context_tokens` shorter than
     the p95 sequence says that longer requests are truncated by the client, and the plan says so."""
     traffic = spec.traffic
-    limit = model.arch.max_position if model.arch is not None else None
+    limit = model.arch.max_position if model.arch is not None and model.arch.context_stated else None
     p95 = traffic.prompt_tokens.high + traffic.output_tokens.high
     given = traffic.context_tokens
     if limit is not None and given is not None and given > limit:

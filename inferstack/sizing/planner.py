@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
@@ -65,6 +64,7 @@ from inferstack.sizing.models import resolve
 from inferstack.sizing.precision import FORMATS, weight_bytes
 from inferstack.sizing.processes import size_processes
 from inferstack.sizing.ranking import Priced, rank_key, ranking_cost
+from inferstack.sizing.regions import clouds_with_region, unknown_region
 from inferstack.spec import CLOUDS, Engine, Precision, WorkloadSpec
 
 if TYPE_CHECKING:  # loaded only when a plan has a calibration (see evaluate.calibration_row)
@@ -207,38 +207,28 @@ def _chosen_clouds(spec: WorkloadSpec, clouds: Iterable[Cloud] | None, region: s
     return chosen
 
 
-# The shape of each cloud's region names (us-east-1, us-central1, ap-southeast-1, ap-southeast-3), to catch
-# a region meant for another cloud or a typo before it silently becomes a priced "substitute".
-REGION_PATTERNS: dict[Cloud, re.Pattern[str]] = {facts.id: facts.region_pattern for facts in CLOUD_FACTS.values()}
-
-
 def _clouds_of_region(spec: WorkloadSpec, region: str) -> list[Cloud]:
     """The one allowed cloud a `--region` given without `--cloud` belongs to: the cloud whose placement.regions
-    list it, else the one cloud whose region names it fits. A name several clouds use needs --cloud."""
+    list it, else the one cloud that has a region of that name (regions.csv). A name several clouds use needs
+    --cloud."""
     allowed = list(spec.placement.clouds)
     listed = [c for c in allowed if region in (spec.placement.regions.get(c) or [])]
-    fitting = listed or [c for c in allowed if REGION_PATTERNS[c].fullmatch(region)]
-    if len(fitting) == 1:
-        return fitting
-    if not fitting:
-        examples = ", ".join(f"{CATALOG_REGIONS[c]} ({c})" for c in allowed)
-        raise input_error("--region", f"is not a region name of the workload's clouds ({', '.join(allowed)})",
-                          value=region, fix=f"use a region such as {examples}")
-    raise input_error("--region", f"could be a region of {', '.join(fitting[:-1])} or {fitting[-1]}", value=region,
-                      fix=f"say which cloud with --cloud ({' or '.join(f'--cloud {c}' for c in fitting)})")
+    having = listed or clouds_with_region(region, allowed)
+    if len(having) == 1:
+        return having
+    if not having:
+        raise unknown_region(region, allowed, field="--region",
+                             message=f"is not a region name of the workload's clouds ({', '.join(allowed)})")
+    raise input_error("--region", f"could be a region of {', '.join(having[:-1])} or {having[-1]}", value=region,
+                      fix=f"say which cloud with --cloud ({' or '.join(f'--cloud {c}' for c in having)})")
 
 
 def _regions(spec: WorkloadSpec, cloud: Cloud, region: str | None) -> list[str]:
     field_name = "--region" if region else f"placement.regions.{cloud}"
     regions = [region] if region else (spec.placement.regions.get(cloud) or [CATALOG_REGIONS[cloud]])
     for name in regions:
-        if not REGION_PATTERNS[cloud].fullmatch(name):  # fullmatch: `$` alone would admit a final newline
-            raise input_error(
-                field_name,
-                f"is not {with_article(cloud)} region name",
-                value=name,
-                fix=f"use {with_article(cloud)} region such as {CATALOG_REGIONS[cloud]}",
-            )
+        if not clouds_with_region(name, [cloud]):  # refused, not planned at a price borrowed from another region
+            raise unknown_region(name, [cloud], field=field_name, message=f"is not {with_article(cloud)} region name")
     return regions
 
 

@@ -3,6 +3,7 @@ planner inputs that name hardware or places (tensor-parallel sizes, regions, acc
 
 import csv
 import itertools
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -282,3 +283,15 @@ def test_a_p95_sequence_that_fits_is_rounded_up_no_further_than_the_models_conte
     demand = demand_of(_llama2(prompt_tokens=3900, output_tokens=190), lookup("llama-2-7b"))
     assert demand.max_model_len == 4096
     assert not any("truncated" in line for line in demand.assumptions)
+
+
+def test_a_config_that_states_no_context_limit_is_not_refused_on_a_guessed_one(tmp_path):
+    config = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = parse_workload({"name": "ctx", "model": {"name": "my-llama", "config": str(tmp_path / "config.json")},
+                           "traffic": {"requests_per_s": 1, "context_tokens": 8192}, "placement": {"clouds": ["aws"]}})
+    assert demand_of(spec, resolve(spec.model)).max_model_len == 8192
+    (tmp_path / "config.json").write_text(json.dumps(config | {"max_position_embeddings": 4096}))
+    with pytest.raises(InputError, match=r"traffic\.context_tokens: is longer than my-llama's context of 4096"):
+        demand_of(spec, resolve(spec.model))
