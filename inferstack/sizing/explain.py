@@ -324,7 +324,10 @@ def warnings(demand: Demand, chosen: Priced) -> list[str]:
                 f"price is from {price.source_date} ({price.age_days // 30} months old, more than "
                 f"{STALE_PRICE_DAYS} days): refresh before quoting"
             )
-    if demand.spec.placement.spot:
+    if demand.spec.placement.spot and demand.spec.stage == "production":
+        result.append("spot: true is not used in production: its servers are on-demand, because spot capacity can be "
+                      "reclaimed at short notice and a production fleet has no on-demand floor to fall back to yet")
+    elif demand.spec.placement.spot:
         result.append("spot prices are not in the catalog: costs are on-demand list prices")
     provenance = _speed_provenance(demand, candidate)
     if "uncalibrated" in provenance or "prior" in provenance.split(";")[0]:
