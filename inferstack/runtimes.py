@@ -87,6 +87,9 @@ class RuntimeFacts(NamedTuple):
     display_name: str
     engines: tuple[str, ...]
     """The engines (`spec.Engine` values) whose plans it serves."""
+    models_owner: str | None
+    """What its OpenAI-compatible `/v1/models` answers as each model's `owned_by`, where that names it (a load test's
+    `served_by`); None: it answers nothing that names it."""
     artifact_format: ArtifactFormat
     """The model files it loads (`plan.model.artifact_format`)."""
     image_gpu: str | None
@@ -144,6 +147,7 @@ VLLM = RuntimeFacts(
     id="vllm",
     display_name="vLLM",
     engines=("vllm",),
+    models_owner="vllm",  # its OpenAI-compatible server (vllm/entrypoints/openai/serving_models.py)
     artifact_format="safetensors",
     # vLLM v0.12.0: tag seen on Docker Hub (vllm/vllm-openai:v0.12.0); the PyPI wheel of the same version ships
     # CUDA kernels, so native mode needs only a driver.
@@ -177,6 +181,8 @@ LLAMACPP = RuntimeFacts(
     id="llamacpp",
     display_name="llama.cpp",
     engines=("llamacpp",),
+    # llama-server's handle_models (tools/server); llama-cpp-python's server answers "me", which names nothing.
+    models_owner="llamacpp",
     artifact_format="gguf",
     # Server images from ggml-org (build b9603; `server-cuda12-b9603` seen on the package page, CPU tag follows the
     # documented `server-<build>` naming). `auto` runs llama.cpp's own llama-server on CPUs too: it serves the plan's
@@ -215,6 +221,7 @@ TRITON = RuntimeFacts(
     id="triton",
     display_name="Triton",
     engines=("onnxruntime",),
+    models_owner=None,  # its KServe v2 API has no /v1/models
     artifact_format="onnx",
     # Triton 25.10 (CUDA 13.0; data-center GPUs also run on R535+ drivers). The same image serves CPU-only hosts and
     # carries both the ONNX Runtime and OpenVINO backends.

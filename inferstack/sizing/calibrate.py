@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from inferstack.documents import parse_document, read_input_file
 from inferstack.errors import InputError, Problem, input_error
+from inferstack.runtimes import RUNTIME_FACTS
 from inferstack.sizing.calibration import (
     MAX_FACTOR,
     MIN_FACTOR,
@@ -43,10 +44,8 @@ from inferstack.spec import WorkloadSpec
 RESULT_EXAMPLE = "inferstack loadtest URL --workload WORKLOAD --json > result.json"
 FIT_TOLERANCE = 0.005  # the fitted prediction within 0.5 % of each measured p95
 FIT_ROUNDS = 60
-# What a server's /v1/models says of its engine (`owned_by`), where it names one: vLLM answers "vllm" (its
-# OpenAI-compatible server, serving_models.py), llama.cpp's llama-server "llamacpp" (tools/server, handle_models).
-# llama-cpp-python answers "me", which names no engine.
-ENGINES_BY_OWNER = {"vllm": "vllm", "llamacpp": "llamacpp"}
+# What a server's /v1/models says of its engine (`owned_by`, a load test's `served_by`), where it names one.
+ENGINES_BY_OWNER = {facts.models_owner: facts.engines for facts in RUNTIME_FACTS.values() if facts.models_owner}
 
 
 @dataclass(frozen=True)
@@ -148,9 +147,9 @@ def _check_served(data: dict[str, Any], plan: dict[str, Any], refuse: Callable[.
     if served.lower() not in known:
         raise refuse(f"measured a server that answered as model {served!r}, not the plan's {planned}",
                      fix="load-test the planned deployment, or pass --force if the name is only served differently")
-    engine = ENGINES_BY_OWNER.get(str(data.get("served_by", "")))
-    if engine is not None and engine != plan.get("engine"):
-        raise refuse(f"measured a server of engine {engine}, not the plan's {plan.get('engine')}",
+    engines = ENGINES_BY_OWNER.get(str(data.get("served_by", "")))
+    if engines is not None and plan.get("engine") not in engines:
+        raise refuse(f"measured a server of engine {' or '.join(engines)}, not the plan's {plan.get('engine')}",
                      fix="load-test the planned deployment, or pass --force")
 
 
