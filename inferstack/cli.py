@@ -1,4 +1,5 @@
-"""The `inferstack` command line: plan, estimate, models, gpus, catalog, preview, diff, pin, loadtest, calibrate.
+"""The `inferstack` command line: plan, estimate, models, gpus, catalog, preview, diff, pin, loadtest, calibrate,
+manifest, status, logs.
 
 Tables for people (rich), `--json` for machines. Errors a user can fix are printed as such, without a
 traceback, and exit non-zero: 2 for bad input, 3 when no deployment is feasible.
@@ -69,6 +70,7 @@ if os.environ["PYDANTIC_DISABLE_PLUGINS"] in ("__all__", "1", "true"):
 from inferstack.cli_values import (  # noqa: E402  (after the start-up settings above)
     concurrency,
     config_entry,
+    duration,
     enum_option,
     fraction,
     non_negative_int,
@@ -317,6 +319,11 @@ def _cmd_catalog_refresh(args: argparse.Namespace) -> int:
 def _cmd_preview(args: argparse.Namespace) -> int:
     from inferstack.extras import require_cloud
 
+    if args.program is not None:
+        return _preview_program(args)
+    if args.workload is None or args.cloud is None:
+        raise input_error("preview", "needs a workload file and --cloud, or --program and --stack", fix="inferstack "
+                          "preview WORKLOAD --cloud aws, or inferstack preview --program DIR --stack dev")
     require_cloud(args.cloud, f"inferstack preview --cloud {args.cloud}")
     with _progress(args, f"Running the {args.cloud} deployment program under Pulumi mocks…"):
         from inferstack.preview import preview_workload
@@ -331,6 +338,36 @@ def _cmd_preview(args: argparse.Namespace) -> int:
             api_domain=args.api_domain,
             api_certificate=args.api_certificate,
         )
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        from inferstack.report import print_preview
+
+        print_preview(result)
+    return 0
+
+
+_WORKLOAD_OPTIONS = ("workload", "cloud", "prices", "assets_domain", "assets_certificate", "api_domain",
+                     "api_certificate")
+
+
+def _preview_program(args: argparse.Namespace) -> int:
+    """`preview --program DIR --stack NAME`: your own Pulumi program, run in this process under mocks."""
+    from inferstack.extras import require_pulumi
+
+    given = [name for name in _WORKLOAD_OPTIONS if getattr(args, name) is not None]
+    if given:
+        raise input_error("--program", "previews your program as it is: the program and its stack config decide "
+                          "the cloud, the plan and the domains", value=given,
+                          fix="leave those out (give stack config with --config KEY=VALUE)")
+    if args.stack is None:
+        raise input_error("--stack", "is required with --program", fix="name the stack whose Pulumi.<stack>.yaml "
+                          "to read, e.g. --stack dev")
+    require_pulumi("inferstack preview --program")
+    with _progress(args, f"Running {args.program} under Pulumi mocks…"):
+        from inferstack.preview import preview_program
+
+        result = preview_program(args.program, args.stack, config=dict(args.config))
     if args.json:
         _print_json(result.to_json())
     else:
@@ -422,6 +459,37 @@ def _cmd_manifest(args: argparse.Namespace) -> int:
     from inferstack.bootstrap.manifest import write_manifest
 
     print(write_manifest(args.model_dir, args.revision))
+    return 0
+
+
+# ---- status, logs --------------------------------------------------------------------------------------
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from inferstack.day2 import status
+
+    with _progress(args, f"Asking the cloud what {args.stack} runs…"):
+        report = status(args.stack)
+    if args.json:
+        _print_json(report)
+    else:
+        from inferstack.day2.render import print_status
+
+        print_status(report)
+    return 0
+
+
+def _cmd_logs(args: argparse.Namespace) -> int:
+    from inferstack.day2 import logs
+
+    with _progress(args, f"Reading the logs of {args.stack}…"):
+        report = logs(args.stack, since=args.since, limit=args.limit)
+    if args.json:
+        _print_json(report)
+    else:
+        from inferstack.day2.render import print_logs
+
+        print_logs(report)
     return 0
 
 
@@ -584,8 +652,8 @@ def _add_catalog(commands: _Subparsers) -> None:
 
 def _add_preview(commands: _Subparsers) -> None:
     preview = commands.add_parser("preview", help="the resources `pulumi up` would create, offline (Pulumi mocks)")
-    preview.add_argument("workload", type=Path)
-    preview.add_argument("--cloud", required=True, choices=CLOUDS)
+    preview.add_argument("workload", type=Path, nargs="?", help="workload file; with --cloud (or give --program)")
+    preview.add_argument("--cloud", choices=CLOUDS)
     preview.add_argument("--prices", type=Path, help="price-override file")
     preview.add_argument(
         "--assets-domain",
@@ -616,6 +684,14 @@ def _add_preview(commands: _Subparsers) -> None:
         metavar="KEY=VALUE",
         help="stack config, repeatable: inferstack:allowedCidrs='[\"10.0.0.0/8\"]', gcp:project=p",
     )
+    preview.add_argument(
+        "--program",
+        type=Path,
+        metavar="DIR",
+        help="instead of a workload: your own Pulumi Python program (the folder of its Pulumi.yaml), run in this "
+        "process under mocks; it executes your program's code",
+    )
+    preview.add_argument("--stack", metavar="NAME", help="with --program: the stack whose Pulumi.NAME.yaml to read")
     preview.add_argument("--json", action="store_true")
     preview.set_defaults(handler=_cmd_preview)
 
@@ -680,6 +756,21 @@ def _add_manifest(commands: _Subparsers) -> None:
     manifest.set_defaults(handler=_cmd_manifest)
 
 
+def _add_status_and_logs(commands: _Subparsers) -> None:
+    stack_help = "the stack's config, e.g. stacks/Pulumi.aws-prod.yaml (its pin gives the plan to compare with)"
+    status = commands.add_parser("status", help="what a deployed stack runs: servers, health, revision, canary "
+                                 "weight, hours and cost this month (the cloud's API; docs/day2.md)")
+    status.add_argument("stack", type=Path, metavar="STACK_FILE", help=stack_help)
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_cmd_status)
+    logs = commands.add_parser("logs", help="the newest lines its servers logged (the cloud's log service)")
+    logs.add_argument("stack", type=Path, metavar="STACK_FILE", help=stack_help)
+    logs.add_argument("--since", type=duration, default="1h", help="how far back: 90s, 30m, 1h, 7d (default 1h)")
+    logs.add_argument("--limit", type=positive_int, default=200, help="lines at most, the newest (default 200)")
+    logs.add_argument("--json", action="store_true")
+    logs.set_defaults(handler=_cmd_logs)
+
+
 # Each subcommand's names (as the command line spells them) and what adds its parser, in the order --help lists them.
 _SUBCOMMANDS: tuple[tuple[tuple[str, ...], Callable[[_Subparsers], None]], ...] = (
     (("plan",), _add_plan),
@@ -692,6 +783,7 @@ _SUBCOMMANDS: tuple[tuple[tuple[str, ...], Callable[[_Subparsers], None]], ...] 
     (("loadtest",), _add_loadtest),
     (("calibrate",), _add_calibrate),
     (("manifest",), _add_manifest),
+    (("status", "logs"), _add_status_and_logs),
 )
 
 

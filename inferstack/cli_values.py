@@ -4,6 +4,7 @@ that says what it takes (argparse prints it with the option's name)."""
 from __future__ import annotations
 
 import argparse
+import datetime
 import re
 from collections.abc import Callable
 from enum import Enum
@@ -42,6 +43,18 @@ def concurrency(text: str) -> int | str:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+DURATION_PATTERN = re.compile(r"([1-9][0-9]{0,5})([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> datetime.timedelta:
+    """`--since`: how far back, as a number and a unit (90s, 30m, 1h, 7d)."""
+    match = DURATION_PATTERN.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"must be a number and a unit, s, m, h or d (30m, 1h, 7d), got {text!r}")
+    return datetime.timedelta(seconds=int(match[1]) * _UNIT_SECONDS[match[2]])
 
 
 def positive_int(text: str) -> int:

@@ -4,7 +4,9 @@ The offline preview (`inferstack.preview`) needs what only the engine's side of 
 parent, `protect`, `ignoreChanges` and provider, its inputs in wire form (secrets still marked), and the engine's
 URNs. Pulumi's public mocks (`pulumi.runtime.Mocks`) are handed a resource's type, name and inputs only, so this
 module records registrations at the SDK's mock resource monitor (`pulumi.runtime.mocks.MockMonitor`, which
-`set_mocks(monitor=...)` accepts), sets and restores the stack config a run reads, and reads secrets in wire form.
+`set_mocks(monitor=...)` accepts), with the outputs each component registers, sets and restores the stack config a run
+reads, and reads secrets in wire form. The components ask it whether mocks answer for the cloud (any mocks: a user's
+unit test too) and for an unknown value (`running_under_mocks`, `unknown`).
 
 Supported: pulumi >=3.231,<4 (pyproject.toml). tests/test_pulumi_mocks.py checks every piece of it; run it, with
 the preview tests, under the lowest supported version when changing the range (README, "Install").
@@ -25,8 +27,10 @@ require_pulumi("the offline preview (inferstack.preview)")
 
 # After the check: without Pulumi, the error names the extra to install instead of the missing module.
 import pulumi  # noqa: E402
+from pulumi.output import UNKNOWN  # noqa: E402
 from pulumi.runtime import config as pulumi_config  # noqa: E402
 from pulumi.runtime import rpc  # noqa: E402
+from pulumi.runtime import settings as pulumi_settings  # noqa: E402
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs  # noqa: E402
 
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -49,6 +53,7 @@ class Registration:
     protect: bool
     ignore_changes: tuple[str, ...]
     provider: str
+    """For a component, `outputs` are those it registers (`register_outputs`), added when it does."""
 
 
 class Answers(Protocol):
@@ -93,9 +98,43 @@ def run_under_mocks(program: Callable[[], Any], answers: Answers, *, urn: UrnFun
     return monitor.registered, box.get("value")
 
 
+UNKNOWN_MARK = "[unknown]"
+"""A stack output whose value only the cloud would know (it depends on a lookup the mocks left unanswered)."""
+
+
+def exporting(program: Callable[[], Any]) -> Callable[[], dict[str, Any]]:
+    """`program`, a Pulumi program that exports its stack outputs (`pulumi.export`) and returns nothing, made to
+    return those outputs, each resolved on its own (UNKNOWN_MARK where unknown). Pulumi keeps exports on the
+    process's root stack resource, which the mocks keep from run to run: it starts each run empty."""
+    def run() -> dict[str, Any]:
+        stack = pulumi.runtime.get_root_resource()
+        stack.outputs = {}  # type: ignore[union-attr]
+        program()
+        exported: dict[str, Any] = stack.outputs  # type: ignore[union-attr]
+        return {name: pulumi.Output.from_input(value).apply(_marked_unknown, True)
+                for name, value in exported.items()}
+    return run
+
+
+def _marked_unknown(value: Any) -> Any:
+    return UNKNOWN_MARK if rpc.contains_unknowns(value) else value
+
+
 def config_value(value: Any) -> str:
     """A stack config value as `pulumi config set --path` stores it: text as it is, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def running_under_mocks() -> bool:
+    """True while Pulumi's mocks stand in for the engine and the cloud (`pulumi.runtime.set_mocks`: a unit test, the
+    offline preview), whoever set them."""
+    return isinstance(pulumi_settings.get_monitor(), MockMonitor)
+
+
+def unknown() -> pulumi.Output[Any]:
+    """A value known only once the cloud answers, as `pulumi preview` shows one: applies on it never run, and a
+    resource input made of it reaches the mocks as absent."""
+    return pulumi.Output.from_input(UNKNOWN)
 
 
 def is_secret(value: Any) -> bool:
@@ -146,6 +185,12 @@ class RecordingMonitor(MockMonitor):
                 outputs=self.get_registered_resources()[response.urn].state, protect=request.protect,
                 ignore_changes=tuple(request.ignoreChanges), provider=request.provider))
         return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        registered = next((r for r in self.registered if r.urn == request.urn and not r.custom), None)
+        if registered is not None:
+            registered.outputs.update(rpc.deserialize_properties(request.outputs))
+        return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]
 
 
 def _retrieve_abandoned_errors() -> None:

@@ -17,7 +17,7 @@ import importlib
 import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 import pulumi
@@ -77,11 +77,27 @@ class PreviewContext:
     region: str
     account: str
     """The account id (the project id on Google Cloud) the answers name."""
+    created: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
+    """What the program registered so far, by type, then id: each resource's inputs and outputs (camelCase)."""
+    placeholders: list[str] = field(default_factory=list)
+    """Where `created_value` answered a placeholder: `<type> <id> <key>`."""
 
     @classmethod
-    def of(cls, answers: PreviewAnswers, kind: str, name: str, inputs: Mapping[str, Any]) -> PreviewContext:
+    def of(cls, answers: PreviewAnswers, kind: str, name: str, inputs: Mapping[str, Any],
+           created: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+           placeholders: list[str] | None = None) -> PreviewContext:
         digest = hashlib.sha256(f"{kind}\0{name}".encode()).hexdigest()
-        return cls(name, dict(inputs), digest, answers.region, answers.account)
+        return cls(name, dict(inputs), digest, answers.region, answers.account, created or {},
+                   placeholders if placeholders is not None else [])
+
+    def created_value(self, resource_type: str, resource_id: Any, key: str, placeholder: Any) -> Any:
+        """`key` of the resource of that type and id which the program created itself (a user's own VPC, brought to
+        a component by id), else `placeholder`: a resource brought from elsewhere, which the preview cannot see."""
+        found = self.created.get(resource_type, {}).get(str(resource_id), {}).get(key)
+        if found is None:
+            self.placeholders.append(f"{resource_type} {resource_id} {key}")
+            return placeholder
+        return found
 
     @property
     def public_ip(self) -> str:
@@ -233,21 +249,27 @@ class CloudBackend(ABC):
     def preview_answers(self) -> PreviewAnswers:
         """How the offline preview answers for this cloud (built at each call: each run has its own stack config)."""
 
-    def preview_outputs(self, resource_type: str, name: str, inputs: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-        """Realistic id and computed outputs for a resource registered under mocks (no cloud is called)."""
+    def preview_outputs(self, resource_type: str, name: str, inputs: Mapping[str, Any],
+                        created: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+                        placeholders: list[str] | None = None) -> tuple[str, dict[str, Any]]:
+        """Realistic id and computed outputs for a resource registered under mocks (no cloud is called; `created`,
+        `placeholders`: see PreviewContext)."""
         answers = self.preview_answers()
-        context = PreviewContext.of(answers, resource_type, name, inputs)
+        context = PreviewContext.of(answers, resource_type, name, inputs, created, placeholders)
         make = answers.resources.get(resource_type)
         return make(context) if make else (answers.unlisted_id(context), {})
 
-    def preview_invoke(self, token: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Realistic answer to a data-source lookup under mocks; raise for a token the backend never calls."""
+    def preview_invoke(self, token: str, args: Mapping[str, Any],
+                       created: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
+                       placeholders: list[str] | None = None) -> dict[str, Any]:
+        """Realistic answer to a data-source lookup under mocks (`created`, `placeholders`: see PreviewContext);
+        raise for a token the backend never calls."""
         answers = self.preview_answers()
         answer = answers.lookups.get(token)
         if answer is None:
             raise NotImplementedError(f"the {self.display_name} preview has no answer for {token}; add one to the "
                                       f"lookups of {type(self).__name__}.preview_answers")
-        return answer(dict(args), PreviewContext.of(answers, token, token, args))
+        return answer(dict(args), PreviewContext.of(answers, token, token, args, created, placeholders))
 
     #### Shared behaviour ####
 

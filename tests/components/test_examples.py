@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from inferstack.cli import main
 from inferstack.preview import Recording, record
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -87,3 +91,26 @@ def test_huawei_gpu_chat_example_deploys_a_gpu_server_and_adds_the_cdn_once_a_do
     with_cdn = _run_example("huawei-gpu-chat", monkeypatch, **{"huawei-gpu-chat:assetsDomain": "assets.example.com",
                                                               "huawei-gpu-chat:assetsCertificate": "scs1554192131150"})
     assert [d.inputs["name"] for d in with_cdn.of_type("huaweicloud:Cdn/domain:Domain")] == ["assets.example.com"]
+
+
+#### A repository of one's own, with its own unit tests ####
+
+
+def test_existing_repo_example_passes_its_own_unit_tests_as_its_team_runs_them() -> None:
+    # Its tests/ import its program under Pulumi's mocks: inferstack's (test_infra.py) and generic ones
+    # (test_generic_mocks.py), each run once per pytest run, as `pytest` in the example's folder runs them.
+    folder = EXAMPLES / "existing-repo"
+    assert all((folder / f).is_file() for f in ("Pulumi.yaml", "requirements.txt", "README.md", "workload.yaml"))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=folder,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "6 passed" in result.stdout
+
+
+def test_existing_repo_example_previews_with_the_range_of_its_own_vpc(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["preview", "--program", str(EXAMPLES / "existing-repo"), "--stack", "dev", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    allowed = {r["inputs"]["cidrIpv4"] for r in document["resources"]
+               if r["type"] == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+               and r["name"].startswith("inference-firewall-api")}
+    assert allowed == {"10.20.0.0/16"}

@@ -38,7 +38,6 @@ from guardrails.resource_types import (
     ALI_INSTANCE,
     ALI_LAUNCH_TEMPLATES,
     ALI_SCALING_CONFIGURATION,
-    ALI_SECURITY_GROUP,
     ALI_SECURITY_GROUP_RULE,
     AWS_BUCKET,
     AWS_INGRESS_RULE,
@@ -495,7 +494,7 @@ def test_the_redis_admits_the_servers_and_no_address_outside_the_network(cache_c
         assert inputs["authorizedNetwork"] == recording.of_type("gcp:compute/network:Network")[0].id
     elif cache_case.cloud == "alibaba":
         assert inputs["securityIps"] == ["127.0.0.1"]
-        assert inputs["securityGroupId"] == recording.of_type(ALI_SECURITY_GROUP)[0].id
+        assert inputs["securityGroupId"] == recording.named("inv-firewall-sg").id
     else:
         addresses = [a for w in inputs["whitelists"] for a in w["ipAddresses"]]
         assert addresses and all(ipaddress.ip_network(a).subnet_of(NETWORK) for a in addresses)

@@ -9,6 +9,7 @@ import pulumi_alicloud as alicloud
 
 from inferstack.components.alibaba.network import ACCEPT_PRIORITY
 from inferstack.components.contract import CacheRequest, CacheResult
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options
 
 # TLS needs "Redis Open-Source Edition 5.0, 6.0, or 7.0" with "the master-replica architecture"
@@ -29,7 +30,8 @@ def create_cache(parent: pulumi.Resource, name: str, request: CacheRequest) -> C
     opts = child_options(parent)
     vswitch = request.subnet_ids[0]
     found = alicloud.vpc.get_switches_output(ids=pulumi.Output.all(vswitch), opts=invoke_options(parent))
-    zone = found.vswitches.apply(lambda vswitches: str(vswitches[0].zone_id))
+    zone = answered(found.vswitches, "alicloud:vpc/getSwitches:getSwitches vswitches").apply(
+        lambda vswitches: str(vswitches[0].zone_id))
     cache = alicloud.kvstore.Instance(
         f"{name}-cache", db_instance_name=f"{name}-cache", instance_type="Redis",
         engine_version=CACHE_ENGINE_VERSION, instance_class=CACHE_INSTANCE_CLASS, payment_type="PostPaid",
@@ -49,6 +51,7 @@ def create_cache(parent: pulumi.Resource, name: str, request: CacheRequest) -> C
                 description="Redis, the inference cache", opts=opts)
     # Tair's TLS certificate is signed by Alibaba's own CA, downloaded from the console (no provider output):
     # the connection is encrypted, the server's certificate is not verified (Capability.MANAGED_CACHE).
-    return CacheResult(host=cache.connection_domain, port=pulumi.Output.from_input(CACHE_PORT),
+    return CacheResult(host=answered(cache.connection_domain, "alicloud:kvstore/instance:Instance connectionDomain"),
+                       port=pulumi.Output.from_input(CACHE_PORT),
                        auth_token=pulumi.Output.secret(request.auth_token),
                        ca_certificate=pulumi.Output.from_input(None), verify=False)

@@ -23,6 +23,7 @@ from inferstack.components.alibaba.load_balancer import (
 from inferstack.components.alibaba.names import account_name
 from inferstack.components.alibaba.servers import SYSTEM_DISK_CATEGORY, ecs_user_data, server_image, system_disk_gib
 from inferstack.components.contract import FleetRequest, FleetResult, StrOutput
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options, server_options
 
 # The instance metadata hop limit: 1, so that containers on the server cannot reach its credentials
@@ -147,14 +148,14 @@ def _group_has_hook(parent: pulumi.Resource, group_name: StrOutput, hook_name: s
     groups = alicloud.ess.get_scaling_groups_output(
         name_regex=group_name.apply(lambda found: f"^{re.escape(found)}$"), opts=invoke_options(parent))
 
-    def hook_of(ids: Sequence[str] | None) -> pulumi.Output[bool]:
+    def hook_of(ids: Sequence[str]) -> pulumi.Output[bool]:
         if not ids:
             return pulumi.Output.from_input(False)
         hooks = alicloud.ess.get_lifecycle_hooks_output(scaling_group_id=ids[0], name_regex=f"^{re.escape(hook_name)}$",
                                                         opts=invoke_options(parent))
-        return hooks.ids.apply(bool)
+        return answered(hooks.ids, "alicloud:ess/getLifecycleHooks:getLifecycleHooks ids", empty=[]).apply(bool)
 
-    return groups.ids.apply(hook_of)
+    return answered(groups.ids, "alicloud:ess/getScalingGroups:getScalingGroups ids", empty=[]).apply(hook_of)
 
 
 def _lifecycle_grant(parent: pulumi.Resource, name: str, request: FleetRequest) -> None:

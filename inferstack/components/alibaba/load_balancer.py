@@ -17,6 +17,7 @@ from inferstack.clouds import CLOUD_FACTS
 from inferstack.components.alibaba.names import bucket_name
 from inferstack.components.capabilities import CertificateRule
 from inferstack.components.contract import CanaryRequest, FleetRequest
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options, server_options
 from inferstack.components.shared import ACCESS_LOG_DAYS
 from inferstack.errors import InputError, Problem, input_error
@@ -101,7 +102,8 @@ def load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
     its access log to `logs` (`load_balancer_logs`)."""
     ids = pulumi.Output.all(*request.load_balancer_subnet_ids)
     found = alicloud.vpc.get_switches_output(ids=ids, opts=invoke_options(parent))
-    zones = found.vswitches.apply(lambda vswitches: {str(v.id): str(v.zone_id) for v in vswitches})
+    zones = answered(found.vswitches, "alicloud:vpc/getSwitches:getSwitches vswitches").apply(
+        lambda vswitches: {str(v.id): str(v.zone_id) for v in vswitches})
     zone_mappings = pulumi.Output.all(ids, zones).apply(lambda facts: _zone_mappings(name, *facts))
     balancer = alicloud.alb.LoadBalancer(
         f"{name}-alb", load_balancer_name=f"{name}-alb", vpc_id=request.network_id,

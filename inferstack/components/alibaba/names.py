@@ -11,18 +11,21 @@ import pulumi
 import pulumi_alicloud as alicloud
 
 from inferstack.components.contract import StrOutput
+from inferstack.components.lookups import answered
 from inferstack.components.naming import invoke_options, unique_name
 
 
 def current_region(parent: pulumi.Resource) -> StrOutput:
     """The region of the component's provider (an explicit provider in opts included), looked up."""
     found = alicloud.get_regions_output(current=True, opts=invoke_options(parent))
-    return found.regions.apply(lambda regions: str(regions[0].id))
+    regions = answered(found.regions, "alicloud:index/getRegions:getRegions regions")
+    return regions.apply(lambda regions: str(regions[0].id))
 
 
 def bucket_name(parent: pulumi.Resource, name: str, purpose: str) -> StrOutput:
     """Deterministic per stack, unique across accounts and regions (OSS names are global)."""
-    account = alicloud.get_caller_identity_output(opts=invoke_options(parent)).account_id
+    account = answered(alicloud.get_caller_identity_output(opts=invoke_options(parent)).account_id,
+                       "alicloud:index/getCallerIdentity:getCallerIdentity accountId")
     return pulumi.Output.all(account, current_region(parent)).apply(
         lambda where: unique_name([pulumi.get_project(), pulumi.get_stack(), name, purpose], unique_by=where))
 

@@ -13,6 +13,7 @@ import pulumi_alicloud as alicloud
 
 from inferstack.components.alibaba.load_balancer import ALB_MIN_ZONES, LISTENER_PORTS
 from inferstack.components.contract import FirewallRequest, FirewallResult, NetworkRequest, NetworkResult, StrOutput
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options
 from inferstack.components.shared import NETWORK_CIDR, SUBNET_RANGES, WEB_EGRESS_PORTS, first_zones, nth
 from inferstack.errors import input_error
@@ -63,7 +64,8 @@ def create_network(parent: pulumi.Resource, name: str, request: NetworkRequest) 
 def network_cidr(parent: pulumi.Resource, network_id: pulumi.Input[str]) -> StrOutput:
     ids = pulumi.Output.from_input(network_id).apply(lambda vpc_id: [vpc_id])
     found = alicloud.vpc.get_networks_output(ids=ids, opts=invoke_options(parent))
-    cidrs = found.vpcs.apply(lambda vpcs: [str(vpc.cidr_block) for vpc in vpcs])
+    cidrs = answered(found.vpcs, "alicloud:vpc/getNetworks:getNetworks vpcs").apply(
+        lambda vpcs: [str(vpc.cidr_block) for vpc in vpcs])
     return pulumi.Output.all(network_id, cidrs).apply(lambda facts: _only_network_cidr(*facts))
 
 
@@ -73,11 +75,12 @@ def _zones_offering(parent: pulumi.Resource, instance_type: str, count: int, *,
     `load_balancer`, also where ALB runs."""
     found = alicloud.get_zones_output(available_instance_type=instance_type, available_resource_creation="VSwitch",
                                       opts=invoke_options(parent))
-    offering = found.zones.apply(lambda zones: sorted(zone.id for zone in zones))
+    offering = answered(found.zones, "alicloud:index/getZones:getZones zones").apply(
+        lambda zones: sorted(zone.id for zone in zones))
     if not load_balancer:
         return offering.apply(lambda zones: first_zones(zones, count, instance_type))
-    alb_zones = alicloud.alb.get_zones_output(opts=invoke_options(parent)).zones.apply(
-        lambda zones: {zone.zone_id for zone in zones})
+    alb_zones = answered(alicloud.alb.get_zones_output(opts=invoke_options(parent)).zones,
+                         "alicloud:alb/getZones:getZones zones").apply(lambda zones: {zone.zone_id for zone in zones})
     return pulumi.Output.all(offering, alb_zones).apply(lambda found: first_zones(
         [zone for zone in found[0] if zone in found[1]], count, f"{instance_type} (in a zone with ALB)"))
 

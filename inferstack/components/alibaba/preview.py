@@ -107,13 +107,17 @@ PREVIEW_LOOKUPS: dict[str, PreviewLookup] = {
         "groups": [{"id": "asg-preview", "name": a.get("nameRegex", "")}], "ids": ["asg-preview"], "id": c.region},
     "alicloud:ess/getLifecycleHooks:getLifecycleHooks": lambda a, c: {
         "hooks": [{"id": "ash-preview", "name": a.get("nameRegex", "")}], "ids": ["ash-preview"], "id": c.region},
-    # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
+    # Lookups of brought resources: one the program created itself answers as created (a VPC's range, a vSwitch's
+    # zone); one from elsewhere, which the preview cannot see, with a placeholder.
     "alicloud:vpc/getNetworks:getNetworks": lambda a, c: {
-        "vpcs": [{"id": vpc_id, "cidrBlock": "10.0.0.0/16", "vpcId": vpc_id} for vpc_id in a.get("ids", [])],
+        "vpcs": [{"id": vpc_id, "vpcId": vpc_id,
+                  "cidrBlock": c.created_value("alicloud:vpc/network:Network", vpc_id, "cidrBlock", "10.0.0.0/16")}
+                 for vpc_id in a.get("ids", [])],
         "ids": a.get("ids", []), "id": c.region},
     # vSwitches in the order asked, in the region's zones in turn (a created network's zone order).
     "alicloud:vpc/getSwitches:getSwitches": lambda a, c: {
-        "vswitches": [{"id": vswitch_id, "vswitchId": vswitch_id, "zoneId": zone}
+        "vswitches": [{"id": vswitch_id, "vswitchId": vswitch_id,
+                       "zoneId": c.created_value("alicloud:vpc/switch:Switch", vswitch_id, "zoneId", zone)}
                       for vswitch_id, zone in zip(a.get("ids", []), itertools.cycle(_preview_zones(c.region)))],
         "ids": a.get("ids", []), "id": c.region},
 }

@@ -18,6 +18,7 @@ from inferstack.clouds import CLOUD_FACTS
 from inferstack.components.alibaba.names import current_region
 from inferstack.components.alibaba.network import PUBLIC_BANDWIDTH_MBPS
 from inferstack.components.contract import ServersRequest, ServersResult, StrOutput
+from inferstack.components.lookups import answered
 from inferstack.components.naming import invoke_options, server_options
 from inferstack.components.shared import checked_user_data, compressed_user_data
 from inferstack.errors import input_error
@@ -95,7 +96,7 @@ def server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> ServerImage:
                               value=plan.instance_type, fix="plan for another region or instance type")
         return images[0]
 
-    image = found.images.apply(newest)
+    image = answered(found.images, "alicloud:ecs/getImages:getImages images").apply(newest)
     return ServerImage(image_id=image.apply(lambda i: str(i.id)), size_gib=image.apply(lambda i: int(i.size or 0)))
 
 

@@ -23,6 +23,7 @@ from inferstack.components.contract import (
     StaticAssetsResult,
     StrOutput,
 )
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options
 from inferstack.components.shared import ACCESS_LOG_DAYS, INCOMPLETE_UPLOAD_DAYS
 from inferstack.errors import input_error
@@ -48,8 +49,10 @@ def create_model_store(parent: pulumi.Resource, name: str, request: ModelStoreRe
     logs = _private_bucket(parent, name, "logs", request.force_destroy, request.tags,
                            expire_after_days=ACCESS_LOG_DAYS)
     buckets = {purpose: _private_bucket(parent, name, purpose, request.force_destroy, request.tags,
-                                        logs_bucket=logs.id).id for purpose in ("models", "data")}
-    return ModelStoreResult(model_bucket=buckets["models"], data_bucket=buckets["data"], logs_bucket=logs.id)
+                                        logs_bucket=logs.id) for purpose in ("models", "data")}
+    # The bucket's name, which the server is given: unit-test mocks may answer another id.
+    model_bucket = answered(buckets["models"].bucket, "alicloud:oss/bucket:Bucket bucket")
+    return ModelStoreResult(model_bucket=model_bucket, data_bucket=buckets["data"].id, logs_bucket=logs.id)
 
 
 def create_static_assets(parent: pulumi.Resource, name: str, request: StaticAssetsRequest) -> StaticAssetsResult:
@@ -163,4 +166,4 @@ def _cdn_origin_role(parent: pulumi.Resource, name: str) -> StrOutput:
                               "origin, 'authorize' (docs/deploy-alibaba.md)")
         return CDN_ORIGIN_ROLE
 
-    return found.names.apply(present)
+    return answered(found.names, "alicloud:ram/getRoles:getRoles names").apply(present)

@@ -8,6 +8,7 @@ import pulumi_aws as aws
 
 from inferstack.components.aws.tags import named
 from inferstack.components.contract import CacheRequest, CacheResult
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options
 
 # The inference cache: ElastiCache for Redis OSS, a node-based replication group with in-transit encryption (TLS) and
@@ -52,6 +53,9 @@ def create_cache(parent: pulumi.Resource, name: str, request: CacheRequest) -> C
         auth_token=request.auth_token, apply_immediately=True, tags=request.tags,
         opts=child_options(parent, protect=True if request.protected else None))
     # ElastiCache's certificates chain to Amazon's public roots: the system trust store verifies them.
-    return CacheResult(host=cache.primary_endpoint_address, port=pulumi.Output.from_input(CACHE_PORT),
+    host = answered(cache.primary_endpoint_address,
+                    "aws:elasticache/replicationGroup:ReplicationGroup primaryEndpointAddress")
+    return CacheResult(host=host,
+                       port=pulumi.Output.from_input(CACHE_PORT),
                        auth_token=pulumi.Output.secret(request.auth_token),
                        ca_certificate=pulumi.Output.from_input(None), verify=True)

@@ -22,6 +22,7 @@ from inferstack.components.aws.observability import GROUP_METRICS, SECONDS_PER_M
 from inferstack.components.aws.servers import METADATA_HOP_LIMIT, ServerImage, server_image, user_data
 from inferstack.components.aws.tags import named
 from inferstack.components.contract import FleetRequest, FleetResult, StrOutput
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, fleet_options
 from inferstack.plan import DeploymentPlan, Fleet, Rollout
 
@@ -168,7 +169,9 @@ def _scaling_policies(parent: pulumi.Resource, name: str, fleet: Fleet, group: a
                 "predefined_metric_type": "ALBRequestCountPerTarget",
                 # "app/<lb>/<id>/targetgroup/<tg>/<id>" (PolicyTargetTrackingConfigurationPredefinedMetric-
                 # SpecificationArgs.resource_label); the target group is attached to the group.
-                "resource_label": pulumi.Output.concat(balancer.arn_suffix, "/", targets.arn_suffix)}},
+                "resource_label": pulumi.Output.concat(
+                    answered(balancer.arn_suffix, "aws:lb/loadBalancer:LoadBalancer arnSuffix"), "/",
+                    answered(targets.arn_suffix, "aws:lb/targetGroup:TargetGroup arnSuffix"))}},
         opts=opts)
     scale_in = aws.autoscaling.Policy(
         f"{name}-scale-in", autoscaling_group_name=group.name, policy_type="SimpleScaling",

@@ -9,8 +9,9 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from inferstack.components.aws.lookups import partition
 from inferstack.components.contract import IdentityRequest, IdentityResult, SecretsRequest, SecretsResult, StrOutput
-from inferstack.components.naming import child_options, invoke_options, slug
+from inferstack.components.naming import child_options, slug
 
 # Session Manager's minimum (the same actions as the AWS managed policy AWSCloud9SSMInstanceProfile). The usual
 # AmazonSSMManagedInstanceCore also grants ssm:GetParameter(s) on "*", which would let the server read every
@@ -48,14 +49,14 @@ def create_secrets(parent: pulumi.Resource, name: str, request: SecretsRequest) 
 
 def create_identity(parent: pulumi.Resource, name: str, request: IdentityRequest) -> IdentityResult:
     opts = child_options(parent)
-    partition = aws.get_partition_output(opts=invoke_options(parent))
+    partition_name, dns_suffix = partition(parent)
     role = aws.iam.Role(
         f"{name}-role", description="inferstack inference server: read its model prefix and its secrets",
         assume_role_policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": [{
             "Effect": "Allow", "Action": "sts:AssumeRole",
-            "Principal": {"Service": partition.dns_suffix.apply(lambda suffix: f"ec2.{suffix}")}}]}),
+            "Principal": {"Service": dns_suffix.apply(lambda suffix: f"ec2.{suffix}")}}]}),
         tags=request.tags, opts=opts)
-    bucket_arn = pulumi.Output.concat("arn:", partition.partition, ":s3:::", request.model_bucket)
+    bucket_arn = pulumi.Output.concat("arn:", partition_name, ":s3:::", request.model_bucket)
     policies: dict[str, list[dict[str, Any]]] = {
         "session-manager": [{"Effect": "Allow", "Action": SESSION_MANAGER_ACTIONS, "Resource": "*"}],
         "model-read": [

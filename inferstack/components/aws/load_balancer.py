@@ -11,10 +11,12 @@ import pulumi
 import pulumi_aws as aws
 
 from inferstack.clouds import CLOUD_FACTS
+from inferstack.components.aws.lookups import account_id
 from inferstack.components.aws.network import LISTENER_PORTS, load_balancer_security_group
 from inferstack.components.aws.storage import bucket_policy, private_bucket
 from inferstack.components.aws.tags import named
 from inferstack.components.contract import FleetRequest, StrOutput
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, fleet_options, invoke_options, slug
 from inferstack.components.shared import ACCESS_LOG_DAYS
 
@@ -88,12 +90,13 @@ def load_balancer_logs(parent: pulumi.Resource, name: str, request: FleetRequest
     objects under this account's log prefix and nothing else. (bucket name, its policy: the load balancer waits for
     it, as enabling access logs checks that it may write.)"""
     region = request.plan.region
-    account = aws.get_caller_identity_output(opts=invoke_options(parent)).account_id
+    account = account_id(parent)
     delivery: dict[str, Any]
     if region in LOG_DELIVERY_PRINCIPAL_REGIONS:
         delivery = {"Service": LOG_DELIVERY_PRINCIPAL}
     else:
-        delivery = {"AWS": aws.elb.get_service_account_output(region=region, opts=invoke_options(parent)).arn}
+        delivery = {"AWS": answered(aws.elb.get_service_account_output(region=region, opts=invoke_options(parent)).arn,
+                                    "aws:elb/getServiceAccount:getServiceAccount arn")}
     bucket = private_bucket(parent, name, "lb-logs", request.plan.stage != "production", request.tags,
                             expire_after_days=ACCESS_LOG_DAYS)
     policy = bucket_policy(parent, f"{name}-lb-logs", bucket, lambda arn: [{
@@ -140,7 +143,8 @@ def issued_certificate(parent: pulumi.Resource, name: str, domain: str, tags: Ma
             pulumi.log.info(f"{name}: ACM issues the certificate for {domain} once DNS answers {kind} {record} -> "
                             f"{value}; `pulumi up` waits for it", resource=parent)
 
-    certificate.domain_validation_options.apply(say_where)
+    answered(certificate.domain_validation_options, "aws:acm/certificate:Certificate domainValidationOptions").apply(
+        say_where)
     validation = aws.acm.CertificateValidation(f"{name}-certificate-validation", certificate_arn=certificate.arn,
                                                opts=opts)
     return validation.certificate_arn

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from inferstack.components.aws.lookups import provider_region
 from inferstack.components.aws.tags import named
 from inferstack.components.contract import (
     FirewallRequest,
@@ -17,6 +18,7 @@ from inferstack.components.contract import (
     NetworkResult,
     StrOutput,
 )
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options
 from inferstack.components.shared import NETWORK_CIDR, SUBNET_RANGES, WEB_EGRESS_PORTS, first_zones, nth
 from inferstack.errors import Problem
@@ -62,7 +64,7 @@ def create_network(parent: pulumi.Resource, name: str, request: NetworkRequest) 
             route_table_ids.append(private.route_table_id)
     # Model downloads stay on the AWS network and cost no data-transfer fee (gateway endpoints are free); from
     # private subnets they also bypass the NAT gateway's per-GB charge.
-    region = aws.get_region_output(opts=invoke_options(parent)).region
+    region = provider_region(parent)
     aws.ec2.VpcEndpoint(f"{name}-s3", vpc_id=vpc.id, vpc_endpoint_type="Gateway",
                         service_name=region.apply(lambda r: f"com.amazonaws.{r}.s3"),
                         route_table_ids=route_table_ids, tags=named(request.tags, f"{name}-s3"), opts=opts)
@@ -71,7 +73,8 @@ def create_network(parent: pulumi.Resource, name: str, request: NetworkRequest) 
 
 
 def network_cidr(parent: pulumi.Resource, network_id: pulumi.Input[str]) -> StrOutput:
-    return aws.ec2.get_vpc_output(id=network_id, opts=invoke_options(parent)).cidr_block
+    return answered(aws.ec2.get_vpc_output(id=network_id, opts=invoke_options(parent)).cidr_block,
+                    "aws:ec2/getVpc:getVpc cidrBlock")
 
 
 def private_zones_problem(zones: int, field: str) -> Problem | None:
@@ -139,7 +142,9 @@ def _zones_offering(parent: pulumi.Resource, instance_type: str, count: int) -> 
     regular = aws.get_availability_zones_output(
         state="available", filters=[{"name": "opt-in-status", "values": ["opt-in-not-required"]}], opts=invoke)
 
-    return pulumi.Output.all(offerings.locations, regular.names).apply(
+    offered = answered(offerings.locations, "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings locations")
+    available = answered(regular.names, "aws:index/getAvailabilityZones:getAvailabilityZones names")
+    return pulumi.Output.all(offered, available).apply(
         lambda found: first_zones(sorted(set(found[0]) & set(found[1])), count, instance_type))
 
 

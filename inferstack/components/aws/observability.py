@@ -12,8 +12,10 @@ import pulumi_aws as aws
 
 from inferstack.bootstrap.agents.aws import GPU_MEASUREMENTS, GROUP_DIMENSION
 from inferstack.bootstrap.telemetry import TelemetryTarget
+from inferstack.components.aws.lookups import provider_region
 from inferstack.components.contract import AlarmsRequest, AlarmsResult, StrOutput, TelemetryRequest, TelemetryResult
-from inferstack.components.naming import child_options, invoke_options, slug, unique_name
+from inferstack.components.lookups import answered
+from inferstack.components.naming import child_options, slug, unique_name
 from inferstack.components.observability import (
     LOG_RETENTION_DAYS,
     AlarmKind,
@@ -75,7 +77,8 @@ def create_telemetry(parent: pulumi.Resource, name: str, request: TelemetryReque
         f"{name}-logs", name=destination, retention_in_days=LOG_RETENTION_DAYS, skip_destroy=request.protected,
         deletion_protection_enabled=request.protected, tags=request.tags, opts=child_options(parent))
     target = group.name.apply(lambda logs: TelemetryTarget(logs=logs, metrics=destination))
-    return TelemetryResult(target=target, grants=[group.arn, pulumi.Output.from_input(destination)])
+    return TelemetryResult(target=target, grants=[answered(group.arn, "aws:cloudwatch/logGroup:LogGroup arn"),
+                                                  pulumi.Output.from_input(destination)])
 
 
 #### Alarms ####
@@ -195,7 +198,7 @@ def _agent_alarm_condition(rule: AlarmRule, namespace: pulumi.Input[str],
 def create_dashboard(parent: pulumi.Resource, name: str, request: AlarmsRequest) -> StrOutput:
     """A CloudWatch dashboard of the load balancer's and the group's metrics (the alarms' own), one graph per
     panel, the plan's lines drawn as horizontal annotations."""
-    region = aws.get_region_output(opts=invoke_options(parent)).region
+    region = provider_region(parent)
     body = pulumi.Output.all(region, *(request.fleet.watched[role] for role in DASHBOARD_ROLES)).apply(
         lambda values: json.dumps(_dashboard_body(request.plan, values[0], dict(zip(DASHBOARD_ROLES, values[1:],
                                                                                      strict=True)))))

@@ -4,6 +4,7 @@ registers, and answers to the lookups it makes (`inferstack preview`, under Pulu
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 from collections.abc import Callable
 from typing import Any
@@ -33,8 +34,26 @@ def _auto_named(prefix: str) -> Callable[[PreviewContext], tuple[str, dict[str, 
 
 
 def _instance_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
-    return f"i-0{c.digest[:16]}", {"publicIp": c.public_ip, "privateIp": c.private_ip,
+    # A public address where the instance asks for one, else where its subnet gives one at launch (pulumi_aws
+    # ec2.Instance, associate_public_ip_address): a subnet the program created says so (pulumi_aws ec2.Subnet,
+    # map_public_ip_on_launch: "Default is `false`", read 2026-12-07); one brought from elsewhere is assumed to.
+    public = c.inputs.get("associatePublicIpAddress")
+    subnet = c.created.get("aws:ec2/subnet:Subnet", {}).get(str(c.inputs.get("subnetId")))
+    if public is None and subnet is not None:
+        public = bool(subnet.get("mapPublicIpOnLaunch"))
+    elif public is None:
+        public = c.created_value("aws:ec2/subnet:Subnet", c.inputs.get("subnetId"), "mapPublicIpOnLaunch", True)
+    private_ip = _address_in(subnet["cidrBlock"], c) if subnet and subnet.get("cidrBlock") else c.private_ip
+    return f"i-0{c.digest[:16]}", {"publicIp": c.public_ip if public else "", "privateIp": private_ip,
                                     "arn": _arn(c, "ec2", f"instance/i-0{c.digest[:16]}")}
+
+
+def _address_in(cidr: str, c: PreviewContext) -> str:
+    """An address of the subnet, stable per resource, past the four AWS reserves at its start and short of the last
+    (EC2 API Reference, CreateSubnet: "reserves both the first four and the last IPv4 address in each subnet's CIDR
+    block", read 2026-12-07)."""
+    subnet = ipaddress.ip_network(cidr, strict=False)
+    return str(subnet.network_address + 4 + int(c.digest[:8], 16) % (subnet.num_addresses - 5))
 
 
 def _uuid(c: PreviewContext) -> str:
@@ -185,8 +204,10 @@ PREVIEW_INVOKES: dict[str, PreviewLookup] = {
         "blockDeviceMappings": [{"deviceName": "/dev/sda1", "ebs": {"volume_size": "8"}}]},
     "aws:cloudfront/getCachePolicy:getCachePolicy": lambda a, c: {
         "id": "658327ea-f89d-4fab-a63d-7e88639e58f6", "name": a["name"]},
-    # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
-    "aws:ec2/getVpc:getVpc": lambda a, c: {"id": a["id"], "cidrBlock": "10.0.0.0/16"},
+    # Lookups of brought resources: one the program created itself answers as created (a VPC's range is the one the
+    # program gave it); one from elsewhere, which the preview cannot see, with a placeholder.
+    "aws:ec2/getVpc:getVpc": lambda a, c: {
+        "id": a["id"], "cidrBlock": c.created_value("aws:ec2/vpc:Vpc", a["id"], "cidrBlock", "10.0.0.0/16")},
     "aws:s3/getBucket:getBucket": lambda a, c: {
         "id": a["bucket"], "bucket": a["bucket"], "arn": f"arn:aws:s3:::{a['bucket']}",
         "bucketRegionalDomainName": f"{a['bucket']}.s3.{c.region}.amazonaws.com"},

@@ -11,8 +11,10 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from inferstack.components.aws.lookups import provider_region
 from inferstack.components.aws.tags import named
 from inferstack.components.contract import ServersRequest, ServersResult, StrOutput
+from inferstack.components.lookups import answered
 from inferstack.components.naming import invoke_options, server_options
 from inferstack.components.shared import checked_user_data, compressed_user_data
 from inferstack.plan import DeploymentPlan
@@ -68,7 +70,7 @@ def create_servers(parent: pulumi.Resource, name: str, request: ServersRequest) 
             opts=server_options(parent, request.protected, ignore_changes=["ami"]))
         result.instance_ids.append(server.id)
         result.public_ips.append(server.public_ip.apply(lambda ip: ip or ""))
-        result.private_ips.append(server.private_ip)
+        result.private_ips.append(answered(server.private_ip, "aws:ec2/instance:Instance privateIp"))
     return result
 
 
@@ -78,7 +80,7 @@ def create_servers(parent: pulumi.Resource, name: str, request: ServersRequest) 
 def user_data(parent: pulumi.Resource, plan: DeploymentPlan, rendered: StrOutput) -> StrOutput:
     """Base64 of the gzip'd cloud-config, as EC2 takes it (an instance's user_data_base64, a launch template's
     user_data), once the provider's region is known to be the plan's."""
-    return checked_user_data(plan, rendered, aws.get_region_output(opts=invoke_options(parent)).region,
+    return checked_user_data(plan, rendered, provider_region(parent),
                              provider="AWS", encode=functools.partial(
                                  compressed_user_data, limit_bytes=USER_DATA_LIMIT_BYTES, service="EC2"))
 
@@ -98,14 +100,18 @@ def server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> ServerImage:
     """The current DLAMI (GPU) or Ubuntu (CPU) image for the machine type's architecture, looked up at deploy time."""
     invoke = invoke_options(parent)
     machine = aws.ec2.get_instance_type_output(instance_type=plan.instance_type, opts=invoke)
-    parameter_name = machine.supported_architectures.apply(
+    architectures = answered(machine.supported_architectures,
+                             "aws:ec2/getInstanceType:getInstanceType supportedArchitectures")
+    parameter_name = architectures.apply(
         lambda archs: IMAGE_PARAMETERS[(plan.device, "x86_64" if "x86_64" in archs else "arm64")])
-    image_id = aws.ssm.get_parameter_output(name=parameter_name, opts=invoke).value
+    image_id = answered(aws.ssm.get_parameter_output(name=parameter_name, opts=invoke).value,
+                        "aws:ssm/getParameter:getParameter value")
     # The id comes from AWS's own public parameter, so filtering by it alone is safe without an owner.
     image = aws.ec2.get_ami_output(filters=image_id.apply(_image_id_filter), opts=invoke)
-    root_gib = pulumi.Output.all(image.root_device_name, image.block_device_mappings).apply(
-        lambda facts: _root_snapshot_gib(*facts))
-    return ServerImage(image_id=image_id, root_device_name=image.root_device_name, root_volume_gib=root_gib)
+    root_device_name = answered(image.root_device_name, "aws:ec2/getAmi:getAmi rootDeviceName")
+    mappings = answered(image.block_device_mappings, "aws:ec2/getAmi:getAmi blockDeviceMappings")
+    root_gib = pulumi.Output.all(root_device_name, mappings).apply(lambda facts: _root_snapshot_gib(*facts))
+    return ServerImage(image_id=image_id, root_device_name=root_device_name, root_volume_gib=root_gib)
 
 
 def _image_id_filter(image_id: str) -> list[aws.ec2.GetAmiFilterArgsDict]:

@@ -9,6 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from inferstack.components.aws.lookups import account_id, provider_region
 from inferstack.components.contract import (
     BundleRequest,
     ModelStoreRequest,
@@ -17,6 +18,7 @@ from inferstack.components.contract import (
     StaticAssetsResult,
     StrOutput,
 )
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options, unique_name
 from inferstack.components.shared import (
     ACCESS_LOG_DAYS,
@@ -35,7 +37,7 @@ CUSTOM_DOMAIN_TLS_POLICY = "TLSv1.2_2021"
 def create_model_store(parent: pulumi.Resource, name: str, request: ModelStoreRequest) -> ModelStoreResult:
     logs = private_bucket(parent, name, "logs", request.force_destroy, request.tags,
                           expire_after_days=ACCESS_LOG_DAYS)
-    account = aws.get_caller_identity_output(opts=invoke_options(parent)).account_id
+    account = account_id(parent)
     bucket_policy(parent, f"{name}-logs", logs, lambda arn: [{
         "Sid": "S3ServerAccessLogDelivery", "Effect": "Allow",
         "Principal": {"Service": "logging.s3.amazonaws.com"}, "Action": "s3:PutObject",
@@ -45,7 +47,8 @@ def create_model_store(parent: pulumi.Resource, name: str, request: ModelStoreRe
     for purpose in ("models", "data"):
         bucket = private_bucket(parent, name, purpose, request.force_destroy, request.tags, logs_bucket=logs.id)
         bucket_policy(parent, f"{name}-{purpose}", bucket, lambda arn: [])
-        buckets[purpose] = bucket.id
+        # The bucket's name, which the server is given: unit-test mocks may answer another id.
+        buckets[purpose] = answered(bucket.bucket, "aws:s3/bucket:Bucket bucket")
     return ModelStoreResult(model_bucket=buckets["models"], data_bucket=buckets["data"], logs_bucket=logs.id)
 
 
@@ -53,7 +56,10 @@ def create_static_assets(parent: pulumi.Resource, name: str, request: StaticAsse
     opts = child_options(parent)
     if request.existing_bucket is not None:
         found = aws.s3.get_bucket_output(bucket=request.existing_bucket, opts=invoke_options(parent))
-        bucket_id, bucket_arn, origin_domain = found.bucket, found.arn, found.bucket_regional_domain_name
+        bucket_id, bucket_arn, origin_domain = (
+            answered(found.bucket, "aws:s3/getBucket:getBucket bucket"),
+            answered(found.arn, "aws:s3/getBucket:getBucket arn"),
+            answered(found.bucket_regional_domain_name, "aws:s3/getBucket:getBucket bucketRegionalDomainName"))
     else:
         bucket = private_bucket(parent, name, "bucket", request.force_destroy, request.tags,
                                 logs_bucket=request.logs_bucket)
@@ -75,7 +81,7 @@ def create_static_assets(parent: pulumi.Resource, name: str, request: StaticAsse
         default_cache_behavior={
             "target_origin_id": "assets", "viewer_protocol_policy": "https-only", "compress": True,
             "allowed_methods": ["GET", "HEAD"], "cached_methods": ["GET", "HEAD"],
-            "cache_policy_id": cache_policy.id},
+            "cache_policy_id": answered(cache_policy.id, "aws:cloudfront/getCachePolicy:getCachePolicy id")},
         restrictions={"geo_restriction": {"restriction_type": "none"}},
         viewer_certificate=certificate, tags=request.tags, opts=opts)
     if request.domain is not None:
@@ -95,7 +101,8 @@ def create_static_assets(parent: pulumi.Resource, name: str, request: StaticAsse
         required_policy = pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": cdn_read(bucket_arn)})
     else:
         bucket_policy(parent, f"{name}-bucket", bucket, cdn_read)
-    url = pulumi.Output.concat("https://", request.domain or distribution.domain_name)
+    url = pulumi.Output.concat("https://", request.domain or answered(
+        distribution.domain_name, "aws:cloudfront/distribution:Distribution domainName"))
     return StaticAssetsResult(bucket=bucket_id, url=url, required_bucket_policy=required_policy)
 
 
@@ -156,17 +163,15 @@ def private_bucket(parent: pulumi.Resource, name: str, purpose: str, force_destr
 def bucket_policy(parent: pulumi.Resource, resource: str, bucket: aws.s3.Bucket,
                   statements: Callable[[StrOutput], list[dict[str, Any]]]) -> aws.s3.BucketPolicy:
     """The bucket's policy: TLS only, plus the caller's statements."""
+    arn = answered(bucket.arn, "aws:s3/bucket:Bucket arn")
     deny_plain_http = {"Sid": "DenyInsecureTransport", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
-                       "Resource": [bucket.arn, pulumi.Output.concat(bucket.arn, "/*")],
+                       "Resource": [arn, pulumi.Output.concat(arn, "/*")],
                        "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
-    policy = pulumi.Output.json_dumps({"Version": "2012-10-17",
-                                       "Statement": [deny_plain_http, *statements(bucket.arn)]})
+    policy = pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": [deny_plain_http, *statements(arn)]})
     return aws.s3.BucketPolicy(f"{resource}-policy", bucket=bucket.id, policy=policy, opts=child_options(parent))
 
 
 def _bucket_name(parent: pulumi.Resource, name: str, purpose: str) -> StrOutput:
     """Deterministic per stack, unique across accounts and regions (S3 names are global)."""
-    account = aws.get_caller_identity_output(opts=invoke_options(parent)).account_id
-    region = aws.get_region_output(opts=invoke_options(parent)).region
-    return pulumi.Output.all(account, region).apply(
+    return pulumi.Output.all(account_id(parent), provider_region(parent)).apply(
         lambda where: unique_name([pulumi.get_project(), pulumi.get_stack(), name, purpose], unique_by=where))

@@ -12,6 +12,7 @@ import pulumi_gcp as gcp
 from inferstack.components.contract import CacheRequest, CacheResult
 from inferstack.components.gcp.naming import gcp_labels, gcp_name
 from inferstack.components.gcp.network import ALLOW_PRIORITY
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options
 
 # The inference cache: Memorystore for Redis with AUTH (Google generates the AUTH string, an output) and TLS with
@@ -51,6 +52,9 @@ def create_cache(parent: pulumi.Resource, name: str, request: CacheRequest) -> C
         denies=[{"protocol": "all"}], destination_ranges=[cache_range], priority=ALLOW_PRIORITY + 1,
         description="Redis, the inference cache: no other instance of the network", opts=opts)
     ca = cache.server_ca_certs.apply(lambda certs: "".join(c.cert for c in certs or [] if c.cert) or None)
-    return CacheResult(host=cache.host, port=cache.port, auth_token=pulumi.Output.secret(cache.auth_string),
+    return CacheResult(host=answered(cache.host, "gcp:redis/instance:Instance host"),
+                       port=answered(cache.port, "gcp:redis/instance:Instance port"),
+                       auth_token=pulumi.Output.secret(answered(cache.auth_string,
+                                                                "gcp:redis/instance:Instance authString")),
                        ca_certificate=ca, verify=True)
 

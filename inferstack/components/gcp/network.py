@@ -15,10 +15,13 @@ import pulumi_gcp as gcp
 
 from inferstack.components.contract import FirewallRequest, FirewallResult, NetworkRequest, NetworkResult, StrOutput
 from inferstack.components.gcp.naming import gcp_name
-from inferstack.components.gcp.provider import result_field
+from inferstack.components.gcp.provider import client_project, result_field
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options
 from inferstack.components.shared import SUBNET_RANGES, WEB_EGRESS_PORTS
 from inferstack.errors import input_error
+
+SUBNETWORKS_LOOKUP = "gcp:compute/getSubnetworks:getSubnetworks"
 
 # Subnetworks are regional on GCP: one serves every zone of the region, in the first range of NETWORK_CIDR.
 SUBNET_CIDR = SUBNET_RANGES[0]
@@ -73,7 +76,8 @@ def network_cidr(parent: pulumi.Resource, network_id: pulumi.Input[str]) -> StrO
     # A VPC network has no range of its own: the smallest block that covers its subnetworks in the region.
     subnets = gcp.compute.get_subnetworks_output(
         filter=pulumi.Output.from_input(network_id).apply(_network_filter), opts=invoke_options(parent))
-    return subnets.subnetworks.apply(lambda found: covering_cidr([result_field(s, "ip_cidr_range") for s in found]))
+    found = answered(subnets.subnetworks, f"{SUBNETWORKS_LOOKUP} subnetworks")
+    return found.apply(lambda subnetworks: covering_cidr([result_field(s, "ip_cidr_range") for s in subnetworks]))
 
 
 def _network_filter(network_id: str) -> str:
@@ -133,10 +137,11 @@ def proxy_only_filter(network_id: str, project: str) -> str:
 def proxy_only_ranges(parent: pulumi.Resource, network_id: pulumi.Input[str]) -> pulumi.Output[list[str]]:
     """The ranges of the network's proxy-only subnetworks in the provider's region, looked up (none: empty)."""
     invoke = invoke_options(parent)
-    client = gcp.organizations.get_client_config_output(opts=invoke)
-    query = pulumi.Output.all(network_id, client.project).apply(lambda v: proxy_only_filter(str(v[0]), str(v[1])))
-    found = gcp.compute.get_subnetworks_output(filter=query, opts=invoke)
-    return found.subnetworks.apply(lambda subnets: sorted(str(result_field(s, "ip_cidr_range")) for s in subnets))
+    query = pulumi.Output.all(network_id, client_project(parent)).apply(
+        lambda v: proxy_only_filter(str(v[0]), str(v[1])))
+    found = answered(gcp.compute.get_subnetworks_output(filter=query, opts=invoke).subnetworks,
+                     f"{SUBNETWORKS_LOOKUP} subnetworks")
+    return found.apply(lambda subnets: sorted(str(result_field(s, "ip_cidr_range")) for s in subnets))
 
 
 #### Firewall ####

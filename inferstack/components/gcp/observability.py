@@ -25,7 +25,9 @@ from inferstack.components.contract import (
 )
 from inferstack.components.gcp.fleet import GROUP_LABEL
 from inferstack.components.gcp.naming import gcp_labels, gcp_name
-from inferstack.components.naming import child_options, invoke_options
+from inferstack.components.gcp.provider import client_project
+from inferstack.components.lookups import answered
+from inferstack.components.naming import child_options
 from inferstack.components.observability import (
     LOG_RETENTION_DAYS,
     AlarmKind,
@@ -75,7 +77,7 @@ def create_telemetry(parent: pulumi.Resource, name: str, request: TelemetryReque
     Encryption: Cloud Logging encrypts log buckets at rest with Google-managed keys; a customer key
     (cmek_settings) needs a Cloud KMS key the stack does not create (Cloud Logging, "Configure CMEK for log
     storage")."""
-    project = gcp.organizations.get_client_config_output(opts=invoke_options(parent)).project
+    project = client_project(parent)
     prefix = gcp_name(name, "logs")
     target = TelemetryTarget(logs=prefix, metrics=prefix)  # metrics: the runtime's Prometheus job name
     opts = child_options(parent)
@@ -90,7 +92,8 @@ def create_telemetry(parent: pulumi.Resource, name: str, request: TelemetryReque
     # destinations").
     gcp.logging.ProjectSink(
         f"{name}-log-sink", name=gcp_name(name, "log-sink"), project=project, filter=logs,
-        destination=pulumi.Output.concat("logging.googleapis.com/", bucket.name),
+        destination=pulumi.Output.concat("logging.googleapis.com/", answered(
+            bucket.name, "gcp:logging/projectBucketConfig:ProjectBucketConfig name")),
         unique_writer_identity=False, description=f"inferstack {name}: the servers' logs to their bucket",
         opts=opts)
     # An exclusion made with the projects.exclusions API applies to the _Default sink only (Logging API,

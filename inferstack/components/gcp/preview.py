@@ -5,6 +5,7 @@ type, and answers to the lookups the backend makes. No cloud is called.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -202,19 +203,35 @@ def _preview_machine_types(a: dict[str, Any], c: PreviewContext) -> dict[str, An
 
 
 def _preview_subnetworks(a: dict[str, Any], c: PreviewContext) -> dict[str, Any]:
-    """A network's proxy-only subnetwork (the range create_network gives it), or, for a brought network, which the
-    preview cannot see, a placeholder subnetwork."""
+    """The subnetworks of a network the program created itself (a user's own network brought to a component), as
+    created; else a network's proxy-only subnetwork (the range create_network gives it), or, for a network brought
+    from elsewhere, which the preview cannot see, a placeholder subnetwork."""
     query = str(a.get("filter", ""))
-    if PROXY_ONLY_PURPOSE in query:
-        found = {"ipCidrRange": PROXY_ONLY_CIDR, "name": "proxy-only", "privateIpGoogleAccess": False}
-    else:
-        found = {"ipCidrRange": "10.0.0.0/20", "name": "brought", "privateIpGoogleAccess": True}
     network = re.search(r'networks/([^"\s]+)', query)
     name = network[1] if network else "brought"
-    return {"subnetworks": [{**found, "network": f"https://www.googleapis.com/compute/v1/projects/{c.account}/global/"
-                             f"networks/{name}", "networkName": name, "networkSelfLink": "", "selfLink": "",
-                             "description": ""}],
+    proxy_only = PROXY_ONLY_PURPOSE in query
+    created = _created_subnetworks(c, name)
+    if created is not None:
+        found = [{"ipCidrRange": s.get("ipCidrRange"), "name": s.get("name"),
+                  "privateIpGoogleAccess": bool(s.get("privateIpGoogleAccess"))}
+                 for s in created if not proxy_only or s.get("purpose") == PROXY_ONLY_PURPOSE]
+    elif proxy_only:
+        found = [{"ipCidrRange": PROXY_ONLY_CIDR, "name": "proxy-only", "privateIpGoogleAccess": False}]
+    else:
+        found = [{"ipCidrRange": "10.0.0.0/20", "name": "brought", "privateIpGoogleAccess": True}]
+    return {"subnetworks": [{**subnetwork, "network": f"https://www.googleapis.com/compute/v1/projects/{c.account}/"
+                             f"global/networks/{name}", "networkName": name, "networkSelfLink": "", "selfLink": "",
+                             "description": ""} for subnetwork in found],
             "id": "subnetworks", "project": c.account, "region": c.region, "filter": a.get("filter")}
+
+
+def _created_subnetworks(c: PreviewContext, network_name: str) -> list[Mapping[str, Any]] | None:
+    """The subnetworks the program created on a network of that name it created itself; None if it created none."""
+    networks = c.created.get("gcp:compute/network:Network", {}).values()
+    if not any(network.get("name") == network_name for network in networks):
+        return None
+    subnetworks = c.created.get("gcp:compute/subnetwork:Subnetwork", {}).values()
+    return [s for s in subnetworks if str(s.get("network", "")).rstrip("/").rsplit("/", 1)[-1] == network_name]
 
 
 _PREVIEW_INVOKES: dict[str, PreviewLookup] = {

@@ -1,5 +1,6 @@
-"""What the Google Cloud provider tells: its region (stack config, environment, or its resolved client config) and
-the fields of its lookup results."""
+"""What the Google Cloud provider tells: its region (stack config, environment, or its resolved client config), its
+project, and the fields of its lookup results (each through `answered`: unknown under unit-test mocks that leave it
+out)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ import pulumi
 import pulumi_gcp as gcp
 
 from inferstack.components.contract import StrOutput
+from inferstack.components.lookups import answered
+from inferstack.components.naming import invoke_options
 
 # The provider's environment variables, in its own order (pulumi_gcp/config/vars.py).
 REGION_ENV = ("GOOGLE_REGION", "GCLOUD_REGION", "CLOUDSDK_COMPUTE_REGION")
 ZONE_ENV = ("GOOGLE_ZONE", "GCLOUD_ZONE", "CLOUDSDK_COMPUTE_ZONE")
+CLIENT_CONFIG_LOOKUP = "gcp:organizations/getClientConfig:getClientConfig"
 
 
 def environment_value(names: Sequence[str]) -> str | None:
@@ -35,7 +39,14 @@ def configured_region() -> str | None:
 
 def provider_region(client: pulumi.Output[gcp.organizations.GetClientConfigResult]) -> StrOutput:
     """The provider's region as it resolved it: its region setting, else the region of its zone setting."""
-    return client.apply(lambda c: c.region or (c.zone or "").rsplit("-", 1)[0])
+    region = client.apply(lambda c: c.region or (c.zone or "").rsplit("-", 1)[0] or None)
+    return answered(region, f"{CLIENT_CONFIG_LOOKUP} region", fix="set gcp:region (or gcp:zone) in the stack config")
+
+
+def client_project(parent: pulumi.Resource) -> StrOutput:
+    """The project the component's provider deploys to."""
+    client = gcp.organizations.get_client_config_output(opts=invoke_options(parent))
+    return answered(client.project, f"{CLIENT_CONFIG_LOOKUP} project", fix="set gcp:project in the stack config")
 
 
 def result_field(value: Any, name: str) -> Any:

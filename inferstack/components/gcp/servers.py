@@ -17,6 +17,7 @@ import pulumi_gcp as gcp
 from inferstack.components.contract import ServersRequest, ServersResult, StrOutput
 from inferstack.components.gcp.naming import gcp_labels
 from inferstack.components.gcp.provider import provider_region, result_field
+from inferstack.components.lookups import answered
 from inferstack.components.naming import invoke_options, server_options
 from inferstack.components.shared import checked_user_data, first_zones, nth
 from inferstack.errors import input_error
@@ -149,8 +150,8 @@ def create_servers(parent: pulumi.Resource, name: str, request: ServersRequest, 
                                 replace_on_changes=["metadata"]))
         result.instance_ids.append(server.id)
         result.public_ips.append(server.network_interfaces.apply(_public_ip))
-        result.private_ips.append(server.network_interfaces.apply(
-            lambda nics: str(result_field(nics[0], "network_ip"))))
+        result.private_ips.append(answered(server.network_interfaces.apply(
+            lambda nics: result_field(nics[0], "network_ip")), "gcp:compute/instance:Instance networkIp").apply(str))
     return result
 
 
@@ -176,13 +177,13 @@ def server_placement(parent: pulumi.Resource, plan: DeploymentPlan) -> Placement
     query = f"name = {plan.instance_type}"
 
     def offers_in(zones: Sequence[str]) -> pulumi.Output[dict[str, list[Any]]]:
-        found = [gcp.compute.get_machine_types_output(zone=zone, filter=query, opts=invoke).machine_types
-                 for zone in zones]
+        found = [answered(gcp.compute.get_machine_types_output(zone=zone, filter=query, opts=invoke).machine_types,
+                          "gcp:compute/getMachineTypes:getMachineTypes machineTypes") for zone in zones]
         return pulumi.Output.all(*found).apply(
             lambda types: {zone: list(t) for zone, t in zip(zones, types, strict=True) if t})
 
-    offers: pulumi.Output[dict[str, list[Any]]] = gcp.compute.get_zones_output(
-        status="UP", opts=invoke).names.apply(offers_in)
+    offers: pulumi.Output[dict[str, list[Any]]] = answered(gcp.compute.get_zones_output(
+        status="UP", opts=invoke).names, "gcp:compute/getZones:getZones names").apply(offers_in)
     zones = pulumi.Output.all(offers, client.zone).apply(lambda args: choose_zones(plan, args[0], args[1]))
     architecture = offers.apply(lambda by_zone: _architecture(by_zone))
     return Placement(zones=zones, architecture=architecture, region=provider_region(client))

@@ -21,7 +21,8 @@ from inferstack.components.contract import (
 )
 from inferstack.components.gcp.identity import MODEL_READER_ROLE
 from inferstack.components.gcp.naming import gcp_labels, gcp_name
-from inferstack.components.gcp.provider import provider_region
+from inferstack.components.gcp.provider import client_project, provider_region
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options, slug, unique_name
 from inferstack.components.shared import (
     ACCESS_LOG_DAYS,
@@ -54,8 +55,8 @@ def create_model_store(parent: pulumi.Resource, name: str, request: ModelStoreRe
     buckets = {purpose: _private_bucket(parent, name, purpose, request.force_destroy, request.tags,
                                         logs_bucket=logs.name)
                for purpose in ("models", "data")}
-    return ModelStoreResult(model_bucket=buckets["models"].name, data_bucket=buckets["data"].name,
-                            logs_bucket=logs.name)
+    return ModelStoreResult(model_bucket=answered(buckets["models"].name, "gcp:storage/bucket:Bucket name"),
+                            data_bucket=buckets["data"].name, logs_bucket=logs.name)
 
 
 def create_static_assets(parent: pulumi.Resource, name: str, request: StaticAssetsRequest) -> StaticAssetsResult:
@@ -74,7 +75,8 @@ def create_static_assets(parent: pulumi.Resource, name: str, request: StaticAsse
         cdn_policy={"cache_mode": "FORCE_CACHE_ALL", "default_ttl": CDN_CACHE_TTL_S,
                     "client_ttl": CDN_CACHE_TTL_S, "negative_caching": True}, opts=opts)
     project = gcp.organizations.get_project_output(opts=invoke_options(parent))
-    agent = project.number.apply(lambda number: "serviceAccount:" + LOAD_BALANCER_AGENT.format(number=number))
+    number = answered(project.number, "gcp:organizations/getProject:getProject number")
+    agent = number.apply(lambda number: "serviceAccount:" + LOAD_BALANCER_AGENT.format(number=number))
     required_policy = None
     if request.existing_bucket is not None:
         # A brought bucket is never modified: its owner adds this binding to the bucket's IAM policy.
@@ -137,7 +139,7 @@ def _private_bucket(parent: pulumi.Resource, name: str, purpose: str, force_dest
                   {"action": {"type": "Delete"}, "condition": {
                       "with_state": "ARCHIVED", "days_since_noncurrent_time": NONCURRENT_VERSION_DAYS}}]
     return gcp.storage.Bucket(
-        f"{name}-{purpose}", name=_bucket_name(client.project, name, purpose), location=provider_region(client),
+        f"{name}-{purpose}", name=_bucket_name(client_project(parent), name, purpose), location=provider_region(client),
         storage_class="STANDARD", uniform_bucket_level_access=True, public_access_prevention="enforced",
         versioning={"enabled": True}, lifecycle_rules=rules, force_destroy=force_destroy, labels=gcp_labels(tags),
         logging={"log_bucket": logs_bucket, "log_object_prefix": f"{purpose}/"} if logs_bucket is not None else None,

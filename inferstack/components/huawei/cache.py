@@ -7,6 +7,7 @@ import pulumi
 import pulumi_huaweicloud as hw
 
 from inferstack.components.contract import CacheRequest, CacheResult
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options
 
 # DCS for Redis 6.0 basic edition, which takes SSL (pulumi_huaweicloud dcs.Instance.ssl_enable; DCS docs: SSL for
@@ -44,6 +45,7 @@ def create_cache(parent: pulumi.Resource, name: str, request: CacheRequest) -> C
                                     lambda ip: f"{ip}/32"), description="Redis, the inference cache", opts=opts)
     # DCS's SSL certificate comes from Huawei's own CA, downloaded through the console or API (no provider
     # output): the connection is encrypted, the server's certificate is not verified (Capability.MANAGED_CACHE).
-    return CacheResult(host=cache.private_ip, port=pulumi.Output.from_input(CACHE_PORT),
+    return CacheResult(host=answered(cache.private_ip, "huaweicloud:Dcs/instance:Instance privateIp"),
+                       port=pulumi.Output.from_input(CACHE_PORT),
                        auth_token=pulumi.Output.secret(request.auth_token),
                        ca_certificate=pulumi.Output.from_input(None), verify=False)

@@ -12,7 +12,7 @@ import pulumi_huaweicloud as hw
 
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.components.contract import CanaryRequest, FleetRequest, StrOutput
-from inferstack.components.huawei.lookups import ELB_FLAVORS_LOOKUP, SUBNET_LOOKUP, lookup
+from inferstack.components.huawei.lookups import ELB_FLAVORS_LOOKUP, SUBNET_LOOKUP, lookup_field
 from inferstack.components.huawei.network import eip
 from inferstack.components.naming import child_options, server_options, unique_name
 from inferstack.components.shared import ACCESS_LOG_DAYS
@@ -59,16 +59,16 @@ def load_balancer(parent: pulumi.Resource, name: str, request: FleetRequest,
     assert plan.fleet is not None
     protect = {"protect": True} if request.protected else {}
     # The load balancer takes the IPv4 (Neutron) subnet id, not the VPC subnet id that ECS and AS take.
-    subnet = lookup(parent, SUBNET_LOOKUP, {"id": request.load_balancer_subnet_ids[0]})
+    ipv4_subnet_id = lookup_field(parent, SUBNET_LOOKUP, {"id": request.load_balancer_subnet_ids[0]}, "ipv4SubnetId")
     # Both groups' ceilings at saturation when a canary shares the load balancer.
     peak_rps = sum(p.fleet.max_replicas * p.performance.capacity_requests_per_s / p.replicas
                    for p in (plan, *([request.canary.plan] if request.canary else [])) if p.fleet is not None)
-    flavors = lookup(parent, ELB_FLAVORS_LOOKUP, {"type": "L7"})
+    flavors = lookup_field(parent, ELB_FLAVORS_LOOKUP, {"type": "L7"}, "flavors", empty=[])
     address_eip = eip(parent, f"{name}-lb-eip", request.tags, **protect) if request.internet_facing else None
     balancer = hw.dedicatedelb.Loadbalancer(
         f"{name}-lb", availability_zones=zones, vpc_id=request.network_id,
-        ipv4_subnet_id=subnet.apply(lambda found: str(found["ipv4SubnetId"])),
-        l7_flavor_id=flavors.apply(lambda found: choose_l7_flavor(found.get("flavors") or [], peak_rps)),
+        ipv4_subnet_id=ipv4_subnet_id.apply(str),
+        l7_flavor_id=flavors.apply(lambda found: choose_l7_flavor(found, peak_rps)),
         ipv4_eip_id=address_eip.id if address_eip is not None else None, deletion_protection_enable=request.protected,
         description=f"inferstack {name}: HTTPS endpoint of the fleet", tags=request.tags,
         opts=server_options(parent, request.protected))

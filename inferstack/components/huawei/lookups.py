@@ -1,5 +1,6 @@
 """Huawei Cloud data-source lookups, with the component's provider: the region it deploys to, and the zones that
-sell a flavor. Every module of the backend looks things up through `lookup`, by token."""
+sell a flavor. Every module of the backend looks things up through `lookup`, by token, and reads a field of the answer
+through `lookup_field` (unknown under unit-test mocks that leave it out, never None)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pulumi
 import pulumi_huaweicloud as hw
 
 from inferstack.components.contract import StrOutput
+from inferstack.components.lookups import answered_field
 from inferstack.components.naming import invoke_options
 from inferstack.components.shared import first_zones
 
@@ -37,9 +39,16 @@ def lookup(parent: pulumi.Resource, token: str, args: Mapping[str, Any]) -> pulu
     return pulumi.runtime.invoke_output(token, dict(args), opts=opts)
 
 
+def lookup_field(parent: pulumi.Resource, token: str, args: Mapping[str, Any], field: str, *,
+                 empty: Any = None) -> pulumi.Output[Any]:
+    """One field of a lookup's answer (camelCase, as the provider sends it); `empty`: what the provider's leaving it
+    out means (a list of matches: none)."""
+    return answered_field(lookup(parent, token, args), field, token, empty=empty)
+
+
 def provider_region(parent: pulumi.Resource) -> StrOutput:
     """The region the component's provider deploys to (its config, an explicit provider, or HW_REGION_NAME)."""
-    return lookup(parent, ZONES_LOOKUP, {}).apply(lambda zones: str(zones["region"]))
+    return lookup_field(parent, ZONES_LOOKUP, {}, "region").apply(str)
 
 
 def _flavor_generation(flavor: str) -> str:
@@ -51,13 +60,13 @@ def zones_offering(parent: pulumi.Resource, flavor: str, count: int) -> pulumi.O
     """The first `count` zones (by name) that sell the flavor: not every zone has every GPU."""
     def selling(zone: str) -> pulumi.Output[str]:
         """The zone's name if it sells the flavor, else ""."""
-        found = lookup(parent, FLAVORS_LOOKUP, {"availabilityZone": zone, "generation": _flavor_generation(flavor)})
-        return found.apply(lambda answer: zone if flavor in (answer.get("ids") or []) else "")
+        sold = lookup_field(parent, FLAVORS_LOOKUP, {"availabilityZone": zone,
+                                                     "generation": _flavor_generation(flavor)}, "ids", empty=[])
+        return sold.apply(lambda ids: zone if flavor in ids else "")
 
     def offering(names: Sequence[str]) -> pulumi.Output[list[str]]:
         # One lookup per zone, possible only once the zone names are known.
         sold = pulumi.Output.all(*(selling(zone) for zone in sorted(names)))
         return sold.apply(lambda zones: first_zones([zone for zone in zones if zone], count, flavor))
 
-    zones = lookup(parent, ZONES_LOOKUP, {"state": "available"})
-    return zones.apply(lambda answer: offering(answer.get("names") or []))
+    return lookup_field(parent, ZONES_LOOKUP, {"state": "available"}, "names", empty=[]).apply(offering)

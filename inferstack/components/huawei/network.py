@@ -17,7 +17,7 @@ from inferstack.components.contract import (
     NetworkResult,
     StrOutput,
 )
-from inferstack.components.huawei.lookups import VPC_LOOKUP, lookup, zones_offering
+from inferstack.components.huawei.lookups import VPC_LOOKUP, lookup_field, zones_offering
 from inferstack.components.naming import child_options
 from inferstack.components.shared import NETWORK_CIDR, SUBNET_RANGES, nth
 from inferstack.errors import Problem
@@ -74,7 +74,7 @@ def create_network(parent: pulumi.Resource, name: str, request: NetworkRequest) 
 
 
 def network_cidr(parent: pulumi.Resource, network_id: pulumi.Input[str]) -> StrOutput:
-    return lookup(parent, VPC_LOOKUP, {"id": network_id}).apply(lambda vpc: str(vpc["cidr"]))
+    return lookup_field(parent, VPC_LOOKUP, {"id": network_id}, "cidr").apply(str)
 
 
 def fleet_zones_problem(zones: int, *, field: str) -> Problem | None:

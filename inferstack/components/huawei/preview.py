@@ -52,6 +52,8 @@ def _named(c: PreviewContext) -> tuple[str, dict[str, Any]]:
     return _uuid(c.digest), {"name": c.inputs.get("name") or f"{c.name}-{c.digest[:7]}"}
 
 
+SUBNET = "huaweicloud:Vpc/subnet:Subnet"
+
 PREVIEW_RESOURCES: dict[str, PreviewResource] = {
     "huaweicloud:Dcs/instance:Instance": lambda c: (f"{c.digest[:8]}-{c.digest[8:12]}-{c.digest[12:16]}", {
         "privateIp": c.private_ip, "port": 6379, "domainName": f"redis-{c.digest[:8]}.dcs.huaweicloud.com"}),
@@ -64,7 +66,7 @@ PREVIEW_RESOURCES: dict[str, PreviewResource] = {
     "huaweicloud:Cdn/domain:Domain": lambda c: (_uuid(c.digest), {
         "cname": f"{c.inputs['name']}.c.cdnhwc1.com", "domainStatus": "online"}),
     "huaweicloud:Ecs/instance:Instance": _instance_outputs,
-    "huaweicloud:Vpc/subnet:Subnet": lambda c: (_uuid(c.digest), {
+    SUBNET: lambda c: (_uuid(c.digest), {
         "ipv4SubnetId": _ipv4_subnet_id(_uuid(c.digest)), "status": "ACTIVE"}),
     # Internal load balancers answer on their private address; an internet-facing one on its elastic IP (a resource
     # of its own).
@@ -129,11 +131,15 @@ PREVIEW_LOOKUPS: dict[str, PreviewLookup] = {
         "id": "evs-default-key", "keyId": _uuid(hashlib.sha256(f"{c.region}/evs/default".encode()).hexdigest()),
         "keyAlias": a["keyAlias"], "defaultKeyFlag": "1", "domainId": c.account, "region": c.region},
     "huaweicloud:DedicatedElb/getFlavors:getFlavors": lambda a, c: _preview_elb_flavors(a.get("type", "L7"), c),
-    # Lookups of brought resources: the preview cannot see them, so it answers with placeholders.
+    # Lookups of brought resources: one the program created itself answers as created (a VPC's range, a subnet's
+    # range and zone); one from elsewhere, which the preview cannot see, with placeholders.
     "huaweicloud:Vpc/getSubnet:getSubnet": lambda a, c: {
         "id": a["id"], "ipv4SubnetId": _ipv4_subnet_id(a["id"]), "status": "ACTIVE", "region": c.region,
-        "availabilityZone": f"{c.region}a", "cidr": "10.64.0.0/20"},
-    "huaweicloud:Vpc/getVpc:getVpc": lambda a, c: {"id": a["id"], "cidr": "192.168.0.0/16", "region": c.region},
+        "availabilityZone": c.created_value(SUBNET, a["id"], "availabilityZone", f"{c.region}a"),
+        "cidr": c.created_value(SUBNET, a["id"], "cidr", "10.64.0.0/20")},
+    "huaweicloud:Vpc/getVpc:getVpc": lambda a, c: {
+        "id": a["id"], "cidr": c.created_value("huaweicloud:Vpc/vpc:Vpc", a["id"], "cidr", "192.168.0.0/16"),
+        "region": c.region},
     "huaweicloud:Obs/getBuckets:getBuckets": lambda a, c: {
         "id": c.region, "buckets": [{"bucket": a["bucket"], "region": c.region, "storageClass": "STANDARD",
                                      "createdAt": "2025-01-01T00:00:00Z", "enterpriseProjectId": "0"}]},

@@ -14,7 +14,13 @@ import pulumi_huaweicloud as hw
 
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.components.contract import ServersRequest, ServersResult, StrOutput
-from inferstack.components.huawei.lookups import IMAGES_LOOKUP, KEY_LOOKUP, lookup, provider_region, zones_offering
+from inferstack.components.huawei.lookups import (
+    IMAGES_LOOKUP,
+    KEY_LOOKUP,
+    lookup_field,
+    provider_region,
+    zones_offering,
+)
 from inferstack.components.huawei.network import eip
 from inferstack.components.naming import child_options, server_options
 from inferstack.components.shared import checked_user_data, compressed_user_data, nth
@@ -91,9 +97,9 @@ class ServerImage:
 
 def server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> ServerImage:
     """The newest public Ubuntu 22.04 image the flavor can boot, with the Tesla driver for GPU plans if offered."""
-    found = lookup(parent, IMAGES_LOOKUP, {"nameRegex": f"^{re.escape(UBUNTU_IMAGE_NAME)}", "visibility": "public",
-                                           "flavorId": plan.instance_type})
-    chosen = found.apply(lambda result: choose_image(result.get("images") or [], plan))
+    query = {"nameRegex": f"^{re.escape(UBUNTU_IMAGE_NAME)}", "visibility": "public", "flavorId": plan.instance_type}
+    found = lookup_field(parent, IMAGES_LOOKUP, query, "images", empty=[])
+    chosen = found.apply(lambda images: choose_image(images, plan))
     return ServerImage(image_id=chosen.apply(lambda image: str(image["id"])),
                        min_disk_gib=chosen.apply(lambda image: int(image.get("minDiskGb") or 0)))
 
@@ -116,7 +122,7 @@ def choose_image(images: Sequence[Mapping[str, Any]], plan: DeploymentPlan) -> M
 
 def system_disk_key(parent: pulumi.Resource) -> StrOutput:
     """The EVS default KMS key, which encrypts the servers' system disks."""
-    return lookup(parent, KEY_LOOKUP, {"keyAlias": EVS_DEFAULT_KEY_ALIAS}).apply(lambda key: str(key["keyId"]))
+    return lookup_field(parent, KEY_LOOKUP, {"keyAlias": EVS_DEFAULT_KEY_ALIAS}, "keyId").apply(str)
 
 
 #### Helpers ####

@@ -4,7 +4,7 @@ behind a CDN domain, and the boot bundle as a private object in the model bucket
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -19,7 +19,8 @@ from inferstack.components.contract import (
     StrOutput,
 )
 from inferstack.components.huawei.identity import log_delivery
-from inferstack.components.huawei.lookups import BUCKETS_LOOKUP, PROJECTS_LOOKUP, lookup, provider_region
+from inferstack.components.huawei.lookups import BUCKETS_LOOKUP, PROJECTS_LOOKUP, lookup_field, provider_region
+from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, unique_name
 from inferstack.components.shared import ACCESS_LOG_DAYS, INCOMPLETE_UPLOAD_DAYS, NONCURRENT_VERSION_DAYS
 from inferstack.errors import input_error
@@ -35,13 +36,17 @@ CDN_CERTIFICATE_NAME_MAX_LENGTH = 32
 
 
 def create_model_store(parent: pulumi.Resource, name: str, request: ModelStoreRequest) -> ModelStoreResult:
-    logs = _private_bucket(parent, name, "logs", request.force_destroy, request.tags,
-                           expire_after_days=ACCESS_LOG_DAYS)
-    delivery = log_delivery(parent, name, logs.bucket)
-    buckets = {purpose: _private_bucket(parent, name, purpose, request.force_destroy, request.tags,
-                                        logs=(logs.bucket, delivery)) for purpose in ("models", "data")}
-    return ModelStoreResult(model_bucket=buckets["models"].bucket, data_bucket=buckets["data"].bucket,
-                            logs_bucket=logs.bucket)
+    logs = _bucket_of(_private_bucket(parent, name, "logs", request.force_destroy, request.tags,
+                                      expire_after_days=ACCESS_LOG_DAYS))
+    delivery = log_delivery(parent, name, logs)
+    buckets = {purpose: _bucket_of(_private_bucket(parent, name, purpose, request.force_destroy, request.tags,
+                                                   logs=(logs, delivery))) for purpose in ("models", "data")}
+    return ModelStoreResult(model_bucket=buckets["models"], data_bucket=buckets["data"], logs_bucket=logs)
+
+
+def _bucket_of(bucket: hw.obs.Bucket) -> StrOutput:
+    """The bucket's name, once it exists."""
+    return answered(bucket.bucket, "huaweicloud:Obs/bucket:Bucket bucket")
 
 
 def create_static_assets(parent: pulumi.Resource, name: str, request: StaticAssetsRequest) -> StaticAssetsResult:
@@ -123,22 +128,20 @@ def _bucket_name(parent: pulumi.Resource, name: str, purpose: str) -> StrOutput:
     The account is told apart by its project id in the region (IAM project ids are unique per account).
     """
     region = provider_region(parent)
-    projects = lookup(parent, PROJECTS_LOOKUP, {"name": region})
+    projects = lookup_field(parent, PROJECTS_LOOKUP, {"name": region}, "projects")
     return pulumi.Output.all(projects, region).apply(lambda found: unique_name(
-        [pulumi.get_project(), pulumi.get_stack(), name, purpose],
-        unique_by=[str(found[0]["projects"][0]["id"]), found[1]]))
+        [pulumi.get_project(), pulumi.get_stack(), name, purpose], unique_by=[str(found[0][0]["id"]), found[1]]))
 
 
 def _existing_bucket_domain(parent: pulumi.Resource, bucket: pulumi.Input[str]) -> StrOutput:
     """The origin domain of a brought bucket, from its region (looked up; nothing is created or changed)."""
-    def domain(found: Mapping[str, Any]) -> str:
-        buckets = found.get("buckets") or []
+    def domain(buckets: Sequence[Mapping[str, Any]]) -> str:
         if not buckets:
             raise input_error("assets_bucket", "is not an OBS bucket of this account", value=bucket,
                               fix="give the name of a bucket the deploying account owns, or leave assets_bucket out")
         return f"{buckets[0]['bucket']}.obs.{buckets[0]['region']}.myhuaweicloud.com"
 
-    return lookup(parent, BUCKETS_LOOKUP, {"bucket": bucket}).apply(domain)
+    return lookup_field(parent, BUCKETS_LOOKUP, {"bucket": bucket}, "buckets", empty=[]).apply(domain)
 
 
 def _service_area(region: str) -> str:

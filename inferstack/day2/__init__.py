@@ -1,0 +1,71 @@
+"""Day 2: what a deployed stack runs and what its servers log, from the stack file and the cloud's own API.
+
+    from inferstack.day2 import logs, status
+    report = status(Path("stacks/Pulumi.aws-prod.yaml"))       # StatusReport: groups, health, revision, canary, cost
+    lines = logs(Path("stacks/Pulumi.aws-prod.yaml"), since=timedelta(hours=1), limit=200)
+
+`inferstack status STACK` and `inferstack logs STACK` print them (docs/day2.md). The stack file gives the cloud, the
+region, the tags that find the resources and the plan to compare with (stack.py); one module per cloud, named after
+it, asks that cloud, with the same names in the same order:
+
+    UNAVAILABLE            None, or why the cloud cannot be asked yet (the command says it, with where to look)
+    connect(region)        the SDK's clients, from the environment's credentials
+    observe(clients, stack)                 its groups (GroupStatus) and load balancer (LoadBalancerStatus)
+    log_group(clients, stack)               where its servers' logs are
+    log_lines(clients, group, start, end, keep)   the newest `keep` lines of a window, oldest first
+
+status.py adds the plan's figures and the hours this month; logs.py reads a window's newest lines; records.py holds
+what both return; render.py prints them for people. The SDKs come with the `day2` extra (pip install
+'inferstack[day2]'); nothing here imports Pulumi.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+from inferstack.clouds import CLOUD_FACTS
+from inferstack.day2.logs import MAX_LIMIT, newest_lines
+from inferstack.day2.records import LogsReport, StatusReport
+from inferstack.day2.stack import CloudQueryError, read_deployed_stack
+from inferstack.day2.status import assess
+from inferstack.errors import input_error
+
+
+def utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def status(stack_file: Path, *, now: datetime.datetime | None = None) -> StatusReport:
+    """What the stack runs now, beside its plan."""
+    stack = read_deployed_stack(stack_file)
+    cloud = _cloud_module(stack.cloud, "inferstack status")
+    groups, load_balancer = cloud.observe(cloud.connect(stack.region), stack)
+    return assess(stack, groups, load_balancer, now or utc_now())
+
+
+def logs(stack_file: Path, *, since: datetime.timedelta, limit: int,
+         now: datetime.datetime | None = None) -> LogsReport:
+    """The newest `limit` lines its servers logged in the last `since`, newest last."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise input_error("--limit", f"must be 1 to {MAX_LIMIT}", value=limit,
+                          fix="narrow --since instead of asking for more lines")
+    stack = read_deployed_stack(stack_file)
+    cloud = _cloud_module(stack.cloud, "inferstack logs")
+    clients = cloud.connect(stack.region)
+    group = cloud.log_group(clients, stack)
+    until = now or utc_now()
+    lines, more_before = newest_lines(lambda start, end, keep: cloud.log_lines(clients, group, start, end, keep),
+                                      until - since, until, limit)
+    return LogsReport(stack=stack.stack, cloud=stack.cloud, log_group=group, since=until - since, until=until,
+                      limit=limit, lines=lines, more_before=more_before)
+
+
+def _cloud_module(cloud: str, command: str) -> ModuleType:
+    """The cloud's module (`inferstack.day2.<cloud>`), or the error that says why it cannot be asked yet."""
+    module = importlib.import_module(f"{__name__}.{cloud}")
+    if module.UNAVAILABLE is not None:
+        raise CloudQueryError(f"{command} cannot ask {CLOUD_FACTS[cloud].display_name} yet: {module.UNAVAILABLE}")
+    return module
