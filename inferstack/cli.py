@@ -296,8 +296,12 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
-    from inferstack.report import catalog_rows, print_catalog
+    from inferstack.report import catalog_rows, coverage_rows, print_catalog, print_coverage
 
+    if args.coverage:
+        coverage = coverage_rows(args.cloud, args.prices)
+        _print_json(coverage) if args.json else print_coverage(coverage)
+        return 0
     rows = catalog_rows(args.cloud, args.prices, regions=args.filter_region, gpus=args.filter_gpu)
     _print_json(rows) if args.json else print_catalog(rows)
     return 0
@@ -636,6 +640,10 @@ def _add_catalog(commands: _Subparsers) -> None:
         "--gpu", action="append", dest="filter_gpu", help="only types with this accelerator: id or family (repeatable)"
     )
     catalog.add_argument("--prices", type=Path, help="price-override file")
+    catalog.add_argument(
+        "--coverage", action="store_true",
+        help="how many types are priced in each region, in which currency, from which sources, how old",
+    )
     catalog.add_argument("--json", action="store_true")
     catalog.set_defaults(handler=_cmd_catalog)
     catalog_commands = catalog.add_subparsers(dest="catalog_command", metavar="refresh")

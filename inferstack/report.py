@@ -18,6 +18,7 @@ from rich.text import Text
 from inferstack.errors import input_error
 from inferstack.plan import UNPRICED_CACHE, DeploymentPlan, MemoryBreakdown, PlanReport
 from inferstack.sizing.estimate import Estimate
+from inferstack.spec import CLOUDS
 
 if TYPE_CHECKING:
     from inferstack.sizing.catalog import Offer
@@ -446,6 +447,15 @@ GPU_COLUMNS = (
     Column("gpu_link_gbps", "GPU link GB/s", justify="right", optional=True),
     Column("source", "source"),
 )
+COVERAGE_COLUMNS = (
+    Column("cloud", "cloud", whole=True),
+    Column("region", "region", whole=True),
+    Column("types", "types priced", justify="right"),
+    Column("spot_types_priced", "spot", justify="right"),
+    Column("currencies", "currency"),
+    Column("age", "oldest price"),
+    Column("source", "sources"),
+)
 CATALOG_COLUMNS = (
     Column("instance_type", "instance type", whole=True),
     Column("vcpus", "vCPUs", justify="right"),
@@ -566,6 +576,63 @@ def catalog_rows(clouds: list[str] | None, prices_file: Path | None, *, regions:
             }
         )
     return rows
+
+
+def coverage_rows(clouds: list[str] | None, prices_file: Path | None) -> list[dict[str, Any]]:
+    """What `catalog --coverage` lists: per cloud and priced region, how many of the cloud's catalogued types have an
+    on-demand price there (and a spot price, data/spot_prices.csv), in which currency, from which sources, how old
+    the oldest dated one is (None: none dated) and how many carry no date."""
+    from inferstack.sizing.catalog import PriceBook, offers, price_age_days, run_date, spot_price_rows
+
+    types = {(offer.cloud, offer.name) for offer in offers()}
+    catalogued = {cloud: sum(1 for c, _ in types if c == cloud) for cloud in CLOUDS}
+    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for row in PriceBook.load(prices_file).rows:
+        if (row["cloud"], row["instance_type"]) in types and (not clouds or row["cloud"] in clouds):
+            groups.setdefault((row["cloud"], row["region"]), []).append(row)
+    spot = {(row["cloud"], row["region"], row["instance_type"]) for row in spot_price_rows()}
+    today = run_date()
+    rows = []
+    for cloud in CLOUDS:
+        if clouds and cloud not in clouds:
+            continue
+        regions = sorted(region for c, region in groups if c == cloud)
+        for region in regions or [None]:
+            group = groups.get((cloud, region), []) if region else []
+            ages = [price_age_days(row["source_date"], today) for row in group]
+            rows.append({
+                "cloud": cloud,
+                "region": region,
+                "types_priced": len({row["instance_type"] for row in group}),
+                "types_catalogued": catalogued[cloud],
+                "spot_types_priced": sum(1 for c, r, _ in spot if (c, r) == (cloud, region)),
+                "currencies": ", ".join(sorted({row["currency"] for row in group})) or None,
+                "sources": sorted({row["source"] for row in group}),
+                "oldest_price_days": max((age for age in ages if age is not None), default=None),
+                "undated_prices": sum(1 for age in ages if age is None),
+            })
+    return rows
+
+
+def print_coverage(rows: list[dict[str, Any]]) -> None:
+    """One line per cloud and priced region (a cloud without any price says so), sources as numbered notes."""
+    notes = Notes()
+    shown = [{**row,
+              "region": row["region"] or "no region priced",
+              "types": f"{row['types_priced']} of {row['types_catalogued']}",
+              "age": _age(row),
+              "source": "; ".join(row["sources"]) or None} for row in rows]
+    print_rows("Prices: instance types priced per region", shown, COVERAGE_COLUMNS, notes)
+    notes.print("Price sources:")
+
+
+def _age(row: dict[str, Any]) -> str | None:
+    if not row["types_priced"]:
+        return None
+    if row["oldest_price_days"] is None:
+        return "undated"
+    undated = f", {row['undated_prices']} undated" if row["undated_prices"] else ""
+    return f"{row['oldest_price_days']} days{undated}"
 
 
 def _accelerator_names(offer: Offer) -> list[str]:

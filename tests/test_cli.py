@@ -8,6 +8,7 @@ import resource
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -493,6 +494,27 @@ def test_catalog_filters_narrow_the_listing_by_cloud_region_and_gpu():
     table = at_columns(100, "catalog", "--cloud", "aws", "--gpu", "L4")
     assert table.returncode == 0 and "aws us-east-1: 6 instance types" in table.stdout
     assert len(table.stdout.splitlines()) < 20  # the whole catalog is ~190 lines
+
+
+def test_catalog_coverage_counts_the_types_priced_per_region_with_sources_and_age(tmp_path, monkeypatch):
+    catalogued = Counter(row["cloud"] for row in json.loads(inferstack("catalog", "--json").stdout))
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(
+        "prices:\n"
+        "  - {cloud: huawei, region: xx-test-9, instance_type: pi2.2xlarge.4, price_per_hour: 7.9, currency: CNY,\n"
+        "     source: quote 42, date: 2026-11-07}\n"
+        "  - {cloud: huawei, region: xx-test-9, instance_type: not-a-catalogued-type, price_per_hour: 1, currency: CNY,"
+        "\n     source: quote 42, date: 2026-11-07}\n", encoding="utf-8")
+    monkeypatch.setenv("INFERSTACK_TODAY", "2026-12-07")
+    rows = json.loads(inferstack("catalog", "--coverage", "--prices", str(prices), "--json").stdout)
+    assert {row["cloud"] for row in rows} == set(catalogued)  # a cloud without any price is listed too
+    assert all(row["types_catalogued"] == catalogued[row["cloud"]] for row in rows)
+    quoted = next(row for row in rows if row["region"] == "xx-test-9")
+    assert quoted == {"cloud": "huawei", "region": "xx-test-9", "types_priced": 1, "types_catalogued":
+                      catalogued["huawei"], "spot_types_priced": 0, "currencies": "CNY", "sources": ["quote 42"],
+                      "oldest_price_days": 30, "undated_prices": 0}
+    table = at_columns(100, "catalog", "--coverage", "--cloud", "huawei", "--prices", str(prices))
+    assert table.returncode == 0 and re.search(r"xx-test-9\s+1 of \d+\s+0\s+CNY\s+30 days", table.stdout), table.stdout
 
 
 @pytest.mark.parametrize(

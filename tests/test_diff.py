@@ -149,22 +149,22 @@ def test_int4_weights_shrink_the_memory_per_device(tmp_path):
 
 
 def test_a_region_move_shows_the_region_and_the_warnings_it_brings(tmp_path):
-    moved = edited(placement__regions={"aws": ["eu-west-1"], "alibaba": ["cn-hangzhou"]})
+    moved = edited(placement__regions={"aws": ["ca-central-1"], "alibaba": ["cn-hangzhou"]})
     base, head = plans(edited(), tmp_path), plans(moved, tmp_path)
     diff = diff_pair(tmp_path, moved)
     markdown = render_markdown(diff)
 
-    assert "| `placement.regions.aws` | – | eu-west-1 |" in markdown
-    assert "| region | us-east-1 | eu-west-1 |  |" in markdown
+    assert "| `placement.regions.aws` | – | ca-central-1 |" in markdown
+    assert "| region | us-east-1 | ca-central-1 |  |" in markdown
     assert "| region | ap-southeast-1 | cn-hangzhou |  |" in markdown
     assert cloud(diff, "gcp").status == "unchanged"
     for name in ("aws", "alibaba"):
         expected = [w for w in chosen(head, name).warnings if w not in chosen(base, name).warnings]
         assert cloud(diff, name).warnings_added == expected
-    # the catalog prices AWS in us-east-1 only: eu-west-1 borrows that price, and the diff says so
-    assert cloud(diff, "aws").warnings_added, "expected the regional-substitute warning for eu-west-1"
+    # no price source lists ca-central-1: it borrows us-east-1's price, and the diff says so
+    assert cloud(diff, "aws").warnings_added, "expected the regional-substitute warning for ca-central-1"
     section = markdown.split("#### aws: changed")[1].split("####")[0]
-    assert "**New warnings**" in section and "eu-west-1" in section
+    assert "**New warnings**" in section and "ca-central-1" in section
     cleared = cloud(diff, "alibaba").warnings_cleared
     assert cleared == [w for w in chosen(base, "alibaba").warnings if w not in chosen(head, "alibaba").warnings]
 

@@ -254,6 +254,10 @@ class PriceBook:
                 from_override_file=row.get("from_override_file") == "yes",
             )
             self._prices.setdefault((row["cloud"], row["instance_type"]), []).append(price)
+        listed = [(row["cloud"], row["region"], row["instance_type"]) for row in rows
+                  if row.get("from_override_file") != "yes"]
+        self._listed_regions = {(cloud, region) for cloud, region, _ in listed}
+        self._listed_types = {(cloud, name) for cloud, _, name in listed}
         self.rows = tuple(rows)  # as read, overrides merged in: what a pin records of them
         self.rates = rates
         self.discounts = discounts or {}
@@ -283,6 +287,19 @@ class PriceBook:
             return self._discounted(cloud, min(candidates, key=lambda p: p.amount_per_hour)), True
         return None
 
+    def not_sold_in(self, cloud: str, region: str, instance_type: str) -> str | None:
+        """Why `instance_type` is not offered in `region` (None: it is, or nothing says otherwise).
+
+        A cloud's price list names a type only where the cloud sells it: a packaged price source that lists the region
+        and knows the type, but lists no price for it there, says it is not sold there. A region no packaged source
+        lists, or a type none knows (a family newer than the sources), stays possible; a price of the user's own
+        (override file) offers the type in its region."""
+        if any(price.region == region for price in self._prices.get((cloud, instance_type), [])):
+            return None
+        if (cloud, region) not in self._listed_regions or (cloud, instance_type) not in self._listed_types:
+            return None
+        return f"not sold in {region} (its price list there does not name the type)"
+
     def _discounted(self, cloud: str, price: ListPrice) -> ListPrice:
         percent = self.discounts.get(cloud, 0.0)
         if not percent or price.from_override_file:
@@ -294,6 +311,13 @@ class PriceBook:
             f"{price.source}, less {percent:g} % (override file)",
             price.source_date,
         )
+
+
+@cache
+def spot_price_rows() -> tuple[dict[str, str], ...]:
+    """Packaged spot prices (data/spot_prices.csv, tools/regional_prices.py): listed by `catalog --coverage`; plans
+    do not use them yet (spot prices move, and a plan prices the on-demand capacity it keeps)."""
+    return tuple(_read_csv(DATA_DIR / "spot_prices.csv"))
 
 
 def _read_override(path: Path) -> dict[str, Any]:

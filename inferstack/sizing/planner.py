@@ -250,6 +250,11 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], catalog: Catal
         if offer.cloud != cloud:
             continue
         checked += 1
+        not_sold = {region: catalog.prices.not_sold_in(cloud, region, offer.name) for region in regions}
+        sold_in = [region for region, reason in not_sold.items() if reason is None]
+        if not sold_in:
+            excluded[" and ".join(filter(None, not_sold.values()))] += 1
+            continue
         candidate_or_reason = _candidate(demand, offer)
         if isinstance(candidate_or_reason, str):
             excluded[candidate_or_reason] += 1
@@ -258,7 +263,7 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], catalog: Catal
         if sizing.blocked is not None:
             blockers.setdefault(sizing.blocked.kind, []).append((sizing.blocked.gap, f"{offer.name}: {sizing.blocked}"))
             continue
-        for region in regions:
+        for region in sold_in:
             price = _price(demand, sizing, region, catalog.prices, catalog.today)
             over = _over_budget(demand, sizing, region, price)
             if over is not None:

@@ -184,7 +184,7 @@ def simulate_replica(
 def simulate_plan(spec: WorkloadSpec, plan: DeploymentPlan, requests: int = 4000, seed: int = 0) -> dict[str, float]:
     """Simulate one replica of an LLM plan at its planned per-replica peak rate, beside what the plan predicts."""
     demand = demand_of(spec, resolve(spec.model))
-    offer = next(o for o in offers() if (o.cloud, o.region, o.name) == (plan.cloud, plan.region, plan.offer))
+    offer = next(o for o in offers() if (o.cloud, o.name) == (plan.cloud, plan.offer))  # specs: one per type
     candidate = Candidate(offer, Engine(plan.serving.engine), Precision(plan.precision),
                           processes=plan.serving.processes)  # a replica is one process: its GPUs or share of the CPU
     perf, slots = plan.performance, plan.serving.max_num_seqs

@@ -1,5 +1,7 @@
 """Prices: sources, currencies, the override file, discounts and exchange rates."""
 
+import re
+
 import pytest
 import yaml
 
@@ -107,39 +109,76 @@ def test_bad_override_file_is_a_clear_error(tmp_path, bad):
 
 # ---- doubtful prices: stale, undated, borrowed ----------------------------------------------------------
 # chat-70b with 15 users (the sample has 16: one 4x A100-80GB server would then have 2 % of arrivals waiting
-# for a slot, over the planner's ceiling): Alibaba's ecs.gn7e-c16g1.16xlarge is priced only in ap-southeast-5
-# (2024-12-30, CNY) and comes out 1.5 % cheaper than GCP's a2-ultragpu-4g (2026-07-30, us-central1): a near-tie
-# a doubtful price must lose.
+# for a slot, over the planner's ceiling), Alibaba in ap-southeast-5, where ecs.gn7e-c16g1.16xlarge has a price of its
+# own (2024-12-30, CNY) that comes out 1.5 % cheaper than GCP's a2-ultragpu-4g (2026-07-30, us-central1): a near-tie
+# a stale price must lose. In me-east-1, a known region no price source lists, its price is borrowed from another
+# region; in ap-southeast-1, whose price list does not name it, it is not sold.
 
 GN7E = "ecs.gn7e-c16g1.16xlarge"
 GN7E_AP5_CNY_PER_HOUR = 137.94  # prices.csv, ap-southeast-5
+OWN_PRICE = {"alibaba": ["ap-southeast-5"]}
+NO_PRICE_LIST = {"alibaba": ["me-east-1"]}
 
 
-def chat_70b(**placement):
+def chat_70b(regions=None, **placement):
     from pathlib import Path
 
     from inferstack.spec import parse_workload
 
     data = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples/workloads/chat-70b.yaml").read_text())
     data["traffic"]["concurrent_users"] = 15
-    return parse_workload({**data, "placement": placement})
+    return parse_workload({**data, "placement": {"regions": regions or OWN_PRICE, **placement}})
 
 
 def gn7e_in_singapore(tmp_path, *, date, factor=1.0):
-    """A same-region price for the Alibaba near-tie: the ap-southeast-5 amount times `factor`, dated `date`."""
+    """A price of the user's own for the Alibaba near-tie in ap-southeast-1 (which it offers there): the ap-southeast-5
+    amount times `factor`, dated `date`."""
     entry = {"cloud": "alibaba", "region": "ap-southeast-1", "instance_type": GN7E, "currency": "CNY",
              "price_per_hour": GN7E_AP5_CNY_PER_HOUR * factor, "source": "quote", "date": date}
     return override(tmp_path, {"prices": [entry]})
 
 
+def gn7e_regions():
+    return {row["region"] for row in PriceBook.load().rows if row["instance_type"] == GN7E}
+
+
 def test_stale_borrowed_price_is_flagged_with_its_age_and_region():
     from inferstack.sizing.planner import plan_workload
 
-    plan = plan_workload(chat_70b(), clouds=["alibaba"]).outcome("alibaba").chosen
-    assert plan is not None and plan.offer == GN7E
-    assert plan.price.flags == ["stale", "borrowed"] and plan.price.priced_region == "ap-southeast-5"
+    plan = plan_workload(chat_70b(NO_PRICE_LIST), clouds=["alibaba"]).outcome("alibaba").chosen
+    assert plan is not None and plan.offer == GN7E and plan.region == "me-east-1"
+    assert plan.price.flags == ["stale", "borrowed"] and plan.price.priced_region in gn7e_regions() - {"me-east-1"}
     assert plan.price.age_days == 701  # 2024-12-30 → 2026-12-01 (tests/conftest.py)
     assert any("23 months old" in w for w in plan.warnings)
+
+
+def test_a_type_its_regions_price_list_leaves_out_is_not_sold_there():
+    from inferstack.sizing.planner import plan_workload
+
+    assert "ap-southeast-1" not in gn7e_regions()
+    outcome = plan_workload(chat_70b({"alibaba": ["ap-southeast-1"]}), clouds=["alibaba"]).outcome("alibaba")
+    assert outcome.chosen is not None and outcome.chosen.offer != GN7E
+    assert all(plan.offer != GN7E for plan in outcome.alternatives)
+    both = plan_workload(chat_70b({"alibaba": ["ap-southeast-1", "ap-southeast-5"]}), clouds=["alibaba"])
+    assert both.outcome("alibaba").chosen.offer == GN7E  # type: ignore[union-attr]
+    assert both.outcome("alibaba").chosen.region == "ap-southeast-5"  # type: ignore[union-attr]
+
+
+def test_a_price_of_your_own_offers_its_type_in_its_region(tmp_path):
+    from inferstack.sizing.planner import plan_workload
+
+    prices = gn7e_in_singapore(tmp_path, date="2026-11-01")
+    plan = plan_workload(chat_70b({"alibaba": ["ap-southeast-1"]}), clouds=["alibaba"], prices_file=prices)
+    assert plan.outcome("alibaba").chosen.offer == GN7E  # type: ignore[union-attr]
+
+
+def test_not_sold_needs_a_price_list_for_the_region_that_knows_the_type(tmp_path):
+    book = PriceBook.load(gn7e_in_singapore(tmp_path, date="2026-11-01"))
+    assert "not sold in cn-qingdao" in (book.not_sold_in("alibaba", "cn-qingdao", GN7E) or "")
+    assert book.not_sold_in("alibaba", "ap-southeast-1", GN7E) is None  # the user's own price
+    assert book.not_sold_in("alibaba", "me-east-1", GN7E) is None  # no price list for the region
+    assert book.not_sold_in("alibaba", "cn-qingdao", "ecs.gn8is.2xlarge") is None  # a type no list knows
+    assert book.not_sold_in("alibaba", "ap-southeast-5", GN7E) is None  # listed there
 
 
 def test_a_price_under_a_year_old_from_its_own_region_carries_no_flag():
@@ -153,7 +192,7 @@ def test_run_date_comes_from_one_variable_and_ages_prices(monkeypatch):
     from inferstack.sizing.planner import plan_workload
 
     monkeypatch.setenv("INFERSTACK_TODAY", "2025-06-01")
-    plan = plan_workload(chat_70b(), clouds=["alibaba"]).outcome("alibaba").chosen
+    plan = plan_workload(chat_70b(NO_PRICE_LIST), clouds=["alibaba"]).outcome("alibaba").chosen
     assert plan is not None and plan.price.age_days == 153 and plan.price.flags == ["borrowed"]
 
 
@@ -165,15 +204,16 @@ def test_a_run_date_that_is_no_date_is_a_clear_error(monkeypatch):
         run_date()
 
 
-def test_a_stale_borrowed_price_loses_a_near_tie_for_best_overall():
+def test_a_stale_price_loses_a_near_tie_for_best_overall():
     from inferstack.sizing.planner import plan_workload
 
     report = plan_workload(chat_70b(), clouds=["gcp", "alibaba"])
     alibaba, gcp = report.outcome("alibaba").chosen, report.outcome("gcp").chosen
     assert alibaba and gcp and alibaba.price.monthly_ranking and gcp.price.monthly_ranking
+    assert alibaba.price.flags == ["stale"]
     assert alibaba.price.monthly_ranking.amount < gcp.price.monthly_ranking.amount < \
         alibaba.price.monthly_ranking.amount * 1.05
-    assert report.best == gcp  # was alibaba, 1.5 % cheaper on a 23-month-old price from another region
+    assert report.best == gcp  # was alibaba, 1.5 % cheaper on a 23-month-old price
 
 
 @pytest.mark.parametrize(("date", "factor", "best"), [
@@ -184,8 +224,8 @@ def test_a_stale_borrowed_price_loses_a_near_tie_for_best_overall():
 def test_only_a_stale_or_borrowed_price_within_the_margin_loses(tmp_path, date, factor, best):
     from inferstack.sizing.planner import plan_workload
 
-    report = plan_workload(chat_70b(), clouds=["gcp", "alibaba"], prices_file=gn7e_in_singapore(tmp_path, date=date,
-                                                                                                 factor=factor))
+    report = plan_workload(chat_70b({"alibaba": ["ap-southeast-1"]}), clouds=["gcp", "alibaba"],
+                           prices_file=gn7e_in_singapore(tmp_path, date=date, factor=factor))
     assert report.best is not None and report.best.cloud == best
     assert not report.outcome("alibaba").chosen.price.substitute  # type: ignore[union-attr]
 
@@ -196,9 +236,13 @@ def test_the_table_flags_doubtful_prices_and_says_why_the_cheaper_one_lost(capsy
 
     print_plan_report(plan_workload(chat_70b(), clouds=["gcp", "alibaba"]))
     out = " ".join(capsys.readouterr().out.split())  # lines are wrapped to the terminal's width
-    assert "STALE" in out and "BORROWED from" in out and "ap-southeast-5" in out
-    assert f"not 1x {GN7E} (4x A100) on alibaba ap-southeast-1" in out
-    assert "1.5% cheaper, but its price is stale, borrowed" in out
+    assert "STALE" in out and "BORROWED" not in out
+    assert f"not 1x {GN7E} (4x A100) on alibaba ap-southeast-5" in out
+    assert "1.5% cheaper, but its price is stale" in out
+    print_plan_report(plan_workload(chat_70b(NO_PRICE_LIST), clouds=["alibaba"]))
+    borrowed = " ".join(capsys.readouterr().out.split())
+    assert "STALE" in borrowed and "BORROWED from" in borrowed
+    assert re.search(r"price borrowed from cn-[a-z]+: its list price, used for me-east-1", borrowed)
 
 
 def test_flags_are_in_the_json_plan():
@@ -206,10 +250,10 @@ def test_flags_are_in_the_json_plan():
 
     from inferstack.sizing.planner import plan_workload
 
-    data = json.loads(plan_workload(chat_70b(), clouds=["alibaba"]).model_dump_json())
+    data = json.loads(plan_workload(chat_70b(NO_PRICE_LIST), clouds=["alibaba"]).model_dump_json())
     price = data["clouds"][0]["chosen"]["price"]
-    assert (price["flags"], price["age_days"], price["priced_region"]) == (["stale", "borrowed"], 701,
-                                                                           "ap-southeast-5")
+    assert (price["flags"], price["age_days"]) == (["stale", "borrowed"], 701)
+    assert price["priced_region"] in gn7e_regions() - {"me-east-1"}
 
 
 # ---- one currency per run ----------------------------------------------------------------------------------

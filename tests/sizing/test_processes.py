@@ -168,8 +168,8 @@ def test_plan_simulate_runs_one_process_of_a_multi_process_plan_at_its_share(mon
     spec = parse_workload(yaml.safe_load((Path(__file__).parents[2] / "examples/workloads/chat-8b-public.yaml")
                                          .read_text()))
     offer = next(o for o in offers() if o.name == "ecs.gn7i-4x.16xlarge")  # 4x A10
-    plan = planner.plan_workload(spec, clouds=["alibaba"], catalog=load_catalog()._replace(offers=(offer,))
-                                 ).outcome("alibaba").chosen
+    plan = planner.plan_workload(spec, clouds=["alibaba"], region="cn-hangzhou",  # where the price list sells it
+                                 catalog=load_catalog()._replace(offers=(offer,))).outcome("alibaba").chosen
     assert plan is not None and plan.serving.processes == 2 and plan.tensor_parallel == 2
     simulated = simulate_plan(spec, plan)
     processes = (plan.replicas - STAGES[plan.stage].spare_replicas) * plan.serving.processes

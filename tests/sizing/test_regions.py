@@ -106,10 +106,17 @@ def test_a_region_only_one_allowed_cloud_has_picks_that_cloud():
 
 
 def test_a_known_region_without_a_price_row_is_planned_at_a_borrowed_price():
+    spec = parse_workload({**WORKLOAD, "placement": {"clouds": ["aws"], "regions": {"aws": ["ca-central-1"]}}})
+    plan = plan_workload(spec).outcome("aws").chosen
+    assert plan is not None and plan.region == "ca-central-1"
+    assert "borrowed" in plan.price.flags and plan.price.priced_region == "us-east-1"
+
+
+def test_a_region_with_prices_of_its_own_is_planned_at_them():
     spec = parse_workload({**WORKLOAD, "placement": {"clouds": ["aws"], "regions": {"aws": ["eu-west-1"]}}})
     plan = plan_workload(spec).outcome("aws").chosen
     assert plan is not None and plan.region == "eu-west-1"
-    assert "borrowed" in plan.price.flags and plan.price.priced_region == "us-east-1"
+    assert plan.price.flags == [] and plan.price.priced_region == "eu-west-1"
 
 
 # ---- the list and its sources ----------------------------------------------------------------------------
