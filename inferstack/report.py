@@ -596,7 +596,7 @@ def coverage_rows(clouds: list[str] | None, prices_file: Path | None) -> list[di
     for cloud in CLOUDS:
         if clouds and cloud not in clouds:
             continue
-        regions = sorted(region for c, region in groups if c == cloud)
+        regions: list[str | None] = [region for c, region in sorted(groups) if c == cloud]
         for region in regions or [None]:
             group = groups.get((cloud, region), []) if region else []
             ages = [price_age_days(row["source_date"], today) for row in group]
