@@ -82,6 +82,10 @@ class CloudFacts(NamedTuple):
     """Whether its managed group replaces running servers by itself when their template changes (surge, health-gated).
     The plan's rollout line and `inferstack diff` read it, and so do the capability tables
     (`Capability.ROLLING_UPDATE`), which give the reasons."""
+    on_demand_floor: bool
+    """Whether its managed group can keep a base of on-demand servers and add spot ones above it, with several
+    instance types to fall back on: the planner writes `plan.spot_above_floor` only where it can, and the capability
+    tables (`Capability.SPOT_ABOVE_FLOOR`) give the reasons."""
     plot_colour: str
     """Its colour in `inferstack plan --plot`."""
 
@@ -132,6 +136,7 @@ AWS = CloudFacts(
     # unset (pulumi_aws: "Defaults to `disabled`"); it is denied all the same, should it be enabled by hand.
     metadata_addresses=("169.254.169.254", "fd00:ec2::254"),
     rolling_update=True,  # ASG instance refresh
+    on_demand_floor=True,  # ASG mixed instances policy
     plot_colour="#ff9900",
 )
 GCP = CloudFacts(
@@ -152,6 +157,7 @@ GCP = CloudFacts(
     # 2026-12-07.
     metadata_addresses=("169.254.169.254",),
     rolling_update=True,  # MIG update policy
+    on_demand_floor=False,  # a MIG's template has one provisioning model
     plot_colour="#4285f4",
 )
 ALIBABA = CloudFacts(
@@ -168,6 +174,7 @@ ALIBABA = CloudFacts(
     load_balancer_timeout_s=600,
     metadata_addresses=("100.100.100.200",),  # ECS "Instance metadata" (hardened mode and normal), read 2026-12-07
     rolling_update=False,  # ESS instance refresh needs the Priority policy
+    on_demand_floor=True,  # ESS on-demand base capacity, several instance types
     plot_colour="#e4393c",
 )
 HUAWEI = CloudFacts(
@@ -187,6 +194,7 @@ HUAWEI = CloudFacts(
     # ECS "Obtaining ECS Details Using Metadata" (2025-08-12, read 2026-12-07), which also suggests the root-only rule.
     metadata_addresses=("169.254.169.254",),
     rolling_update=False,  # AS has no instance refresh
+    on_demand_floor=False,  # an AS configuration is all spot or none
     plot_colour="#7b3fb0",
 )
 

@@ -40,6 +40,7 @@ INSTANCE_COLUMNS_LEFT_OUT = ("notes",)  # prose for people: the planner never re
 PRICE_COLUMNS = ("cloud", "region", "instance_type", "currency", "price_per_hour", "source", "source_date",
                  "from_override_file")
 """What the planner reads of a price row (PriceBook)."""
+SPOT_PRICE_COLUMNS = ("cloud", "region", "instance_type", "currency", "price_per_hour", "source", "source_date")
 DIFFERENCES_SHOWN = 12
 # The fields a reviewer reads first when a pin does not match: what runs, how many, where, how exposed, the cost.
 KEY_FIELDS = ("stage", "cloud", "region", "instance_type", "instance_count", "replicas", "zones", "fleet", "serving",
@@ -58,21 +59,27 @@ class PinnedCatalog(BaseModel):
     exchange_rates: dict[str, float] = Field(description="USD per unit of each currency.")
     exchange_rates_source: str
     discounts: dict[str, float] = Field(description="Percent off list price, from the override file.")
+    spot_prices: list[str] = Field(
+        default=[], description="Spot price rows of the cloud's region, header first, when the plan shows one (spot "
+                                "capacity above a production floor); empty otherwise.")
 
     @classmethod
-    def of(cls, cloud: Cloud, prices: PriceBook) -> PinnedCatalog:
-        """The packaged instance types of `cloud` and its prices in `prices`."""
+    def of(cls, cloud: Cloud, prices: PriceBook, spot_region: str | None = None) -> PinnedCatalog:
+        """The packaged instance types of `cloud` and its prices in `prices`; its spot prices in `spot_region` when the
+        plan reads them."""
         instances = [row for row in instance_rows() if row["cloud"] == cloud]
         columns = [c for c in instances[0] if c not in INSTANCE_COLUMNS_LEFT_OUT] if instances else []
+        spot = [row for row in prices.spot_rows if (row["cloud"], row["region"]) == (cloud, spot_region)]
         return cls(instances=_csv_lines(columns, instances),
                    prices=_csv_lines(list(PRICE_COLUMNS), [row for row in prices.rows if row["cloud"] == cloud]),
                    exchange_rates=prices.rates.usd_per_unit, exchange_rates_source=prices.rates.source,
-                   discounts={c: p for c, p in prices.discounts.items() if c == cloud})
+                   discounts={c: p for c, p in prices.discounts.items() if c == cloud},
+                   spot_prices=_csv_lines(list(SPOT_PRICE_COLUMNS), spot) if spot else [])
 
     def catalog(self, today: datetime.date) -> Catalog:
         """These rows as the planner reads a catalog, prices aged against `today`."""
         prices = PriceBook(_csv_rows(self.prices), ExchangeRates(dict(self.exchange_rates), self.exchange_rates_source),
-                           dict(self.discounts))
+                           dict(self.discounts), tuple(_csv_rows(self.spot_prices)))
         return Catalog(tuple(offer_of(row) for row in _csv_rows(self.instances)), prices, today)
 
 
@@ -188,12 +195,15 @@ def pin_stack(stack_file: Path) -> tuple[Path, PinnedPlan]:
     catalog = load_catalog(prices_file)
     report = plan_workload(workload, clouds=[cloud], catalog=catalog,
                            calibration=measured.calibration if measured else None)
-    report.outcome(cloud).require_chosen(str(stack_file), after="; nothing was written")
+    outcome = report.outcome(cloud)
+    chosen = outcome.require_chosen(str(stack_file), after="; nothing was written")
+    spot_read = any(plan.spot_above_floor for plan in (chosen, *outcome.alternatives))
     pinned = PinnedPlan(inferstack_version=__version__, written_on=catalog.today,
                         workload_sha256=workload_sha256(workload),
                         calibration_sha256=measured.sha256 if measured else None,
                         prices_file_sha256=file_sha256(prices_file),
-                        catalog=PinnedCatalog.of(cloud, catalog.prices), report=report)
+                        catalog=PinnedCatalog.of(cloud, catalog.prices, chosen.region if spot_read else None),
+                        report=report)
     path = pinned_path(stack_file)
     path.write_text(pinned.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return path, pinned

@@ -339,6 +339,30 @@ class Fleet(_Frozen):
                           "least 15 minutes).")
 
 
+MAX_FALLBACK_TYPES = 3
+"""Equivalent instance types a group may launch besides the planned one when that one's capacity is gone."""
+
+
+class SpotAboveFloor(_Frozen):
+    """A production fleet that keeps its SLO floor on on-demand servers and runs the servers its autoscaler adds above
+    it on spot capacity (workload `placement.spot: true`), falling back to equivalent types when one type's capacity
+    is gone. Each cloud maps it onto its own group (`inferstack/components/<cloud>/fleet.py`); the planner writes it
+    only for clouds whose group can keep an on-demand base (`clouds.CloudFacts.on_demand_floor`)."""
+
+    on_demand_base: int = Field(ge=1, description="Servers always on-demand: the fleet's floor (`min_replicas`).")
+    spot_above: int = Field(ge=0, description="Servers the autoscaler may add above the floor, all on spot capacity.")
+    instance_types: list[MachineType] = Field(
+        min_length=1, max_length=1 + MAX_FALLBACK_TYPES,
+        description="The planned type first, then equivalents the group launches when its capacity is gone (on-demand "
+                    "and spot alike): the same accelerators, at least its vCPUs and memory, sold in the region, "
+                    "cheapest first.")
+    spot_hourly_per_instance: Money | None = Field(
+        description="The planned type's spot price per hour in the plan's region, as billed (None: the catalog has "
+                    "none). Spot prices move; the plan's monthly cost is the on-demand floor's.")
+    spot_price_source: str | None = Field(description="Where the spot price comes from.")
+    spot_price_date: str | None = Field(description="Its source's date (YYYY-MM-DD or 'unknown').")
+
+
 ROLLOUT_SURGE_FRACTION = 0.25
 """New servers started at once in a rolling replacement, as a share of the servers replaced: Kubernetes' default
 maxSurge for a Deployment (kubernetes.io/docs/concepts/workloads/controllers/deployment, "Max Surge", 25 %, read
@@ -462,10 +486,19 @@ class DeploymentPlan(_Frozen):
     cache: Cache | None = Field(
         default=None, description="The workload's inference cache (a managed Redis the gateway keeps deterministic "
                                   "answers in), as the workload gives it; None: no cache.")
+    spot_above_floor: SpotAboveFloor | None = Field(
+        default=None, description="Spot capacity above production's on-demand floor, with fallback types; None: every "
+                                  "server is on-demand, or all are spot (`spot`).")
     rollout: Rollout | None = Field(
         default=None, description="How a new model revision, plan or bootstrap replaces the servers, and how long it "
                                   "takes. The planner writes it on every plan; None only in plans written before it "
                                   "existed (`rolling_update` then derives it).")
+
+    @property
+    def interruptible(self) -> bool:
+        """Whether any of its servers may run on spot capacity, and so be interrupted: all of them (`spot`), or those
+        above production's on-demand floor (`spot_above_floor`)."""
+        return self.spot or self.spot_above_floor is not None
 
     @property
     def longest_answer_tokens(self) -> int | None:

@@ -427,7 +427,8 @@ class Placement(_Strict):
         default=None, gt=0, le=MAX_MONTHLY_BUDGET, description="Largest acceptable monthly cost, in `currency`."
     )
     spot: bool = Field(
-        default=False, description="Allow spot/preemptible capacity (validation and batch workloads only)."
+        default=False, description="Allow spot/preemptible capacity: every server outside production; in production "
+                                   "only the servers above the fleet's on-demand floor (docs/pricing.md)."
     )
     currency: str = Field(
         default="USD",

@@ -49,6 +49,9 @@ class Capability(str, Enum):
     """Instance-local NVMe is used as the model cache where the machine type has it."""
     SPOT_CAPACITY = "spot-capacity"
     """Servers can run on spot/preemptible capacity when the plan allows it."""
+    SPOT_ABOVE_FLOOR = "spot-above-floor"
+    """A production fleet keeps its SLO floor on on-demand servers and adds spot ones above it, falling back to
+    equivalent instance types when one type's capacity is gone (`DeploymentPlan.spot_above_floor`)."""
     MANAGED_FLEET = "managed-fleet"
     """A plan with a fleet runs as the cloud's managed group, built from a template, spread over the plan's zones and
     replaced when its health check fails after the plan's grace period; its servers have no public address."""
@@ -95,6 +98,12 @@ def rolling_update(cloud: Cloud, note: str) -> Support:
     entry, which the plan and `inferstack diff` read too (`CloudFacts.rolling_update`); the note says how, or why
     not."""
     return Support(CLOUD_FACTS[cloud].rolling_update, note)
+
+
+def spot_above_floor(cloud: Cloud, note: str) -> Support:
+    """Whether the cloud's group keeps an on-demand floor under spot servers is one fact, kept in the cloud's registry
+    entry, which the planner reads too (`CloudFacts.on_demand_floor`); the note says how, or why not."""
+    return Support(CLOUD_FACTS[cloud].on_demand_floor, note)
 
 
 @dataclass(frozen=True)

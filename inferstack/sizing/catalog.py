@@ -242,7 +242,8 @@ def default_exchange_rates() -> ExchangeRates:
 class PriceBook:
     """List prices by (cloud, region, type), overrides applied, convertible to a ranking currency."""
 
-    def __init__(self, rows: list[dict[str, str]], rates: ExchangeRates, discounts: dict[str, float] | None = None):
+    def __init__(self, rows: list[dict[str, str]], rates: ExchangeRates, discounts: dict[str, float] | None = None,
+                 spot_rows: tuple[dict[str, str], ...] = ()):
         self._prices: dict[tuple[str, str], list[ListPrice]] = {}
         for row in rows:
             price = ListPrice(
@@ -259,6 +260,7 @@ class PriceBook:
         self._listed_regions = {(cloud, region) for cloud, region, _ in listed}
         self._listed_types = {(cloud, name) for cloud, _, name in listed}
         self.rows = tuple(rows)  # as read, overrides merged in: what a pin records of them
+        self.spot_rows = spot_rows  # spot prices (data/spot_prices.csv): never ranked, never borrowed
         self.rates = rates
         self.discounts = discounts or {}
 
@@ -274,7 +276,16 @@ class PriceBook:
             if "exchange_rates" in override:
                 rates = _override_rates(override["exchange_rates"], rates, override_file)
             discounts = _override_discounts(override.get("discounts", {}), override_file)
-        return cls(rows, rates, discounts)
+        return cls(rows, rates, discounts, spot_price_rows())
+
+    def spot_price(self, cloud: str, region: str, instance_type: str) -> ListPrice | None:
+        """The type's spot price in `region` itself (a spot price is the region's market: never borrowed)."""
+        row = next((r for r in self.spot_rows
+                    if (r["cloud"], r["region"], r["instance_type"]) == (cloud, region, instance_type)), None)
+        if row is None:
+            return None
+        return ListPrice(float(row["price_per_hour"]), row["currency"], row["region"], row["source"],
+                         row["source_date"])
 
     def lookup(self, cloud: str, region: str, instance_type: str) -> tuple[ListPrice, bool] | None:
         """The price in `region` if listed, else the catalog region's (flagged as a substitute), else any."""
@@ -315,8 +326,9 @@ class PriceBook:
 
 @cache
 def spot_price_rows() -> tuple[dict[str, str], ...]:
-    """Packaged spot prices (data/spot_prices.csv, tools/regional_prices.py): listed by `catalog --coverage`; plans
-    do not use them yet (spot prices move, and a plan prices the on-demand capacity it keeps)."""
+    """Packaged spot prices (data/spot_prices.csv, tools/regional_prices.py): listed by `catalog --coverage` and shown
+    beside a production plan's spot capacity above its floor; never ranked (spot prices move, and a plan prices the
+    on-demand capacity it keeps)."""
     return tuple(_read_csv(DATA_DIR / "spot_prices.csv"))
 
 

@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from inferstack.clouds import CLOUD_FACTS
-from inferstack.plan import UNPRICED_CACHE_SENTENCE, ColdStart, Fleet, Price, Rollout
+from inferstack.plan import UNPRICED_CACHE_SENTENCE, ColdStart, Fleet, Price, Rollout, SpotAboveFloor
 from inferstack.sizing.catalog import STALE_PRICE_DAYS, Offer
 from inferstack.sizing.coldstart import describe
 from inferstack.sizing.demand import Demand
@@ -295,7 +295,19 @@ def _memory_line(demand: Demand, sizing: object) -> str:
     return line + "."
 
 
-def warnings(demand: Demand, chosen: Priced) -> list[str]:
+def spot_line(spot: SpotAboveFloor) -> str:
+    """What a production fleet's spot capacity above its floor is, and what it costs where the catalog knows."""
+    price = (f"{spot.spot_hourly_per_instance} per server-hour on spot (from {spot.spot_price_source}, "
+             f"{spot.spot_price_date}; spot prices move)" if spot.spot_hourly_per_instance else
+             "spot price not in the catalog")
+    planned, *others = spot.instance_types
+    fallback = (f"; when {planned} capacity is gone the group launches {', '.join(others)}" if others else
+                "; no equivalent type to fall back on")
+    return (f"spot above the floor: {spot.on_demand_base} servers always on-demand (the SLO floor, the monthly cost "
+            f"above), up to {spot.spot_above} more on spot capacity: {price}{fallback}")
+
+
+def warnings(demand: Demand, chosen: Priced, fleet: Fleet | None = None) -> list[str]:
     sizing, price = chosen.sizing, chosen.price
     offer, candidate = sizing.candidate.offer, sizing.candidate
     result = []
@@ -325,8 +337,13 @@ def warnings(demand: Demand, chosen: Priced) -> list[str]:
                 f"{STALE_PRICE_DAYS} days): refresh before quoting"
             )
     if demand.spec.placement.spot and demand.spec.stage == "production":
-        result.append("spot: true is not used in production: its servers are on-demand, because spot capacity can be "
-                      "reclaimed at short notice and a production fleet has no on-demand floor to fall back to yet")
+        facts = CLOUD_FACTS[offer.cloud]
+        if not facts.on_demand_floor:
+            result.append(f"spot: true keeps every server on-demand on {facts.display_name}: its managed group cannot "
+                          "keep an on-demand floor under spot servers (capability spot-above-floor)")
+        elif fleet is None or fleet.max_replicas <= fleet.min_replicas:
+            result.append("spot: true adds no spot server: the fleet has no room above its on-demand floor (raise "
+                          "scaling.max_replicas)")
     elif demand.spec.placement.spot:
         result.append("spot prices are not in the catalog: costs are on-demand list prices")
     provenance = _speed_provenance(demand, candidate)

@@ -21,6 +21,7 @@ from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.errors import InputError, Problem, input_error, with_article
 from inferstack.plan import (
     HOURS_PER_MONTH,
+    MAX_FALLBACK_TYPES,
     Accelerator,
     CloudOutcome,
     ColdStart,
@@ -34,6 +35,7 @@ from inferstack.plan import (
     PlanReport,
     Price,
     Serving,
+    SpotAboveFloor,
     answer_cap_sentence,
     answer_token_cap,
     rollout_for,
@@ -273,7 +275,7 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], catalog: Catal
     ranked = sorted(priced, key=rank_key)
     shown = len(ranked) if alternatives is None else alternatives + 1
     ranked[:shown] = [p._replace(sizing=with_autoscaling(p.sizing)) for p in ranked[:shown]]
-    plans = [_deployment_plan(demand, p, ranked, cloud) for p in ranked[:shown]]
+    plans = [_deployment_plan(demand, p, ranked, cloud, catalog.prices) for p in ranked[:shown]]
     return CloudOutcome(
         cloud=cloud,
         regions=regions,
@@ -457,7 +459,8 @@ def _price(demand: Demand, sizing: Sizing, region: str, book: PriceBook, today: 
 # ---- the plan ------------------------------------------------------------------------------------------
 
 
-def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud: Cloud) -> DeploymentPlan:
+def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud: Cloud,
+                     book: PriceBook) -> DeploymentPlan:
     sizing, candidate = priced.sizing, priced.sizing.candidate
     offer, spec = candidate.offer, demand.spec
     device = "gpu" if offer.has_gpu else "cpu"
@@ -527,12 +530,21 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         if offer.gpu
         else None
     )
-    from inferstack.sizing.explain import cache_line, cold_start_line, fleet_line, rationale, rollout_line, warnings
+    from inferstack.sizing.explain import (
+        cache_line,
+        cold_start_line,
+        fleet_line,
+        rationale,
+        rollout_line,
+        spot_line,
+        warnings,
+    )
 
     zones = min(sizing.replicas, demand.stage.min_zones) if sizing.replicas > 1 else 1
     rollout = rollout_for(sizing.replicas, zones, fleet, fleet_cold_start_s(start))
     fleet_notes = [fleet_line(fleet, sizing, demand, start)] if fleet else [cold_start_line(start)]
     fleet_notes.append(rollout_line(rollout, spec.model_revision, cloud))
+    spot_floor = _spot_above_floor(demand, priced, ranked, fleet, book)
     revision = spec.model_revision
     return DeploymentPlan(
         workload=spec.name,
@@ -580,13 +592,46 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         ),
         performance=performance,
         price=priced.price,
-        rationale=rationale(demand, priced, ranked) + cache_line(demand) + fleet_notes + cap_notes,
-        warnings=warnings(demand, priced) + _ceiling_warning(spec, sizing) + cap_warnings,
+        rationale=rationale(demand, priced, ranked) + cache_line(demand) + fleet_notes + cap_notes
+        + ([spot_line(spot_floor)] if spot_floor else []),
+        warnings=warnings(demand, priced, fleet) + _ceiling_warning(spec, sizing) + cap_warnings,
         cold_start=start,
         fleet=fleet,
         slo=_objectives(demand),
         cache=spec.cache,
+        spot_above_floor=spot_floor,
         rollout=rollout,
+    )
+
+
+def _spot_above_floor(demand: Demand, priced: Priced, ranked: list[Priced], fleet: Fleet | None,
+                      book: PriceBook) -> SpotAboveFloor | None:
+    """A production fleet's spot capacity above its on-demand floor (workload `placement.spot: true`), where its cloud's
+    group can keep such a floor and the autoscaler may grow above it (explain.warnings says why not otherwise).
+
+    Fallback types are the options this plan ranked in its region that size exactly as it does (the same accelerators,
+    engine and precision: `shared_sizing_key`) with at least its vCPUs and memory, cheapest first: a CPU plan has none,
+    since CPU families differ in speed."""
+    spec, sizing = demand.spec, priced.sizing
+    offer = sizing.candidate.offer
+    if not spec.placement.spot or spec.stage != "production" or fleet is None:
+        return None
+    if not CLOUD_FACTS[offer.cloud].on_demand_floor or fleet.max_replicas <= fleet.min_replicas:
+        return None
+    key = shared_sizing_key(sizing.candidate)
+    fallbacks = [] if key is None else [
+        p.sizing.candidate.offer.machine_type for p in ranked
+        if p.region == priced.region and p.sizing.candidate.offer.name != offer.name
+        and shared_sizing_key(p.sizing.candidate) == key and p.sizing.replicas == sizing.replicas
+        and p.sizing.candidate.offer.vcpus >= offer.vcpus and p.sizing.candidate.offer.memory_gib >= offer.memory_gib]
+    spot = book.spot_price(offer.cloud, priced.region, offer.name)
+    return SpotAboveFloor(
+        on_demand_base=fleet.min_replicas,
+        spot_above=fleet.max_replicas - fleet.min_replicas,
+        instance_types=[offer.machine_type, *list(dict.fromkeys(fallbacks))[:MAX_FALLBACK_TYPES]],
+        spot_hourly_per_instance=Money(amount=spot.amount_per_hour, currency=spot.currency) if spot else None,
+        spot_price_source=spot.source if spot else None,
+        spot_price_date=spot.source_date if spot else None,
     )
 
 

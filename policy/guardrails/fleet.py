@@ -652,9 +652,56 @@ def _fleet_parts(stack: Stack, group: ManagedGroup, fronting: list[LoadBalancer]
             "load balancer": [lb.resource for lb in fronting], "address": addresses}
 
 
+SPOT_FLOOR_FIX = ("keep the floor on-demand: spot servers only above it (inferstack's spot above the floor: "
+                  "docs/pricing.md, \"Spot above the floor\")")
+ALI_SPOT_STRATEGIES = {"SpotAsPriceGo", "SpotWithPriceLimit"}
+ALI_BASE_POLICIES = {"COMPOSABLE", "COST_OPTIMIZED"}  # where OnDemandBaseCapacity takes effect (CreateScalingGroup)
+
+
+def _spot_floor_problem(stack: Stack, group: ManagedGroup) -> str | None:
+    """Why the group may run its floor (`minSize`) on spot capacity, which its cloud can reclaim at two minutes' notice
+    or less; None: its floor is on-demand. Read fail-closed: a purchase setting the pack cannot read counts as spot."""
+    props, floor = group.resource.props, group.min_size
+    if group.cloud == "aws":
+        mixed = stack.known(props, "mixedInstancesPolicy")
+        if not mixed:
+            return None  # a launch template alone launches on-demand servers
+        split = mixed.get("instancesDistribution") or {}  # the engine's mappings are proxies: read with get
+        base = integer(split.get("onDemandBaseCapacity", 0))
+        above = integer(split.get("onDemandPercentageAboveBaseCapacity", 100))
+        if above == 100 or (base is not None and floor is not None and base >= floor):
+            return None
+        base_text = show(split.get("onDemandBaseCapacity", 0))
+        return f"its on-demand base capacity is {base_text}, below its floor ({show(floor)})"
+    if group.cloud == "alibaba":
+        if not any(stack.known(t.props, "spotStrategy") in ALI_SPOT_STRATEGIES for t in group.templates):
+            return None
+        policy, base = stack.known(props, "multiAzPolicy"), integer(stack.known(props, "onDemandBaseCapacity"))
+        if policy in ALI_BASE_POLICIES and base is not None and floor is not None and base >= floor:
+            return None
+        base_text, policy_text = ("unset" if v is None else show(v) for v in (base, policy))
+        return (f"its template launches spot servers and its on-demand base ({base_text}, under multiAzPolicy "
+                f"{policy_text}) does not cover its floor ({show(floor)})")
+    if group.cloud == "gcp":
+        for template in group.templates:
+            scheduling = stack.known(template.props, "scheduling") or {}
+            if scheduling.get("provisioningModel") == "SPOT" or boolean(scheduling.get("preemptible")):
+                return f"its template {template.name} is spot (provisioningModel SPOT or preemptible)"
+        return None
+    for template in group.templates:  # huawei: the AS configuration's market
+        config = stack.known(template.props, "instanceConfig") or {}
+        if config.get("chargingMode") == "spot":
+            return f"its AS configuration {template.name} is spot (instanceConfig.chargingMode)"
+    return None
+
+
 def _production_group(stack: Stack, group: ManagedGroup, balancers: list[LoadBalancer],
                       report_violation: ReportViolation) -> None:
     name = group.resource.name
+    spot = _spot_floor_problem(stack, group)
+    if spot is not None:
+        report_violation(f"managed group {name} may run its floor on spot capacity: {spot}, so one reclamation takes "
+                         f"servers the SLO needs: {SPOT_FLOOR_FIX}", group.resource.urn)
     fronting = [lb for lb in balancers if _serves_group(lb.backends, group)]
     if not fronting:
         report_violation(f"managed group {name} is behind no load balancer of this stack: production servers are "
@@ -701,5 +748,6 @@ def check_production_fleet(stack: Stack, report_violation: ReportViolation) -> N
 PRODUCTION_RUNS_A_PROTECTED_FLEET = StackRule(
     "production-runs-a-protected-fleet",
     "A stack of the production stage (config stage, default production) runs its servers as managed groups "
-    "behind a load balancer that serves HTTPS (TLS 1.2+), protected as inferstack protects them; no loose "
-    "server.", check_production_fleet, severity="critical", config_schema=STAGE_SCHEMA)
+    "behind a load balancer that serves HTTPS (TLS 1.2+), protected as inferstack protects them, their floor "
+    "on-demand (spot only above it); no loose server.", check_production_fleet, severity="critical",
+    config_schema=STAGE_SCHEMA)

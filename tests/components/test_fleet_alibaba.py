@@ -30,7 +30,7 @@ from inferstack.components.alibaba.preview import PREVIEW_IMAGE_ID, PREVIEW_LOOK
 from inferstack.components.alibaba.servers import USER_DATA_LIMIT_BYTES
 from inferstack.components.shared import NETWORK_CIDR, compressed_user_data
 from inferstack.errors import InputError
-from inferstack.plan import DeploymentPlan
+from inferstack.plan import DeploymentPlan, SpotAboveFloor
 from inferstack.preview import Recording, RegisteredResource, preview_workload, record
 from tests.components.neutral_view import FACT_MAPPERS
 from tests.sample_plans import Variant, sample_plan
@@ -369,6 +369,31 @@ def test_spot_fleets_take_spot_servers_and_replace_them_before_they_are_reclaime
     recording = _deploy(run, _fleet_plan("cpu-llm", spot=True))
     assert _one(recording, TEMPLATE).inputs["spotStrategy"] == "SpotAsPriceGo"
     assert _one(recording, SCALING_GROUP).inputs["spotInstanceRemedy"] is True
+
+
+def test_spot_above_the_floor_keeps_the_floor_pay_as_you_go_and_falls_back_on_the_plans_types(run: Any) -> None:
+    plan = _fleet_plan()
+    assert plan.fleet is not None
+    floor = SpotAboveFloor(on_demand_base=plan.fleet.min_replicas, spot_above=2,
+                           instance_types=[plan.instance_type, "ecs.gn7i-c16g1.4xlarge"],
+                           spot_hourly_per_instance=None, spot_price_source=None, spot_price_date=None)
+    recording = _deploy(run, plan.model_copy(update={"spot_above_floor": floor}))
+    group = _one(recording, SCALING_GROUP).inputs
+    assert _one(recording, TEMPLATE).inputs["spotStrategy"] == "SpotAsPriceGo"
+    assert {key: group[key] for key in ("multiAzPolicy", "azBalance", "onDemandBaseCapacity",
+                                        "onDemandPercentageAboveBaseCapacity", "allocationStrategy",
+                                        "spotAllocationStrategy", "spotInstanceRemedy")} == {
+        "multiAzPolicy": "COMPOSABLE", "azBalance": True, "onDemandBaseCapacity": plan.fleet.min_replicas,
+        "onDemandPercentageAboveBaseCapacity": 0, "allocationStrategy": "priority",
+        "spotAllocationStrategy": "priority", "spotInstanceRemedy": True}
+    assert [o["instanceType"] for o in group["launchTemplateOverrides"]] == floor.instance_types
+
+
+def test_an_on_demand_fleet_is_balanced_over_zones_and_takes_no_spot(run: Any) -> None:
+    recording = _deploy(run, _fleet_plan())
+    group = _one(recording, SCALING_GROUP).inputs
+    assert group["multiAzPolicy"] == "BALANCE" and "onDemandBaseCapacity" not in group
+    assert "launchTemplateOverrides" not in group and "spotStrategy" not in _one(recording, TEMPLATE).inputs
 
 
 def test_private_vswitches_reach_out_through_the_nat_gateway_and_the_public_ones_do_not(run: Any) -> None:

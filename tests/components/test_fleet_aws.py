@@ -23,7 +23,7 @@ from inferstack.components.aws.load_balancer import LOAD_BALANCER_TLS_POLICY
 from inferstack.components.aws.preview import PREVIEW_OUTPUTS
 from inferstack.components.aws.servers import USER_DATA_LIMIT_BYTES
 from inferstack.errors import InputError
-from inferstack.plan import DeploymentPlan
+from inferstack.plan import DeploymentPlan, SpotAboveFloor
 from inferstack.preview import Recording, RegisteredResource, preview_workload
 from tests.sample_plans import sample_plan
 
@@ -307,6 +307,32 @@ def test_spot_fleets_launch_spot_capacity_only(run: Any) -> None:
         "launchTemplateId": template.id, "version": str(template.outputs["latestVersion"])}
     assert policy["instancesDistribution"]["onDemandPercentageAboveBaseCapacity"] == 0
     assert policy["instancesDistribution"]["onDemandBaseCapacity"] == 0
+
+
+def test_spot_above_the_floor_keeps_the_floor_on_demand_and_falls_back_on_the_plans_types(run: Any) -> None:
+    plan = sample_plan("aws", "gpu-llm", "production")
+    assert plan.fleet is not None
+    floor = SpotAboveFloor(on_demand_base=plan.fleet.min_replicas, spot_above=2,
+                           instance_types=[plan.instance_type, "g6.2xlarge", "g6.4xlarge"],
+                           spot_hourly_per_instance=None, spot_price_source=None, spot_price_date=None)
+    recording = _fleet(run, plan.model_copy(update={"spot_above_floor": floor}))
+    group = _one(recording, GROUP).inputs
+    template = _one(recording, TEMPLATE)
+    assert "launchTemplate" not in group and group["capacityRebalance"] is True
+    policy = group["mixedInstancesPolicy"]
+    assert policy["launchTemplate"]["launchTemplateSpecification"] == {
+        "launchTemplateId": template.id, "version": str(template.outputs["latestVersion"])}
+    assert [o["instanceType"] for o in policy["launchTemplate"]["overrides"]] == floor.instance_types
+    assert policy["instancesDistribution"] == {
+        "onDemandBaseCapacity": plan.fleet.min_replicas, "onDemandPercentageAboveBaseCapacity": 0,
+        "onDemandAllocationStrategy": "prioritized", "spotAllocationStrategy": "capacity-optimized-prioritized"}
+    assert (group["minSize"], group["maxSize"]) == (plan.fleet.min_replicas, plan.fleet.max_replicas)
+
+
+def test_an_on_demand_fleet_launches_from_its_template_alone(run: Any) -> None:
+    group = _one(_fleet(run), GROUP).inputs
+    assert "mixedInstancesPolicy" not in group and "capacityRebalance" not in group
+    assert group["launchTemplate"]["id"]
 
 
 #### Scaling: the plan's rate per server, in requests per minute ####

@@ -68,16 +68,18 @@ def test_production_spreads_at_least_two_replicas_over_two_zones():
     assert plan and plan.replicas >= 2 and plan.zones == 2
 
 
-def test_spot_in_production_is_not_used_and_the_plan_says_so_rather_than_dropping_it_silently():
+def test_spot_in_production_is_never_dropped_silently():
     production = workload("chat-8b-public.yaml", placement__spot=True)
     assert production.stage == "production"
-    plan = plan_workload(production, clouds=["aws"]).outcome("aws").chosen
-    assert plan is not None and plan.spot is False
-    assert any(line.startswith("spot: true is not used in production") for line in plan.warnings)
+    aws = plan_workload(production, clouds=["aws"]).outcome("aws").chosen
+    assert aws is not None and aws.spot is False and aws.spot_above_floor is not None  # tests/sizing/test_spot.py
+    gcp = plan_workload(production, clouds=["gcp"]).outcome("gcp").chosen
+    assert gcp is not None and gcp.spot is False and gcp.spot_above_floor is None
+    assert any(line.startswith("spot: true keeps every server on-demand on Google Cloud") for line in gcp.warnings)
     internal = plan_workload(workload("chat-8b-public.yaml", placement__spot=True, stage="internal"),
                              clouds=["aws"]).outcome("aws").chosen
-    assert internal is not None and internal.spot is True
-    assert not any("not used in production" in line for line in internal.warnings)
+    assert internal is not None and internal.spot is True and internal.spot_above_floor is None
+    assert not any("keeps every server on-demand" in line for line in internal.warnings)
 
 
 def test_70b_model_needs_tensor_parallelism_at_16_bit():

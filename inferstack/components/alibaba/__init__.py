@@ -62,6 +62,7 @@ from inferstack.components.capabilities import (
     ValueRule,
     driver_ready_image,
     rolling_update,
+    spot_above_floor,
     supported,
     unsupported,
 )
@@ -140,6 +141,9 @@ class AlibabaBackend(CloudBackend):
         Capability.LOCAL_NVME_CACHE: supported("instance families with local NVMe disks: the bootstrap formats "
                                                "and mounts the first unformatted local disk as the model cache"),
         Capability.SPOT_CAPACITY: supported("pay-as-you-go spot (SpotAsPriceGo), released on interruption"),
+        Capability.SPOT_ABOVE_FLOOR: spot_above_floor(
+            "alibaba", "ESS scaling group: on_demand_base_capacity = the floor, no on-demand above it, spot instance "
+                       "remedy, the plan's fallback types in the scaling configuration"),
         Capability.MANAGED_FLEET: supported(
             "ESS scaling group from an ECS launch template (metadata tokens required, hop limit 1, encrypted ESSD, "
             "the RAM role, no public address), balanced over one private vSwitch per zone with NAT egress; ECS and "

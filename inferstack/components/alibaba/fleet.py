@@ -9,6 +9,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 import pulumi_alicloud as alicloud
@@ -25,6 +26,7 @@ from inferstack.components.alibaba.servers import SYSTEM_DISK_CATEGORY, ecs_user
 from inferstack.components.contract import FleetRequest, FleetResult, StrOutput
 from inferstack.components.lookups import answered
 from inferstack.components.naming import child_options, invoke_options, server_options
+from inferstack.plan import DeploymentPlan
 
 # The instance metadata hop limit: 1, so that containers on the server cannot reach its credentials
 # (ecs.EcsLaunchTemplate http_put_response_hop_limit: 1-64).
@@ -110,13 +112,13 @@ def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest,
         f"{name}-group", scaling_group_name=group_name,
         min_size=hooked.apply(lambda found: fleet.min_replicas if found else 0), max_size=fleet.max_replicas,
         vswitch_ids=list(request.server_subnet_ids),
-        multi_az_policy="BALANCE", launch_template_id=template.id, launch_template_version="Latest",
+        **_spot_above_floor(plan), launch_template_id=template.id, launch_template_version="Latest",
         # ECS: a stopped or released server; LOAD_BALANCER: one that fails ALB's health check. Either is
         # removed and released (scaling_policy), and a new one created to keep min_size.
         health_check_types=["ECS", "LOAD_BALANCER"], scaling_policy="release",
         default_cooldown=fleet.scale_out_cooldown_s,
         removal_policies=["OldestScalingConfiguration", "OldestInstance"],
-        spot_instance_remedy=True if plan.spot else None,
+        spot_instance_remedy=True if plan.interruptible else None,
         group_deletion_protection=request.protected, tags=request.tags,
         opts=server_options(parent, request.protected))
     # A new server stays in Pending:Wait, out of the load balancer and so never judged by its health check, until it
@@ -177,6 +179,23 @@ def _lifecycle_grant(parent: pulumi.Resource, name: str, request: FleetRequest) 
                                       policy_name=policy.policy_name, policy_type="Custom", opts=opts)
 
 
+def _spot_above_floor(plan: DeploymentPlan) -> dict[str, Any]:
+    """The group's zone and purchase settings. Zones balanced ("BALANCE"); with spot above the floor
+    (`plan.spot_above_floor`), the same balance as COMPOSABLE with az_balance (the settings below take effect only
+    under it), the floor on-demand (`on_demand_base_capacity`), nothing on-demand above it, the plan's types in its
+    order (the planned one first: `priority`) as launch template overrides; the template's SpotAsPriceGo makes the
+    servers above the floor spot. ESS CreateScalingGroup (alibabacloud_ess20220222 1.13.3 CreateScalingGroupRequest:
+    MultiAZPolicy, AzBalance, OnDemandBaseCapacity, OnDemandPercentageAboveBaseCapacity, AllocationStrategy,
+    SpotAllocationStrategy)."""
+    floor = plan.spot_above_floor
+    if floor is None:
+        return {"multi_az_policy": "BALANCE"}
+    return {"multi_az_policy": "COMPOSABLE", "az_balance": True, "on_demand_base_capacity": floor.on_demand_base,
+            "on_demand_percentage_above_base_capacity": 0, "allocation_strategy": "priority",
+            "spot_allocation_strategy": "priority",
+            "launch_template_overrides": [{"instance_type": t} for t in floor.instance_types]}
+
+
 def _launch_template(parent: pulumi.Resource, name: str, request: FleetRequest) -> alicloud.ecs.EcsLaunchTemplate:
     """The fleet's servers, hardened as a single server is: metadata tokens (and hop limit 1), an encrypted ESSD,
     the RAM role at creation, no key pair, no public address, the same user data; spot where the plan says.
@@ -195,7 +214,9 @@ def _launch_template(parent: pulumi.Resource, name: str, request: FleetRequest) 
         system_disk={"category": SYSTEM_DISK_CATEGORY, "size": system_disk_gib(image, plan), "encrypted": True,
                      "delete_with_instance": True},
         # No internet_max_bandwidth_out: the servers get no public address; they reach out through the NAT gateway.
-        spot_strategy="SpotAsPriceGo" if plan.spot else None,
+        # Spot where the plan may run it: all servers (plan.spot), or those above the floor the group keeps
+        # on-demand (_spot_above_floor).
+        spot_strategy="SpotAsPriceGo" if plan.interruptible else None,
         user_data=ecs_user_data(parent, plan, request.user_data),
         # The servers carry their group's tag: its application group (create_alarms) watches whichever run.
         tags={**request.tags, FLEET_TAG: fleet_tag(parent, name)}, template_tags=request.tags,

@@ -48,6 +48,7 @@ from inferstack.components.capabilities import (
     ValueRule,
     driver_ready_image,
     rolling_update,
+    spot_above_floor,
     supported,
 )
 from inferstack.components.contract import (
@@ -116,6 +117,9 @@ class AwsBackend(CloudBackend):
                                                "it at /opt/dlami/nvme"),
         Capability.SPOT_CAPACITY: supported("one-time spot request, terminated on interruption; a fleet's group "
                                             "launches spot only (price-capacity-optimized)"),
+        Capability.SPOT_ABOVE_FLOOR: spot_above_floor("aws", "Auto Scaling mixed instances policy: on-demand base "
+                                                     "capacity = the floor, spot above it (capacity-optimized), the "
+                                                     "plan's fallback types as overrides, capacity rebalancing"),
         Capability.MANAGED_FLEET: supported("EC2 Auto Scaling group from a launch template (IMDSv2, hop limit 1, "
                                             "encrypted gp3, no public address) over private subnets with NAT egress; "
                                             "ELB health checks replace a server after the plan's grace; a changed "

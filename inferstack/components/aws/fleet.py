@@ -115,16 +115,12 @@ def _group(parent: pulumi.Resource, name: str, request: FleetRequest, template: 
     # pulumi_aws GroupInstanceRefreshArgs) replaces a server only once its successor is healthy.
     launch: aws.autoscaling.GroupLaunchTemplateArgsDict = {
         "id": template.id, "version": template.latest_version.apply(str)}
-    spot: aws.autoscaling.GroupMixedInstancesPolicyArgsDict = {
-        "launch_template": {"launch_template_specification": {
-            "launch_template_id": launch["id"], "version": launch["version"]}},
-        "instances_distribution": {"on_demand_base_capacity": 0, "on_demand_percentage_above_base_capacity": 0,
-                                   "spot_allocation_strategy": "price-capacity-optimized"}}
+    mixed = _mixed_instances(plan, launch)
     return aws.autoscaling.Group(
         f"{name}-group", min_size=fleet.min_replicas, max_size=fleet.max_replicas,
         vpc_zone_identifiers=list(request.server_subnet_ids),
-        launch_template=None if plan.spot else launch, mixed_instances_policy=spot if plan.spot else None,
-        capacity_rebalance=True if plan.spot else None,
+        launch_template=None if mixed else launch, mixed_instances_policy=mixed,
+        capacity_rebalance=True if mixed else None,
         target_group_arns=[targets.arn], health_check_type="ELB", health_check_grace_period=fleet.health_check_grace_s,
         default_instance_warmup=fleet.cold_start_s,
         instance_refresh=_instance_refresh(plan.rolling_update, fleet),
@@ -134,6 +130,33 @@ def _group(parent: pulumi.Resource, name: str, request: FleetRequest, template: 
         tags=[{"key": key, "value": value, "propagate_at_launch": False}
               for key, value in named(request.tags, f"{name}-group").items()],
         opts=fleet_options(parent, request.protected))
+
+
+def _mixed_instances(plan: DeploymentPlan, launch: aws.autoscaling.GroupLaunchTemplateArgsDict
+                     ) -> aws.autoscaling.GroupMixedInstancesPolicyArgsDict | None:
+    """Spot capacity as the group's mixed instances policy; None: every server on-demand from the template.
+
+    All spot (`plan.spot`, outside production): no on-demand base, price-capacity-optimized. Spot above production's
+    floor (`plan.spot_above_floor`): the floor on-demand (`on_demand_base_capacity`), nothing on-demand above it, the
+    plan's types as overrides in its order (the planned one first; on-demand `prioritized`, spot
+    `capacity-optimized-prioritized`: the pools least likely to be interrupted, the order where capacity allows),
+    with capacity rebalancing (the group replaces a spot server at risk before it is interrupted). EC2 Auto Scaling
+    User Guide, "Auto Scaling groups with multiple instance types and purchase options" (read 2026-12-07)."""
+    specification: aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgsDict = {
+        "launch_template_id": launch["id"], "version": launch["version"]}
+    floor = plan.spot_above_floor
+    if floor is not None:
+        return {"launch_template": {"launch_template_specification": specification,
+                                    "overrides": [{"instance_type": t} for t in floor.instance_types]},
+                "instances_distribution": {"on_demand_base_capacity": floor.on_demand_base,
+                                           "on_demand_percentage_above_base_capacity": 0,
+                                           "on_demand_allocation_strategy": "prioritized",
+                                           "spot_allocation_strategy": "capacity-optimized-prioritized"}}
+    if plan.spot:
+        return {"launch_template": {"launch_template_specification": specification},
+                "instances_distribution": {"on_demand_base_capacity": 0, "on_demand_percentage_above_base_capacity": 0,
+                                           "spot_allocation_strategy": "price-capacity-optimized"}}
+    return None
 
 
 def _instance_refresh(rollout: Rollout, fleet: Fleet) -> aws.autoscaling.GroupInstanceRefreshArgsDict:

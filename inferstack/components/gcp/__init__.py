@@ -36,6 +36,7 @@ from inferstack.components.capabilities import (
     ValueRule,
     driver_ready_image,
     rolling_update,
+    spot_above_floor,
     supported,
     unsupported,
 )
@@ -134,6 +135,10 @@ class GcpBackend(CloudBackend):
                                                "it as NVMe; the boot script uses it as the model cache"),
         Capability.SPOT_CAPACITY: supported("provisioning_model=SPOT; a preempted server stops and its boot "
                                             "service resumes when it starts again"),
+        Capability.SPOT_ABOVE_FLOOR: spot_above_floor(
+            "gcp", "a managed instance group's template has one provisioning model (STANDARD or SPOT): an on-demand "
+                   "floor with spot above it needs a second group behind the backend service, not built; a "
+                   "production workload's servers stay on-demand"),
         Capability.MANAGED_FLEET: supported(
             "a regional managed instance group from an instance template, spread evenly over the plan's zones, "
             "servers without an external address (Cloud NAT egress); autohealing recreates a server whose health "

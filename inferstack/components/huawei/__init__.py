@@ -39,6 +39,7 @@ from inferstack.components.capabilities import (
     ValueRule,
     driver_ready_image,
     rolling_update,
+    spot_above_floor,
     supported,
     unsupported,
 )
@@ -122,6 +123,10 @@ class HuaweiBackend(CloudBackend):
             "no Huawei flavor in inferstack's catalog has instance-local NVMe; the model cache lives on the "
             "encrypted system disk"),
         Capability.SPOT_CAPACITY: supported("ECS charging_mode=spot, at most the pay-per-use price"),
+        Capability.SPOT_ABOVE_FLOOR: spot_above_floor(
+            "huawei", "an AS configuration's charging_mode applies to every server the group launches (postPaid or "
+                      "spot): an on-demand floor with spot above it needs a second group on the load balancer's "
+                      "pool, not built; a production workload's servers stay on-demand"),
         Capability.MANAGED_FLEET: supported(
             "an AS group over the plan's zones, from an AS configuration with the servers' flavor, image, encrypted "
             "system disk, security group and user data and no public address; the agency is the group's "
