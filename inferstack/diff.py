@@ -129,6 +129,16 @@ def _gpus(plan: DeploymentPlan) -> str:
     return f"{plan.accelerator.count}x {plan.accelerator.id}" if plan.accelerator else "none"
 
 
+def capacity_mix(plan: DeploymentPlan) -> str:
+    """What the servers run on: all on-demand, all spot, or an on-demand floor with spot above it and the types the
+    group falls back on."""
+    floor = plan.spot_above_floor
+    if floor is not None:
+        return (f"{floor.on_demand_base} on-demand + up to {floor.spot_above} spot "
+                f"({', '.join(floor.instance_types)})")
+    return "all spot" if plan.spot else "all on-demand"
+
+
 def _percent(value: float | None) -> float | None:
     return None if value is None else value * 100
 
@@ -139,7 +149,7 @@ QUANTITIES: tuple[_Quantity, ...] = (
     _Quantity("instance_count", "instances", lambda p: p.instance_count),
     _Quantity("accelerator", "GPUs per instance", _gpus),
     _Quantity("zones", "zones", lambda p: p.zones),
-    _Quantity("spot", "spot capacity", lambda p: "yes" if p.spot else "no"),
+    _Quantity("spot", "capacity (on-demand / spot)", lambda p: capacity_mix(p)),
     _Quantity("precision", "precision", lambda p: p.precision),
     _Quantity("tensor_parallel", "tensor parallel", lambda p: p.tensor_parallel),
     _Quantity("serving.max_model_len", "max sequence (tokens)", lambda p: p.serving.max_model_len),
@@ -336,7 +346,7 @@ def diff_reports(
 # scaling numbers, prices and predictions are not. (A new bootstrap is a rollout too; it shows in the preview, not in
 # a plan.)
 SERVER_FIELDS = ("instance_type", "offer", "device", "accelerator", "tensor_parallel", "model", "precision",
-                 "serving", "disk_gib", "spot")
+                 "serving", "disk_gib", "spot", "spot_above_floor")
 
 
 def rollout_text(before: DeploymentPlan, after: DeploymentPlan) -> str | None:

@@ -44,7 +44,7 @@ SPOT_PRICE_COLUMNS = ("cloud", "region", "instance_type", "currency", "price_per
 DIFFERENCES_SHOWN = 12
 # The fields a reviewer reads first when a pin does not match: what runs, how many, where, how exposed, the cost.
 KEY_FIELDS = ("stage", "cloud", "region", "instance_type", "instance_count", "replicas", "zones", "fleet", "serving",
-              "accelerator", "spot", "price")
+              "accelerator", "spot", "spot_above_floor", "price")
 
 
 class PinnedCatalog(BaseModel):

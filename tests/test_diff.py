@@ -617,3 +617,16 @@ def test_the_wrong_number_of_files_says_how_to_call_it(files, base_ref, expected
     with pytest.raises(InputError, match=expected) as error:
         diff_workload_files(files, base_ref=base_ref)
     assert "inferstack diff --base-ref origin/main HEAD.yaml" in str(error.value)
+
+
+def test_spot_above_the_floor_shows_as_a_capacity_change_with_its_types(tmp_path):
+    head = edited(placement__spot=True, placement__clouds=["aws", "gcp"])
+    diff = diff_pair(tmp_path, head, edited(placement__clouds=["aws", "gcp"]))
+    plan = chosen(plans(head, tmp_path), "aws")
+    floor = plan.spot_above_floor
+    assert floor is not None
+    mix = f"{floor.on_demand_base} on-demand + up to {floor.spot_above} spot ({', '.join(floor.instance_types)})"
+    assert [(c.field, c.before, c.after) for c in cloud(diff, "aws").changes if c.field == "spot"] == [
+        ("spot", "all on-demand", mix)]
+    assert "capacity (on-demand / spot)" in render_markdown(diff)
+    assert not [c for c in cloud(diff, "gcp").changes if c.field == "spot"]  # Google Cloud keeps it on-demand
