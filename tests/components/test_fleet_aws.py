@@ -296,15 +296,20 @@ def test_a_new_template_version_rolls_out_without_dropping_below_the_groups_size
     assert preferences["minHealthyPercentage"] == 100 and preferences["maxHealthyPercentage"] == 200
 
 
-def test_spot_fleets_launch_spot_capacity_only(run: Any) -> None:
-    plan = sample_plan("aws", "cpu-encoder", "production").model_copy(update={"spot": True})
-    recording = _fleet(run, plan)
-    group = _one(recording, GROUP).inputs
-    template = _one(recording, TEMPLATE)
+def _mixed_policy(recording: Recording) -> dict[str, Any]:
+    """The group's mixed instances policy, which launches from the fleet's template (never the group's own template
+    setting beside it), with capacity rebalancing."""
+    group, template = _one(recording, GROUP).inputs, _one(recording, TEMPLATE)
     assert "launchTemplate" not in group and group["capacityRebalance"] is True
-    policy = group["mixedInstancesPolicy"]
+    policy: dict[str, Any] = group["mixedInstancesPolicy"]
     assert policy["launchTemplate"]["launchTemplateSpecification"] == {
         "launchTemplateId": template.id, "version": str(template.outputs["latestVersion"])}
+    return policy
+
+
+def test_spot_fleets_launch_spot_capacity_only(run: Any) -> None:
+    plan = sample_plan("aws", "cpu-encoder", "production").model_copy(update={"spot": True})
+    policy = _mixed_policy(_fleet(run, plan))
     assert policy["instancesDistribution"]["onDemandPercentageAboveBaseCapacity"] == 0
     assert policy["instancesDistribution"]["onDemandBaseCapacity"] == 0
 
@@ -316,12 +321,7 @@ def test_spot_above_the_floor_keeps_the_floor_on_demand_and_falls_back_on_the_pl
                            instance_types=[plan.instance_type, "g6.2xlarge", "g6.4xlarge"],
                            spot_hourly_per_instance=None, spot_price_source=None, spot_price_date=None)
     recording = _fleet(run, plan.model_copy(update={"spot_above_floor": floor}))
-    group = _one(recording, GROUP).inputs
-    template = _one(recording, TEMPLATE)
-    assert "launchTemplate" not in group and group["capacityRebalance"] is True
-    policy = group["mixedInstancesPolicy"]
-    assert policy["launchTemplate"]["launchTemplateSpecification"] == {
-        "launchTemplateId": template.id, "version": str(template.outputs["latestVersion"])}
+    policy, group = _mixed_policy(recording), _one(recording, GROUP).inputs
     assert [o["instanceType"] for o in policy["launchTemplate"]["overrides"]] == floor.instance_types
     assert policy["instancesDistribution"] == {
         "onDemandBaseCapacity": plan.fleet.min_replicas, "onDemandPercentageAboveBaseCapacity": 0,
