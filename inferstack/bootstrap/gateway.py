@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from inferstack.bootstrap import interruption
 from inferstack.bootstrap.runtimes import image_for, native_install, runtime_processes
 from inferstack.plan import DeploymentPlan
 from inferstack.runtimes import RUNTIME_FACTS, Mode
@@ -201,12 +202,20 @@ def _error(message: str, error_type: str) -> str:
     return "'" + json.dumps({"error": {"message": message, "type": error_type}}, separators=(",", ":")) + "'"
 
 
-def _health_location(health_path: str) -> str:
+def _health_location(health_path: str, drains: bool) -> str:
     """The key-free health path: GET or HEAD without a body, forwarded as a bare GET of itself: `rewrite ... ?` drops
     the query and replaces the raw path with the normalised one, and no header or body of the client's goes along.
     HEAD goes as GET: vLLM's /health is a FastAPI GET route (vllm/entrypoints/serve/instrumentator/health.py), and
-    FastAPI answers HEAD on a GET route with 405 (github.com/fastapi/fastapi/issues/1773, open, read 2026-12-07)."""
+    FastAPI answers HEAD on a GET route with 405 (github.com/fastapi/fastapi/issues/1773, open, read 2026-12-07).
+    With `drains` (a server that may be interrupted), it answers 503 itself while the interruption watcher's drain flag
+    exists (`interruption.DRAIN_FLAG`, root's): the load balancer stops sending new requests, and nothing else
+    changes, so the requests in flight finish. nginx's `-f` checks the file at each request (open_file_cache is off)."""
     with_body = _error("the health path takes no body: send a GET without one", "invalid_request_error")
+    draining = _error("this server is draining before a spot interruption: send requests to another server",
+                      "service_unavailable")
+    drain_check = (f"            if (-f {interruption.DRAIN_FLAG}) {{\n"
+                   f"                return 503 {draining};\n"
+                   "            }\n") if drains else ""
     return (
         f"        location = {health_path} {{\n"
         "            if ($request_method !~ ^(GET|HEAD)$) {\n"
@@ -216,6 +225,7 @@ def _health_location(health_path: str) -> str:
         "            if ($inferstack_request_has_body) {\n"
         f"                return 400 {with_body};\n"
         "            }\n"
+        f"{drain_check}"
         "            proxy_method GET;\n"
         "            proxy_pass_request_headers off;\n"
         f"            rewrite ^ {health_path}? break;\n"
@@ -290,7 +300,7 @@ def gateway_config(plan: DeploymentPlan, *, api_key: bool, mode: Mode, group: Se
     balance = "        least_conn;\n" if len(ports) > 1 else ""
     upstreams = "".join(f"        server 127.0.0.1:{port};\n" for port in ports)
     listens = f"127.0.0.1:{ports[0]}" + (f" to {ports[-1]} ({len(ports)} model processes)" if len(ports) > 1 else "")
-    locations = _health_location(plan.serving.health_path) + "".join(
+    locations = _health_location(plan.serving.health_path, interruption.watched(plan)) + "".join(
         f"        location {prefix} {{\n{key_check}{_CACHE_HANDLERS if cache else ''}"
         "            proxy_pass http://inferstack_runtime;\n"
         "        }\n" for prefix in RUNTIME_FACTS[plan.serving.runtime].api_prefixes)

@@ -27,7 +27,7 @@ from importlib import resources
 
 import yaml
 
-from inferstack.bootstrap import gateway, telemetry
+from inferstack.bootstrap import gateway, interruption, telemetry
 from inferstack.bootstrap.options import BootstrapOptions, bucket_problem
 from inferstack.bootstrap.runtimes import (
     DOCKER_VERSION_PIN,
@@ -298,6 +298,34 @@ def gateway_unit(cloud: Cloud, options: BootstrapOptions) -> str:
         "Service": service, "Install": [("WantedBy", "multi-user.target")]})
 
 
+def interruption_unit(cloud: Cloud, options: BootstrapOptions) -> str:
+    """The interruption watcher (bootstrap/interruption.py): as root, because only root may reach the metadata server
+    (boot.sh, phase metadata_firewall), and with nothing else of root's: no capability, a read-only system but its
+    drain directory, and no address but the metadata server's and loopback (a local DNS stub resolver is there)."""
+    words: list[Word] = ["/usr/bin/python3", f"{LIB_DIR}/{interruption.WATCHER}", "--cloud", cloud,
+                         "--drain-flag", interruption.DRAIN_FLAG]
+    if options.metadata_endpoint:
+        words += ["--metadata-endpoint", options.metadata_endpoint]
+    addresses = " ".join(CLOUD_FACTS[cloud].metadata_addresses)
+    return unit_file({
+        "Unit": [("Description", "inferstack interruption watcher: drains the gateway on the cloud's spot "
+                                 "interruption notice"),
+                 ("Wants", "network-online.target"), ("After", "network-online.target")],
+        "Service": [("Type", "exec"), ("ExecStart", command_line(words)), ("Restart", "always"), ("RestartSec", "5"),
+                    # The drain flag's directory: root's, readable by the gateway's workers, kept when the watcher
+                    # restarts (a drain outlives it; /run empties at the next boot).
+                    ("RuntimeDirectory", interruption.DRAIN_DIR.removeprefix("/run/")),
+                    ("RuntimeDirectoryMode", "0755"), ("RuntimeDirectoryPreserve", "yes"),
+                    ("NoNewPrivileges", "yes"), ("CapabilityBoundingSet", ""), ("ProtectSystem", "strict"),
+                    ("ProtectHome", "yes"), ("PrivateTmp", "yes"), ("PrivateDevices", "yes"),
+                    ("ProtectKernelTunables", "yes"), ("ProtectKernelModules", "yes"),
+                    ("ProtectControlGroups", "yes"), ("RestrictSUIDSGID", "yes"),
+                    ("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6"),
+                    ("IPAddressDeny", "any"), ("IPAddressAllow", f"localhost {addresses}"),
+                    ("SyslogIdentifier", interruption.UNIT)],
+        "Install": [("WantedBy", "multi-user.target")]})
+
+
 def boot_unit() -> str:
     """Runs at every boot: the loader brings the bundle (when its sha256 changed), then boot.sh runs the phases."""
     return unit_file({
@@ -377,6 +405,9 @@ def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, 
           for process in runtime_processes(plan)),
         FileSpec(f"{UNIT_DIR}/inferstack-gateway.service", gateway_unit(cloud, options), "0644"),
     ]
+    if interruption.watched(plan):  # a server that may run on spot capacity, on a cloud that posts a notice
+        files += [FileSpec(f"{LIB_DIR}/{interruption.WATCHER}", shipped_copy(interruption.WATCHER), "0755"),
+                  FileSpec(f"{UNIT_DIR}/{interruption.UNIT}.service", interruption_unit(cloud, options), "0644")]
     if options.telemetry:
         files += [FileSpec(*spec) for spec in telemetry.agent_files(plan, cloud, options.telemetry, mode)]
         files.append(FileSpec(f"{UNIT_DIR}/{telemetry.AGENT_UNIT}.service", telemetry.agent_unit(), "0644"))

@@ -67,15 +67,22 @@ class _MetadataHandler(BaseHTTPRequestHandler):
     identity_paths = ("/security-credentials/", "/securitykey", "/service-accounts/")
 
     def do_PUT(self) -> None:
+        server: _MetadataServer = self.server  # type: ignore[assignment]
         if self.path == "/latest/api/token" and (self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")
                                                  or self.headers.get("X-aliyun-ecs-metadata-token-ttl-seconds")):
-            self._reply(200, "metadata-session-token")
+            with server.lock:
+                server.notices.tokens_issued.append(f"{SESSION_TOKEN_PREFIX}{len(server.notices.tokens_issued) + 1}")
+                token = server.notices.tokens_issued[-1]
+            self._reply(200, token)
         else:
             self._reply(400, "bad token request")
 
     def do_GET(self) -> None:
-        body, required_header = self.routes.get(self.path, (None, None))
         server: _MetadataServer = self.server  # type: ignore[assignment]
+        if self.path in NOTICE_READ_WITH:
+            self._notice(server.notices)
+            return
+        body, required_header = self.routes.get(self.path, (None, None))
         with server.lock:
             unattached = server.role_missing_for > 0 and any(p in self.path for p in self.identity_paths)
             server.role_missing_for -= unattached
@@ -85,6 +92,24 @@ class _MetadataHandler(BaseHTTPRequestHandler):
             self._reply(401, f"missing {required_header}")
         else:
             self._reply(200, body)
+
+    def _notice(self, notices: MetadataNotices) -> None:
+        """An interruption notice path: 401 without the header it is read with (AWS and Alibaba: a session token this
+        server issued and that is still valid), else what `notices` posts there, else "no notice"."""
+        header, expected = NOTICE_READ_WITH[self.path]
+        sent = self.headers.get(header)
+        with notices.lock:
+            notices.asked.append((self.path, sent))
+            valid = sent == expected if expected else sent in notices.tokens_issued[notices.tokens_revoked:]
+            posted = notices.posted.get(self.path)
+        if not valid:
+            self._reply(401, f"missing or invalid {header}")
+        elif posted is not None:
+            self._reply(200, posted)
+        elif self.path in NO_NOTICE_BODY:
+            self._reply(200, NO_NOTICE_BODY[self.path])
+        else:
+            self._reply(404, "not found")
 
     def _reply(self, status: int, body: str) -> None:
         data = body.encode()
@@ -100,15 +125,47 @@ class _MetadataHandler(BaseHTTPRequestHandler):
 class _MetadataServer(ThreadingHTTPServer):
     lock: threading.Lock
     role_missing_for: int
+    notices: MetadataNotices
+
+
+SESSION_TOKEN_PREFIX = "metadata-session-token-"
+AWS_INSTANCE_ACTION = "/latest/meta-data/spot/instance-action"
+AWS_REBALANCE = "/latest/meta-data/events/recommendations/rebalance"
+GCP_PREEMPTED = "/computeMetadata/v1/instance/preempted"
+ALIBABA_TERMINATION_TIME = "/latest/meta-data/instance/spot/termination-time"
+NOTICE_READ_WITH = {
+    # path: (the header it must be read with, its value; None: a session token this server issued)
+    AWS_INSTANCE_ACTION: ("X-aws-ec2-metadata-token", None),
+    AWS_REBALANCE: ("X-aws-ec2-metadata-token", None),
+    GCP_PREEMPTED: ("Metadata-Flavor", "Google"),
+    ALIBABA_TERMINATION_TIME: ("X-aliyun-ecs-metadata-token", None),
+}
+"""The interruption notices' paths, as the vendors document them (inferstack/bootstrap/files/interruption_watch.py)."""
+NO_NOTICE_BODY = {GCP_PREEMPTED: "FALSE"}
+"""GCP answers FALSE until a preemption; AWS and Alibaba answer 404 until a notice."""
+
+
+@dataclass
+class MetadataNotices:
+    """The interruption notices a stand-in metadata server posts (`posted`: path → body, as the cloud would post it;
+    a path not there has no notice), the session tokens it issued, and every notice read: (path, the header sent).
+    `tokens_revoked`: the first this many tokens issued are refused (401), as an expired one is."""
+
+    posted: dict[str, str] = field(default_factory=dict)
+    tokens_issued: list[str] = field(default_factory=list)
+    tokens_revoked: int = 0
+    asked: list[tuple[str, str | None]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @contextmanager
-def metadata_server(role_missing_for: int = 0) -> Iterator[str]:
+def metadata_server(role_missing_for: int = 0, notices: MetadataNotices | None = None) -> Iterator[str]:
     """A metadata server for all four clouds on 127.0.0.1; yields its base URL. Its first `role_missing_for`
     reads of the instance's identity answer 404, as before the role (instance profile, RAM role, agency,
-    service account) is attached."""
+    service account) is attached. It posts the interruption notices `notices` holds (none without)."""
     server = _MetadataServer(("127.0.0.1", 0), _MetadataHandler)
     server.lock, server.role_missing_for = threading.Lock(), role_missing_for
+    server.notices = notices if notices is not None else MetadataNotices()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -97,8 +97,10 @@ def credentials(settings: dict[str, list[str]], line: str) -> dict[str, object]:
 def run(unit: str) -> int:
     """The unit's start job, run in this process (the caller detaches it when asked not to block)."""
     settings = parse_unit(unit)
+    mode = int(settings.get("RuntimeDirectoryMode", ["0755"])[0], 8)  # systemd.exec(5): 0755 unless told
     for directory in settings.get("RuntimeDirectory", []):
-        os.makedirs(f"/run/{directory}", mode=0o700, exist_ok=True)
+        os.makedirs(f"/run/{directory}", exist_ok=True)
+        os.chmod(f"/run/{directory}", mode)
     os.makedirs(JOURNAL_DIR, exist_ok=True)
     with open(os.path.join(JOURNAL_DIR, f"{unit}.log"), "ab") as journal:
         for line in settings.get("ExecStartPre", []):

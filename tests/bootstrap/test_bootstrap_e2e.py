@@ -29,12 +29,23 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
-from bootstrap_fakes import ACCESS_KEY, SECRET_KEY, free_port, metadata_server, s3_client, s3_server, upload_model
+from bootstrap_fakes import (
+    ACCESS_KEY,
+    AWS_INSTANCE_ACTION,
+    SECRET_KEY,
+    MetadataNotices,
+    free_port,
+    metadata_server,
+    s3_client,
+    s3_server,
+    upload_model,
+)
 from redis_fakes import AUTH_TOKEN as CACHE_AUTH_TOKEN
 from redis_fakes import Redis, missing_redis, redis_server
 from sample_plans import sample_plan
@@ -42,7 +53,8 @@ from test_gateway import runtime
 from test_gateway_cache import slowest_health_answer_s, token_ids_body
 from tiny_gguf import write_tiny_llama
 
-from inferstack.bootstrap import BootstrapOptions, gateway, render_bootstrap
+from inferstack.bootstrap import BootstrapOptions, gateway, interruption, render_bootstrap
+from inferstack.bootstrap.files.interruption_watch import POLL_INTERVAL_S
 from inferstack.bootstrap.gateway import CACHE_AUTH_FILE, CacheEndpoint
 from inferstack.bootstrap.manifest import write_manifest
 from inferstack.bootstrap.render import RenderedBootstrap
@@ -201,6 +213,8 @@ class Deployment:
     redis: Redis
     plan: DeploymentPlan
     options: BootstrapOptions
+    notices: MetadataNotices
+    """What the stand-in metadata server posts at the interruption notices' paths."""
 
 
 @pytest.fixture(scope="module")
@@ -215,8 +229,10 @@ def deployed(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory, processes
     """Model in the bucket, API key in SSM, user data rendered and applied: write_files, then runcmd. With `cache`,
     the gateway caches in the Redis on loopback (its status listener, 127.0.0.1:9180, is one per network: a second
     server beside the first goes without). `text_only`: the tiny model written to answer in whole words (the load
-    test's model, examples/loadtest-loop)."""
-    with s3_server() as storage, metadata_server() as metadata, \
+    test's model, examples/loadtest-loop). The plan runs on spot capacity: the server watches the stand-in metadata
+    server's interruption notice (`notices`)."""
+    notices = MetadataNotices()
+    with s3_server() as storage, metadata_server(notices=notices) as metadata, \
             redis_server(tmp_path_factory.mktemp("redis")) as redis:
         model_dir = tmp_path_factory.mktemp("model")
         write_tiny_llama(model_dir / "tiny-llama-f32.gguf", seed=1, text_only=text_only)
@@ -236,7 +252,7 @@ def deployed(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory, processes
             "model": plan.model.model_copy(update={"name": "tiny-llama", "bucket_prefix": PREFIX}),
             "serving": plan.serving.model_copy(update={"port": port, "max_model_len": 256, "threads": threads,
                                                        "processes": processes, "max_num_seqs": 1}),
-            "cache": Cache(ttl_seconds=600) if cache else None})
+            "cache": Cache(ttl_seconds=600) if cache else None, "spot": True})
         options = BootstrapOptions(
             model_bucket=BUCKET, region="us-east-1", api_key_secret=API_KEY_PARAMETER,
             hub_token_secret=HUB_TOKEN_PARAMETER, install_mode="native",
@@ -247,7 +263,7 @@ def deployed(chroot: Chroot, tmp_path_factory: pytest.TempPathFactory, processes
         store_bundle(storage, result)
         apply_cloud_config(chroot, result.user_data)
         wait_for_boot(chroot)
-        yield Deployment(chroot, storage, port, model_dir, redis, plan, options)
+        yield Deployment(chroot, storage, port, model_dir, redis, plan, options, notices)
 
 
 def store_bundle(storage: str, result: RenderedBootstrap) -> None:
@@ -368,7 +384,8 @@ def snapshot(box: Chroot) -> dict[str, tuple[int, int, int]]:
 
 def test_the_units_pass_systemd_analyze_verify_inside_debian(deployment: Deployment) -> None:
     result = deployment.box.run("systemd-analyze", "verify", "/etc/systemd/system/inferstack-boot.service",
-                                "/etc/systemd/system/inferstack-server.service", check=False)
+                                "/etc/systemd/system/inferstack-server.service",
+                                f"/etc/systemd/system/{interruption.UNIT}.service", check=False)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -698,6 +715,68 @@ def test_the_health_path_answers_within_200_ms_while_the_cache_reads_large_bodie
           f"{gateway.CACHE_MAX_REQUEST_BYTES // 1024} KiB at once ({sum(probes for _, probes, _ in rounds)} probes)")
     assert all(statuses == [400] * 8 for _, _, statuses in rounds)
     assert slowest_s < HEALTH_BUDGET_S
+
+
+#### A spot interruption: the server drains, and no request in flight fails ####
+
+IN_FLIGHT = 4
+IN_FLIGHT_HOLD_S = POLL_INTERVAL_S + 3
+"""Each slow request outlasts the watcher's longest wait for the notice: it is still in flight when the drain comes."""
+
+
+def health_status(port: int, path: str) -> int:
+    return call(port, path, None)[0]
+
+
+def wait_for_health(ports: list[int], path: str, status: int, within_s: float) -> float:
+    """Seconds until every gateway in `ports` answers `status` on the health path (at most `within_s`)."""
+    started = time.monotonic()
+    while {health_status(port, path) for port in ports} != {status}:
+        assert time.monotonic() - started < within_s, f"the health path did not turn {status} within {within_s}s"
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def test_an_interruption_notice_drains_the_server_and_every_request_in_flight_completes(
+        deployment: Deployment) -> None:
+    """The booted watcher (root, its unit as rendered) reads the stand-in metadata server every POLL_INTERVAL_S. Slow
+    requests go through the server's gateway configuration (Debian's nginx, a second instance in the chroot, in front
+    of a stand-in runtime that holds each answer IN_FLIGHT_HOLD_S) while the notice is raised: the health path of both
+    gateways turns 503 within the poll interval, and every request in flight is answered 200. The notice withdrawn,
+    the drain lifts (the module's later tests see a healthy server)."""
+    box, port, health = deployment.box, deployment.port, deployment.plan.serving.health_path
+    assert box.read("/run/fake-systemd/inferstack-boot.service.rc").strip() == "0", boot_log(box)[-3000:]
+    watcher_pid = box.read(f"/run/fake-systemd/{interruption.UNIT}.service.pid").strip()
+    assert process_uid(watcher_pid) == 0  # root: only root reaches the metadata server
+    assert health_status(port, health) == 200
+    journal = box.path(f"/var/log/fake-journal/{interruption.UNIT}.service.log")
+    request = {"model": "tiny-llama", "prompt": "in flight", "max_tokens": 8, "hold_s": IN_FLIGHT_HOLD_S}
+    try:
+        with runtime() as slow, second_gateway(deployment, "drain", gateway_config_for(deployment, "main"),
+                                               runtime_port=slow.port) as (slow_port, _), \
+                ThreadPoolExecutor(IN_FLIGHT) as pool:
+            in_flight = [pool.submit(call, slow_port, "/v1/completions", API_KEY, request) for _ in range(IN_FLIGHT)]
+            deadline = time.monotonic() + 10
+            while len(slow.seen) < IN_FLIGHT:  # every request has reached the runtime
+                assert time.monotonic() < deadline, f"{len(slow.seen)} of {IN_FLIGHT} requests reached the runtime"
+                time.sleep(0.05)
+            deployment.notices.posted[AWS_INSTANCE_ACTION] = json.dumps(
+                {"action": "terminate", "time": "2026-12-07T08:22:00Z"})
+            drained_after_s = wait_for_health([port, slow_port], health, 503, POLL_INTERVAL_S + 2)
+            assert not any(answer.done() for answer in in_flight)  # the drain came while they were in flight
+            answers = [answer.result(timeout=60) for answer in in_flight]
+        assert [status for status, _ in answers] == [200] * IN_FLIGHT, answers
+        assert all(json.loads(body) == {"path": "/v1/completions"} for _, body in answers)
+        assert health_status(port, health) == 503  # still drained: nginx and the runtime were never stopped
+        assert complete(port, "after the notice", API_KEY)[0] == 200
+        lines = [line for line in journal.read_text().splitlines() if "draining" in line]
+        assert len(lines) == 1 and "aws notice" in lines[0] and '"action": "terminate"' in lines[0], lines
+        print(f"\nend to end, drained {drained_after_s:.1f}s after the notice (poll interval {POLL_INTERVAL_S:g}s); "
+              f"{IN_FLIGHT} requests in flight, each answered 200")
+    finally:
+        deployment.notices.posted.clear()
+    wait_for_health([port], health, 200, POLL_INTERVAL_S + 2)
+    assert not box.path(interruption.DRAIN_FLAG).exists()
 
 
 #### Several model processes on one server ####

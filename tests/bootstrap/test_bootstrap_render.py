@@ -27,7 +27,7 @@ from inferstack.spec import CLOUDS
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 SHIPPED_PROGRAMS = ("boot.sh", "cloud_access.py", "model_sync.py", "fetch_secret.py", "llamacpp_server.py",
-                    "fetch_bundle.py")
+                    "fetch_bundle.py", "interruption_watch.py")
 UNITS = ("inferstack-boot.service", "inferstack-server.service", "inferstack-gateway.service")
 
 
@@ -70,6 +70,9 @@ VARIANTS = [pytest.param((cloud, factory, mode), id=f"{name}-{cloud}") for name,
                  id="llamacpp-cpu-native-2-processes-aws"),
     pytest.param(("aws", lambda c: two_process_plan(sample_plan(c, "gpu-llm")), "container"),
                  id="vllm-gpu-container-2-processes-aws"),
+    # A plan whose servers may be interrupted (spot): the interruption watcher and the gateway's drain check.
+    pytest.param(("aws", lambda c: one_at_a_time(sample_plan(c, "cpu-llm")).model_copy(update={"spot": True}),
+                  "native"), id="llamacpp-cpu-native-spot-aws"),
 ]
 
 

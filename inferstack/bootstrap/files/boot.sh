@@ -27,6 +27,7 @@ VENV=/opt/inferstack/venv
 GATEWAY=inferstack-gateway.service
 GATEWAY_CONFIG=/etc/inferstack/gateway.conf
 AGENT_UNIT=inferstack-agent.service # telemetry.AGENT_UNIT: the cloud's monitoring agent, when the bundle has it
+INTERRUPTION_UNIT=inferstack-interruption.service # interruption.UNIT: the spot interruption watcher, if bundled
 REBOOT_REQUESTED=100
 IPV6_STACK=/proc/net/if_inet6 # present when the kernel has IPv6
 RESOLV_CONF=/etc/resolv.conf
@@ -427,6 +428,9 @@ phase_service() {
         servers+=("$(start_or_restart "$unit" "$changed")")
     done
     gateway=$(start_or_restart "$GATEWAY" "$changed")
+    # A server that may run on spot capacity watches the cloud's interruption notice; on a notice the watcher makes the
+    # gateway's health path answer 503 (the load balancer drains it) and never stops a unit.
+    [ -f "/etc/systemd/system/$INTERRUPTION_UNIT" ] && gateway+=", $(start_or_restart "$INTERRUPTION_UNIT" "$changed")"
     write_if_changed "$STATE_DIR/served-version" "$serving"
     detail "${servers[*]}, $gateway ($serving)"
 }

@@ -199,6 +199,23 @@ def metadata_get(cloud: str, path: str, metadata_endpoint: str | None, retry: Re
                 grace_status=(*AUTH_STATUS, 404))
 
 
+# Session tokens, as AWS IMDSv2 and Alibaba's hardened mode (which works whether or not the instance enforces it) take
+# them: PUT /latest/api/token with the TTL header, then the token in a header of every read.
+SESSION_VENDORS = {"aws": "aws-ec2", "alibaba": "aliyun-ecs"}
+SESSION_TTL_S = 21600  # the longest both allow: six hours
+
+
+def metadata_session(cloud: str, metadata_endpoint: str | None, retry: Retry,
+                     ttl_s: int = SESSION_TTL_S) -> dict[str, str]:
+    """The headers that carry a new metadata session token on `cloud` (AWS, Alibaba); none on GCP and Huawei."""
+    vendor = SESSION_VENDORS.get(cloud)
+    if vendor is None:
+        return {}
+    token = metadata_get(cloud, "/latest/api/token", metadata_endpoint, retry, read_text,
+                         headers={f"X-{vendor}-metadata-token-ttl-seconds": str(ttl_s)}, method="PUT")
+    return {f"X-{vendor}-metadata-token": token}
+
+
 def instance_credentials(cloud: str, metadata_endpoint: str | None = None, retry: Retry = Retry()) -> Credentials:
     """The instance identity's temporary credentials, read from the cloud's metadata server."""
 
@@ -211,13 +228,10 @@ def instance_credentials(cloud: str, metadata_endpoint: str | None = None, retry
     if cloud == "huawei":
         data = get("/openstack/latest/securitykey", read_json)
         return Credentials(*(field(data, "credential", name) for name in ("access", "secret", "securitytoken")))
-    # AWS IMDSv2 and Alibaba's hardened mode (which works whether or not the instance enforces it): a session
-    # token, then the role's name, then its temporary keys.
-    vendor, role_dir, secret, token_field = (("aws-ec2", "iam", "SecretAccessKey", "Token") if cloud == "aws" else
-                                             ("aliyun-ecs", "ram", "AccessKeySecret", "SecurityToken"))
-    session = get("/latest/api/token", read_text, headers={f"X-{vendor}-metadata-token-ttl-seconds": "21600"},
-                  method="PUT")
-    headers = {f"X-{vendor}-metadata-token": session}
+    # AWS IMDSv2 and Alibaba's hardened mode: a session token, then the role's name, then its temporary keys.
+    role_dir, secret, token_field = (("iam", "SecretAccessKey", "Token") if cloud == "aws" else
+                                     ("ram", "AccessKeySecret", "SecurityToken"))
+    headers = metadata_session(cloud, metadata_endpoint, retry)
     roles = f"/latest/meta-data/{role_dir}/security-credentials/"
     role = (get(roles, read_text, headers=headers).splitlines() or [""])[0]
     data = get(roles + urllib.parse.quote(role, safe=""), read_json, headers=headers)
@@ -491,10 +505,8 @@ def ess_request(action: str, params: Mapping[str, str], credentials: Credentials
 
 def alibaba_instance_id(metadata_endpoint: str | None = None, retry: Retry = Retry()) -> str:
     """This server's instance id, from the metadata server in hardened mode (a session token first)."""
-    session = metadata_get("alibaba", "/latest/api/token", metadata_endpoint, retry, read_text,
-                           headers={"X-aliyun-ecs-metadata-token-ttl-seconds": "300"}, method="PUT")
     return metadata_get("alibaba", "/latest/meta-data/instance-id", metadata_endpoint, retry, read_text,
-                        headers={"X-aliyun-ecs-metadata-token": session})
+                        headers=metadata_session("alibaba", metadata_endpoint, retry, ttl_s=300))
 
 
 def complete_lifecycle_action(region: str, instance_id: str, credentials: CredentialSource,
