@@ -1,7 +1,8 @@
 """The cloud's monitoring agent on each server: what it collects, and where it sends it (pure, no Pulumi).
 
 Every server runs its cloud's own agent (the CloudWatch agent, Google's Ops Agent, Alibaba's CloudMonitor agent and
-Logtail; Huawei's agents are a stated gap, docs/deploy-huawei.md), installed and configured by
+Logtail; on Huawei, where Huawei's agents are a stated gap (docs/deploy-huawei.md), a GPU fleet's servers run
+inferstack's own request-rate reporter, `files/huawei_metrics.py`), installed and configured by
 `inferstack-agent.service`, a unit of its own that boot.sh starts once its driver phase is done (its last reboot
 point, so a reboot never cuts the agent's package install) and does not wait for: the agent never delays a server's
 readiness, and a server whose agent cannot be installed still serves (its unit fails and says why; on AWS the
@@ -46,13 +47,25 @@ class TelemetryTarget(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    logs: str = Field(pattern=DESTINATION_PATTERN,
-                      description="Where the logs go: an AWS CloudWatch Logs group name, a Google Cloud log name "
-                                  "prefix, an Alibaba SLS `project/logstore`, a Huawei LTS `group_id/stream_id`.")
+    logs: str | None = Field(pattern=DESTINATION_PATTERN,
+                             description="Where the logs go: an AWS CloudWatch Logs group name, a Google Cloud log "
+                                         "name prefix, an Alibaba SLS `project/logstore`; None: no log shipping "
+                                         "(Huawei, whose LTS agent is a stated gap).")
     metrics: str = Field(pattern=DESTINATION_PATTERN,
                          description="Where the metrics go: the CloudWatch namespace, the Prometheus job name the "
                                      "Ops Agent scrapes the runtime under (its own metrics are agent.googleapis.com), "
-                                     "the CloudMonitor or CES namespace the alarms read.")
+                                     "the CloudMonitor namespace, the Cloud Eye custom namespace the scaling alarms "
+                                     "read (Huawei).")
+    metrics_dimension: str | None = Field(
+        default=None, pattern=DESTINATION_PATTERN,
+        description="Huawei: the value of the `group` dimension each server reports its requests per second under "
+                    "(its AS group's name, known before the group exists), the series its scaling alarms average.")
+
+    def log_destination(self) -> str:
+        """`logs`, for the agents that ship logs (every cloud's but Huawei's)."""
+        if self.logs is None:
+            raise ValueError("this deployment's servers ship no logs")
+        return self.logs
 
 
 @dataclass(frozen=True)

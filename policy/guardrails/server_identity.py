@@ -132,10 +132,14 @@ SERVER_GRANTS: Mapping[str, ServerGrants] = {
                             anywhere=frozenset({"ess:DescribeScalingInstances", "ess:DescribeLifecycleActions",
                                                 "ess:CompleteLifecycleAction"}),
                             anywhere_for="complete their own scale-out"),
-    # Custom roles model-read (a domain role: OBS is global) and secrets-read (a project role); no listing.
+    # Custom roles model-read (a domain role: OBS is global) and secrets-read (a project role); no listing. A GPU
+    # fleet's servers also report their requests per second (a project role, metrics-write: components/huawei/
+    # identity.py METRIC_WRITE_ACTIONS), which Cloud Eye grants with no resource-level permission and no namespace
+    # condition.
     "huawei": ServerGrants(object_reads=frozenset({"obs:object:GetObject"}), listings=frozenset(),
                            secret_reads=frozenset({"csms:secretVersion:get", "kms:dek:decrypt"}),
-                           secrets_by_project=True),
+                           secrets_by_project=True, anywhere=frozenset({"ces:metricData:create"}),
+                           anywhere_for="report their requests per second to Cloud Eye"),
 }
 """The allow-list: one row per cloud (tests/policy checks each row against the component code)."""
 

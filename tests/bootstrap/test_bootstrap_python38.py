@@ -15,7 +15,8 @@ from bootstrap_fakes import cloud_store_server, make_model, metadata_server
 
 from inferstack.bootstrap.render import shipped_copy
 
-PROGRAMS = ("cloud_access.py", "model_sync.py", "fetch_secret.py", "fetch_bundle.py", "interruption_watch.py")
+PROGRAMS = ("cloud_access.py", "model_sync.py", "fetch_secret.py", "fetch_bundle.py", "interruption_watch.py",
+            "huawei_metrics.py")
 
 
 @pytest.mark.parametrize("name", PROGRAMS)

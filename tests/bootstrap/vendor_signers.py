@@ -13,6 +13,7 @@ they receive (and answer 403 on a mismatch, as the cloud would); the signer test
 | alibaba | ESS lifecycle calls (RPC)| alibabacloud_tea_openapi.client.Client, as alibabacloud_ess20220222 calls it |
 | huawei  | OBS GET                  | obs.auth.Authentication (esdk-obs-python, the OBS header signature)   |
 | huawei  | CSMS GET (API Gateway)   | huaweicloudsdkcore.signer.signer.Signer (SDK-HMAC-SHA256)            |
+| huawei  | Cloud Eye metric-data POST | huaweicloudsdkcore BasicCredentials.sign_request (token, project id) |
 """
 
 from __future__ import annotations
@@ -88,6 +89,23 @@ def apig_authorization(method: str, url: str, headers: Mapping[str, str], body: 
                          header_params=header_params, body=body or None)
     Signer(BasicCredentials(ACCESS_KEY, SECRET_KEY)).sign(request)
     return str(request.header_params["Authorization"])
+
+
+def apig_sdk_signed_headers(method: str, url: str, content_type: str, sdk_date: str, body: bytes,
+                            project_id: str) -> dict[str, str]:
+    """The headers huaweicloudsdkcore signs onto a regional service's request with an agency's temporary keys
+    (BasicCredentials(ak, sk, project_id).with_security_token(token).sign_request: it adds X-Project-Id and
+    X-Security-Token itself, then signs), given the request's Content-Type and its X-Sdk-Date; names lowercase."""
+    from huaweicloudsdkcore.auth.credentials import BasicCredentials
+    from huaweicloudsdkcore.sdk_request import SdkRequest
+
+    parts = urllib.parse.urlsplit(url)
+    request = SdkRequest(method=method, schema=parts.scheme, host=parts.netloc, resource_path=parts.path,
+                         query_params=urllib.parse.parse_qsl(parts.query, keep_blank_values=True),
+                         header_params={"Content-Type": content_type, "X-Sdk-Date": sdk_date}, body=body or None)
+    credentials = BasicCredentials(ACCESS_KEY, SECRET_KEY, project_id).with_security_token(SESSION_TOKEN)
+    signed = credentials.sign_request(request)
+    return {k.lower(): str(v) for k, v in signed.header_params.items()}
 
 
 def alibaba_rpc_signature(params: Mapping[str, str], method: str = "GET") -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from inferstack import pulumi_mocks
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.components import InferenceServer, Network
 from inferstack.components.huawei import preview as huawei_preview
-from inferstack.components.huawei.fleet import cpu_target_percent, scale_in_percent
+from inferstack.components.huawei.fleet import SERVING_NAMESPACE, cpu_target_percent, scale_in_percent
 from inferstack.components.huawei.load_balancer import ELB_MAX_RESPONSE_TIMEOUT_S, choose_l7_flavor
 from inferstack.components.huawei.lookups import IMAGES_LOOKUP
 from inferstack.components.huawei.servers import USER_DATA_LIMIT_BYTES
@@ -70,6 +71,13 @@ def _fleet(run: Any, plan: DeploymentPlan | None = None, *, config: dict[str, An
                                  group=server.group_id, instances=server.instance_ids, public=server.public_ips)
 
     return run(program, config=CONFIG if config is None else config)
+
+
+def _bundle(recording: Recording) -> str:
+    """The boot bundle the deployment stores in its model bucket (everything the user data does not carry)."""
+    (bundle,) = recording.of_type("huaweicloud:Obs/bucketObject:BucketObject")
+    content: str = bundle.inputs["content"]
+    return content
 
 
 def _of(recording: Recording, short_type: str) -> list[RegisteredResource]:
@@ -384,10 +392,49 @@ def test_cpu_fleets_scale_on_cpu_usage_at_the_level_of_the_plans_target(run: Any
 
 
 @pytest.mark.parametrize("variant", ["gpu-llm", "gpu-encoder"])
-def test_gpu_fleets_get_no_scaling_policy_since_no_metric_follows_their_load(run: Any, variant: str) -> None:
-    recording = _fleet(run, _plan(variant))
-    scaling_alarms = [a for a in _of(recording, "Alarmrule") if a.inputs["metric"]["namespace"] == "SYS.AS"]
-    assert not _of(recording, "Policy") and not scaling_alarms
+def test_gpu_fleets_scale_on_the_requests_per_second_their_servers_report(run: Any, variant: str) -> None:
+    plan = _plan(variant)
+    assert plan.fleet is not None
+    recording = _fleet(run, plan)
+    (group,) = _of(recording, "As/group:Group")
+    alarms = {a.name: a for a in _of(recording, "Alarmrule") if a.inputs["metric"]["namespace"] == SERVING_NAMESPACE}
+    policies = {p.name: p.inputs for p in _of(recording, "Policy")}
+    assert len(alarms) == 2 and len(policies) == 2
+    target = round(plan.fleet.target_requests_per_s, 3)
+    expected = {"out": (">", target, "ADD", plan.fleet.scale_out_cooldown_s),
+                "in": ("<", round(target * plan.fleet.min_replicas / (plan.fleet.min_replicas + 1), 3), "REMOVE",
+                       plan.fleet.scale_in_cooldown_s)}
+    for direction, (operator, threshold, operation, cooldown) in expected.items():
+        alarm = alarms[f"chat-scale-{direction}-alarm"]
+        assert alarm.inputs["resources"] == [{"dimensions": [{"name": "group",
+                                                              "value": group.inputs["scalingGroupName"]}]}]
+        (condition,) = alarm.inputs["conditions"]
+        assert (condition["metricName"], condition["comparisonOperator"], condition["value"], condition["period"],
+                condition["filter"]) == ("requests_per_s", operator, threshold, 60, "average")
+        assert "alarmActions" not in alarm.inputs  # AS adds its own action to the rule a policy names
+        policy = policies[f"chat-scale-{direction}"]
+        assert (policy["scalingPolicyType"], policy["alarmId"], policy["scalingPolicyAction"]["operation"],
+                policy["coolDownTime"]) == ("ALARM", alarm.id, operation, cooldown)
+
+
+def test_a_gpu_fleets_servers_report_under_their_groups_name_with_an_agency_that_may_write_metric_data(
+        run: Any) -> None:
+    recording = _fleet(run, _plan("gpu-llm"))
+    (group,) = _of(recording, "As/group:Group")
+    bundle = _bundle(recording)
+    assert SERVING_NAMESPACE in bundle and group.inputs["scalingGroupName"] in bundle
+    (role,) = [r for r in _of(recording, "Role") if r.name.endswith("-metrics-write")]
+    assert json.loads(role.inputs["policy"])["Statement"] == [{"Effect": "Allow",
+                                                                "Action": ["ces:metricData:create"]}]
+    (agency,) = [a for a in _of(recording, "Agency") if a.name.endswith("-agency")]  # the servers' (not OBS's)
+    assert any(role.inputs["name"] in entry["roles"] for entry in agency.inputs["projectRoles"])
+
+
+def test_a_cpu_fleet_reports_nothing_and_scales_on_cpu(run: Any) -> None:
+    recording = _fleet(run, _plan("cpu-llm"))
+    assert SERVING_NAMESPACE not in _bundle(recording)
+    assert not [r for r in _of(recording, "Role") if r.name.endswith("-metrics-write")]
+    assert {a.inputs["metric"]["namespace"] for a in _of(recording, "Alarmrule") if "-scale-" in a.name} == {"SYS.AS"}
 
 
 def test_the_cpu_target_is_the_plans_target_as_a_share_of_a_servers_saturation() -> None:

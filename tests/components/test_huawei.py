@@ -83,14 +83,14 @@ def test_the_capability_table_states_what_the_provider_cannot_do_with_reasons() 
     missing = {c for c, support in backend.capabilities.items() if not support.available}
     assert missing == {Capability.METADATA_HARDENING, Capability.BUCKET_PUBLIC_ACCESS_BLOCK,
                        Capability.CDN_DEFAULT_HOSTNAME, Capability.MANAGED_SHELL, Capability.SECRET_SCOPED_GRANTS,
-                       Capability.TERMINATION_PROTECTION, Capability.LOCAL_NVME_CACHE, Capability.REQUEST_AUTOSCALING,
-                       Capability.ROLLING_UPDATE}
+                       Capability.TERMINATION_PROTECTION, Capability.LOCAL_NVME_CACHE, Capability.ROLLING_UPDATE,
+                       Capability.SPOT_ABOVE_FLOOR}
     assert "instance refresh" in backend.support(Capability.ROLLING_UPDATE).note
     assert "0.0.12" in backend.support(Capability.METADATA_HARDENING).note
     assert "public-access-block" in backend.support(Capability.BUCKET_PUBLIC_ACCESS_BLOCK).note
     assert "resource-level CSMS" in backend.support(Capability.SECRET_SCOPED_GRANTS).note
     scaling = backend.support(Capability.REQUEST_AUTOSCALING).note
-    assert "SYS.AS" in scaling and "never per server" in scaling and "by hand" in scaling
+    assert "never per server" in scaling and "custom namespace" in scaling and "not tried on a real project" in scaling
     assert "agency_name" in backend.support(Capability.MANAGED_FLEET).note
     assert "tls-1-2-fs-with-1-3" in backend.support(Capability.LOAD_BALANCER_TLS).note
 

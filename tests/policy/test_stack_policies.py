@@ -218,7 +218,8 @@ def test_the_huawei_server_agency_reads_its_model_prefix_and_log_delivery_is_not
     write = [{"Effect": "Allow", "Action": ["obs:object:PutObject"], "Resource": ["obs:*:*:object:logs/*"]}]
     assert check_stack(pack.server_identity_least_privilege, _huawei_identity(write, "op_svc_obs")).violations == []
     assert check_stack(pack.server_identity_least_privilege, _huawei_identity(write)).messages() == [
-        "the servers' identity may obs:object:PutObject (statement #0), " + NEVER.format(shell="")]
+        "the servers' identity may obs:object:PutObject (statement #0), "
+        + NEVER.format(shell=" and report their requests per second to Cloud Eye")]
 
 
 CONDITION = (f'resource.name.startsWith("projects/_/buckets/{BUCKET}/objects/{PREFIX}") || '

@@ -31,4 +31,4 @@ def machine_group_identity(logs: str) -> str:
 
 def agent_files(plan: DeploymentPlan, sources: Sources, target: TelemetryTarget) -> list[tuple[str, str, str]]:
     return [(AGENT_SCRIPT, shipped_copy("agent_alibaba.sh"), "0755"),
-            (LOGTAIL_IDENTITY_FILE, machine_group_identity(target.logs) + "\n", "0644")]
+            (LOGTAIL_IDENTITY_FILE, machine_group_identity(target.log_destination()) + "\n", "0644")]

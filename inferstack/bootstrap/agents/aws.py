@@ -64,16 +64,17 @@ def agent_config(plan: DeploymentPlan, sources: Sources, target: TelemetryTarget
     logs: dict[str, Any] = {
         "logs_collected": {
             "files": {"collect_list": [
-                {"file_path": path, "log_group_name": target.logs,
+                {"file_path": path, "log_group_name": target.log_destination(),
                  "log_stream_name": f"{stream}/{path.rsplit('/', 1)[-1]}"} for path in sources.files]},
             "journald": {"collect_list": [
-                {"log_group_name": target.logs, "log_stream_name": f"{stream}/{unit}", "units": [f"{unit}.service"]}
+                {"log_group_name": target.log_destination(), "log_stream_name": f"{stream}/{unit}",
+                 "units": [f"{unit}.service"]}
                 for unit in sources.units]},
         },
     }
     if sources.metrics_urls:
         logs["metrics_collected"] = {"prometheus": {
-            "log_group_name": target.logs, "prometheus_config_path": PROMETHEUS_CONFIG_PATH,
+            "log_group_name": target.log_destination(), "prometheus_config_path": PROMETHEUS_CONFIG_PATH,
             "emf_processor": {"metric_namespace": target.metrics, "metric_declaration": [{
                 # One series per deployment (its own namespace) with every server's samples: the scrape target is
                 # loopback on every server, so no label tells the servers apart.

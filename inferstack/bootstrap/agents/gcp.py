@@ -42,7 +42,7 @@ def agent_files(plan: DeploymentPlan, sources: Sources, target: TelemetryTarget)
 def log_names(target: TelemetryTarget) -> list[str]:
     """The log names the agent writes (its receivers' ids), which the log sink routes
     (components/gcp/observability.py)."""
-    return [f"{target.logs}_{source}" for source in LOG_SOURCES]
+    return [f"{target.log_destination()}_{source}" for source in LOG_SOURCES]
 
 
 def agent_config(sources: Sources, target: TelemetryTarget) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def agent_config(sources: Sources, target: TelemetryTarget) -> dict[str, Any]:
     access_log, boot_log = sources.files
     units = "|".join(unit.replace(".", r"\.") for unit in sources.units)
     ours = f"^({units})\\.service$"  # one backslash before the dot in the config (below)
-    prefix = target.logs
+    prefix = target.log_destination()
     logging = {
         "receivers": {access: {"type": "files", "include_paths": [access_log]},
                       boot: {"type": "files", "include_paths": [boot_log]},

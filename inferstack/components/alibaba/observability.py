@@ -94,7 +94,7 @@ def create_telemetry(parent: pulumi.Resource, name: str, request: TelemetryReque
     machines = alicloud.log.MachineGroup(
         f"{name}-logtail-servers", project=project.project_name, name=f"{name}-servers",
         identify_type="userdefined",
-        identify_lists=[target.apply(lambda t: machine_group_identity(t.logs))], opts=opts)
+        identify_lists=[target.apply(lambda t: machine_group_identity(t.log_destination()))], opts=opts)
     collected = sources(plan)
     # (label, input type, input detail): each log file, then the journal of the units.
     collections = [*((_log_label(path), "file", _file_collection(path)) for path in collected.files),

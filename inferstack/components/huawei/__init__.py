@@ -66,6 +66,8 @@ from inferstack.components.contract import (
     StaticAssetsRequest,
     StaticAssetsResult,
     StrOutput,
+    TelemetryRequest,
+    TelemetryResult,
 )
 from inferstack.components.huawei import cache, fleet, identity, network, observability, preview, servers, storage
 from inferstack.components.huawei.cache import CACHE_CAPACITY_GB, CACHE_ENGINE_VERSION
@@ -142,13 +144,13 @@ class HuaweiBackend(CloudBackend):
             "production) in the servers' subnet: SSL on, password, a whitelist of the servers' subnets (these "
             "instances take whitelists, not security groups). Its SSL certificate comes from Huawei's own CA, which "
             "the provider does not expose: the gateway encrypts but does not verify the server's certificate"),
-        Capability.REQUEST_AUTOSCALING: unsupported(
-            "Auto Scaling acts only on Cloud Eye alarms over the group's own metrics (SYS.AS: CPU, memory, network, "
-            "disk, averaged per server); ELB's request rates are per load balancer, listener or backend group, never "
-            "per server, cannot trigger a scaling policy, and pulumi_huaweicloud 0.0.12 has no target-tracking "
-            "policy. CPU fleets scale on CPU usage at the level the plan's per-server target implies; GPU fleets hold "
-            "the plan's floor, sized for its peak: raise the AS group's expected instances by hand (console or API) "
-            "up to the plan's ceiling"),
+        Capability.REQUEST_AUTOSCALING: supported(
+            "Auto Scaling acts only on Cloud Eye alarms, and ELB's request rates are per load balancer, listener or "
+            "pool, never per server: a GPU fleet's servers report their own requests per second to a Cloud Eye custom "
+            "namespace (one series per AS group, averaged), and alarm policies add a server above the plan's target "
+            "and remove one well below it, with the plan's cooldowns (the AS user guide lists custom monitoring for "
+            "alarm policies; not tried on a real project). CPU fleets scale on the group's CPU usage (SYS.AS) at the "
+            "level the plan's per-server target implies. pulumi_huaweicloud 0.0.12 has no target-tracking policy"),
         Capability.ROLLING_UPDATE: rolling_update("huawei",
             "Auto Scaling has no instance refresh (neither the AS API nor pulumi_huaweicloud 0.0.12: as_ has group, "
             "configuration, policy, lifecycle hook, bandwidth policy), and a lifecycle hook only holds a server "
@@ -247,6 +249,9 @@ class HuaweiBackend(CloudBackend):
         return fleet.create_fleet(parent, name, request)
 
     #### Monitoring ####
+
+    def create_telemetry(self, parent: pulumi.Resource, name: str, request: TelemetryRequest) -> TelemetryResult | None:
+        return observability.create_telemetry(parent, name, request)
 
     def create_alarms(self, parent: pulumi.Resource, name: str, request: AlarmsRequest) -> AlarmsResult:
         return observability.create_alarms(parent, name, request)

@@ -1,5 +1,6 @@
 """Huawei Cloud fleets: an AS group from an AS configuration (the servers' template) behind the dedicated ELB of
-load_balancer.py, a canary's group beside it, and step scaling on CPU usage where it follows the load."""
+load_balancer.py, a canary's group beside it, and step scaling: on CPU usage where it follows the load (CPU fleets),
+on the requests per second the servers report (GPU fleets)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_huaweicloud as hw
 
-from inferstack.clouds import CLOUD_FACTS
-from inferstack.components.capabilities import Capability
 from inferstack.components.contract import FleetRequest, FleetResult, StrOutput
 from inferstack.components.huawei.load_balancer import (
     canary_pool,
@@ -28,14 +27,23 @@ AS_MAX_INSTANCES = 300
 AS_MAX_SECONDS = 86_400
 AS_HEALTH_AUDIT_MINUTES = 1
 AS_NAME_MAX_LENGTH = 64
-# A Cloud Eye alarm that triggers scaling must watch the AS group's own metrics, namespace SYS.AS, which are averages
-# per server reported every 5 minutes (terraform-provider-huaweicloud 1.73.3, docs/resources/ces_alarmrule.md,
-# alarm_actions: "If type is set to autoscaling, ... the value of namespace must be SYS.AS"; AS API reference, "AS
-# Metrics"). Of those, only CPU usage follows a server's request load, and only where the runtime runs on the CPU.
+# CPU fleets scale on the AS group's own metrics, namespace SYS.AS, averages per server reported every 5 minutes (AS
+# API reference, "AS Metrics"), of which CPU usage follows a server's request load where the runtime runs on the CPU.
+# The alarm carries the autoscaling action itself, as terraform-provider-huaweicloud 1.73.3's example does
+# (docs/resources/ces_alarmrule.md: "If type is set to autoscaling, ... the value of namespace must be SYS.AS").
 AS_METRICS_NAMESPACE = "SYS.AS"
 AS_GROUP_DIMENSION = "AutoScalingGroup"
 CPU_METRIC = "cpu_util"
 AS_METRIC_PERIOD_S = 300
+# GPU fleets scale on the requests per second each server reports to this Cloud Eye custom namespace (a namespace is
+# service.item, 3-32 characters, its service not SYS, AGT or SRE: Cloud Eye API, "Adding Monitoring Data"), one series
+# per AS group (dimension `group`, its name), in one-minute periods: out after two minutes above the target, in after
+# fifteen below.
+SERVING_NAMESPACE = "INFERSTACK.serving"
+REQUESTS_METRIC = "requests_per_s"
+SERVING_GROUP_DIMENSION = "group"
+REQUEST_METRIC_PERIOD_S = 60
+REQUEST_SCALE_OUT_PERIODS, REQUEST_SCALE_IN_PERIODS = 2, 5
 # Scale out after one period above the target, scale in after three below (15 minutes); an alarm that persists
 # triggers again every period (suppress_duration), the policies' cooldowns pace the steps.
 SCALE_OUT_PERIODS, SCALE_IN_PERIODS = 1, 3
@@ -79,7 +87,7 @@ def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest, zo
     assert fleet is not None
     template = _server_template(parent, name, request, ecs_user_data(parent, plan, request.user_data))
     group = hw.as_.Group(
-        f"{name}-group", scaling_group_name=_as_name(name, "fleet"), scaling_configuration_id=template.id,
+        f"{name}-group", scaling_group_name=group_name(name), scaling_configuration_id=template.id,
         vpc_id=request.network_id,
         # The networks are each server's NICs, the first one primary (AS API, CreateScalingGroup: "networks: up
         # to 5 subnets; the first subnet is the primary NIC"): one subnet, which serves every zone of the region
@@ -108,10 +116,7 @@ def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest, zo
     if plan.device == "cpu":
         _cpu_scaling(parent, name, group, plan, fleet)
     else:
-        pulumi.log.warn(f"{name}: no {Capability.REQUEST_AUTOSCALING.value} on {CLOUD_FACTS['huawei'].display_name} "
-                        f"for a GPU fleet: it holds the plan's floor of {fleet.min_replicas} servers; raise the AS "
-                        f"group's expected instances by hand, up to {fleet.max_replicas} (docs/deploy-huawei.md)",
-                        resource=parent)
+        _request_scaling(parent, name, group, fleet)
     return group
 
 
@@ -166,6 +171,45 @@ def _cpu_scaling(parent: pulumi.Resource, name: str, group: hw.as_.Group, plan: 
             f"{name}-scale-{direction}", scaling_group_id=group.id, scaling_policy_name=_as_name(name, direction),
             scaling_policy_type="ALARM", alarm_id=alarm.id, cool_down_time=cooldown_s,
             scaling_policy_action={"operation": operation, "instance_number": 1}, opts=opts)
+
+
+def _request_scaling(parent: pulumi.Resource, name: str, group: hw.as_.Group, fleet: Fleet) -> None:
+    """Step scaling on the requests per second the group's servers report (`huawei_metrics.py`: each server's rate
+    over the last minute, into one series per group, which Cloud Eye averages): one server more above the plan's
+    target per server, one fewer (slowly) well below it.
+
+    AS binds an alarm rule to a policy itself ("After the alarm policy is created, an alarm-triggered action of type
+    autoscaling is added automatically to the alarm_actions field of that alarm rule": AS API, CreateScalingPolicy,
+    alarm_id), so the rule is created without actions and Pulumi leaves the action AS adds alone. The AS user guide
+    ("Creating an AS Policy") lists custom monitoring among an alarm policy's metrics; terraform's alarm rule
+    document (a 2018 sentence) says an autoscaling action needs SYS.AS: not tried on a real project."""
+    opts = child_options(parent)
+    target = round(fleet.target_requests_per_s, 3)
+    scale_in = round(target * fleet.min_replicas / (fleet.min_replicas + 1), 3)
+    series = [{"dimensions": [{"name": SERVING_GROUP_DIMENSION, "value": group_name(name)}]}]
+    steps = (("out", ">", target, REQUEST_SCALE_OUT_PERIODS, "ADD", fleet.scale_out_cooldown_s),
+             ("in", "<", scale_in, REQUEST_SCALE_IN_PERIODS, "REMOVE", fleet.scale_in_cooldown_s))
+    for direction, operator, threshold, periods, operation, cooldown_s in steps:
+        alarm = hw.cse.Alarmrule(
+            f"{name}-scale-{direction}-alarm", alarm_name=_as_name(name, f"scale-{direction}"),
+            alarm_description=f"inferstack {name}: requests per second per server {operator} {threshold} "
+                              f"(scale {direction})",
+            metric={"namespace": SERVING_NAMESPACE}, resources=series,
+            conditions=[{"metric_name": REQUESTS_METRIC, "period": REQUEST_METRIC_PERIOD_S, "filter": "average",
+                         "comparison_operator": operator, "value": threshold, "unit": "count/s", "count": periods,
+                         "suppress_duration": REQUEST_METRIC_PERIOD_S}],
+            alarm_action_enabled=True,
+            opts=child_options(parent, ignore_changes=["alarmActions"]))
+        hw.as_.Policy(
+            f"{name}-scale-{direction}", scaling_group_id=group.id, scaling_policy_name=_as_name(name, direction),
+            scaling_policy_type="ALARM", alarm_id=alarm.id, cool_down_time=cooldown_s,
+            scaling_policy_action={"operation": operation, "instance_number": 1}, opts=opts)
+
+
+def group_name(name: str) -> str:
+    """The AS group's name (unique per stack): known before the group exists, so the servers' boot settings carry it
+    as the dimension their requests are reported under."""
+    return _as_name(name, "fleet")
 
 
 def cpu_target_percent(plan: DeploymentPlan, fleet: Fleet) -> int:

@@ -24,6 +24,9 @@ MODEL_READ_ACTIONS = ["obs:object:GetObject"]  # the bootstrap reads manifest.js
 # reference, "Actions Supported by Policy-based Authorization"): the grant is limited to the region's project.
 SECRET_READ_ACTIONS = ["csms:secretVersion:get", "kms:dek:decrypt"]
 LOG_WRITE_ACTIONS = ["obs:object:PutObject"]
+# Cloud Eye's "Adding Monitoring Data" (POST /V1.0/{project_id}/metric-data) needs ces:metricData:create, which has no
+# resource-level permission: the grant covers the region's project, and the action writes metric data only.
+METRIC_WRITE_ACTIONS = ["ces:metricData:create"]
 IAM_NAME_MAX_LENGTH = 64
 CSMS_NAME_MAX_LENGTH = 64
 
@@ -62,6 +65,12 @@ def create_identity(parent: pulumi.Resource, name: str, request: IdentityRequest
             description="inferstack inference server: read CSMS secrets at boot",
             policy=_iam_policy(SECRET_READ_ACTIONS), opts=opts)
         project_roles.append({"project": provider_region(parent), "roles": [secrets_read.name]})
+    if request.telemetry_grants:  # a GPU fleet's servers report their request rate (observability.create_telemetry)
+        metric_write = hw.iam.Role(
+            f"{name}-metrics-write", name=_iam_name(name, "metrics-write"), type=REGIONAL_POLICY,
+            description="inferstack inference server: report its requests per second to Cloud Eye",
+            policy=_iam_policy(METRIC_WRITE_ACTIONS), opts=opts)
+        project_roles.append({"project": provider_region(parent), "roles": [metric_write.name]})
     # The agency names its policies, so it exists only once they do: a server that takes it can read its model
     # from its first boot.
     agency = hw.iam.Agency(

@@ -1,7 +1,8 @@
 """Huawei Cloud observability: Cloud Eye alarm rules on the dedicated ELB's metrics, one per rule of
 `observability.alarm_rules`, and a canary pool's own (pulumi_huaweicloud 0.0.12 files Cloud Eye's alarm rule under
-`cse`). No telemetry (the servers run no agent: `HuaweiBackend.unwatched_alarms` says why) and no dashboard (the
-provider has no resource for one: `HuaweiBackend.dashboard_gap`)."""
+`cse`). A GPU fleet's servers report their requests per second to a Cloud Eye custom namespace, which its scaling
+alarms read (`create_telemetry`; Cloud Eye's own agent is not installed: `HuaweiBackend.unwatched_alarms` says why);
+no dashboard (the provider has no resource for one: `HuaweiBackend.dashboard_gap`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from typing import Any
 import pulumi
 import pulumi_huaweicloud as hw
 
-from inferstack.components.contract import AlarmsRequest, AlarmsResult
+from inferstack.bootstrap.telemetry import TelemetryTarget
+from inferstack.components.contract import AlarmsRequest, AlarmsResult, TelemetryRequest, TelemetryResult
+from inferstack.components.huawei.fleet import SERVING_NAMESPACE, group_name
 from inferstack.components.naming import child_options
 from inferstack.components.observability import AlarmKind, AlarmRule, alarm_rules, errors_per_s
 from inferstack.plan import DeploymentPlan
@@ -39,6 +42,21 @@ ELB_ALARM_METRICS: Mapping[AlarmKind, tuple[str, str, str, str]] = {
     AlarmKind.FLEET_AT_CEILING: ("ma_normal_servers", "min", ">=", "count"),
 }
 ALARM_DESCRIPTION_LENGTH = 256
+
+
+#### Telemetry ####
+
+
+def create_telemetry(parent: pulumi.Resource, name: str, request: TelemetryRequest) -> TelemetryResult | None:
+    """A GPU fleet's servers report their requests per second (`bootstrap/agents/huawei.py`) into the custom namespace
+    its scaling alarms read, under its AS group's name; the agency may write that metric data and no other. Nothing
+    for a single server or a CPU fleet (which scales on the AS group's CPU metric): Huawei ships no logs yet."""
+    plan = request.plan
+    if plan.fleet is None or plan.device != "gpu":
+        return None
+    target = TelemetryTarget(logs=None, metrics=SERVING_NAMESPACE, metrics_dimension=group_name(name))
+    return TelemetryResult(target=pulumi.Output.from_input(target),
+                           grants=[pulumi.Output.from_input(SERVING_NAMESPACE)])
 
 
 #### Monitoring ####
