@@ -280,8 +280,13 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
     return unit_file({"Unit": unit, "Service": service, "Install": [("WantedBy", "multi-user.target")]})
 
 
-def gateway_unit(cloud: Cloud, options: BootstrapOptions) -> str:
-    """nginx with our configuration; the API key is fetched into its root-only map file at each start."""
+def gateway_unit(cloud: Cloud, options: BootstrapOptions, runtimes: Sequence[str]) -> str:
+    """nginx with our configuration; the API key is fetched into its root-only map file at each start.
+
+    It stops gracefully, before the runtime: SIGQUIT is nginx's graceful shutdown (its workers finish the requests
+    they hold, nginx.org "Controlling nginx"), and After= the runtime's units makes systemd stop the gateway first
+    at shutdown, so a request in flight when the server goes down (a spot reclamation, a scale-in) is answered by a
+    runtime that is still there."""
     service = [("Type", "exec")]
     if options.api_key_secret:
         service.append(("ExecStartPre", fetch_secret_command(cloud, options, {"API_KEY": options.api_key_secret},
@@ -291,10 +296,12 @@ def gateway_unit(cloud: Cloud, options: BootstrapOptions) -> str:
                                                              gateway.CACHE_AUTH_FILE, "env")))
     nginx = f"/usr/sbin/nginx -c {gateway.CONFIG_PATH}"
     service += [("ExecStartPre", f"{nginx} -t -q"), ("ExecStart", nginx), ("ExecReload", f"{nginx} -s reload"),
-                ("Restart", "on-failure"), ("RestartSec", "5"), ("SyslogIdentifier", "inferstack-gateway")]
+                ("KillSignal", "SIGQUIT"), ("Restart", "on-failure"), ("RestartSec", "5"),
+                ("SyslogIdentifier", "inferstack-gateway")]
+    after = " ".join(["network-online.target", *(f"{name}.service" for name in runtimes)])
     return unit_file({
         "Unit": [("Description", "inferstack gateway: API key, routes and streaming in front of the runtime"),
-                 ("Wants", "network-online.target"), ("After", "network-online.target")],
+                 ("Wants", "network-online.target"), ("After", after)],
         "Service": service, "Install": [("WantedBy", "multi-user.target")]})
 
 
@@ -403,7 +410,8 @@ def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, 
                  "0644"),
         *(FileSpec(f"{UNIT_DIR}/{process.name}.service", server_unit(plan, cloud, options, mode, process), "0644")
           for process in runtime_processes(plan)),
-        FileSpec(f"{UNIT_DIR}/inferstack-gateway.service", gateway_unit(cloud, options), "0644"),
+        FileSpec(f"{UNIT_DIR}/inferstack-gateway.service",
+                 gateway_unit(cloud, options, [process.name for process in runtime_processes(plan)]), "0644"),
     ]
     if interruption.watched(plan):  # a server that may run on spot capacity, on a cloud that posts a notice
         files += [FileSpec(f"{LIB_DIR}/{interruption.WATCHER}", shipped_copy(interruption.WATCHER), "0755"),

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -179,8 +180,8 @@ def local_config(plan: DeploymentPlan, directory: Path, port: int, runtime_port:
 
 
 @contextlib.contextmanager
-def nginx_serving(config: Path, prefix: Path, port: int, health_path: str) -> Iterator[None]:
-    """nginx on `config`, once it answers `health_path` on `port`; stopped on exit."""
+def nginx_serving(config: Path, prefix: Path, port: int, health_path: str) -> Iterator[subprocess.Popen[bytes]]:
+    """nginx on `config`, once it answers `health_path` on `port` (its master process); stopped on exit."""
     process = subprocess.Popen(["nginx", "-c", str(config), "-p", str(prefix)], stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 10
@@ -193,9 +194,10 @@ def nginx_serving(config: Path, prefix: Path, port: int, health_path: str) -> It
             assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
             assert time.monotonic() < deadline, "nginx did not start listening"
             time.sleep(0.05)
-        yield
+        yield process
     finally:
-        process.terminate()
+        if process.poll() is None:
+            process.terminate()
         process.wait(timeout=10)
 
 
@@ -391,3 +393,30 @@ def test_the_gateway_keeps_idle_connections_longer_than_any_load_balancer_does(c
     config = gateway.gateway_config(plan, api_key=True, mode="container", group="main")
     (seconds,) = re.findall(r"^    keepalive_timeout (\d+)s;$", config, re.M)
     assert int(seconds) > max(gateway.LB_KEEPALIVE_S, plan.request_timeout_s)
+
+
+def test_the_gateway_units_stop_signal_lets_a_request_in_flight_finish_before_the_runtime_stops(
+        tmp_path: Path) -> None:
+    """What systemd does to the gateway at shutdown (a spot reclamation, a scale-in): the unit's KillSignal, sent to
+    the real nginx while a request is in flight, ends nginx only once that request is answered; and the unit is
+    ordered after the runtime's units, so systemd stops the runtime only once the gateway is gone."""
+    from inferstack.bootstrap import BootstrapOptions
+    from inferstack.bootstrap.render import gateway_unit
+
+    plan = sample_plan("aws", "cpu-llm", "production")
+    unit = gateway_unit("aws", BootstrapOptions(model_bucket="models", region="us-east-1"),
+                        ["inferstack-runtime-0", "inferstack-runtime-1"])
+    settings = [line.split("=", 1) for line in unit.splitlines() if "=" in line]
+    assert ["After", "network-online.target inferstack-runtime-0.service inferstack-runtime-1.service"] in settings
+    (kill_signal,) = [value for key, value in settings if key == "KillSignal"]
+    with runtime() as backend:
+        port = free_port()
+        config = local_config(plan, tmp_path, port, backend.port, api_key=True)
+        with nginx_serving(config, tmp_path, port, plan.serving.health_path) as nginx, ThreadPoolExecutor(1) as pool:
+            gateway_ = Gateway(port, backend, tmp_path / "access.log")
+            in_flight = pool.submit(gateway_.request, "POST", "/v1/completions", API_KEY, {"hold_s": 1.5})
+            while not any(seen.path == "/v1/completions" for seen in backend.seen):
+                time.sleep(0.01)
+            nginx.send_signal(getattr(signal, kill_signal))
+            assert in_flight.result(timeout=10) == (200, b'{"path": "/v1/completions"}')
+            assert nginx.wait(timeout=10) == 0
