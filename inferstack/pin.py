@@ -21,6 +21,7 @@ import datetime
 import hashlib
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from inferstack.errors import InputError, input_error
 from inferstack.fields import changed_paths, flatten
 from inferstack.plan import DeploymentPlan, PlanReport
 from inferstack.sizing.calibration import StackCalibration
-from inferstack.sizing.catalog import Catalog, ExchangeRates, PriceBook, instance_rows, offer_of
+from inferstack.sizing.catalog import CATALOG_REGIONS, Catalog, ExchangeRates, PriceBook, instance_rows, offer_of
 from inferstack.spec import ModelSpec, WorkloadSpec, problems_from_validation
 
 PINNED_SUFFIX = ".plan.json"
@@ -64,14 +65,16 @@ class PinnedCatalog(BaseModel):
                                 "capacity above a production floor); empty otherwise.")
 
     @classmethod
-    def of(cls, cloud: Cloud, prices: PriceBook, spot_region: str | None = None) -> PinnedCatalog:
-        """The packaged instance types of `cloud` and its prices in `prices`; its spot prices in `spot_region` when the
-        plan reads them."""
+    def of(cls, cloud: Cloud, prices: PriceBook, spot_region: str | None = None,
+           regions: Sequence[str] | None = None) -> PinnedCatalog:
+        """The packaged instance types of `cloud` and the prices in `prices` its plan for `regions` can read (all of
+        the cloud's when None); its spot prices in `spot_region` when the plan reads them."""
         instances = [row for row in instance_rows() if row["cloud"] == cloud]
         columns = [c for c in instances[0] if c not in INSTANCE_COLUMNS_LEFT_OUT] if instances else []
         spot = [row for row in prices.spot_rows if (row["cloud"], row["region"]) == (cloud, spot_region)]
+        rows = [row for row in prices.rows if row["cloud"] == cloud]
         return cls(instances=_csv_lines(columns, instances),
-                   prices=_csv_lines(list(PRICE_COLUMNS), [row for row in prices.rows if row["cloud"] == cloud]),
+                   prices=_csv_lines(list(PRICE_COLUMNS), rows if regions is None else _read_by(cloud, rows, regions)),
                    exchange_rates=prices.rates.usd_per_unit, exchange_rates_source=prices.rates.source,
                    discounts={c: p for c, p in prices.discounts.items() if c == cloud},
                    spot_prices=_csv_lines(list(SPOT_PRICE_COLUMNS), spot) if spot else [])
@@ -81,6 +84,21 @@ class PinnedCatalog(BaseModel):
         prices = PriceBook(_csv_rows(self.prices), ExchangeRates(dict(self.exchange_rates), self.exchange_rates_source),
                            dict(self.discounts), tuple(_csv_rows(self.spot_prices)))
         return Catalog(tuple(offer_of(row) for row in _csv_rows(self.instances)), prices, today)
+
+
+def _read_by(cloud: Cloud, rows: list[dict[str, str]], regions: Sequence[str]) -> list[dict[str, str]]:
+    """The price rows a plan for `regions` reads, in their order: every row of those regions and of the catalog region
+    (its price, where a region has none), the user's own, and each type's cheapest row elsewhere (the price borrowed
+    where neither has one; and what tells the planner a price list knows the type: `PriceBook.not_sold_in`)."""
+    kept = {*regions, CATALOG_REGIONS[cloud]}
+    cheapest: dict[str, dict[str, str]] = {}
+    for row in rows:
+        best = cheapest.get(row["instance_type"])
+        if best is None or float(row["price_per_hour"]) < float(best["price_per_hour"]):
+            cheapest[row["instance_type"]] = row
+    chosen = {id(row) for row in cheapest.values()}
+    return [row for row in rows
+            if row["region"] in kept or row.get("from_override_file") == "yes" or id(row) in chosen]
 
 
 def _csv_lines(columns: list[str], rows: list[dict[str, str]]) -> list[str]:
@@ -202,7 +220,8 @@ def pin_stack(stack_file: Path) -> tuple[Path, PinnedPlan]:
                         workload_sha256=workload_sha256(workload),
                         calibration_sha256=measured.sha256 if measured else None,
                         prices_file_sha256=file_sha256(prices_file),
-                        catalog=PinnedCatalog.of(cloud, catalog.prices, chosen.region if spot_read else None),
+                        catalog=PinnedCatalog.of(cloud, catalog.prices, chosen.region if spot_read else None,
+                                                 outcome.regions),
                         report=report)
     path = pinned_path(stack_file)
     path.write_text(pinned.model_dump_json(indent=2) + "\n", encoding="utf-8")

@@ -426,3 +426,25 @@ def test_diff_against_a_git_ref_reads_the_calibration_file_as_it_was_there(proje
     git(project, "commit", "-q", "-m", "the calibration file is not committed")
     with pytest.raises(InputError, match="inferstack:calibrationFile: does not exist at HEAD"):
         diff_workload_files([_stack_file(project)], base_ref="HEAD")
+
+
+@pytest.mark.parametrize(("workload", "cloud", "region"), [
+    ("chat-70b.yaml", "alibaba", "ap-southeast-1"),   # types its price list leaves out: not sold there
+    ("chat-70b.yaml", "alibaba", "me-east-1"),        # no price list: borrowed from the cheapest region
+    ("chat-8b-public.yaml", "aws", "eu-west-1"),      # the region's own prices
+    ("chat-8b-public.yaml", "aws", "ca-central-1"),   # the catalog region's price
+    ("embeddings-bert.yaml", "gcp", "europe-west4"),
+])
+def test_a_pin_keeps_only_the_price_rows_its_plan_reads_and_they_plan_the_same(workload: str, cloud: str,
+                                                                                  region: str) -> None:
+    from inferstack.pin import PinnedCatalog
+    from inferstack.spec import load_workload
+
+    full = catalog_module.load_catalog()
+    spec = load_workload(REPO / "examples" / "workloads" / workload)
+    planned = plan_workload(spec, clouds=[cloud], region=region, catalog=full)
+    pinned = PinnedCatalog.of(cloud, full.prices, None, planned.outcome(cloud).regions)
+    all_rows = PinnedCatalog.of(cloud, full.prices)
+    assert len(pinned.prices) < len(all_rows.prices)
+    again = plan_workload(spec, clouds=[cloud], region=region, catalog=pinned.catalog(full.today))
+    assert again.model_dump_json() == planned.model_dump_json()
