@@ -745,7 +745,8 @@ def test_an_interruption_notice_drains_the_server_and_every_request_in_flight_co
     gateways turns 503 within the poll interval, and every request in flight is answered 200. The notice withdrawn,
     the drain lifts (the module's later tests see a healthy server)."""
     box, port, health = deployment.box, deployment.port, deployment.plan.serving.health_path
-    assert box.read("/run/fake-systemd/inferstack-boot.service.rc").strip() == "0", boot_log(box)[-3000:]
+    # Started by the first boot's service phase (a later boot of this module fails on purpose before that phase:
+    # test_an_unreachable_storage_endpoint_is_retried_then_fails_clearly), and still running.
     watcher_pid = box.read(f"/run/fake-systemd/{interruption.UNIT}.service.pid").strip()
     assert process_uid(watcher_pid) == 0  # root: only root reaches the metadata server
     assert health_status(port, health) == 200
