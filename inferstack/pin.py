@@ -65,13 +65,13 @@ class PinnedCatalog(BaseModel):
                                 "capacity above a production floor); empty otherwise.")
 
     @classmethod
-    def of(cls, cloud: Cloud, prices: PriceBook, spot_region: str | None = None,
+    def of(cls, cloud: Cloud, prices: PriceBook, spot_regions: Sequence[str] = (),
            regions: Sequence[str] | None = None) -> PinnedCatalog:
         """The packaged instance types of `cloud` and the prices in `prices` its plan for `regions` can read (all of
-        the cloud's when None); its spot prices in `spot_region` when the plan reads them."""
+        the cloud's when None); its spot prices in `spot_regions`, the regions of a plan that shows them."""
         instances = [row for row in instance_rows() if row["cloud"] == cloud]
         columns = [c for c in instances[0] if c not in INSTANCE_COLUMNS_LEFT_OUT] if instances else []
-        spot = [row for row in prices.spot_rows if (row["cloud"], row["region"]) == (cloud, spot_region)]
+        spot = [row for row in prices.spot_rows if row["cloud"] == cloud and row["region"] in spot_regions]
         rows = [row for row in prices.rows if row["cloud"] == cloud]
         return cls(instances=_csv_lines(columns, instances),
                    prices=_csv_lines(list(PRICE_COLUMNS), rows if regions is None else _read_by(cloud, rows, regions)),
@@ -88,11 +88,14 @@ class PinnedCatalog(BaseModel):
 
 def _read_by(cloud: Cloud, rows: list[dict[str, str]], regions: Sequence[str]) -> list[dict[str, str]]:
     """The price rows a plan for `regions` reads, in their order: every row of those regions and of the catalog region
-    (its price, where a region has none), the user's own, and each type's cheapest row elsewhere (the price borrowed
-    where neither has one; and what tells the planner a price list knows the type: `PriceBook.not_sold_in`)."""
+    (its price, where a region has none), the user's own, and each type's cheapest packaged row elsewhere (with the
+    user's own, the price borrowed where neither region has one, compared as `PriceBook.lookup` compares them; and what
+    tells the planner a price list knows the type: `PriceBook.not_sold_in`)."""
     kept = {*regions, CATALOG_REGIONS[cloud]}
     cheapest: dict[str, dict[str, str]] = {}
     for row in rows:
+        if row.get("from_override_file") == "yes":  # kept whole below; a packaged row must say the type is known
+            continue
         best = cheapest.get(row["instance_type"])
         if best is None or float(row["price_per_hour"]) < float(best["price_per_hour"]):
             cheapest[row["instance_type"]] = row
@@ -220,9 +223,13 @@ def pin_stack(stack_file: Path) -> tuple[Path, PinnedPlan]:
                         workload_sha256=workload_sha256(workload),
                         calibration_sha256=measured.sha256 if measured else None,
                         prices_file_sha256=file_sha256(prices_file),
-                        catalog=PinnedCatalog.of(cloud, catalog.prices, chosen.region if spot_read else None,
+                        catalog=PinnedCatalog.of(cloud, catalog.prices, outcome.regions if spot_read else (),
                                                  outcome.regions),
                         report=report)
+    # The rows kept are the ones its plan reads (`_read_by`): the pin must plan to itself, or it is never written.
+    if pinned.replanned(workload, measured).model_dump_json() != report.model_dump_json():
+        raise input_error(str(stack_file), "its pin's own catalog rows would not plan to its report, so nothing was "
+                          "written (a defect of inferstack's pin)", fix="report it with the stack and workload files")
     path = pinned_path(stack_file)
     path.write_text(pinned.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return path, pinned

@@ -443,8 +443,52 @@ def test_a_pin_keeps_only_the_price_rows_its_plan_reads_and_they_plan_the_same(w
     full = catalog_module.load_catalog()
     spec = load_workload(REPO / "examples" / "workloads" / workload)
     planned = plan_workload(spec, clouds=[cloud], region=region, catalog=full)
-    pinned = PinnedCatalog.of(cloud, full.prices, None, planned.outcome(cloud).regions)
+    pinned = PinnedCatalog.of(cloud, full.prices, (), planned.outcome(cloud).regions)
     all_rows = PinnedCatalog.of(cloud, full.prices)
     assert len(pinned.prices) < len(all_rows.prices)
     again = plan_workload(spec, clouds=[cloud], region=region, catalog=pinned.catalog(full.today))
     assert again.model_dump_json() == planned.model_dump_json()
+
+
+def _pinned_round_trip(spec: Any, cloud: str, prices_file: Path | None = None) -> tuple[str, str]:
+    """The report planned from the full catalog, and from the rows a pin of it keeps (as pin_stack keeps them)."""
+    from inferstack.pin import PinnedCatalog
+
+    full = catalog_module.load_catalog(prices_file)
+    planned = plan_workload(spec, clouds=[cloud], catalog=full)
+    outcome = planned.outcome(cloud)
+    spot_read = any(plan.spot_above_floor for plan in (outcome.require_chosen("test"), *outcome.alternatives))
+    pinned = PinnedCatalog.of(cloud, full.prices, outcome.regions if spot_read else (), outcome.regions)
+    again = plan_workload(spec, clouds=[cloud], catalog=pinned.catalog(full.today))
+    return planned.model_dump_json(), again.model_dump_json()
+
+
+def test_a_pin_plans_to_itself_when_a_price_of_your_own_elsewhere_is_a_types_cheapest(tmp_path: Path) -> None:
+    """A type known to the packaged lists only outside the plan's regions, priced lower by the user's own row in a
+    third region: the pin must keep a packaged row of it, or the type stops being "not sold" in the plan's region."""
+    from inferstack.spec import parse_workload
+
+    rows = [row for row in catalog_module.PriceBook.load().rows if row["cloud"] == "alibaba"]
+    listed_in = {region: {r["instance_type"] for r in rows if r["region"] == region}
+                 for region in ("ap-southeast-1", "cn-qingdao")}
+    elsewhere = sorted({r["instance_type"] for r in rows} - listed_in["ap-southeast-1"] - listed_in["cn-qingdao"])
+    assert elsewhere
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump({"prices": [
+        {"cloud": "alibaba", "region": "eu-west-1", "instance_type": name, "price_per_hour": 0.5, "currency": "USD",
+         "source": "our contract", "date": "2026-11-01"} for name in elsewhere]}))
+    workload = yaml.safe_load((REPO / "examples" / "workloads" / "chat-70b.yaml").read_text())
+    spec = parse_workload({**workload, "placement": {"clouds": ["alibaba"], "regions": {"alibaba": ["cn-qingdao"]}}})
+    planned, again = _pinned_round_trip(spec, "alibaba", prices)
+    assert again == planned
+
+
+def test_a_pin_of_spot_above_the_floor_in_two_regions_keeps_the_spot_prices_of_both() -> None:
+    from inferstack.spec import parse_workload
+
+    bert = yaml.safe_load((REPO / "examples" / "workloads" / "embeddings-bert.yaml").read_text())
+    for regions in (["us-west-2", "eu-west-1"], ["eu-west-1", "us-west-2"]):
+        spec = parse_workload({**bert, "stage": "production", "placement": {
+            "device": "cpu", "spot": True, "clouds": ["aws"], "regions": {"aws": regions}}})
+        planned, again = _pinned_round_trip(spec, "aws")
+        assert again == planned and planned.count('"spot_hourly_per_instance":{') > 1

@@ -80,7 +80,7 @@ def test_the_spot_price_is_the_regions_own_and_a_pin_keeps_it(tmp_path):
     price = book.spot_price("aws", row["region"], row["instance_type"])
     assert price is not None and price.amount_per_hour == float(row["price_per_hour"])
     assert book.spot_price("aws", "us-east-1", row["instance_type"]) is None  # never borrowed from another region
-    pinned = PinnedCatalog.of("aws", book, row["region"])
+    pinned = PinnedCatalog.of("aws", book, [row["region"]])
     assert pinned.spot_prices and all(row["region"] in line for line in pinned.spot_prices[1:])
     again = pinned.catalog(book_date()).prices.spot_price("aws", row["region"], row["instance_type"])
     assert again == price
