@@ -31,9 +31,11 @@ KEY_MAP = "/run/inferstack-secrets/gateway-key.map"
 """`"Bearer <key>" 1;`, written by fetch_secret.py at the gateway's start (root only, mode 0600)."""
 ACCESS_LOG = "/var/log/inferstack/gateway-access.log"
 ACCESS_LOG_FORMAT = ("    log_format inferstack '$remote_addr - [$time_local] \"$request\" $status $body_bytes_sent "
-                     "$request_time';\n")
+                     "$request_time up=$upstream_status';\n")
 """One line per request, its seventh field the answer's time to its last byte, streams included, as in the cache's
-format (the AWS latency alarm reads it: components/aws/observability.py ANSWER_TIME_PATTERN)."""
+format (the AWS latency alarm reads it: components/aws/observability.py ANSWER_TIME_PATTERN); its last, `up=`, the
+runtime's status, "-" for a request the runtime never saw (refused for its key or its size, answered by the cache or
+the gateway itself): what a Huawei server counts as its load (files/huawei_metrics.py)."""
 WORKER_USER = "www-data"
 """The nginx package's own unprivileged user on Debian and Ubuntu."""
 MAX_REQUEST_BODY_MIB = 16
@@ -169,7 +171,7 @@ def _cache_http(plan: DeploymentPlan, cache: CacheEndpoint | None, scope: str) -
             "    lua_socket_log_errors off;\n"
             f'    init_by_lua_block {{ require("inferstack_cache").init({{ {_lua_settings(plan, cache, scope)} }}) }}\n'
             "    log_format inferstack_cache '$remote_addr - [$time_local] \"$request\" $status $body_bytes_sent "
-            "$request_time cache=$inferstack_cache';\n"
+            "$request_time cache=$inferstack_cache up=$upstream_status';\n"
             "    server {\n"
             f"        listen {CACHE_STATUS_LISTEN};\n"
             "        location = /cache-status {\n"

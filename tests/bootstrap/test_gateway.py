@@ -420,3 +420,23 @@ def test_the_gateway_units_stop_signal_lets_a_request_in_flight_finish_before_th
             nginx.send_signal(getattr(signal, kill_signal))
             assert in_flight.result(timeout=10) == (200, b'{"path": "/v1/completions"}')
             assert nginx.wait(timeout=10) == 0
+
+
+def test_the_access_log_says_which_requests_the_runtime_saw(tmp_path: Path) -> None:
+    """Each line ends with `up=` the runtime's status, "-" for a request the gateway answered itself: refused for its
+    key or, before the key is checked, for its size. A Huawei server counts only the former as its load."""
+    from inferstack.bootstrap.files.huawei_metrics import counted
+
+    plan = sample_plan("huawei", "gpu-llm", "production")
+    with running_gateway(plan, tmp_path) as gateway_:
+        before = len(gateway_.access_log.read_bytes().splitlines())  # the start's health probes
+        assert gateway_.request("POST", "/v1/completions", API_KEY, {"prompt": "hi"})[0] == 200
+        assert gateway_.request("POST", "/v1/completions", None, {"prompt": "hi"})[0] == 401
+        too_large = b"x" * (gateway.MAX_REQUEST_BODY_MIB * 2**20 + 1)
+        assert gateway_.request("POST", "/v1/completions", None, data=too_large)[0] == 413
+        deadline = time.monotonic() + 10
+        while len(lines := gateway_.access_log.read_bytes().splitlines(keepends=True)[before:]) < 3:
+            assert time.monotonic() < deadline, lines
+            time.sleep(0.05)
+    assert [line.rstrip().rsplit(b" ", 1)[1] for line in lines] == [b"up=200", b"up=-", b"up=-"]
+    assert [counted(line, plan.serving.health_path) for line in lines] == [True, False, False]

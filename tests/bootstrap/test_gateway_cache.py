@@ -125,7 +125,7 @@ def ask(gateway_: Gateway, path: str, body: Mapping[str, object] | None = None, 
     while not (lines := [line for line in logged_lines(gateway_.access_log)[before:] if request_line in line]):
         assert time.monotonic() < deadline, "no access log line for the request"  # logged after the response
         time.sleep(0.02)
-    outcome = re.search(r"cache=(\S+)$", lines[0])
+    outcome = re.search(r" cache=(\S+) up=[-0-9, :]+$", lines[0])  # gateway.py: the cache status, then the runtime's
     assert outcome, lines[0]
     return Answer(response.status, answer, headers_back, outcome.group(1))
 

@@ -139,9 +139,11 @@ def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
 #### A server's access log ####
 
 
-def access_line(path: str, status: int = 200, method: str = "POST") -> str:
-    """One line in the gateway's format (gateway.ACCESS_LOG_FORMAT)."""
-    return f'10.0.1.7 - [07/Dec/2026:12:00:00 +0000] "{method} {path} HTTP/1.1" {status} 512 0.734\n'
+def access_line(path: str, status: int = 200, method: str = "POST", upstream: str | None = None) -> str:
+    """One line in the gateway's format (gateway.ACCESS_LOG_FORMAT): `upstream` the runtime's status, by default the
+    answer's ("-" for a 401: the runtime never sees a request without the key)."""
+    up = upstream if upstream is not None else ("-" if status == 401 else str(status))
+    return f'10.0.1.7 - [07/Dec/2026:12:00:00 +0000] "{method} {path} HTTP/1.1" {status} 512 0.734 up={up}\n'
 
 
 def append(log: Path, *lines: str) -> None:
@@ -190,9 +192,15 @@ def test_it_posts_the_minutes_requests_per_second_leaving_out_health_checks_and_
         server: Server, cloud_eye: CloudEye) -> None:
     append(server.log, API * 12, access_line("/health", method="GET"), access_line("/health", method="HEAD"),
            access_line("/health?probe=1", method="GET"), access_line("/health", 503, "GET"),
-           access_line("/v1/chat/completions", 401), access_line("/v1/models", 200, "GET"))
-    assert server.minute_later() == round(13 / 60, 4)
-    assert cloud_eye.bodies() == [expected_datapoint(round(13 / 60, 4))]
+           access_line("/v1/chat/completions", 401), access_line("/v1/models", 200, "GET"),
+           # refused before the key check (nginx: body or URI too large, a bad header): the runtime never saw them
+           access_line("/v1/chat/completions", 413, upstream="-"), access_line("/" + "a" * 40, 414, "GET", "-"),
+           access_line("/v1/completions", 400, upstream="-"),
+           access_line("/v1/completions", 200, upstream="-"),  # answered by the cache
+           access_line("/v1/completions", 200, upstream="502, 200"),  # the runtime answered after a retry
+           "a line of no known shape\n")
+    assert server.minute_later() == round(14 / 60, 4)
+    assert cloud_eye.bodies() == [expected_datapoint(round(14 / 60, 4))]
     assert server.minute_later() == 0.0  # a quiet minute is a zero, not a gap: the alarm's average sees it
     assert cloud_eye.bodies()[-1] == expected_datapoint(0.0)
 

@@ -544,3 +544,21 @@ def test_the_facts_mapper_sees_a_fleets_servers_in_its_template(run: Any) -> Non
     (server,) = FACT_MAPPERS["huawei"](recording).servers
     assert server.name == "chat-template" and server.root_disk_encrypted
     assert server.user_data.startswith("#cloud-config") and API_KEY not in server.user_data
+
+
+def test_a_canarys_group_scales_on_the_series_its_servers_report_to(tmp_path: Path) -> None:
+    """The canary's servers take the deployment's bundle, so they report under the main group's name: the canary
+    group's alarms read that series too (each group to its own plan's target), never a series nobody writes."""
+    from tests.components.conftest import CLOUD_ARGS
+
+    workload = tmp_path / "chat.yaml"
+    workload.write_text(yaml.safe_dump({
+        "name": "chat", "model": "llama-3.1-8b", "precision": "bf16", "stage": "production",
+        "traffic": {"requests_per_s": 20}, "canary": {"model": "llama-3.1-8b", "precision": "fp8", "weight": 10},
+        "placement": {"clouds": ["huawei"]}}))
+    result = preview_workload(workload, cloud="huawei", **CLOUD_ARGS["huawei"])
+    groups = {r.name: r.inputs["scalingGroupName"] for r in result.resources if r.type.endswith("As/group:Group")}
+    series = {r.name: r.inputs["resources"][0]["dimensions"][0]["value"] for r in result.resources
+              if r.type.endswith(":Alarmrule") and r.inputs["metric"]["namespace"] == SERVING_NAMESPACE}
+    main = next(value for name, value in groups.items() if "canary" not in name)
+    assert len(groups) == 2 and len(series) == 4 and set(series.values()) == {main}

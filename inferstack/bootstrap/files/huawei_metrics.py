@@ -75,8 +75,10 @@ TTL_S = 172800
 """How long Cloud Eye keeps the raw datapoints: two days (at most 604800)."""
 INTERVAL_S = 60
 """One datapoint a minute: the scaling alarms' period is 60 s."""
-REFUSED_STATUS = "401"
-"""The gateway's answer to a request without the API key (gateway.py `_UNAUTHORIZED`): not counted."""
+NOT_PROXIED = b"-"
+"""The gateway's `up=$upstream_status` of a request the runtime never saw (gateway.py ACCESS_LOG_FORMAT): refused for
+its key, its size or its URI before the key check, answered by the cache or the gateway itself: not the load the fleet
+scales on, and nothing a client without the key can add to."""
 RETRY = Retry(attempts=3, backoff_s=2.0)
 """A 5xx or a network error is tried twice more (about 2 and 4 s later); after that the next interval tries."""
 READ_CHUNK_BYTES = 1 << 20
@@ -99,8 +101,9 @@ REQUIRED = ("namespace", "group", "region", "health_path", "access_log", "ready_
 INTERVAL_RANGE_S = (1, 300)
 
 # One line of the gateway's log formats (`inferstack`, `inferstack_cache`): '$remote_addr - [$time_local] "$request"
-# $status ...'. nginx escapes a double quote inside a variable as \x22, so the request has none.
-_LINE = re.compile(rb'^\S+ - \[[^\]]*\] "([^"]*)" (\d{3}) ')
+# $status ... up=$upstream_status'. nginx escapes a double quote inside a variable as \x22, so the request has none, and
+# the upstream status is the line's last field (digits, "-", or several after a retry: "502, 200").
+_LINE = re.compile(rb'^\S+ - \[[^\]]*\] "([^"]*)" (\d{3}) .* up=([-0-9, :]+)\r?\n?$')
 
 
 class ConfigError(Exception):
@@ -219,15 +222,15 @@ class _Followed:
 
 
 def counted(line: bytes, health_path: str) -> bool:
-    """Whether one access-log line is a request the fleet scales on: not the health path's, not refused for its key.
-    A line of another shape counts (nginx wrote it for some request)."""
+    """Whether one access-log line is a request the fleet scales on: one the runtime received (`up=` a status), not the
+    health path's. A line of another shape does not count: a client without the key can write none that does."""
     match = _LINE.match(line)
     if match is None:
-        return bool(line.strip())
-    request, status = match.groups()
+        return False
+    request, _status, upstream = match.groups()
     parts = request.split(b" ")
     path = parts[1].split(b"?", 1)[0] if len(parts) >= 2 else b""
-    return path != health_path.encode() and status != REFUSED_STATUS.encode()
+    return path != health_path.encode() and upstream.strip() != NOT_PROXIED
 
 
 #### Cloud Eye ####

@@ -37,8 +37,8 @@ CPU_METRIC = "cpu_util"
 AS_METRIC_PERIOD_S = 300
 # GPU fleets scale on the requests per second each server reports to this Cloud Eye custom namespace (a namespace is
 # service.item, 3-32 characters, its service not SYS, AGT or SRE: Cloud Eye API, "Adding Monitoring Data"), one series
-# per AS group (dimension `group`, its name), in one-minute periods: out after two minutes above the target, in after
-# fifteen below.
+# per deployment (dimension `group`, its main AS group's name; a canary's servers report there too), in one-minute
+# periods: out after two minutes above the target, in after five below.
 SERVING_NAMESPACE = "INFERSTACK.serving"
 REQUESTS_METRIC = "requests_per_s"
 SERVING_GROUP_DIMENSION = "group"
@@ -62,14 +62,16 @@ def create_fleet(parent: pulumi.Resource, name: str, request: FleetRequest) -> F
     balancer = load_balancer(parent, name, request, zones)
     load_balancer_logs(parent, name, request, balancer.load_balancer_id)
     group = _scaling_group(parent, name, request, zones, [balancer.pool_id, balancer.weighted_pool_id],
-                           balancer.health_checks)
+                           balancer.health_checks, reported_as=group_name(name))
     if request.canary is not None:  # the same group, from the canary's plan, in a pool of its own
         canary = request.for_canary()
         canary_group_pool = canary_pool(parent, name, canary, balancer)
         weighted_policy(parent, name, balancer, canary_group_pool, request.canary)
         canary_zones = zones_offering(parent, canary.plan.instance_type, canary.plan.zones)
+        # Its servers report under the main group's name (their bundle is the deployment's, create_telemetry): both
+        # groups scale on the one series, each to its own plan's target.
         _scaling_group(parent, f"{name}-canary", canary, canary_zones, [canary_group_pool.pool_id],
-                       [canary_group_pool.health_check])
+                       [canary_group_pool.health_check], reported_as=group_name(name))
     balancer.address.apply(lambda address: pulumi.log.info(
         f"{name}: point {request.api_domain} at {address} (a DNS A record); the HTTPS listener serves ELB "
         f"certificate {request.api_certificate}, which must cover {request.api_domain}", resource=parent))
@@ -81,7 +83,8 @@ def create_fleet(parent: pulumi.Resource, name: str, request: FleetRequest) -> F
 
 
 def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest, zones: pulumi.Output[list[str]],
-                   pool_ids: Sequence[StrOutput], health_checks: Sequence[pulumi.Resource]) -> hw.as_.Group:
+                   pool_ids: Sequence[StrOutput], health_checks: Sequence[pulumi.Resource], *,
+                   reported_as: str) -> hw.as_.Group:
     """The plan's servers as an AS group from an AS configuration, members of the ELB pools `pool_ids`."""
     plan, fleet = request.plan, request.plan.fleet
     assert fleet is not None
@@ -116,7 +119,7 @@ def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest, zo
     if plan.device == "cpu":
         _cpu_scaling(parent, name, group, plan, fleet)
     else:
-        _request_scaling(parent, name, group, fleet)
+        _request_scaling(parent, name, group, fleet, reported_as)
     return group
 
 
@@ -173,7 +176,8 @@ def _cpu_scaling(parent: pulumi.Resource, name: str, group: hw.as_.Group, plan: 
             scaling_policy_action={"operation": operation, "instance_number": 1}, opts=opts)
 
 
-def _request_scaling(parent: pulumi.Resource, name: str, group: hw.as_.Group, fleet: Fleet) -> None:
+def _request_scaling(parent: pulumi.Resource, name: str, group: hw.as_.Group, fleet: Fleet,
+                     reported_as: str) -> None:
     """Step scaling on the requests per second the group's servers report (`huawei_metrics.py`: each server's rate
     over the last minute, into one series per group, which Cloud Eye averages): one server more above the plan's
     target per server, one fewer (slowly) well below it.
@@ -186,7 +190,7 @@ def _request_scaling(parent: pulumi.Resource, name: str, group: hw.as_.Group, fl
     opts = child_options(parent)
     target = round(fleet.target_requests_per_s, 3)
     scale_in = round(target * fleet.min_replicas / (fleet.min_replicas + 1), 3)
-    series = [{"dimensions": [{"name": SERVING_GROUP_DIMENSION, "value": group_name(name)}]}]
+    series = [{"dimensions": [{"name": SERVING_GROUP_DIMENSION, "value": reported_as}]}]
     steps = (("out", ">", target, REQUEST_SCALE_OUT_PERIODS, "ADD", fleet.scale_out_cooldown_s),
              ("in", "<", scale_in, REQUEST_SCALE_IN_PERIODS, "REMOVE", fleet.scale_in_cooldown_s))
     for direction, operator, threshold, periods, operation, cooldown_s in steps:
