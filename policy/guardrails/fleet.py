@@ -658,25 +658,53 @@ ALI_SPOT_STRATEGIES = {"SpotAsPriceGo", "SpotWithPriceLimit"}
 ALI_BASE_POLICIES = {"COMPOSABLE", "COST_OPTIMIZED"}  # where OnDemandBaseCapacity takes effect (CreateScalingGroup)
 
 
+class _Unread(Exception):
+    """A purchase setting a preview does not know yet: the pack cannot tell whether the floor is on-demand."""
+
+
+def _read(stack: Stack, props: Any, key: str, default: Any = None) -> Any:
+    """`props[key]` (a mapping of the engine's, read with get), or _Unread when the preview does not know it."""
+    try:
+        value = props.get(key, default)
+    except stack.unknown_errors:
+        raise _Unread(key) from None
+    return default if value is None else value
+
+
 def _spot_floor_problem(stack: Stack, group: ManagedGroup) -> str | None:
     """Why the group may run its floor (`minSize`) on spot capacity, which its cloud can reclaim at two minutes' notice
-    or less; None: its floor is on-demand. Read fail-closed: a purchase setting the pack cannot read counts as spot."""
+    or less; None: its floor is on-demand. Fail-closed: a group whose template the stack does not hold, or a purchase
+    setting the preview does not know, counts as spot."""
+    if not group.templates:
+        return ("its template is not one of this stack's resources, so the pack cannot read how its servers are "
+                "bought: create the template in this stack")
+    try:
+        return _spot_floor_reason(stack, group)
+    except _Unread as unread:
+        return f"its {unread} is unknown in this preview, so the pack cannot tell how its servers are bought"
+
+
+def _spot_floor_reason(stack: Stack, group: ManagedGroup) -> str | None:
     props, floor = group.resource.props, group.min_size
     if group.cloud == "aws":
-        mixed = stack.known(props, "mixedInstancesPolicy")
+        for template in group.templates:  # a launch template may request spot itself, whatever the group says
+            market = _read(stack, _read(stack, template.props, "instanceMarketOptions", {}), "marketType")
+            if market == "spot":
+                return f"its launch template {template.name} requests spot (instanceMarketOptions.marketType)"
+        mixed = _read(stack, props, "mixedInstancesPolicy")
         if not mixed:
             return None  # a launch template alone launches on-demand servers
-        split = mixed.get("instancesDistribution") or {}  # the engine's mappings are proxies: read with get
-        base = integer(split.get("onDemandBaseCapacity", 0))
-        above = integer(split.get("onDemandPercentageAboveBaseCapacity", 100))
+        split = _read(stack, mixed, "instancesDistribution", {})
+        base = integer(_read(stack, split, "onDemandBaseCapacity", 0))
+        above = integer(_read(stack, split, "onDemandPercentageAboveBaseCapacity", 100))
         if above == 100 or (base is not None and floor is not None and base >= floor):
             return None
-        base_text = show(split.get("onDemandBaseCapacity", 0))
-        return f"its on-demand base capacity is {base_text}, below its floor ({show(floor)})"
+        return f"its on-demand base capacity is {show(base)}, below its floor ({show(floor)})"
     if group.cloud == "alibaba":
-        if not any(stack.known(t.props, "spotStrategy") in ALI_SPOT_STRATEGIES for t in group.templates):
+        if not any(_read(stack, t.props, "spotStrategy") in ALI_SPOT_STRATEGIES for t in group.templates):
             return None
-        policy, base = stack.known(props, "multiAzPolicy"), integer(stack.known(props, "onDemandBaseCapacity"))
+        policy = _read(stack, props, "multiAzPolicy")
+        base = integer(_read(stack, props, "onDemandBaseCapacity"))
         if policy in ALI_BASE_POLICIES and base is not None and floor is not None and base >= floor:
             return None
         base_text, policy_text = ("unset" if v is None else show(v) for v in (base, policy))
@@ -684,13 +712,14 @@ def _spot_floor_problem(stack: Stack, group: ManagedGroup) -> str | None:
                 f"{policy_text}) does not cover its floor ({show(floor)})")
     if group.cloud == "gcp":
         for template in group.templates:
-            scheduling = stack.known(template.props, "scheduling") or {}
-            if scheduling.get("provisioningModel") == "SPOT" or boolean(scheduling.get("preemptible")):
+            scheduling = _read(stack, template.props, "scheduling", {})
+            if _read(stack, scheduling, "provisioningModel") == "SPOT" or boolean(
+                    _read(stack, scheduling, "preemptible")):
                 return f"its template {template.name} is spot (provisioningModel SPOT or preemptible)"
         return None
     for template in group.templates:  # huawei: the AS configuration's market
-        config = stack.known(template.props, "instanceConfig") or {}
-        if config.get("chargingMode") == "spot":
+        config = _read(stack, template.props, "instanceConfig", {})
+        if _read(stack, config, "chargingMode") == "spot":
             return f"its AS configuration {template.name} is spot (instanceConfig.chargingMode)"
     return None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UNKNOWN_STRING_VALUE
 
 from tests.policy import fleets
 from tests.policy.harness import check_built
@@ -119,3 +120,38 @@ def test_the_components_spot_above_the_floor_passes(cloud: str) -> None:
 def test_the_components_all_spot_fleet_is_refused_in_production(cloud: str) -> None:
     found = _deployed(cloud, spot=True)
     assert len(found) == 1 and "may run its floor on spot capacity" in found[0], found
+
+
+def test_an_aws_launch_template_that_requests_spot_itself_is_a_floor_on_spot() -> None:
+    def spot_template(props: dict[str, Any]) -> dict[str, Any]:
+        return {**props, "instanceMarketOptions": {"marketType": "spot"}}
+
+    assert _violations("aws", ("template", spot_template, None)) == [
+        "managed group group may run its floor on spot capacity: its launch template template requests spot "
+        "(instanceMarketOptions.marketType), so one reclamation takes servers the SLO needs: keep the floor on-demand: "
+        'spot servers only above it (inferstack\'s spot above the floor: docs/pricing.md, "Spot above the floor")']
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp", "alibaba", "huawei"])
+def test_a_group_whose_template_the_stack_does_not_hold_fails_closed(cloud: str) -> None:
+    (group,) = [r for r in fleets.fleet(cloud) if r.name == "group"]
+    depends = {key: [name for name in names if name != "template"] for key, names in group.depends.items()}
+    found = _violations(cloud, ("template", None, None), ("group", lambda props: props, depends))
+    assert any("its template is not one of this stack's resources, so the pack cannot read how its servers are "
+               "bought" in message for message in found), found
+
+
+@pytest.mark.parametrize(("cloud", "name", "change"), [
+    ("aws", "group", lambda props: {**props, "mixedInstancesPolicy": {
+        "launchTemplate": {"launchTemplateSpecification": {"launchTemplateId": "lt-1"}},
+        "instancesDistribution": {"onDemandBaseCapacity": UNKNOWN_NUMBER_VALUE}}}),
+    ("alibaba", "template", lambda props: {**props, "spotStrategy": UNKNOWN_STRING_VALUE}),
+    ("gcp", "template", lambda props: {**props, "scheduling": {"provisioningModel": UNKNOWN_STRING_VALUE}}),
+    ("huawei", "template", lambda props: {**props, "instanceConfig": {**props["instanceConfig"],
+                                                                      "chargingMode": UNKNOWN_STRING_VALUE}}),
+])
+def test_a_purchase_setting_unknown_in_the_preview_fails_closed(cloud: str, name: str, change: Any) -> None:
+    depends = AWS_DEPENDS if cloud == "aws" else None
+    found = _violations(cloud, (name, change, depends))
+    assert len(found) == 1 and "is unknown in this preview, so the pack cannot tell how its servers are bought" \
+        in found[0], found
