@@ -159,6 +159,24 @@ def test_an_aws_rebalance_recommendation_is_logged_once_and_does_not_drain(
     assert capsys.readouterr().err.count("rebalance recommendation") == 1
 
 
+def test_a_failed_read_of_the_rebalance_recommendation_never_holds_back_the_drain(
+        notices: tuple[MetadataNotices, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    posted, url = notices
+    path, body = NOTICES["aws"]
+    posted.posted[path] = body
+    watcher = interruption_watch.Watcher("aws", str(tmp_path / "draining"), url)
+    read = watcher.reader.get
+
+    def rebalance_unreadable(item: str) -> str | None:
+        if item == AWS_REBALANCE:
+            raise interruption_watch.AccessError("the metadata server timed out")
+        return read(item)
+
+    monkeypatch.setattr(watcher.reader, "get", rebalance_unreadable)
+    watcher.check()
+    assert watcher.draining and (tmp_path / "draining").exists()
+
+
 def test_a_notice_from_the_metadata_server_is_logged_on_one_line_and_cut_short() -> None:
     assert interruption_watch.one_line("a\nb\x1b[31m" + "x" * 500) == "a b [31m" + "x" * 192
 

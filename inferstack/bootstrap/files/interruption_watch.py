@@ -163,8 +163,6 @@ class Watcher:
     def check(self) -> None:
         try:
             notice = interruption_notice(self.reader)
-            if self.reader.cloud == "aws" and not self.rebalance_logged:
-                self._log_rebalance()
         except AccessError as error:
             if not self.failing:  # once per outage, not every round
                 log(f"interruption: cannot read the notice ({error}); retrying every {POLL_INTERVAL_S:g}s")
@@ -182,9 +180,14 @@ class Watcher:
             set_drain(self.drain_flag, False)
             self.draining = False
             log("interruption: no notice (any more): serving again (the health path answers as the runtime does)")
+        if self.reader.cloud == "aws" and not self.rebalance_logged:
+            self._log_rebalance()  # after the drain: a failed read of this log-only item never delays it
 
     def _log_rebalance(self) -> None:
-        recommendation = self.reader.get(AWS_REBALANCE_PATH)
+        try:
+            recommendation = self.reader.get(AWS_REBALANCE_PATH)
+        except AccessError:
+            return  # read again next round
         if recommendation is not None:
             self.rebalance_logged = True
             log(f"interruption: rebalance recommendation {one_line(recommendation)!r}: still serving (the group "
