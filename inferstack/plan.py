@@ -340,7 +340,8 @@ class Fleet(_Frozen):
 
 
 MAX_FALLBACK_TYPES = 3
-"""Equivalent instance types a group may launch besides the planned one when that one's capacity is gone."""
+"""Equivalent instance types a group may launch besides the planned one (where its capacity is short, or, for spot
+servers, where a pool is less likely to be interrupted)."""
 
 
 class SpotAboveFloor(_Frozen):
@@ -353,7 +354,7 @@ class SpotAboveFloor(_Frozen):
     spot_above: int = Field(ge=0, description="Servers the autoscaler may add above the floor, all on spot capacity.")
     instance_types: list[MachineType] = Field(
         min_length=1, max_length=1 + MAX_FALLBACK_TYPES,
-        description="The planned type first, then equivalents the group launches when its capacity is gone (on-demand "
+        description="The planned type first, then equivalents the group may launch instead (on-demand "
                     "and spot alike): the same accelerators, at least its vCPUs and memory, sold in the region, "
                     "cheapest first.")
     spot_hourly_per_instance: Money | None = Field(

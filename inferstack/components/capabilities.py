@@ -51,7 +51,7 @@ class Capability(str, Enum):
     """Servers can run on spot/preemptible capacity when the plan allows it."""
     SPOT_ABOVE_FLOOR = "spot-above-floor"
     """A production fleet keeps its SLO floor on on-demand servers and adds spot ones above it, falling back to
-    equivalent instance types when one type's capacity is gone (`DeploymentPlan.spot_above_floor`)."""
+    equivalent instance types where one type's capacity is short (`DeploymentPlan.spot_above_floor`)."""
     MANAGED_FLEET = "managed-fleet"
     """A plan with a fleet runs as the cloud's managed group, built from a template, spread over the plan's zones and
     replaced when its health check fails after the plan's grace period; its servers have no public address."""

@@ -301,7 +301,7 @@ def spot_line(spot: SpotAboveFloor) -> str:
              f"{spot.spot_price_date}; spot prices move)" if spot.spot_hourly_per_instance else
              "spot price not in the catalog")
     planned, *others = spot.instance_types
-    fallback = (f"; when {planned} capacity is gone the group launches {', '.join(others)}" if others else
+    fallback = (f"; besides {planned} the group may launch {', '.join(others)} (where capacity is short)" if others else
                 "; no equivalent type to fall back on")
     return (f"spot above the floor: {spot.on_demand_base} servers always on-demand (the SLO floor, the monthly cost "
             f"above), up to {spot.spot_above} more on spot capacity: {price}{fallback}")
