@@ -208,7 +208,7 @@ def test_awss_answer_time_pattern_reads_the_request_time_nginx_writes(log_format
         log_format = next(line for line in config.splitlines() if "log_format inferstack_cache" in line)
     line = _logged(log_format, remote_addr="10.64.128.7", time_local="07/Dec/2026:10:00:00 +0000",
                    request="POST /v1/chat/completions HTTP/1.1", status="200", body_bytes_sent="5120",
-                   request_time="187.402", inferstack_cache="miss")
+                   request_time="187.402", inferstack_cache="miss", upstream_status="200")
     names = re.findall(r"(\w+)(?: = [^,\]]+)?(?:,|\])", ANSWER_TIME_PATTERN)
     fields = dict(zip(names, _space_delimited(line), strict=False))
     assert fields["request"].startswith("POST ") and fields["status"].startswith("2")
