@@ -58,6 +58,8 @@ HEADER = ["cloud", "region", "instance_type", "currency", "price_per_hour", "sou
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROJECT = os.path.join(ROOT, "inferstack", "sizing", "data")
 UPSTREAM = os.path.join(ROOT, "tools", "price_sources")
+sys.path.insert(0, ROOT)
+from inferstack.sizing.regions import region_names  # noqa: E402  (the one reader of regions.csv)
 
 AWS_REGIONS = ["eu-west-1", "us-west-2", "eu-central-1", "ap-northeast-1", "ap-southeast-1"]
 GCP_REGIONS = ["europe-west4", "europe-west1", "us-east4", "asia-southeast1"]
@@ -98,11 +100,6 @@ StrLoader.add_constructor("tag:yaml.org,2002:int", lambda loader, node: loader.c
 def read_text(path):
     with open(path, encoding="utf-8") as f:
         return f.read()
-
-
-def known_regions(cloud):
-    with open(os.path.join(PROJECT, "regions.csv"), newline="") as f:
-        return {r["region"] for r in csv.DictReader(f) if r["cloud"] == cloud}
 
 
 def catalog_types(cloud):
@@ -252,7 +249,7 @@ def alibaba(upstream, types, skipped):
     # cross-check only (never a price source here): cloudpilot-ai/priceserver builtin data, file last changed 2024-10-09
     ps = json.loads(read_text(os.path.join(upstream, "priceserver_alibabacloud_price_de6fe92.json")))
     rows = []
-    known = known_regions("alibaba")
+    known = region_names("alibaba")
     for reg in sorted(d):
         if reg not in known:  # closed, or a local region regions.csv leaves out (tools/refresh_regions.py)
             skipped.append((reg, "*", "region not in regions.csv"))
