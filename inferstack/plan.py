@@ -362,6 +362,20 @@ class SpotAboveFloor(_Frozen):
                     "none). Spot prices move; the plan's monthly cost is the on-demand floor's.")
     spot_price_source: str | None = Field(description="Where the spot price comes from.")
     spot_price_date: str | None = Field(description="Its source's date (YYYY-MM-DD or 'unknown').")
+    monthly_at_ceiling: Money | None = Field(
+        default=None,
+        description="The blend at the fleet's ceiling for a month (730 h), in the report's currency: the floor at the "
+                    "on-demand price plus `spot_above` servers at the spot price (None: a price or an exchange rate is "
+                    "unknown). Servers above the floor run only while traffic is above the planned peak, so the "
+                    "plan's monthly cost stays the floor's.")
+    on_demand_monthly_at_ceiling: Money | None = Field(
+        default=None, description="The same ceiling with every server on-demand, in the report's currency: what the "
+                                  "blend is compared with.")
+
+    @property
+    def spot_share_at_ceiling(self) -> float:
+        """The share of the ceiling's servers on spot capacity."""
+        return self.spot_above / (self.on_demand_base + self.spot_above)
 
 
 ROLLOUT_SURGE_FRACTION = 0.25

@@ -184,6 +184,7 @@ def _plan_column(plan: DeploymentPlan | None) -> list[Cell]:
         _cold_start(plan),
         _fleet(plan),
         _rollout(plan),
+        _capacity_mix(plan),
     ]
 
 
@@ -220,6 +221,17 @@ def _rollout(plan: DeploymentPlan) -> str:
     return f"{rollout.servers} by {rollout.surge}, {minutes}"
 
 
+def _capacity_mix(plan: DeploymentPlan) -> str:
+    """On-demand and spot servers at the fleet's ceiling, and the blend's monthly cost where both prices are known."""
+    spot = plan.spot_above_floor
+    if spot is None:
+        return "all spot" if plan.spot else "all on-demand"
+    mix = f"{spot.on_demand_base} + up to {spot.spot_above} spot ({spot.spot_share_at_ceiling:.0%})"
+    if spot.monthly_at_ceiling is None or spot.on_demand_monthly_at_ceiling is None:
+        return f"{mix}, spot price unknown"
+    return f"{mix}: {spot.monthly_at_ceiling} at the ceiling vs {spot.on_demand_monthly_at_ceiling}"
+
+
 PLAN_ROWS = [
     "instance type",
     "instances",
@@ -242,6 +254,7 @@ PLAN_ROWS = [
     "cold start (longest phases)",
     "fleet (autoscaled, behind HTTPS)",
     "rollout (servers by surge, time)",
+    "capacity (on-demand + spot)",
 ]
 
 

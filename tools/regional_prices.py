@@ -30,6 +30,11 @@ other files are copied out of fetched mirrors by --refresh-from-mirrors and not 
       = `git show fd66b26:pricing.yml` of github.com/Cyclenerd/google-cloud-pricing-cost-calculator
         (mirror: /work/.mirror/Cyclenerd+google-cloud-pricing-cost-calculator/repo),
         "generated: Thu Jul 30 06:13:17 2026". compute.instance.<type>.cost.<region>.hour / hour_spot.
+  skypilot_aws_vms_00148f2_gpu_excerpt.csv
+      = rows of the same file for the 30 AWS GPU catalog types (g4dn, g5, g6, g6e, p4d, p4de, p5, p5e, p5en) in
+        the six regions above (all AZ rows, Local Zones included and left out here), copied from the stored file
+        via the index's read_file. Only its SpotPrice is written (spot_prices.csv); its Price column matches the
+        on-demand figures of prices.csv for all 127 (region, type) pairs it has (the run prints any difference).
   skypilot_gcp_vms_006059e_T4_excerpt.csv
       = T4 accelerator rows (counts 1/2/4) of catalogs/v8/gcp/vms.csv @ skypilot-catalog
         006059e0f18acb1341e22a27751e9f80df6ba92f for us-central1 (check) + the 4 GCP target regions.
@@ -149,7 +154,9 @@ def aws_gpu(upstream, types, regions, checks):
     return out, missing, known
 
 
-def aws_cpu(path, types, regions, checks):
+def skypilot_aws(path, types, regions):
+    """On-demand Price per (region, type) and the per-AZ SpotPrices of a SkyPilot AWS vms.csv (or an excerpt of it),
+    for `types` in `regions` and us-east-1; Local Zones (e.g. use1-atl2-az1) and empty figures are left out."""
     want = set(types)
     od = {}
     spot = collections.defaultdict(list)
@@ -158,30 +165,54 @@ def aws_cpu(path, types, regions, checks):
             t, reg = r["InstanceType"], r["Region"]
             if t not in want or (reg not in regions and reg != "us-east-1"):
                 continue
-            prev = od.setdefault((reg, t), r["Price"])
-            assert prev == r["Price"], (reg, t, prev, r["Price"])
+            if r["Price"]:
+                prev = od.setdefault((reg, t), r["Price"])
+                assert prev == r["Price"], (reg, t, prev, r["Price"])
             az = r["AvailabilityZone"]
-            if r["SpotPrice"] and "-az" in az and az.count("-") == 1:  # skip Local Zones (e.g. use1-atl2-az1)
+            if r["SpotPrice"] and "-az" in az and az.count("-") == 1:
                 spot[(reg, t)].append((Decimal(r["SpotPrice"]), r["SpotPrice"], az))
+    return od, spot
+
+
+def spot_row(reg, t, azs):
+    """The region's lowest per-AZ spot price, with every AZ's figure in the notes."""
+    azs = sorted(azs, key=lambda z: z[2])
+    low = min(azs)
+    detail = "; ".join(f"{z[2]} {z[1]}" for z in azs)
+    return row("aws", reg, t, "USD", low[1], SRC_SKY_AWS, "unknown",
+               f"spot; Linux; lowest per-AZ SpotPrice in the region ({low[2]}); all AZs: {detail}; "
+               "EC2 spot price captured when SkyPilot built the catalog (capture time not recorded); "
+               "spot prices move continuously")
+
+
+def aws_cpu(path, types, regions, checks):
+    od, spot = skypilot_aws(path, types, regions)
     out, sp, missing = [], [], []
     for t in types:
         checks.append(("aws", "us-east-1", t, od.get(("us-east-1", t))))
-        for reg in regions:
+        for reg in ["us-east-1", *regions]:
+            if spot[(reg, t)]:
+                sp.append(spot_row(reg, t, spot[(reg, t)]))
+            if reg == "us-east-1":
+                continue  # the packaged row (checked above)
             p = od.get((reg, t))
             if p is None:
                 missing.append((reg, t))
                 continue
             out.append(row("aws", reg, t, "USD", p, SRC_SKY_AWS, "unknown",
                            "on-demand list price, Linux, shared tenancy"))
-            azs = sorted(spot[(reg, t)], key=lambda z: z[2])
-            if azs:
-                low = min(azs)
-                detail = "; ".join(f"{z[2]} {z[1]}" for z in azs)
-                sp.append(row("aws", reg, t, "USD", low[1], SRC_SKY_AWS, "unknown",
-                              f"spot; Linux; lowest per-AZ SpotPrice in the region ({low[2]}); all AZs: {detail}; "
-                              "EC2 spot price captured when SkyPilot built the catalog (capture time not recorded); "
-                              "spot prices move continuously"))
     return out, sp, missing
+
+
+def aws_gpu_spot(path, types, regions, on_demand):
+    """Spot rows of the GPU types from the SkyPilot GPU excerpt (on-demand prices of these types come from the
+    tsaol file). Its Price column is compared with those on-demand prices, region by region: a check of the
+    excerpt's transcription and of the two sources against each other. Returns the rows and the differences."""
+    od, spot = skypilot_aws(path, types, regions)
+    rows = [spot_row(reg, t, spot[(reg, t)]) for t in types for reg in ["us-east-1", *regions] if spot[(reg, t)]]
+    differ = [(reg, t, p, on_demand[(reg, t)]) for (reg, t), p in sorted(od.items())
+              if (reg, t) in on_demand and Decimal(p) != Decimal(on_demand[(reg, t)])]
+    return rows, differ
 
 
 # ---------------------------------------------------------------- GCP
@@ -228,13 +259,14 @@ def gcp(upstream, types, regions, checks):
             incl += "; no bundled Local SSD"
         if base in ("a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g"):
             incl += "; normally obtainable only as Spot / DWS flex-start / reservations (see catalog README caveat 3)"
-        for reg in regions:
+        for reg in ["us-central1", *regions]:
             c = cost.get(reg)
             if c is None or "hour" not in c:
                 missing.append((reg, t))
                 continue
-            out.append(row("gcp", reg, t, "USD", c["hour"], SRC_CYC, "2026-07-30",
-                           f"on-demand list price, Linux, shared tenancy; {incl}"))
+            if reg != "us-central1":  # the packaged on-demand row (checked above); its spot price is added
+                out.append(row("gcp", reg, t, "USD", c["hour"], SRC_CYC, "2026-07-30",
+                               f"on-demand list price, Linux, shared tenancy; {incl}"))
             if c.get("hour_spot") is not None:
                 sp.append(row("gcp", reg, t, "USD", c["hour_spot"], SRC_CYC, "2026-07-30",
                               f"spot; {incl}; Spot VM list price from the Cloud Billing Catalog SKUs "
@@ -303,6 +335,11 @@ def main():
     aws_types = catalog_types("aws")
     aws_regions = AWS_REGIONS
     g_rows, g_missing, gpu_known = aws_gpu(a.upstream, aws_types, aws_regions, checks)
+    gpu_on_demand = {(r["region"], r["instance_type"]): r["price_per_hour"] for r in g_rows}
+    gpu_on_demand |= {("us-east-1", t): proj_price[("aws", "us-east-1", t)] for t in gpu_known
+                      if ("aws", "us-east-1", t) in proj_price}
+    g_spot, g_differ = aws_gpu_spot(os.path.join(a.upstream, "skypilot_aws_vms_00148f2_gpu_excerpt.csv"),
+                                    sorted(gpu_known, key=aws_types.index), aws_regions, gpu_on_demand)
     cpu_types = [t for t in aws_types if t not in gpu_known]  # c7i/m7i/r7i: SkyPilot AWS catalog
     c_rows, c_spot, c_missing = aws_cpu(sky_aws, cpu_types, aws_regions, checks)
     gcp_regions = GCP_REGIONS
@@ -323,10 +360,13 @@ def main():
         print("  DIFF", b)
 
     def aws_order(r):
-        return aws_regions.index(r["region"]), aws_types.index(r["instance_type"])
+        return (["us-east-1", *aws_regions].index(r["region"]), aws_types.index(r["instance_type"]))
 
     main_rows = sorted(c_rows + g_rows, key=aws_order) + gc_rows + al_rows
-    spot_rows = sorted(c_spot, key=aws_order) + gc_spot
+    spot_rows = sorted(c_spot + g_spot, key=aws_order) + sorted(gc_spot, key=lambda r: r["region"] != "us-central1")
+    print(f"AWS GPU on-demand: SkyPilot's Price differs from the tsaol figure in {len(g_differ)} (region, type):")
+    for d in g_differ:
+        print("  ", d)
     if bad:
         return 1
     added = [r for r in main_rows if (r["cloud"], r["region"], r["instance_type"]) not in proj_price]

@@ -303,8 +303,12 @@ def spot_line(spot: SpotAboveFloor) -> str:
     planned, *others = spot.instance_types
     fallback = (f"; besides {planned} the group may launch {', '.join(others)} (where capacity is short)" if others else
                 "; no equivalent type to fall back on")
+    blend = (f"; at the ceiling ({spot.spot_share_at_ceiling:.0%} of the servers on spot) "
+             f"{spot.monthly_at_ceiling} a month against {spot.on_demand_monthly_at_ceiling} all on-demand"
+             if spot.monthly_at_ceiling and spot.on_demand_monthly_at_ceiling else
+             "; the blend at the ceiling is unknown without a spot price")
     return (f"spot above the floor: {spot.on_demand_base} servers always on-demand (the SLO floor, the monthly cost "
-            f"above), up to {spot.spot_above} more on spot capacity: {price}{fallback}")
+            f"above), up to {spot.spot_above} more on spot capacity: {price}{blend}{fallback}")
 
 
 def warnings(demand: Demand, chosen: Priced, fleet: Fleet | None = None) -> list[str]:

@@ -10,9 +10,10 @@ import yaml
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.pin import PinnedCatalog
 from inferstack.plan import MAX_FALLBACK_TYPES
+from inferstack.report import _capacity_mix
 from inferstack.sizing.catalog import PriceBook, offers
 from inferstack.sizing.planner import plan_workload
-from inferstack.spec import parse_workload
+from inferstack.spec import load_workload, parse_workload
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAT = yaml.safe_load((ROOT / "examples/workloads/chat-8b-public.yaml").read_text())  # production
@@ -79,7 +80,9 @@ def test_the_spot_price_is_the_regions_own_and_a_pin_keeps_it(tmp_path):
     row = next(r for r in book.spot_rows if r["cloud"] == "aws")
     price = book.spot_price("aws", row["region"], row["instance_type"])
     assert price is not None and price.amount_per_hour == float(row["price_per_hour"])
-    assert book.spot_price("aws", "us-east-1", row["instance_type"]) is None  # never borrowed from another region
+    unlisted = "ca-central-1"  # a region the spot file has no row for: never borrowed from another region
+    assert not any(r["region"] == unlisted for r in book.spot_rows)
+    assert book.spot_price("aws", unlisted, row["instance_type"]) is None
     pinned = PinnedCatalog.of("aws", book, [row["region"]])
     assert pinned.spot_prices and all(row["region"] in line for line in pinned.spot_prices[1:])
     again = pinned.catalog(book_date()).prices.spot_price("aws", row["region"], row["instance_type"])
@@ -106,3 +109,33 @@ def test_a_plan_shows_the_spot_price_its_region_lists_and_a_cpu_plan_has_no_fall
     assert (floor.spot_price_source, floor.spot_price_date) == (listed.source, listed.source_date)
     line = next(line for line in plan.rationale if line.startswith("spot above the floor:"))
     assert "spot prices move" in line and "no equivalent type to fall back on" in line
+    # The blend at the ceiling: the floor on-demand, the servers above it at the spot price (USD, as ranked).
+    hourly = plan.price.hourly_per_instance
+    assert hourly is not None and hourly.currency == listed.currency == "USD" and listed.amount_per_hour < hourly.amount
+    base, above = floor.on_demand_base, floor.spot_above
+    assert floor.monthly_at_ceiling is not None and floor.on_demand_monthly_at_ceiling is not None
+    blend = (hourly.amount * base + listed.amount_per_hour * above) * 730
+    assert floor.monthly_at_ceiling.amount == pytest.approx(blend)
+    assert floor.on_demand_monthly_at_ceiling.amount == pytest.approx(hourly.amount * (base + above) * 730)
+    assert floor.spot_share_at_ceiling == above / (base + above)
+    assert f"{floor.spot_share_at_ceiling:.0%} of the servers on spot) {floor.monthly_at_ceiling} a month" in line
+    cell = _capacity_mix(plan)
+    assert str(floor.monthly_at_ceiling) in cell and str(floor.on_demand_monthly_at_ceiling) in cell
+
+
+def test_the_spot_example_falls_back_on_at_least_two_equivalent_types_where_its_cloud_keeps_a_floor():
+    spec = load_workload(ROOT / "examples/workloads/chat-7b-spot.yaml")
+    report = plan_workload(spec)
+    for cloud, facts in CLOUD_FACTS.items():
+        plan = chosen(report, cloud)
+        if facts.on_demand_floor:
+            floor = plan.spot_above_floor
+            assert floor is not None and len(floor.instance_types) >= 3, (cloud, floor)
+            listed = PriceBook.load().spot_price(cloud, plan.region, plan.offer)
+            if listed is None:  # Alibaba: no spot price in the catalog
+                assert floor.monthly_at_ceiling is None and "spot price unknown" in _capacity_mix(plan)
+            else:  # AWS g6e.xlarge in us-west-2: the blend is cheaper than the ceiling all on-demand
+                assert floor.monthly_at_ceiling is not None and floor.on_demand_monthly_at_ceiling is not None
+                assert floor.monthly_at_ceiling.amount < floor.on_demand_monthly_at_ceiling.amount
+        else:
+            assert plan.spot_above_floor is None and _capacity_mix(plan) == "all on-demand"
