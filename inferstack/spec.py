@@ -167,6 +167,30 @@ GpuName = Annotated[str, StringConstraints(pattern=GPU_NAME_PATTERN)]
 SourceUri = Annotated[str, StringConstraints(pattern=SOURCE_URI_PATTERN)]
 ModelRevision = Annotated[str, StringConstraints(pattern=MODEL_REVISION_PATTERN)]
 PrecisionField = Annotated[Precision, BeforeValidator(normalise_enum_text)]
+
+
+def _precision_choice(value: Any) -> Any:
+    """A workload's precision: one precision (any spelling `normalise_enum_text` takes), `auto`, or a non-empty list
+    of precisions; anything else is refused here, with one message naming the value."""
+    def one(item: Any) -> Precision:
+        try:
+            return Precision(normalise_enum_text(item))
+        except ValueError:
+            raise ValueError(f"{item!r} is not a precision: use one of {', '.join(p.value for p in Precision)}, "
+                             "auto, or a list of precisions") from None
+
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None if value is None else "auto"
+    if isinstance(value, list | tuple):
+        if not value:
+            raise ValueError("an empty list allows no precision: name at least one, or use auto")
+        return list(dict.fromkeys(one(item) for item in value))
+    return one(value)
+
+
+PrecisionChoice = Annotated[Precision | Literal["auto"] | list[Precision], BeforeValidator(_precision_choice)]
+"""A workload's precision: one; `auto` (the default precision and, on GPUs, the quantized ones a source finds
+lossless); or a list: the planner serves the cheapest of the allowed precisions that meets the targets."""
 KvCacheDtypeField = Annotated[KvCacheDtype, BeforeValidator(normalise_enum_text)]
 EngineField = Annotated[Engine, BeforeValidator(normalise_enum_text)]
 CALIBRATION_FILE_PATTERN = r"^calibrations/[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\.json$"
@@ -518,9 +542,12 @@ class WorkloadSpec(_Strict):
         Annotated[ModelReference, Tag("str")] | Annotated[ModelSpec, Tag("ModelSpec")],
         Discriminator(_model_form),
     ] = Field(description="A built-in model name (see `inferstack models`) or a model description.")
-    precision: PrecisionField | None = Field(
+    precision: PrecisionChoice | None = Field(
         default=None,
-        description="Weight precision: fp32, fp16, bf16, fp8, int8, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q8_0.",
+        description="Weight precision: fp32, fp16, bf16, fp8, int8, int4-awq, int4-gptq, q4_0, q4_k_m, q5_k_m, q8_0; "
+        "or a list of them, or auto (the default precision, or on GPUs a quantized one a published study finds "
+        "lossless: fp8): the planner picks the cheapest that meets the targets and states its known accuracy cost. "
+        "Default: bf16 for LLMs, fp16 on GPUs and fp32 on CPUs for other models.",
     )
     kv_cache_dtype: KvCacheDtypeField = Field(
         default=KvCacheDtype.AUTO, description="KV-cache element type: auto, fp16, bf16, fp8, q8_0, q4_0."
@@ -559,6 +586,11 @@ class WorkloadSpec(_Strict):
             raise ValueError("canary: its model, precision, engine and KV-cache type are all the workload's own; "
                              "change at least one (the new version), or drop canary")
         return self
+
+    @property
+    def planner_chooses_precision(self) -> bool:
+        """Whether the workload lets the planner choose the precision (`auto` or a list)."""
+        return self.precision == "auto" or isinstance(self.precision, list)
 
     @property
     def served_version(self) -> tuple[Any, ...]:

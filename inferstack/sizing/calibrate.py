@@ -39,7 +39,7 @@ from inferstack.sizing.demand import demand_of
 from inferstack.sizing.evaluate import predict_llm_replica
 from inferstack.sizing.models import resolve
 from inferstack.sizing.planner import candidate_for
-from inferstack.spec import WorkloadSpec
+from inferstack.spec import Precision, WorkloadSpec
 
 RESULT_EXAMPLE = "inferstack loadtest URL --workload WORKLOAD --json > result.json"
 FIT_TOLERANCE = 0.005  # the fitted prediction within 0.5 % of each measured p95
@@ -165,7 +165,13 @@ def _run(path: Path, plan: dict[str, Any], requests_per_s: float, ttft: float, t
         raise refuse(f"measured {basis.get('offer')} on {basis.get('cloud')}, which the catalog does not have")
     demand = demand_of(spec, resolve(spec.model))
     processes = int(basis.get("processes") or 1)
-    candidate = candidate_for(demand, offer, processes)
+    chosen = None
+    if spec.planner_chooses_precision:  # the plan's precision is the one the planner chose
+        try:
+            chosen = Precision(str(plan.get("precision")))
+        except ValueError:
+            raise refuse(f"names precision {plan.get('precision')!r}, which inferstack does not know") from None
+    candidate = candidate_for(demand, offer, processes, chosen)
     if isinstance(candidate, str):
         raise refuse(f"measured a deployment the planner would not make: {candidate}")
     hardware = hardware_key(offer.gpu.id if offer.gpu else None, offer.gpu_count, offer.name)

@@ -63,7 +63,7 @@ from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate, with_a
 from inferstack.sizing.hardware import gpu_specs
 from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.models import resolve
-from inferstack.sizing.precision import FORMATS, weight_bytes
+from inferstack.sizing.precision import FORMATS, accuracy_sentence, lossless_precisions, weight_bytes
 from inferstack.sizing.processes import size_processes
 from inferstack.sizing.ranking import Priced, rank_key, ranking_cost
 from inferstack.sizing.regions import clouds_with_region, unknown_region
@@ -257,21 +257,23 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], catalog: Catal
         if not sold_in:
             excluded[" and ".join(filter(None, not_sold.values()))] += 1
             continue
-        candidate_or_reason = _candidate(demand, offer)
-        if isinstance(candidate_or_reason, str):
-            excluded[candidate_or_reason] += 1
-            continue
-        sizing = size_processes(demand, candidate_or_reason, lambda c: _size(demand, c, shared))
-        if sizing.blocked is not None:
-            blockers.setdefault(sizing.blocked.kind, []).append((sizing.blocked.gap, f"{offer.name}: {sizing.blocked}"))
-            continue
-        for region in sold_in:
-            price = _price(demand, sizing, region, catalog.prices, catalog.today)
-            over = _over_budget(demand, sizing, region, price)
-            if over is not None:
-                blockers.setdefault(over[0], []).append(over[1])
+        for precision in precision_choices(demand.spec, demand.model.is_llm, offer.has_gpu):
+            candidate_or_reason = _candidate(demand, offer, precision)
+            if isinstance(candidate_or_reason, str):
+                excluded[candidate_or_reason] += 1
                 continue
-            priced.append(Priced(sizing, region, price))
+            sizing = size_processes(demand, candidate_or_reason, lambda c: _size(demand, c, shared))
+            if sizing.blocked is not None:
+                blockers.setdefault(sizing.blocked.kind, []).append(
+                    (sizing.blocked.gap, f"{offer.name}: {sizing.blocked}"))
+                continue
+            for region in sold_in:
+                price = _price(demand, sizing, region, catalog.prices, catalog.today)
+                over = _over_budget(demand, sizing, region, price)
+                if over is not None:
+                    blockers.setdefault(over[0], []).append(over[1])
+                    continue
+                priced.append(Priced(sizing, region, price))
     ranked = sorted(priced, key=rank_key)
     shown = len(ranked) if alternatives is None else alternatives + 1
     ranked[:shown] = [p._replace(sizing=with_autoscaling(p.sizing)) for p in ranked[:shown]]
@@ -350,15 +352,37 @@ def _summarise_blocks(blockers: dict[str, list[tuple[float, str]]], excluded: Co
     return lines or ["no catalog offer matches the placement"]
 
 
-def candidate_for(demand: Demand, offer: Offer, processes: int = 1) -> Candidate | str:
+def candidate_for(demand: Demand, offer: Offer, processes: int = 1, precision: Precision | None = None
+                  ) -> Candidate | str:
     """The engine and precision `offer` runs for `demand` as the planner chooses them, with `processes` model processes
-    per server: a planned deployment rebuilt (`inferstack calibrate`), or why the planner would not make it."""
-    candidate = _candidate(demand, offer)
+    per server: a planned deployment rebuilt (`inferstack calibrate`), or why the planner would not make it.
+    `precision`: the plan's, where the workload let the planner choose (default: the workload's first choice)."""
+    chosen = precision or precision_choices(demand.spec, demand.model.is_llm, offer.has_gpu)[0]
+    candidate = _candidate(demand, offer, chosen)
     return candidate if isinstance(candidate, str) else candidate._replace(processes=processes)
 
 
-def _candidate(demand: Demand, offer: Offer) -> Candidate | str:
-    """The engine and precision this offer would run, or why the offer is excluded before sizing."""
+def default_precision(llm: bool, gpu: bool) -> Precision:
+    """A workload's precision when it names none: bf16 for LLMs, fp16 on GPUs and fp32 on CPUs for other models."""
+    return Precision.BF16 if llm else (Precision.FP16 if gpu else Precision.FP32)
+
+
+def precision_choices(spec: WorkloadSpec, llm: bool, gpu: bool) -> list[Precision]:
+    """The precisions the planner may serve a workload's model at on one kind of offer: the workload's one, each of its
+    list, or for `auto` the default and, for an LLM on a GPU, the quantized precisions a published study finds
+    lossless (sizing/data/precision_accuracy.csv). The cheapest feasible one wins; the plan states its accuracy."""
+    precision = spec.precision
+    if precision is None:
+        return [default_precision(llm, gpu)]
+    if precision == "auto":
+        return [default_precision(llm, gpu), *(lossless_precisions() if llm and gpu else ())]
+    if isinstance(precision, list):
+        return list(dict.fromkeys(precision))
+    return [precision]
+
+
+def _candidate(demand: Demand, offer: Offer, precision: Precision) -> Candidate | str:
+    """The engine `offer` would run at `precision`, or why the offer is excluded before sizing."""
     spec = demand.spec
     placement = spec.placement
     if offer.unsupported_reason:
@@ -369,7 +393,6 @@ def _candidate(demand: Demand, offer: Offer) -> Candidate | str:
     if offer.gpu is not None and not _gpu_allowed(offer, placement.gpus_allow, placement.gpus_deny):
         return f"{offer.gpu.id} excluded by placement.gpus_allow/gpus_deny"
     llm = demand.model.is_llm
-    precision = spec.precision or (Precision.BF16 if llm else (Precision.FP16 if offer.has_gpu else Precision.FP32))
     notes: list[str] = []
     if not llm:
         if precision.is_gguf:
@@ -593,7 +616,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         performance=performance,
         price=priced.price,
         rationale=rationale(demand, priced, ranked) + cache_line(demand) + fleet_notes + cap_notes
-        + ([spot_line(spot_floor)] if spot_floor else []),
+        + ([spot_line(spot_floor)] if spot_floor else []) + _precision_notes(demand, priced, ranked),
         warnings=warnings(demand, priced, fleet) + _ceiling_warning(spec, sizing) + cap_warnings,
         cold_start=start,
         fleet=fleet,
@@ -645,6 +668,31 @@ def _spot_above_floor(demand: Demand, priced: Priced, ranked: list[Priced], flee
                             if on_demand and spot_part else None),
         on_demand_monthly_at_ceiling=monthly(hourly.amount * (base + above), hourly.currency) if hourly else None,
     )
+
+
+def _precision_notes(demand: Demand, priced: Priced, ranked: list[Priced]) -> list[str]:
+    """Where the workload let the planner choose the precision (`precision: auto` or a list): which one it chose,
+    among which, what the cheapest option at each other precision costs, and the chosen one's known accuracy cost
+    with its source. Never silent: a plan whose precision was chosen always says so."""
+    spec, candidate = demand.spec, priced.sizing.candidate
+    offer = candidate.offer
+    if not spec.planner_chooses_precision:
+        return []
+    choices = precision_choices(spec, demand.model.is_llm, offer.has_gpu)
+    others = []
+    for precision in choices:
+        best = next((p for p in ranked if p.sizing.candidate.precision is precision
+                     and p.sizing.candidate.offer.has_gpu == offer.has_gpu), None)
+        if precision is not candidate.precision:
+            others.append(f"{precision.value}: " + (f"{best.sizing.replicas}x {best.sizing.candidate.offer.name}, "
+                                                    f"{best.price.monthly_ranking}/month" if best and
+                                                    best.price.monthly_ranking else
+                                                    "no cheaper feasible option" if best else "no feasible option"))
+    how = f"precision: {spec.precision}" if spec.precision == "auto" else (
+        "precision: [" + ", ".join(p.value for p in choices) + "]")
+    return [f"precision {candidate.precision.value}, chosen ({how}) as the cheapest precision that meets the targets"
+            + (f" (the best at each other: {'; '.join(others)})" if others else "")
+            + f"; accuracy: {accuracy_sentence(candidate.precision)}"]
 
 
 def _objectives(demand: Demand) -> Objectives:

@@ -8,9 +8,12 @@ everything at the file's average rate; MXFP4 (gpt-oss) quantizes only the routed
 
 from __future__ import annotations
 
+import csv
+from functools import cache
 from typing import NamedTuple
 
 from inferstack.sizing.architecture import LlmArchitecture
+from inferstack.sizing.hardware import DATA_DIR
 from inferstack.spec import KvCacheDtype, Precision
 
 
@@ -62,3 +65,42 @@ def kv_bytes_per_element(kv_dtype: KvCacheDtype, precision: Precision) -> float:
     if kv_dtype is KvCacheDtype.AUTO:
         return 4.0 if precision is Precision.FP32 else 2.0
     return KV_BYTES[kv_dtype]
+
+
+UNQUANTIZED = (Precision.FP32, Precision.FP16, Precision.BF16)
+
+
+class AccuracyFinding(NamedTuple):
+    """One row of data/precision_accuracy.csv: what a published study found a precision costs in accuracy."""
+
+    precision: Precision
+    scheme: str
+    finding: str
+    lossless: bool
+    source: str
+    source_date: str
+
+
+@cache
+def accuracy_findings() -> dict[Precision, AccuracyFinding]:
+    """The sourced accuracy findings, by precision (a precision without a row has none in inferstack's sources)."""
+    with (DATA_DIR / "precision_accuracy.csv").open(newline="", encoding="utf-8") as f:
+        rows = [AccuracyFinding(Precision(r["precision"]), r["scheme"], r["finding"], r["lossless"] == "yes",
+                                r["source"], r["source_date"]) for r in csv.DictReader(f)]
+    return {row.precision: row for row in rows}
+
+
+def lossless_precisions() -> tuple[Precision, ...]:
+    """The quantized precisions a source finds lossless: what `precision: auto` may choose besides the default."""
+    return tuple(p for p, finding in accuracy_findings().items() if finding.lossless)
+
+
+def accuracy_sentence(precision: Precision) -> str:
+    """The known accuracy cost of serving `precision`, with its source, or that inferstack's sources have none."""
+    if precision in UNQUANTIZED:
+        return f"{precision.value} is unquantized: no accuracy cost"
+    finding = accuracy_findings().get(precision)
+    if finding is None:
+        return (f"{precision.value}: no accuracy figure in inferstack's sources (sizing/data/precision_accuracy.csv); "
+                "evaluate it on your own tasks before production")
+    return f"{precision.value} ({finding.scheme}): {finding.finding} ({finding.source}, {finding.source_date})"

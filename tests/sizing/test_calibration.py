@@ -275,3 +275,17 @@ def test_a_matching_row_says_the_figures_are_predictions_not_measurements() -> N
                                "calibrated model's predictions at this plan's load, not measurements")
                for line in chosen.rationale)
     assert not any("Measured, not estimated" in line for line in chosen.rationale)
+
+
+@pytest.mark.parametrize("precision", ["fp8", "bf16"])
+def test_a_plan_whose_precision_the_planner_chose_calibrates_the_precision_it_served(
+        tmp_path: Path, precision: str) -> None:
+    path = _result(tmp_path, "r.json", ttft=1.2, tpot=1.1, precision=precision)
+    data = json.loads(path.read_text())
+    data["plan"]["basis"]["workload"]["precision"] = ["bf16", "fp8"]  # `precision: [bf16, fp8]`: the plan's is chosen
+    path.write_text(json.dumps(data))
+    assert calibrate([path]).rows[0].precision == precision
+    data["plan"]["precision"] = "fp7"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="names precision 'fp7', which inferstack does not know"):
+        calibrate([path])

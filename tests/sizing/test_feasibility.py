@@ -64,7 +64,7 @@ def gpu_candidates():
         spec = spec_of(chat(model_name), precision=precision.value, engine=engine.value)
         demand = demand_of(spec, resolve(spec.model))
         for offer in gpu_offers:
-            yield offer, precision, planner._candidate(demand, offer)
+            yield offer, precision, planner._candidate(demand, offer, precision)
 
 
 def test_no_candidate_runs_a_dtype_or_kernel_below_its_gpus_compute_capability():

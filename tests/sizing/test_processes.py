@@ -61,14 +61,14 @@ def test_a_two_socket_server_is_credited_one_nodes_bandwidth_per_process():
     assert one.memory_bandwidth_gbps == pytest.approx(307.2) and one.cores == 96  # one process spans both sockets
     assert each_of_two.memory_bandwidth_gbps == pytest.approx(307.2) and each_of_two.cores == 48
     assert process_counts(demand(cpu_workload("mistral-7b", "int4", 3.0, 30000, 400)),
-                          planner._candidate(demand(cpu_workload("mistral-7b", "int4", 3.0, 30000, 400)),
+                          planner.candidate_for(demand(cpu_workload("mistral-7b", "int4", 3.0, 30000, 400)),
                                              two_socket_server())) == [1, 2]
 
 
 def one_and_two_processes(spec: WorkloadSpec, offer: Offer) -> tuple[Sizing, Sizing]:
     """The offer sized with one model process per server, and with two."""
     wanted = demand(spec)
-    candidate = planner._candidate(wanted, offer)
+    candidate = planner.candidate_for(wanted, offer)
     assert not isinstance(candidate, str)
     return size_candidate(wanted, candidate), size_candidate(wanted, candidate._replace(processes=2))
 
@@ -124,7 +124,7 @@ def test_a_batching_server_that_misses_the_tpot_target_among_prefills_runs_one_s
     # at a time (llama-server -np 1) it decodes alone, within 40 ms, and the plan needs more servers instead.
     spec = cpu_workload("mistral-7b", "int4", 3.0, 30000, 40)
     wanted = demand(spec)
-    candidate = planner._candidate(wanted, two_socket_server())
+    candidate = planner.candidate_for(wanted, two_socket_server())
     assert not isinstance(candidate, str)
     one = size_candidate(wanted, candidate)
     assert one.feasible and one.slots == 1 and one.load_model is not None and one.load_model.serial
@@ -136,7 +136,7 @@ def test_two_processes_are_not_planned_where_two_copies_of_the_weights_do_not_fi
     spec = cpu_workload("llama-3.1-405b", "q4_k_m", 0.02, 3_600_000, 60_000)  # two servers with one process
     offer = two_socket_server()
     wanted = demand(spec)
-    candidate = planner._candidate(wanted, offer)
+    candidate = planner.candidate_for(wanted, offer)
     assert not isinstance(candidate, str)
     two = size_candidate(wanted, candidate._replace(processes=2))
     assert two.blocked is not None and two.blocked.kind == "memory"
@@ -153,7 +153,7 @@ def test_a_small_model_on_a_multi_gpu_server_may_run_one_process_per_gpu_pair():
                                          .read_text()))
     wanted = demand(spec)
     offer = next(o for o in offers() if o.name == "ecs.gn7i-4x.16xlarge")  # 4x A10
-    candidate = planner._candidate(wanted, offer)
+    candidate = planner.candidate_for(wanted, offer)
     assert not isinstance(candidate, str)
     assert process_counts(wanted, candidate) == [1, 2, 4]
     chosen = size_processes(wanted, candidate, lambda c: size_candidate(wanted, c))
@@ -228,7 +228,7 @@ def test_concurrent_users_block_a_serial_process_with_the_reason():
                     "output_tokens": {"mean": 150, "p95": 300}},
         "slo": {"ttft_p95_ms": 30000, "tpot_p95_ms": 400}, "placement": {"clouds": ["aws"], "device": "cpu"}})
     wanted = demand(spec)
-    candidate = planner._candidate(wanted, two_socket_server())
+    candidate = planner.candidate_for(wanted, two_socket_server())
     assert not isinstance(candidate, str)
     two = size_candidate(wanted, candidate._replace(processes=2))
     assert two.blocked is not None and "serves one request at a time, and each of the 4 concurrent users" in str(
