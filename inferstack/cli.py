@@ -1,5 +1,5 @@
 """The `inferstack` command line: plan, estimate, models, gpus, catalog, preview, diff, pin, loadtest, calibrate,
-manifest, status, logs.
+manifest, status, logs, rollout.
 
 Tables for people (rich), `--json` for machines. Errors a user can fix are printed as such, without a
 traceback, and exit non-zero: 2 for bad input, 3 when no deployment is feasible.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import _thread
 import argparse
+import dataclasses
 import gc
 import importlib.util
 import json
@@ -497,6 +498,20 @@ def _cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_rollout(args: argparse.Namespace) -> int:
+    from inferstack.day2 import rollout
+
+    progress = sys.stderr if args.json else sys.stdout  # --json: stdout holds the JSON alone
+    results = rollout(args.stack, timeout_s=args.timeout.total_seconds() if args.timeout else None,
+                      say=lambda line: print(line, file=progress, flush=True))
+    if args.json:
+        _print_json([dataclasses.asdict(result) for result in results])
+    elif results:
+        print("; ".join(f"{r.group}: {r.replaced} server(s) replaced in {len(r.batches)} batch(es), all on "
+                        f"configuration {r.configuration}" for r in results))
+    return 0
+
+
 # ---- parser --------------------------------------------------------------------------------------------
 
 
@@ -777,6 +792,14 @@ def _add_status_and_logs(commands: _Subparsers) -> None:
     logs.add_argument("--limit", type=positive_int, default=200, help="lines at most, the newest (default 200)")
     logs.add_argument("--json", action="store_true")
     logs.set_defaults(handler=_cmd_logs)
+    rollout = commands.add_parser("rollout", help="replace a fleet's servers that run an old configuration, in "
+                                  "batches of the plan's surge, where the cloud's group does not (Huawei AS; "
+                                  "docs/day2.md)")
+    rollout.add_argument("stack", type=Path, metavar="STACK_FILE", help=stack_help)
+    rollout.add_argument("--timeout", type=duration, default=None, help="how long a batch may take to serve, e.g. "
+                         "20m (default: twice the plan's cold start)")
+    rollout.add_argument("--json", action="store_true")
+    rollout.set_defaults(handler=_cmd_rollout)
 
 
 # Each subcommand's names (as the command line spells them) and what adds its parser, in the order --help lists them.
@@ -791,7 +814,7 @@ _SUBCOMMANDS: tuple[tuple[tuple[str, ...], Callable[[_Subparsers], None]], ...] 
     (("loadtest",), _add_loadtest),
     (("calibrate",), _add_calibrate),
     (("manifest",), _add_manifest),
-    (("status", "logs"), _add_status_and_logs),
+    (("status", "logs", "rollout"), _add_status_and_logs),
 )
 
 

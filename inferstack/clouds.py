@@ -82,6 +82,10 @@ class CloudFacts(NamedTuple):
     """Whether its managed group replaces running servers by itself when their template changes (surge, health-gated).
     The plan's rollout line and `inferstack diff` read it, and so do the capability tables
     (`Capability.ROLLING_UPDATE`), which give the reasons."""
+    rollout_command: bool
+    """Whether `inferstack rollout STACK` replaces its group's running servers in batches after `pulumi up` (a group
+    that does not do it itself: `rolling_update` False); otherwise they are replaced by hand (the capability tables
+    say how)."""
     on_demand_floor: bool
     """Whether its managed group can keep a base of on-demand servers and add spot ones above it, with several
     instance types to fall back on: the planner writes `plan.spot_above_floor` only where it can, and the capability
@@ -136,6 +140,7 @@ AWS = CloudFacts(
     # unset (pulumi_aws: "Defaults to `disabled`"); it is denied all the same, should it be enabled by hand.
     metadata_addresses=("169.254.169.254", "fd00:ec2::254"),
     rolling_update=True,  # ASG instance refresh
+    rollout_command=False,  # the group rolls itself
     on_demand_floor=True,  # ASG mixed instances policy
     plot_colour="#ff9900",
 )
@@ -157,6 +162,7 @@ GCP = CloudFacts(
     # 2026-12-07.
     metadata_addresses=("169.254.169.254",),
     rolling_update=True,  # MIG update policy
+    rollout_command=False,  # the group rolls itself
     on_demand_floor=False,  # a MIG's template has one provisioning model
     plot_colour="#4285f4",
 )
@@ -174,6 +180,7 @@ ALIBABA = CloudFacts(
     load_balancer_timeout_s=600,
     metadata_addresses=("100.100.100.200",),  # ECS "Instance metadata" (hardened mode and normal), read 2026-12-07
     rolling_update=False,  # ESS instance refresh needs the Priority policy
+    rollout_command=False,  # not built yet
     on_demand_floor=True,  # ESS on-demand base capacity, several instance types
     plot_colour="#e4393c",
 )
@@ -194,6 +201,7 @@ HUAWEI = CloudFacts(
     # ECS "Obtaining ECS Details Using Metadata" (2025-08-12, read 2026-12-07), which also suggests the root-only rule.
     metadata_addresses=("169.254.169.254",),
     rolling_update=False,  # AS has no instance refresh
+    rollout_command=True,  # day2/huawei.py drives AS
     on_demand_floor=False,  # an AS configuration is all spot or none
     plot_colour="#7b3fb0",
 )

@@ -365,8 +365,9 @@ def rollout_text(before: DeploymentPlan, after: DeploymentPlan) -> str | None:
     facts = CLOUD_FACTS[after.cloud]
     if rollout.strategy == "rolling" and not facts.rolling_update:
         return (f"Rollout: {what}; {facts.display_name} does not replace the {rollout.servers} running servers by "
-                f"itself (docs/deploy-{after.cloud}.md, rolling-update): replace them by hand with surge "
-                f"{rollout.surge}, about {minutes} minutes")
+                f"itself (docs/deploy-{after.cloud}.md, rolling-update): "
+                + ("after pulumi up, `inferstack rollout STACK` replaces them" if facts.rollout_command else
+                   "replace them by hand") + f" with surge {rollout.surge}, about {minutes} minutes")
     if rollout.strategy == "replace":
         return (f"Rollout: {what}, the one server replaced delete-first: the endpoint is down for about {minutes} "
                 "minutes")

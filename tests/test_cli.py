@@ -605,7 +605,7 @@ def test_plan_at_100_and_80_columns_shows_every_instance_type_and_gpu_id_whole(c
 
 
 SUBCOMMANDS = ["plan", "estimate", "models", "gpus", "catalog", "preview", "diff", "pin", "loadtest", "calibrate",
-               "manifest", "status", "logs"]
+               "manifest", "status", "logs", "rollout"]
 
 
 def _subcommands(parser) -> list[str]:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from inferstack.cli import main
+from inferstack.clouds import CLOUD_FACTS
 from inferstack.diff import diff_workload_files, render_markdown
 from inferstack.errors import InputError
 from inferstack.plan import ROLLOUT_SURGE_FRACTION, Fleet, rollout_for
@@ -93,6 +94,7 @@ def test_a_production_fleet_rolls_with_surge_and_states_how_long_it_takes(report
             assert f"surge {rollout.surge}" in line and f"never fewer than {rollout.servers} serving" in line
         else:
             assert "does not replace running servers by itself" in line and "by raising the group's size" in line
+            assert ("`inferstack rollout STACK` replaces them" in line) is CLOUD_FACTS[outcome.cloud].rollout_command
 
 
 def _minutes(seconds: int) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pulumi
 
 from inferstack.bootstrap.telemetry import TelemetryTarget
-from inferstack.components.naming import slug
+from inferstack.names import slug
 from inferstack.plan import DeploymentPlan
 
 StrOutput = pulumi.Output[str]

@@ -3,6 +3,7 @@
     from inferstack.day2 import logs, status
     report = status(Path("stacks/Pulumi.aws-prod.yaml"))       # StatusReport: groups, health, revision, canary, cost
     lines = logs(Path("stacks/Pulumi.aws-prod.yaml"), since=timedelta(hours=1), limit=200)
+    rollout(Path("stacks/Pulumi.huawei-prod.yaml"))           # old servers replaced in batches (Huawei AS)
 
 `inferstack status STACK` and `inferstack logs STACK` print them (docs/day2.md). The stack file gives the cloud, the
 region, the tags that find the resources and the plan to compare with (stack.py); one module per cloud, named after
@@ -23,15 +24,21 @@ from __future__ import annotations
 
 import datetime
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.day2.logs import MAX_LIMIT, newest_lines
 from inferstack.day2.records import LogsReport, StatusReport
+from inferstack.day2.rollout import POLL_S, RolloutResult, roll
 from inferstack.day2.stack import CloudQueryError, read_deployed_stack
 from inferstack.day2.status import assess
 from inferstack.errors import input_error
+
+ROLLOUT_TIMEOUT_COLD_STARTS = 2
+"""How long a rollout batch may take to serve (and as long again to go), in the plan's cold starts: the estimate is
+rough (plan.cold_start says which phases are assumptions), so twice it before the rollout stops."""
 
 
 def utc_now() -> datetime.datetime:
@@ -61,6 +68,29 @@ def logs(stack_file: Path, *, since: datetime.timedelta, limit: int,
                                       until - since, until, limit)
     return LogsReport(stack=stack.stack, cloud=stack.cloud, log_group=group, since=until - since, until=until,
                       limit=limit, lines=lines, more_before=more_before)
+
+
+def rollout(stack_file: Path, *, timeout_s: float | None = None, poll_s: float = POLL_S,
+            say: Callable[[str], None] = print) -> list[RolloutResult]:
+    """Replace the servers of a deployed fleet that run an old configuration, in batches of the plan's surge
+    (rollout.py), where the cloud's group does not do it itself; [] where it does (nothing to do)."""
+    stack = read_deployed_stack(stack_file)
+    facts = CLOUD_FACTS[stack.cloud]
+    if facts.rolling_update:
+        say(f"{facts.display_name}'s group replaces its servers itself when pulumi up changes their template "
+            "(capability rolling-update): nothing to do")
+        return []
+    if not facts.rollout_command:
+        raise CloudQueryError(f"inferstack rollout does not drive {facts.display_name}'s groups yet. Fix: replace the "
+                              f"servers by hand as docs/deploy-{stack.cloud}.md says (rolling-update): raise the "
+                              "group's desired count by the plan's surge, wait for the new servers to serve, lower it")
+    fleet = stack.plan.fleet
+    if fleet is None:
+        raise CloudQueryError(f"stack {stack.stack} deploys one server, not a fleet: pulumi up replaces it")
+    cloud = importlib.import_module(f"{__name__}.{stack.cloud}")
+    groups = cloud.scaling_groups(cloud.connect(stack.region), stack)
+    wait_s = timeout_s or ROLLOUT_TIMEOUT_COLD_STARTS * fleet.cold_start_s
+    return [roll(group, stack.plan.rolling_update.surge, wait_s, poll_s=poll_s, say=say) for group in groups.values()]
 
 
 def _cloud_module(cloud: str, command: str) -> ModuleType:

@@ -154,9 +154,11 @@ def rollout_line(rollout: Rollout, revision: str | None, cloud: Cloud) -> str:
     serving = f"model revision {revision}" if revision else "the model's unversioned files"
     facts = CLOUD_FACTS[cloud]
     if rollout.strategy == "rolling" and not facts.rolling_update:
+        how = ("`inferstack rollout STACK` replaces them after pulumi up" if facts.rollout_command else
+               "you replace them")
         return (f"Rollout (a new model revision, plan or bootstrap; now {serving}): {facts.display_name}'s group does "
                 f"not replace running servers by itself (docs/deploy-{cloud}.md, rolling-update): new servers take the "
-                f"new template, the {rollout.servers} running ones keep the old until you replace them, "
+                f"new template, the {rollout.servers} running ones keep the old until {how}, "
                 f"{rollout.surge} at a time by raising the group's size and lowering it again: about "
                 f"{_minutes(rollout.duration_s)} ({rollout.batches} batch(es) × the cold start).")
     if rollout.strategy == "replace":

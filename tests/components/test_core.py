@@ -15,9 +15,9 @@ from inferstack.clouds import CLOUD_FACTS
 from inferstack.components import Capability, available_clouds, backend_for
 from inferstack.components.argument_checks import is_private, parse_cidrs
 from inferstack.components.backend import PreviewContext
-from inferstack.components.naming import slug, unique_name
 from inferstack.components.shared import NETWORK_CIDR, checked_user_data, compressed_user_data, first_zones
 from inferstack.errors import InputError
+from inferstack.names import slug, unique_name
 from inferstack.preview import record
 from inferstack.spec import CLOUDS
 from tests.sample_plans import sample_plan

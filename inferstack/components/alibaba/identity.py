@@ -13,7 +13,8 @@ import pulumi_alicloud as alicloud
 from inferstack.components.alibaba.names import account_name
 from inferstack.components.alibaba.settings import kms_instance
 from inferstack.components.contract import IdentityRequest, IdentityResult, SecretsRequest, SecretsResult
-from inferstack.components.naming import child_options, slug
+from inferstack.components.naming import child_options
+from inferstack.names import slug
 
 #### Secrets and identity ####
 

@@ -12,7 +12,8 @@ import pulumi_alicloud as alicloud
 
 from inferstack.components.contract import StrOutput
 from inferstack.components.lookups import answered
-from inferstack.components.naming import invoke_options, unique_name
+from inferstack.components.naming import invoke_options
+from inferstack.names import unique_name
 
 
 def current_region(parent: pulumi.Resource) -> StrOutput:

@@ -11,7 +11,8 @@ import pulumi_aws as aws
 
 from inferstack.components.aws.lookups import partition
 from inferstack.components.contract import IdentityRequest, IdentityResult, SecretsRequest, SecretsResult, StrOutput
-from inferstack.components.naming import child_options, slug
+from inferstack.components.naming import child_options
+from inferstack.names import slug
 
 # Session Manager's minimum (the same actions as the AWS managed policy AWSCloud9SSMInstanceProfile). The usual
 # AmazonSSMManagedInstanceCore also grants ssm:GetParameter(s) on "*", which would let the server read every

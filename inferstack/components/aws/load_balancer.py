@@ -17,8 +17,9 @@ from inferstack.components.aws.storage import bucket_policy, private_bucket
 from inferstack.components.aws.tags import named
 from inferstack.components.contract import FleetRequest, StrOutput
 from inferstack.components.lookups import answered
-from inferstack.components.naming import child_options, fleet_options, invoke_options, slug
+from inferstack.components.naming import child_options, fleet_options, invoke_options
 from inferstack.components.shared import ACCESS_LOG_DAYS
+from inferstack.names import slug
 
 ARN_CERTIFICATE = r"arn:aws:acm:[a-z]{2}(-[a-z]+)+-\d:\d{12}:certificate/[0-9a-f-]{36}"
 """An ACM certificate's ARN (any region: the load balancer's must be the stack's; fleet_problems checks that)."""

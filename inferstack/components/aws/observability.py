@@ -15,7 +15,7 @@ from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components.aws.lookups import provider_region
 from inferstack.components.contract import AlarmsRequest, AlarmsResult, StrOutput, TelemetryRequest, TelemetryResult
 from inferstack.components.lookups import answered
-from inferstack.components.naming import child_options, slug, unique_name
+from inferstack.components.naming import child_options
 from inferstack.components.observability import (
     LOG_RETENTION_DAYS,
     AlarmKind,
@@ -26,6 +26,7 @@ from inferstack.components.observability import (
     alarm_rules,
     dashboard_panels,
 )
+from inferstack.names import slug, unique_name
 from inferstack.plan import DeploymentPlan
 
 # CloudWatch's one-minute periods: alarms, the dashboard, and the scaling on requests per server per minute.

@@ -19,13 +19,14 @@ from inferstack.components.contract import (
     StrOutput,
 )
 from inferstack.components.lookups import answered
-from inferstack.components.naming import child_options, invoke_options, unique_name
+from inferstack.components.naming import child_options, invoke_options
 from inferstack.components.shared import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
     NONCURRENT_VERSION_DAYS,
     NONCURRENT_VERSIONS_KEPT,
 )
+from inferstack.names import unique_name
 
 CACHE_POLICY_NAME = "Managed-CachingOptimized"
 # With your own domain: SNI (no dedicated-IP fee) and the oldest TLS version CloudFront's current policies allow.

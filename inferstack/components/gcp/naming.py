@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pulumi
 
-from inferstack.components.naming import unique_name
+from inferstack.names import unique_name
 
 
 def gcp_name(*parts: str, max_length: int = 63) -> str:

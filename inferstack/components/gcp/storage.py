@@ -23,7 +23,7 @@ from inferstack.components.gcp.identity import MODEL_READER_ROLE
 from inferstack.components.gcp.naming import gcp_labels, gcp_name
 from inferstack.components.gcp.provider import client_project, provider_region
 from inferstack.components.lookups import answered
-from inferstack.components.naming import child_options, invoke_options, slug, unique_name
+from inferstack.components.naming import child_options, invoke_options
 from inferstack.components.shared import (
     ACCESS_LOG_DAYS,
     INCOMPLETE_UPLOAD_DAYS,
@@ -31,6 +31,7 @@ from inferstack.components.shared import (
     NONCURRENT_VERSIONS_KEPT,
 )
 from inferstack.errors import input_error
+from inferstack.names import slug, unique_name
 
 # Cloud Storage usage logs are written by this Google group; it needs to create objects in the logs bucket.
 USAGE_LOG_WRITER = "group:cloud-storage-analytics@google.com"

@@ -153,11 +153,12 @@ class HuaweiBackend(CloudBackend):
             "level the plan's per-server target implies. pulumi_huaweicloud 0.0.12 has no target-tracking policy"),
         Capability.ROLLING_UPDATE: rolling_update("huawei",
             "Auto Scaling has no instance refresh (neither the AS API nor pulumi_huaweicloud 0.0.12: as_ has group, "
-            "configuration, policy, lifecycle hook, bandwidth policy), and a lifecycle hook only holds a server "
-            "entering or leaving the group; a new AS configuration applies to servers added from then on (AS user "
-            "guide, Replacing AS Configuration in an AS Group). Running servers keep the old revision until "
-            "replaced: raise the group's expected instances by the plan's surge, wait for the new servers to pass "
-            "the ELB health check, lower it again (scale-in removes the oldest configuration first)"),
+            "configuration, policy, lifecycle hook, bandwidth policy): a new AS configuration applies to servers "
+            "added from then on (AS user guide, Replacing AS Configuration in an AS Group). `inferstack rollout "
+            "STACK` after `pulumi up` replaces the running ones through the AS API in batches of the plan's surge: "
+            "it raises the group's expected count, waits for the new servers to pass the ELB audit, lowers it again "
+            "(the group's OLD_CONFIG_OLD_INSTANCE policy removes old servers first), never below the servers "
+            "serving before (docs/day2.md)"),
     }
     assets_certificate = CertificateRule(
         kind="the id of the domain's certificate in SCM (Cloud Certificate Manager)",

@@ -18,7 +18,8 @@ from inferstack.components.huawei.load_balancer import (
 )
 from inferstack.components.huawei.lookups import zones_offering
 from inferstack.components.huawei.servers import SYSTEM_DISK_TYPE, ecs_user_data, server_image, system_disk_key
-from inferstack.components.naming import child_options, server_options, unique_name
+from inferstack.components.naming import child_options, server_options
+from inferstack.names import unique_name
 from inferstack.plan import DeploymentPlan, Fleet
 
 # Auto Scaling (as_/group.py, as_/policy.py): at most 300 instances; grace periods and cooldowns 0..86400 s; the

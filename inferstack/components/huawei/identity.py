@@ -11,7 +11,8 @@ import pulumi_huaweicloud as hw
 
 from inferstack.components.contract import IdentityRequest, IdentityResult, SecretsRequest, SecretsResult, StrOutput
 from inferstack.components.huawei.lookups import provider_region
-from inferstack.components.naming import child_options, unique_name
+from inferstack.components.naming import child_options
+from inferstack.names import unique_name
 
 # IAM agencies delegate to a cloud service by its service account, op_svc_<service>.
 ECS_SERVICE = "op_svc_ecs"

@@ -14,9 +14,10 @@ from inferstack.clouds import CLOUD_FACTS
 from inferstack.components.contract import CanaryRequest, FleetRequest, StrOutput
 from inferstack.components.huawei.lookups import ELB_FLAVORS_LOOKUP, SUBNET_LOOKUP, lookup_field
 from inferstack.components.huawei.network import eip
-from inferstack.components.naming import child_options, server_options, unique_name
+from inferstack.components.naming import child_options, server_options
 from inferstack.components.shared import ACCESS_LOG_DAYS
 from inferstack.errors import input_error
+from inferstack.names import unique_name
 from inferstack.plan import DeploymentPlan
 
 # Dedicated ELB listeners (dedicatedelb/listener.py): request_timeout and response_timeout take 1..300 s,

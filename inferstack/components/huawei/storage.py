@@ -21,9 +21,10 @@ from inferstack.components.contract import (
 from inferstack.components.huawei.identity import log_delivery
 from inferstack.components.huawei.lookups import BUCKETS_LOOKUP, PROJECTS_LOOKUP, lookup_field, provider_region
 from inferstack.components.lookups import answered
-from inferstack.components.naming import child_options, unique_name
+from inferstack.components.naming import child_options
 from inferstack.components.shared import ACCESS_LOG_DAYS, INCOMPLETE_UPLOAD_DAYS, NONCURRENT_VERSION_DAYS
 from inferstack.errors import input_error
+from inferstack.names import unique_name
 
 # Huawei CDN serves only a domain you own, over HTTPS with a certificate you hold in SCM (Cloud Certificate
 # Manager): `assets_domain` and `assets_certificate`.
