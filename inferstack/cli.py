@@ -599,7 +599,7 @@ def _add_estimate(commands: _Subparsers) -> None:
         "--precision",
         type=enum_option(Precision),
         metavar="PRECISION",
-        help=f"weight precision, as in workload files: {' '.join(p.value for p in Precision)}",
+        help=f"weight precision (one; a workload may say auto or a list): {' '.join(p.value for p in Precision)}",
     )
     est.add_argument(
         "--kv-dtype",

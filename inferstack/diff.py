@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
@@ -347,12 +347,15 @@ def diff_reports(
 # a plan.)
 SERVER_FIELDS = ("instance_type", "offer", "device", "accelerator", "tensor_parallel", "model", "precision",
                  "serving", "disk_gib", "spot", "spot_above_floor")
+_SERVER_DUMP: dict[str, Any] = {**dict.fromkeys(SERVER_FIELDS, True),
+                                # the group's capacity mix, not the spot prices and costs beside it
+                                "spot_above_floor": {"on_demand_base", "spot_above", "instance_types"}}
 
 
 def rollout_text(before: DeploymentPlan, after: DeploymentPlan) -> str | None:
     """`Rollout: model revision r1 → r2, 4 servers replaced with surge 2, about 19 minutes`, or None when the
     servers stay as they are."""
-    old, new = before.model_dump(include=set(SERVER_FIELDS)), after.model_dump(include=set(SERVER_FIELDS))
+    old, new = before.model_dump(include=_SERVER_DUMP), after.model_dump(include=_SERVER_DUMP)
     changed = [f for f in SERVER_FIELDS if old[f] != new[f]]
     if not changed:
         return None

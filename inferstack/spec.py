@@ -582,6 +582,10 @@ class WorkloadSpec(_Strict):
 
     @model_validator(mode="after")
     def _canary_differs(self) -> WorkloadSpec:
+        if self.canary is not None and self.planner_chooses_precision:
+            raise ValueError("canary: a canary compares two versions, so the workload's precision must be one, not "
+                             "auto or a list (the planner could choose the canary's precision for both); set it to "
+                             "the precision its plan chose (`inferstack plan` names it)")
         if self.canary is not None and self.canary_workload().served_version == self.served_version:
             raise ValueError("canary: its model, precision, engine and KV-cache type are all the workload's own; "
                              "change at least one (the new version), or drop canary")

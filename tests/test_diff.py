@@ -630,3 +630,21 @@ def test_spot_above_the_floor_shows_as_a_capacity_change_with_its_types(tmp_path
         ("spot", "all on-demand", mix)]
     assert "capacity (on-demand / spot)" in render_markdown(diff)
     assert not [c for c in cloud(diff, "gcp").changes if c.field == "spot"]  # Google Cloud keeps it on-demand
+
+
+def test_a_change_of_the_spot_price_or_the_reports_currency_alone_is_no_rollout():
+    from inferstack.diff import rollout_text
+    from inferstack.plan import Money
+    from inferstack.sizing.planner import plan_workload
+    from inferstack.spec import load_workload
+
+    plan = plan_workload(load_workload(EXAMPLE.parent / "chat-7b-spot.yaml"),
+                         clouds=["aws"]).outcome("aws").chosen
+    assert plan is not None and plan.spot_above_floor is not None
+    repriced = plan.model_copy(update={"spot_above_floor": plan.spot_above_floor.model_copy(update={
+        "spot_hourly_per_instance": Money(amount=9.99, currency="USD"), "monthly_at_ceiling": None,
+        "spot_price_date": "2027-01-01"})})
+    assert rollout_text(plan, repriced) is None
+    regrouped = plan.model_copy(update={"spot_above_floor": plan.spot_above_floor.model_copy(update={
+        "instance_types": plan.spot_above_floor.instance_types[:1]})})
+    assert rollout_text(plan, regrouped) is not None and "spot above floor" in str(rollout_text(plan, regrouped))

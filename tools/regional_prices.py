@@ -175,12 +175,14 @@ def skypilot_aws(path, types, regions):
 
 
 def spot_row(reg, t, azs):
-    """The region's lowest per-AZ spot price, with every AZ's figure in the notes."""
+    """The region's highest per-AZ spot price (a fleet spans zones, and capacity-optimized allocation does not pick
+    the cheapest zone), with every AZ's figure in the notes."""
     azs = sorted(azs, key=lambda z: z[2])
-    low = min(azs)
+    high = max(azs)
     detail = "; ".join(f"{z[2]} {z[1]}" for z in azs)
-    return row("aws", reg, t, "USD", low[1], SRC_SKY_AWS, "unknown",
-               f"spot; Linux; lowest per-AZ SpotPrice in the region ({low[2]}); all AZs: {detail}; "
+    return row("aws", reg, t, "USD", high[1], SRC_SKY_AWS, "unknown",
+               f"spot; Linux; highest per-AZ SpotPrice in the region ({high[2]}): a fleet spans zones and "
+               f"capacity-optimized allocation does not pick the cheapest; all AZs: {detail}; "
                "EC2 spot price captured when SkyPilot built the catalog (capture time not recorded); "
                "spot prices move continuously")
 

@@ -84,13 +84,16 @@ def rollout(stack_file: Path, *, timeout_s: float | None = None, poll_s: float =
         raise CloudQueryError(f"inferstack rollout does not drive {facts.display_name}'s groups yet. Fix: replace the "
                               f"servers by hand as docs/deploy-{stack.cloud}.md says (rolling-update): raise the "
                               "group's desired count by the plan's surge, wait for the new servers to serve, lower it")
-    fleet = stack.plan.fleet
-    if fleet is None:
+    if stack.plan.fleet is None:
         raise CloudQueryError(f"stack {stack.stack} deploys one server, not a fleet: pulumi up replaces it")
     cloud = importlib.import_module(f"{__name__}.{stack.cloud}")
     groups = cloud.scaling_groups(cloud.connect(stack.region), stack)
-    wait_s = timeout_s or ROLLOUT_TIMEOUT_COLD_STARTS * fleet.cold_start_s
-    return [roll(group, stack.plan.rolling_update.surge, wait_s, poll_s=poll_s, say=say) for group in groups.values()]
+    results = []
+    for role, group in groups.items():  # each group by its own plan: its surge, its servers' cold start
+        plan = stack.plan.canary.plan if role == "canary" and stack.plan.canary else stack.plan
+        wait_s = timeout_s or ROLLOUT_TIMEOUT_COLD_STARTS * (plan.fleet or stack.plan.fleet).cold_start_s
+        results.append(roll(group, plan.rolling_update.surge, wait_s, poll_s=poll_s, say=say))
+    return results
 
 
 def _cloud_module(cloud: str, command: str) -> ModuleType:

@@ -1,10 +1,11 @@
 """Huawei Cloud: `inferstack rollout` drives its AS groups (Auto Scaling has no instance refresh: rollout.py); `status`
 and `logs` do not ask it yet (UNAVAILABLE). The cloud module's shape is aws.py's.
 
-The AS API is asked through Huawei's own SDK (huaweicloudsdkas, the `day2` extra): ShowScalingGroup, ListScalingGroups
-(by name), ListScalingInstances and UpdateScalingGroup (desire_instance_number only), with the access key and project
-of the environment. The groups are found by name: the components name them `unique_name([project, stack, <name>,
-"fleet"])` (components/huawei/fleet.py `group_name`; a test checks that the two agree).
+The AS and ELB APIs are asked through Huawei's own SDKs (huaweicloudsdkas and huaweicloudsdkelb, the `day2` extra):
+ShowScalingGroup, ListScalingGroups (by name), ListScalingInstances, UpdateScalingGroup (desire_instance_number only)
+and ELB v3 ListMembers (each of the group's pools), with the access key and project of the environment. The groups
+are found by name: the components name them `unique_name([project, stack, <name>, "fleet"])`
+(components/huawei/fleet.py `group_name`; a test checks that the two agree).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ UNAVAILABLE: str | None = (
     "ELB console (each pool's backend health) (docs/day2.md)")
 CREDENTIALS = ("HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK (the access key) and HUAWEICLOUD_SDK_PROJECT_ID (the project "
                "ID of the stack's region)")
-PERMISSIONS = ("as:groups:get", "as:groups:list", "as:instances:list", "as:groups:update")
-"""What the identity running `rollout` needs: the actions of the four calls (AS API Reference, Permissions and Supported
-Actions: AS Groups, as_05_0202, and Instances, as_07_0204; read 2026-12-07)."""
+PERMISSIONS = ("as:groups:get", "as:groups:list", "as:instances:list", "as:groups:update", "elb:members:list")
+"""What the identity running `rollout` needs: the actions of the five calls (AS API Reference, Permissions and Supported
+Actions: AS Groups, as_05_0202, and Instances, as_07_0204; ELB API Reference, V3 actions, Backend servers,
+elb_sq_lb_v3_0004; read 2026-12-07)."""
 
 GROUP_NAMES = {"main": DEPLOYMENT_NAME, "canary": f"{DEPLOYMENT_NAME}-canary"}
 """The component name of each AS group (fleet.py `create_fleet`: `name`, the canary's `<name>-canary`)."""
@@ -38,9 +40,12 @@ AS_NAME_MAX_LENGTH = 64
 """fleet.py's AS_NAME_MAX_LENGTH (the AS API's limit on group names; a test checks that the two agree)."""
 TERMINATE_OLD_FIRST = "OLD_CONFIG_OLD_INSTANCE"
 """The group's instance_terminate_policy that removes servers of an old AS configuration first."""
-SERVING = ("INSERVICE", "NORMAL")
-"""An instance's life_cycle_state and health_status when it is in service and passes the ELB audit."""
+IN_SERVICE = "INSERVICE"
+"""An instance's life_cycle_state in the group once it is added and attached to the group's pools."""
+ONLINE = "ONLINE"
+"""A pool member's operating_status when the ELB's health check passes (ELB API v3, Member)."""
 INSTANCES_PER_PAGE = 100  # ListScalingInstances: limit 0-100 (AS API reference)
+MEMBERS_PER_PAGE = 100
 _AUTH_STATUS = {401, 403}
 
 
@@ -49,41 +54,52 @@ def group_name(project: str, stack: str, component: str) -> str:
     return unique_name([project, stack, component, "fleet"], max_length=AS_NAME_MAX_LENGTH)
 
 
-def connect(region: str) -> Any:
-    """An AS client on the region, with the access key and project of the environment."""
+@dataclass(frozen=True)
+class Clients:
+    """The AS and ELB (v3, dedicated load balancers) clients of the stack's region."""
+
+    autoscaling: Any
+    elb: Any
+
+
+def connect(region: str) -> Clients:
+    """AS and ELB clients on the region, with the access key and project of the environment."""
     try:
-        v1 = importlib.import_module("huaweicloudsdkas.v1")
-        region_module = importlib.import_module("huaweicloudsdkas.v1.region.as_region")
+        as_v1 = importlib.import_module("huaweicloudsdkas.v1")
+        as_region = importlib.import_module("huaweicloudsdkas.v1.region.as_region")
+        elb_v3 = importlib.import_module("huaweicloudsdkelb.v3")
+        elb_region = importlib.import_module("huaweicloudsdkelb.v3.region.elb_region")
         credentials = importlib.import_module("huaweicloudsdkcore.auth.credentials")
     except ModuleNotFoundError as error:
-        if (error.name or "").split(".")[0] not in ("huaweicloudsdkas", "huaweicloudsdkcore"):
+        if (error.name or "").split(".")[0] not in ("huaweicloudsdkas", "huaweicloudsdkelb", "huaweicloudsdkcore"):
             raise
-        raise MissingExtraError("inferstack rollout on Huawei Cloud", "Huawei's Auto Scaling SDK", "huaweicloudsdkas",
-                                ["day2"]) from None
+        raise MissingExtraError("inferstack rollout on Huawei Cloud", "Huawei's Auto Scaling and ELB SDKs",
+                                error.name or "huaweicloudsdkas", ["day2"]) from None
     ak, sk = os.environ.get("HUAWEICLOUD_SDK_AK"), os.environ.get("HUAWEICLOUD_SDK_SK")
     project_id = os.environ.get("HUAWEICLOUD_SDK_PROJECT_ID")
     if not ak or not sk or not project_id:
         raise missing_credentials("Huawei Cloud", CREDENTIALS)
     try:
-        where = region_module.AsRegion.value_of(region)
+        as_where, elb_where = as_region.AsRegion.value_of(region), elb_region.ElbRegion.value_of(region)
     except KeyError:
-        raise CloudQueryError(f"huaweicloudsdkas knows no Auto Scaling endpoint for region {region}. Fix: check the "
-                              "stack's huaweicloud:region, or upgrade huaweicloudsdkas") from None
-    return (v1.AsClient.new_builder().with_credentials(credentials.BasicCredentials(ak, sk, project_id))
-            .with_region(where).build())
+        raise CloudQueryError(f"huaweicloudsdkas or huaweicloudsdkelb knows no endpoint for region {region}. Fix: "
+                              "check the stack's huaweicloud:region, or upgrade the SDKs") from None
+    signed = credentials.BasicCredentials(ak, sk, project_id)
+    return Clients(as_v1.AsClient.new_builder().with_credentials(signed).with_region(as_where).build(),
+                   elb_v3.ElbClient.new_builder().with_credentials(signed).with_region(elb_where).build())
 
 
-def scaling_groups(client: Any, stack: DeployedStack) -> dict[str, AsGroup]:
+def scaling_groups(clients: Clients, stack: DeployedStack) -> dict[str, AsGroup]:
     """The stack's AS groups by role (main, and canary where it has one), found by name."""
     found = {}
     for role, component in GROUP_NAMES.items():
         name = group_name(stack.project, stack.stack, component)
-        request = _model("ListScalingGroupsRequest")(scaling_group_name=name)
+        request = _as_model("ListScalingGroupsRequest")(scaling_group_name=name)
         with _api_errors("ListScalingGroups"):
-            groups = client.list_scaling_groups(request).scaling_groups or []
+            groups = clients.autoscaling.list_scaling_groups(request).scaling_groups or []
         exact = [group for group in groups if group.scaling_group_name == name]  # the API also matches by prefix
         if exact:
-            found[role] = AsGroup(client, exact[0].scaling_group_id, name)
+            found[role] = AsGroup(clients, exact[0].scaling_group_id, name)
     if "main" not in found:
         raise stack.nothing_found("AS group", f"deploy the stack (pulumi up) in {stack.region}, or check the region; "
                                   f"its group is named {group_name(stack.project, stack.stack, DEPLOYMENT_NAME)}")
@@ -92,47 +108,78 @@ def scaling_groups(client: Any, stack: DeployedStack) -> dict[str, AsGroup]:
 
 @dataclass(frozen=True)
 class AsGroup:
-    """One AS group, as rollout.ScalingGroup."""
+    """One AS group, as rollout.ScalingGroup: a server serves when AS has it in service and the ELB's health check
+    finds it ONLINE in every pool the group puts it in (AS's own health status may read NORMAL before the runtime
+    answers: it audits only after the grace period)."""
 
-    client: Any
+    clients: Clients
     group_id: str
     name: str
 
     def state(self) -> GroupState:
-        with _api_errors("ShowScalingGroup"):
-            group = self.client.show_scaling_group(
-                _model("ShowScalingGroupRequest")(scaling_group_id=self.group_id)).scaling_group
+        group = self._group()
         return GroupState(name=self.name, desired=group.desire_instance_number, minimum=group.min_instance_number,
                           maximum=group.max_instance_number, configuration=group.scaling_configuration_id,
                           removes_old_first=group.instance_terminate_policy == TERMINATE_OLD_FIRST)
 
     def members(self) -> list[Member]:
+        pools = [listener.pool_id for listener in self._group().lbaas_listeners or []]
+        online = [self._online(pool) for pool in pools]
         return [Member(id=instance.instance_id, configuration=instance.scaling_configuration_id or "",
-                       serving=(instance.life_cycle_state, instance.health_status) == SERVING)
+                       serving=instance.life_cycle_state == IN_SERVICE and bool(pools)
+                       and all(instance.instance_id in ids for ids in online))
                 for instance in self._instances()]
 
     def set_desired(self, count: int) -> None:
-        body = _model("UpdateScalingGroupOption")(desire_instance_number=count)
+        body = _as_model("UpdateScalingGroupOption")(desire_instance_number=count)
         with _api_errors("UpdateScalingGroup"):
-            self.client.update_scaling_group(
-                _model("UpdateScalingGroupRequest")(scaling_group_id=self.group_id, body=body))
+            self.clients.autoscaling.update_scaling_group(
+                _as_model("UpdateScalingGroupRequest")(scaling_group_id=self.group_id, body=body))
+
+    def _group(self) -> Any:
+        with _api_errors("ShowScalingGroup"):
+            return self.clients.autoscaling.show_scaling_group(
+                _as_model("ShowScalingGroupRequest")(scaling_group_id=self.group_id)).scaling_group
 
     def _instances(self) -> Iterator[Any]:
         start = 0
         while True:
-            request = _model("ListScalingInstancesRequest")(scaling_group_id=self.group_id, start_number=start,
-                                                            limit=INSTANCES_PER_PAGE)
+            request = _as_model("ListScalingInstancesRequest")(scaling_group_id=self.group_id, start_number=start,
+                                                               limit=INSTANCES_PER_PAGE)
             with _api_errors("ListScalingInstances"):
-                page = self.client.list_scaling_instances(request)
+                page = self.clients.autoscaling.list_scaling_instances(request)
             instances = page.scaling_group_instances or []
             yield from instances
             start += len(instances)
             if not instances or start >= (page.total_number or 0):
                 return
 
+    def _online(self, pool_id: str) -> set[str]:
+        """The servers the pool's health check finds ONLINE (by their ECS id), page by page."""
+        online, marker = set(), None
+        while True:
+            request = _elb_model("ListMembersRequest")(pool_id=pool_id, limit=MEMBERS_PER_PAGE, marker=marker)
+            with _api_errors("ListMembers"):
+                page = self.clients.elb.list_members(request)
+            members = page.members or []
+            online |= {member.instance_id for member in members if _online(member)}
+            marker = page.page_info.next_marker if page.page_info else None
+            if not members or not marker:
+                return online
 
-def _model(name: str) -> Any:
+
+def _online(member: Any) -> bool:
+    """ONLINE by the pool's health check, and by every listener's where the ELB reports them per listener."""
+    return member.operating_status == ONLINE and all(
+        status.operating_status == ONLINE for status in (member.status or []))
+
+
+def _as_model(name: str) -> Any:
     return getattr(importlib.import_module("huaweicloudsdkas.v1"), name)
+
+
+def _elb_model(name: str) -> Any:
+    return getattr(importlib.import_module("huaweicloudsdkelb.v3"), name)
 
 
 @contextmanager
@@ -146,7 +193,10 @@ def _api_errors(operation: str) -> Iterator[None]:
             raise missing_credentials("Huawei Cloud", CREDENTIALS,
                                       f"{operation} answered {error.error_code}; the identity needs "
                                       f"{', '.join(PERMISSIONS)}") from None
-        raise CloudQueryError(f"Huawei Cloud AS {operation} answered {error.error_code}: {error.error_msg}") from None
+        raise CloudQueryError(f"Huawei Cloud {operation} answered {error.error_code}: {error.error_msg}") from None
+    except exceptions.ServerResponseException as error:
+        raise CloudQueryError(f"Huawei Cloud {operation} failed on the service's side ({error.status_code} "
+                              f"{error.error_code}: {error.error_msg}). Fix: rerun later") from None
     except exceptions.SdkException as error:
-        raise CloudQueryError(f"the Huawei Cloud AS API could not be reached ({operation}): {error}. Fix: check the "
+        raise CloudQueryError(f"the Huawei Cloud API could not be reached ({operation}): {error}. Fix: check the "
                               "network and the region") from None

@@ -4,11 +4,11 @@ Scaling has no instance refresh: `CloudFacts.rolling_update`).
 After `pulumi up` gives the group a new configuration (a new model revision, plan or boot script), only servers added
 from then on take it. `inferstack rollout STACK` replaces the running ones the way the other clouds' groups do:
 each batch raises the group's expected count by the plan's surge, waits until that many more servers of the group's
-current configuration are in service and healthy (the group audits them with the load balancer's health check),
+current configuration are in service and pass the load balancer's health check in each of the group's pools,
 then lowers the count again by as many, and the group removes servers of an old configuration first (its
 instance-termination policy, which the rollout checks before it starts). Never fewer healthy servers serve than
-before the batch, and the count the autoscaler set is kept: each change is made relative to the count read just
-before it.
+before the batch, and what the autoscaler set meanwhile is kept, except a scale-in below the count the batch
+started from.
 
 A batch that does not come up healthy within the timeout stops the rollout with the group as it is (the count
 still raised, the old servers serving): lowering it then would remove old servers before new ones serve.
@@ -48,7 +48,7 @@ class Member:
     id: str
     configuration: str
     serving: bool
-    """In service and healthy by the group's own audit."""
+    """In service, and taking traffic: healthy by the load balancer's health check in every pool of the group."""
 
 
 class ScalingGroup(Protocol):
@@ -133,12 +133,28 @@ def _batch(group: ScalingGroup, state: GroupState, count: int, outdated: int, wa
     fresh = len(_serving(group.members(), state.configuration))
     raised = state.desired + count
     group.set_desired(raised)
+    try:
+        return _finish_batch(group, state, count, outdated, waiting, fresh, raised, started)
+    except RolloutError:
+        raise
+    except CloudQueryError as error:  # the API failed mid-batch: say where the group was left
+        raise RolloutError(f"{error} (group {state.name}: this rollout had raised its expected count from "
+                           f"{state.desired} to {raised}; rerun inferstack rollout once the API answers: it goes on "
+                           "from the servers as they are)") from None
+
+
+def _finish_batch(group: ScalingGroup, state: GroupState, count: int, outdated: int, waiting: _Waiting,
+                  fresh: int, raised: int, started: float) -> Batch:
     waiting.until(lambda: len(_serving(group.members(), state.configuration)) >= fresh + count,
                   f"group {state.name}: {count} new server(s) did not serve within {waiting.timeout_s:.0f} s; the "
-                  f"group stays at {raised} with its old servers serving. Fix: look at the new servers' boot "
-                  "(docs/deploy-huawei.md), then rerun inferstack rollout, or lower the group's expected count to "
-                  f"{state.desired} to undo the batch")
-    lowered = max(group.state().desired - count, state.minimum)  # keeps what the autoscaler did meanwhile
+                  f"group stays at {raised} servers expected (raised from {state.desired} by this rollout), its old "
+                  "servers serving. Fix: look at the new servers' boot (docs/deploy-huawei.md), then remove and "
+                  "delete the new ones that do not serve (Auto Scaling console, the group's instances), which "
+                  "lowers the count again, and rerun inferstack rollout. Do not lower the expected count: the group "
+                  "removes old servers first, the ones serving")
+    # What the autoscaler did meanwhile is kept, except a scale-in below the count before the batch (it may come
+    # again once the batch is done): the rollout never leaves fewer servers than it found.
+    lowered = max(group.state().desired - count, state.desired)
     group.set_desired(lowered)
     waiting.until(lambda: len(_outdated(group.members(), state.configuration)) <= outdated - count,
                   f"group {state.name}: the old servers were not removed within {waiting.timeout_s:.0f} s of "

@@ -106,7 +106,9 @@ def _cheapest_line(chosen: Priced, known: list[Priced]) -> str:
         )
     runner_up = next((p for p in known if p is not chosen and _amount(p) >= amount), None)
     if runner_up:
-        line += f"; next: {runner_up.sizing.candidate.offer.name} at {_cost(runner_up)} " \
+        other = runner_up.sizing.candidate.precision
+        at = f" at {other.value}" if other is not chosen.sizing.candidate.precision else ""  # `precision: auto`
+        line += f"; next: {runner_up.sizing.candidate.offer.name}{at} at {_cost(runner_up)} " \
                 f"(+{_amount(runner_up) / amount - 1:.0%})"
     return line + "."
 
@@ -299,16 +301,21 @@ def _memory_line(demand: Demand, sizing: object) -> str:
 
 def spot_line(spot: SpotAboveFloor) -> str:
     """What a production fleet's spot capacity above its floor is, and what it costs where the catalog knows."""
-    price = (f"{spot.spot_hourly_per_instance} per server-hour on spot (from {spot.spot_price_source}, "
-             f"{spot.spot_price_date}; spot prices move)" if spot.spot_hourly_per_instance else
+    price = (f"{spot.spot_hourly_per_instance} per {spot.instance_types[0]} server-hour on spot (from "
+             f"{spot.spot_price_source}, {spot.spot_price_date}; the dearest zone's where prices differ by zone; spot "
+             "prices move)" if spot.spot_hourly_per_instance else
              "spot price not in the catalog")
     planned, *others = spot.instance_types
     fallback = (f"; besides {planned} the group may launch {', '.join(others)} (where capacity is short)" if others else
                 "; no equivalent type to fall back on")
-    blend = (f"; at the ceiling ({spot.spot_share_at_ceiling:.0%} of the servers on spot) "
-             f"{spot.monthly_at_ceiling} a month against {spot.on_demand_monthly_at_ceiling} all on-demand"
-             if spot.monthly_at_ceiling and spot.on_demand_monthly_at_ceiling else
-             "; the blend at the ceiling is unknown without a spot price")
+    if spot.monthly_at_ceiling and spot.on_demand_monthly_at_ceiling:
+        blend = (f"; at the ceiling ({spot.spot_share_at_ceiling:.0%} of the servers on spot, all {planned}) "
+                 f"{spot.monthly_at_ceiling} a month against {spot.on_demand_monthly_at_ceiling} all on-demand")
+    elif spot.spot_hourly_per_instance is None:
+        blend = "; the blend at the ceiling is unknown without a spot price"
+    else:
+        blend = ("; the blend at the ceiling is unknown: the on-demand price is another region's or has no "
+                 "exchange rate to the report's currency")
     return (f"spot above the floor: {spot.on_demand_base} servers always on-demand (the SLO floor, the monthly cost "
             f"above), up to {spot.spot_above} more on spot capacity: {price}{blend}{fallback}")
 

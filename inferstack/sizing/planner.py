@@ -655,7 +655,9 @@ def _spot_above_floor(demand: Demand, priced: Priced, ranked: list[Priced], flee
         converted = None if amount is None else book.rates.convert(amount * HOURS_PER_MONTH, billed_in, currency)
         return None if converted is None else Money(amount=converted, currency=currency)
 
-    on_demand = monthly(hourly.amount * base, hourly.currency) if hourly else None
+    # A borrowed on-demand price (another region's) is not blended with this region's spot price.
+    sound = hourly is not None and not priced.price.substitute
+    on_demand = monthly(hourly.amount * base, hourly.currency) if hourly and sound else None
     spot_part = monthly(spot.amount_per_hour * above, spot.currency) if spot else None
     return SpotAboveFloor(
         on_demand_base=base,
@@ -666,7 +668,8 @@ def _spot_above_floor(demand: Demand, priced: Priced, ranked: list[Priced], flee
         spot_price_date=spot.source_date if spot else None,
         monthly_at_ceiling=(Money(amount=on_demand.amount + spot_part.amount, currency=currency)
                             if on_demand and spot_part else None),
-        on_demand_monthly_at_ceiling=monthly(hourly.amount * (base + above), hourly.currency) if hourly else None,
+        on_demand_monthly_at_ceiling=(monthly(hourly.amount * (base + above), hourly.currency)
+                                      if hourly and sound else None),
     )
 
 
@@ -684,15 +687,21 @@ def _precision_notes(demand: Demand, priced: Priced, ranked: list[Priced]) -> li
         best = next((p for p in ranked if p.sizing.candidate.precision is precision
                      and p.sizing.candidate.offer.has_gpu == offer.has_gpu), None)
         if precision is not candidate.precision:
-            others.append(f"{precision.value}: " + (f"{best.sizing.replicas}x {best.sizing.candidate.offer.name}, "
-                                                    f"{best.price.monthly_ranking}/month" if best and
-                                                    best.price.monthly_ranking else
-                                                    "no cheaper feasible option" if best else "no feasible option"))
+            where = f"{best.sizing.replicas}x {best.sizing.candidate.offer.name}" if best else ""
+            others.append(f"{precision.value}: " + (
+                "no feasible option" if best is None else
+                f"{where}, {best.price.monthly_ranking}/month" if best.price.monthly_ranking else
+                f"{where}, price unknown"))
     how = f"precision: {spec.precision}" if spec.precision == "auto" else (
         "precision: [" + ", ".join(p.value for p in choices) + "]")
-    return [f"precision {candidate.precision.value}, chosen ({how}) as the cheapest precision that meets the targets"
+    weight_only = (candidate.precision is Precision.FP8 and offer.gpu is not None and offer.gpu.fp8_tflops is None)
+    served = (f" (on {offer.gpu.id} the engine runs the FP8 weights weight-only, activations in 16 bit: not the "
+              "studied W8A8 scheme)" if weight_only and offer.gpu else "")
+    ranked_by = ("as the cheapest precision that meets the targets" if priced.price.monthly_ranking else
+                 "by the fewest GPUs among unpriced options (no price is known)")
+    return [f"precision {candidate.precision.value}, chosen ({how}) {ranked_by}"
             + (f" (the best at each other: {'; '.join(others)})" if others else "")
-            + f"; accuracy: {accuracy_sentence(candidate.precision)}"]
+            + f"; accuracy: {accuracy_sentence(candidate.precision)}{served}"]
 
 
 def _objectives(demand: Demand) -> Objectives:

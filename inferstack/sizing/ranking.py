@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from inferstack.plan import Price
 from inferstack.sizing.evaluate import Sizing
+from inferstack.sizing.precision import FORMATS
 
 # A stale, undated or borrowed price is ranked as if this much dearer, so it wins only when it is clearly cheaper
 # than a fresh, same-region one. 5 % is the band within which two offers count as a tie (a choice, not a
@@ -30,10 +31,13 @@ def ranking_cost(price: Price) -> float:
     return price.monthly_ranking.amount * (1 + DOUBTFUL_PRICE_MARGIN if price.flags else 1)
 
 
-def rank_key(p: Priced) -> tuple[int, float, int, float]:
-    """Known prices first, by ranking cost; unknown prices by the fewest GPUs in total, then vCPUs, then memory."""
+def rank_key(p: Priced) -> tuple[int, float, float, float]:
+    """Known prices first, by ranking cost, then (at equal cost) the less quantized precision (`precision: auto` or
+    a list: a quantized option must be cheaper to be chosen), then latency; unknown prices by the fewest GPUs in
+    total, then vCPUs, then memory."""
     offer = p.sizing.candidate.offer
     if p.price.monthly_ranking is not None:
-        return (0, ranking_cost(p.price), 0, p.sizing.latency_p95_ms)
+        bits = FORMATS[p.sizing.candidate.precision].bits_per_weight
+        return (0, ranking_cost(p.price), -bits, p.sizing.latency_p95_ms)
     size = p.sizing.replicas * (offer.gpu_count * 1000 + offer.vcpus)
     return (1, 0.0, size, offer.memory_gib)

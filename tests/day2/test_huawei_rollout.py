@@ -1,10 +1,13 @@
-"""`inferstack rollout` on Huawei Cloud: the real AS SDK (huaweicloudsdkas) against a stand-in AS API on loopback.
+"""`inferstack rollout` on Huawei Cloud: the real SDKs (huaweicloudsdkas, huaweicloudsdkelb) against a stand-in AS
+and ELB API on loopback.
 
-The stand-in answers the four calls the rollout makes the way the AS API Reference describes them (ListScalingGroups,
-ShowScalingGroup, ListScalingInstances, UpdateScalingGroup), on the paths the SDK itself builds, and simulates the
-group: a raised expected count adds servers of the group's current configuration, which serve a few reads later; a
-lowered one removes servers of an old configuration first (the group's OLD_CONFIG_OLD_INSTANCE policy), oldest
-first. The SDK signs its requests; the stand-in checks that they are signed for the stack's project.
+The stand-in answers the five calls the rollout makes the way the API references describe them (AS ListScalingGroups,
+ShowScalingGroup, ListScalingInstances, UpdateScalingGroup; ELB v3 ListMembers), on the paths the SDKs themselves
+build, and simulates the group: a raised expected count adds servers of the group's current configuration, which AS
+reports in service and NORMAL at once (its audit waits for the grace period) while the ELB's health check finds them
+ONLINE only a few reads later; a lowered count removes servers of an old configuration first (the group's
+OLD_CONFIG_OLD_INSTANCE policy), oldest first. The SDKs sign their requests; the stand-in checks that they are signed
+for the stack's project.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class AsGroupSim:
     most: int = 0
     updates: list[int] = field(default_factory=list)
     never_ready: bool = False
+    pools: tuple[str, ...] = ("pool-a", "pool-b")
 
     def start(self, count: int, configuration: str) -> None:
         for _ in range(count):
@@ -88,16 +92,25 @@ class AsGroupSim:
         self.most = max(self.most, len(self.servers))
 
     def instance(self, server: Server) -> dict[str, Any]:
-        serving = server.ready_at <= self.reads
-        state = "REMOVING" if server.removing_at is not None else ("INSERVICE" if serving else "PENDING")
+        state = "REMOVING" if server.removing_at is not None else "INSERVICE"
         return {"instance_id": server.id, "instance_name": server.id, "scaling_group_id": self.group_id,
-                "scaling_group_name": self.name, "life_cycle_state": state,
-                "health_status": "NORMAL" if serving else "INITIALIZING",
+                "scaling_group_name": self.name, "life_cycle_state": state, "health_status": "NORMAL",
                 "scaling_configuration_id": server.configuration, "scaling_configuration_name": "cfg",
                 "create_time": "2026-12-07T10:00:00Z", "protect_from_scaling_down": False}
 
+    def member(self, server: Server, pool: str) -> dict[str, Any]:
+        online = server.ready_at <= self.reads and server.removing_at is None
+        return {"id": f"m-{server.id}", "name": "", "project_id": PROJECT_ID, "admin_state_up": True,
+                "subnet_cidr_id": "subnet-1", "protocol_port": 8080, "weight": 1, "address": "10.0.0.9",
+                "ip_version": "v4", "operating_status": "ONLINE" if online else "INITIAL",
+                "status": [{"listener_id": f"l-{pool}", "operating_status": "ONLINE" if online else "OFFLINE"}],
+                "member_type": "instance", "instance_id": server.id, "created_at": "2026-12-07T10:00:00Z",
+                "updated_at": "2026-12-07T10:00:00Z"}
+
     def group(self) -> dict[str, Any]:
         return {"scaling_group_name": self.name, "scaling_group_id": self.group_id,
+                "lbaas_listeners": [{"listener_id": f"l-{pool}", "pool_id": pool, "protocol_port": 8080, "weight": 1}
+                                    for pool in self.pools],
                 "scaling_group_status": "INSERVICE", "scaling_configuration_id": self.configuration,
                 "current_instance_number": len(self.servers), "desire_instance_number": self.desired,
                 "min_instance_number": self.minimum, "max_instance_number": self.maximum,
@@ -127,9 +140,19 @@ class AsApi(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         if not auth.startswith("SDK-HMAC-SHA256 Access=test-ak,") or self.headers.get("X-Project-Id") != PROJECT_ID:
             return self._answer(401, {"error": {"code": "APIGW.0301", "message": "Incorrect IAM authentication"}})
-        prefix = f"/autoscaling-api/v1/{PROJECT_ID}/"
-        path, query = url.path.removeprefix(prefix), parse_qs(url.query)
+        query = parse_qs(url.query)
         by_id = {group.group_id: group for group in self.groups.values()}
+        if match := re.fullmatch(rf"/v3/{PROJECT_ID}/elb/pools/([\w-]+)/members", url.path):
+            group = next(g for g in self.groups.values() if match[1] in g.pools)
+            members = [group.member(s, match[1]) for s in group.servers]
+            start = int(query.get("marker", ["0"])[0])  # one server per page: the rollout must follow the marker
+            page = members[start:start + 1]
+            more = start + 1 < len(members)
+            return self._answer(200, {"request_id": "r", "members": page, "page_info": {
+                "previous_marker": None, "next_marker": str(start + 1) if more else None,
+                "current_count": len(page)}})
+        prefix = f"/autoscaling-api/v1/{PROJECT_ID}/"
+        path = url.path.removeprefix(prefix)
         if method == "GET" and path == "scaling_group":
             wanted = query["scaling_group_name"][0]
             found = [g.group() for g in self.groups.values() if g.name.startswith(wanted)]  # the API matches prefixes
@@ -170,8 +193,9 @@ def as_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[AsApi]]:
     thread.start()
     # The SDK's own region provider reads an endpoint override from the environment (huaweicloudsdkcore
     # region/provider.py: HUAWEICLOUD_SDK_REGION_<SERVICE>_<REGION>).
-    monkeypatch.setenv(f"HUAWEICLOUD_SDK_REGION_AS_{REGION.replace('-', '_').upper()}",
-                       f"http://127.0.0.1:{server.server_address[1]}")
+    for service in ("AS", "ELB"):
+        monkeypatch.setenv(f"HUAWEICLOUD_SDK_REGION_{service}_{REGION.replace('-', '_').upper()}",
+                           f"http://127.0.0.1:{server.server_address[1]}")
     for key, value in {"HUAWEICLOUD_SDK_AK": "test-ak", "HUAWEICLOUD_SDK_SK": "test-sk",
                        "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT_ID}.items():
         monkeypatch.setenv(key, value)
@@ -197,7 +221,9 @@ def _deployed(api: type[AsApi], role: str = "main", old: int | None = None, **ch
     return group
 
 
-def test_a_rollout_replaces_every_old_server_in_batches_of_the_plans_surge_never_below_the_serving_count(as_api):
+def test_a_rollout_replaces_every_old_server_in_batches_of_the_plans_surge_never_below_the_serving_count(
+        as_api, monkeypatch):
+    monkeypatch.setattr("inferstack.day2.huawei.INSTANCES_PER_PAGE", 3)  # the group's 4-6 servers take two pages
     group = _deployed(as_api)
     plan = _plan()
     surge, floor = plan.rolling_update.surge, plan.fleet.min_replicas  # type: ignore[union-attr]
@@ -210,16 +236,18 @@ def test_a_rollout_replaces_every_old_server_in_batches_of_the_plans_surge_never
     assert group.serving_low >= floor  # never fewer serving than before the rollout
     assert group.most <= floor + surge  # never more than the surge above the count
     assert group.updates == [value for batch in result.batches for value in (floor + batch.replaced, floor)]
-    # Only the four calls, on the SDK's paths, signed for the stack's project.
+    # Only the five calls, on the SDKs' paths, signed for the stack's project.
     assert {method for method, _ in as_api.calls} == {"GET", "PUT"}
-    assert all(path.startswith(f"/autoscaling-api/v1/{PROJECT_ID}/scaling_group") for _, path in as_api.calls)
+    assert all(path.startswith((f"/autoscaling-api/v1/{PROJECT_ID}/scaling_group", f"/v3/{PROJECT_ID}/elb/pools/"))
+               for _, path in as_api.calls)
+    assert any(path.endswith("/members") for _, path in as_api.calls)
     assert said[0] == f"{group.name}: {floor} server(s) on an old configuration, {floor} expected"
 
 
 def test_a_canary_group_is_rolled_too_and_a_rollout_with_nothing_old_changes_nothing(as_api):
     main_group = _deployed(as_api, old=0)
     main_group.start(main_group.desired, "config-new")
-    canary = _deployed(as_api, "canary", old=1, desired=1, minimum=1, maximum=2)
+    canary = _deployed(as_api, "canary", old=1, desired=1, minimum=1, maximum=2, pools=("pool-canary",))
     results = day2.rollout(STACK, timeout_s=30, poll_s=0, say=lambda _: None)
     assert [(r.group, r.replaced) for r in results] == [(main_group.name, 0), (canary.name, 1)]
     assert main_group.updates == [] and canary.updates == [2, 1]
@@ -228,8 +256,9 @@ def test_a_canary_group_is_rolled_too_and_a_rollout_with_nothing_old_changes_not
 def test_a_batch_that_never_serves_stops_with_the_group_raised_and_the_old_servers_serving(as_api):
     group = _deployed(as_api, never_ready=True)
     floor = group.desired
-    with pytest.raises(RolloutError, match=r"did not serve within 1 s; the group stays at \d+ with its old servers "
-                                           r"serving.*lower the group's expected count to " + str(floor)):
+    with pytest.raises(RolloutError, match=r"did not serve within 1 s; the group stays at \d+ servers expected "
+                                           r"\(raised from " + str(floor) + r" by this rollout\).*remove and delete "
+                                           r"the new ones.*Do not lower the expected count"):
         day2.rollout(STACK, timeout_s=1, poll_s=0.01, say=lambda _: None)
     assert group.desired > floor and len([s for s in group.servers if s.configuration == "config-old"]) == floor
 
@@ -273,7 +302,7 @@ def test_the_autoscalers_count_is_kept_when_it_moves_during_a_batch():
             self.members_ = [Member(f"o{n}", "old", True) for n in range(4)]
 
         def state(self) -> GroupState:
-            return GroupState("g", self.desired, 4, 8, "new", True)
+            return GroupState("g", self.desired, 2, 8, "new", True)
 
         def members(self) -> list[Member]:
             return self.members_
@@ -291,6 +320,16 @@ def test_the_autoscalers_count_is_kept_when_it_moves_during_a_batch():
     group = Moving()
     roll(group, 1, 10, poll_s=0, say=lambda _: None)
     assert group.sets[:2] == [5, 5]  # raised to 5; the autoscaler went to 6; lowered by one, to 5, not back to 4
+
+    class ScaledIn(Moving):
+        def set_desired(self, count: int) -> None:
+            super().set_desired(count)
+            if count > 4:  # the autoscaler scales in while the batch comes up
+                self.desired = count - 1
+
+    group = ScaledIn()
+    roll(group, 1, 10, poll_s=0, say=lambda _: None)
+    assert group.sets[:2] == [5, 4]  # not 5 - 1 - 1 = 3: never below the count the batch started from
 
 
 def test_other_clouds_groups_roll_themselves_and_the_command_says_so(capsys):

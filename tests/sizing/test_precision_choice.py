@@ -52,11 +52,10 @@ def test_a_fixed_precision_plans_as_before_and_says_nothing_about_a_choice():
 def test_a_list_is_served_only_at_its_own_precisions_and_a_lossy_choice_says_so():
     spec = chat_70b(precision=["int4-awq", "bf16"])
     plan = plan_workload(spec, clouds=["aws"]).outcome("aws").chosen
-    assert plan is not None and plan.precision in ("int4-awq", "bf16")
+    assert plan is not None and plan.precision == "int4-awq"  # 1x p5.4xlarge, cheaper than bf16's 1x p4d.24xlarge
     [line] = notes(plan)
-    assert "chosen (precision: [int4-awq, bf16])" in line
-    if plan.precision == "int4-awq":
-        assert accuracy_findings()[Precision.INT4_AWQ].finding in line
+    assert "chosen (precision: [int4-awq, bf16])" in line and "bf16: 1x p4d.24xlarge" in line
+    assert accuracy_findings()[Precision.INT4_AWQ].finding in line
     int8 = plan_workload(chat_70b(precision=["int8"]), clouds=["aws"]).outcome("aws").chosen
     assert int8 is not None and int8.precision == "int8"
     assert "no accuracy figure in inferstack's sources" in notes(int8)[0]
@@ -76,3 +75,22 @@ def test_a_precision_that_is_neither_a_precision_auto_nor_a_list_of_them_is_refu
     with pytest.raises(InputError) as caught:
         chat_70b(precision=value)
     assert "precision" in str(caught.value)
+
+
+def test_a_canary_beside_a_precision_the_planner_chooses_is_refused_naming_the_fix():
+    with pytest.raises(InputError, match="canary: a canary compares two versions, so the workload's precision must be "
+                                         "one, not auto or a list"):
+        chat_70b(precision="auto", stage="production", canary={"precision": "fp8", "weight": 10})
+
+
+def test_at_equal_cost_the_less_quantized_precision_wins_and_a_weight_only_fp8_gpu_says_so():
+    small = {**CHAT_70B, "model": "mistral-7b", "traffic": {"concurrent_users": 1, "prompt_tokens": {"mean": 200},
+                                                            "output_tokens": {"mean": 100}}}
+    fp8, bf16 = (plan_workload(parse_workload({**small, "precision": p}), clouds=["aws"]).outcome("aws").chosen
+                 for p in ("fp8", "bf16"))
+    assert fp8 is not None and bf16 is not None and fp8.offer == bf16.offer == "g6.xlarge"  # one price for both
+    listed = plan_workload(parse_workload({**small, "precision": ["fp8", "bf16"]}), clouds=["aws"]).outcome("aws")
+    assert listed.chosen is not None and listed.chosen.precision == "bf16"  # fp8 must be cheaper to be chosen
+    a10 = parse_workload({**small, "precision": ["fp8"], "placement": {"gpus_allow": ["A10G"]}})
+    on_a10 = plan_workload(a10, clouds=["aws"]).outcome("aws").chosen
+    assert on_a10 is not None and "runs the FP8 weights weight-only" in notes(on_a10)[0]

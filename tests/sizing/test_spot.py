@@ -118,7 +118,8 @@ def test_a_plan_shows_the_spot_price_its_region_lists_and_a_cpu_plan_has_no_fall
     assert floor.monthly_at_ceiling.amount == pytest.approx(blend)
     assert floor.on_demand_monthly_at_ceiling.amount == pytest.approx(hourly.amount * (base + above) * 730)
     assert floor.spot_share_at_ceiling == above / (base + above)
-    assert f"{floor.spot_share_at_ceiling:.0%} of the servers on spot) {floor.monthly_at_ceiling} a month" in line
+    assert (f"{floor.spot_share_at_ceiling:.0%} of the servers on spot, all {plan.instance_type}) "
+            f"{floor.monthly_at_ceiling} a month") in line
     cell = _capacity_mix(plan)
     assert str(floor.monthly_at_ceiling) in cell and str(floor.on_demand_monthly_at_ceiling) in cell
 

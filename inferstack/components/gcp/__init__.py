@@ -137,8 +137,10 @@ class GcpBackend(CloudBackend):
                                             "service resumes when it starts again"),
         Capability.SPOT_ABOVE_FLOOR: spot_above_floor(
             "gcp", "a managed instance group's template has one provisioning model (STANDARD or SPOT): an on-demand "
-                   "floor with spot above it needs a second group behind the backend service, not built; a "
-                   "production workload's servers stay on-demand"),
+                   "floor with spot above it needs a second, SPOT group behind the backend service whose autoscaler "
+                   "starts from zero servers, and a group scaled on the load balancer's utilization gets no "
+                   "utilization data while it has no server (the autoscaler's own status message, quoted in "
+                   "spinnaker/spinnaker#2207): not built; a production workload's servers stay on-demand"),
         Capability.MANAGED_FLEET: supported(
             "a regional managed instance group from an instance template, spread evenly over the plan's zones, "
             "servers without an external address (Cloud NAT egress); autohealing recreates a server whose health "
