@@ -9,6 +9,8 @@ GPT-style learned positions with 2-matrix MLPs, and BERT-style encoders.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -55,6 +57,11 @@ class LlmArchitecture:
     v_head_dim: int = 0
     context_stated: bool = True
     encoder_only: bool = False
+    kept_16bit: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(precision value, modules) pairs: the linear modules the published checkpoint at that precision keeps in 16
+    bit, as its quantization_config names them (`modules_to_not_convert`, `ignore`): Hugging Face module names, `*`
+    for any part, `re:` for a regular expression (`linear_params_kept`). Registry `checkpoints`, or a config.json's
+    own."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     # ---- parameter counts -------------------------------------------------------------------------
@@ -128,6 +135,46 @@ class LlmArchitecture:
         return self.embedding_params + self._block_params(self.routed_experts)
 
     @cached_property
+    def linear_modules(self) -> tuple[tuple[str, int], ...]:
+        """The blocks' linear modules by Hugging Face name (Llama/Qwen naming: self_attn.{q,k,v,o}_proj,
+        mlp.{gate,up,down}_proj; an MoE layer's mlp.experts, mlp.shared_experts and mlp.gate as units; MLA attention
+        as one unit) with their parameters: what a checkpoint's list of unconverted modules is matched against."""
+        h, modules = self.hidden_size, []
+        q_width, kv_width = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        bias = self.qkv_bias
+        for layer in range(self.layers):
+            prefix = f"model.layers.{layer}"
+            if self.is_mla:
+                modules.append((f"{prefix}.self_attn", self.attention_params_per_layer))
+            else:
+                modules += [(f"{prefix}.self_attn.q_proj", h * q_width + (q_width if bias else 0)),
+                            (f"{prefix}.self_attn.k_proj", h * kv_width + (kv_width if bias else 0)),
+                            (f"{prefix}.self_attn.v_proj", h * kv_width + (kv_width if bias else 0)),
+                            (f"{prefix}.self_attn.o_proj", q_width * h)]
+            if self.is_moe and layer >= self.dense_layers:
+                modules += [(f"{prefix}.mlp.experts", self.routed_experts * self.expert_params),
+                            (f"{prefix}.mlp.gate", h * self.routed_experts)]
+                if self.shared_experts:
+                    modules.append((f"{prefix}.mlp.shared_experts", self.shared_experts * self.expert_params))
+            elif self.gated_mlp:
+                modules += [(f"{prefix}.mlp.{name}", h * self.intermediate_size)
+                            for name in ("gate_proj", "up_proj", "down_proj")]
+            else:
+                modules += [(f"{prefix}.mlp.{name}", h * self.intermediate_size) for name in ("up_proj", "down_proj")]
+        return tuple(modules)
+
+    def kept_at(self, precision: str) -> tuple[str, ...]:
+        """The modules the published checkpoint at `precision` keeps in 16 bit (none known: empty)."""
+        return next((modules for value, modules in self.kept_16bit if value == precision), ())
+
+    def linear_params_kept(self, precision: str) -> int:
+        """Parameters of the blocks' linear modules that the published checkpoint at `precision` keeps in 16 bit (0:
+        none kept, or no checkpoint known). A pattern matches a module or any module under it (`model.layers.0`
+        covers that layer's attention and MLP); `lm_head` and `model.embed_tokens` are 16-bit anyway."""
+        patterns = self.kept_at(precision)
+        return sum(count for name, count in self.linear_modules if any(_covers(p, name) for p in patterns))
+
+    @cached_property
     def routed_expert_params(self) -> int:
         """Parameters in routed experts (what MXFP4 checkpoints quantize)."""
         return self.moe_layers * self.routed_experts * self.expert_params
@@ -198,6 +245,43 @@ class LlmArchitecture:
 
 
 # ---- reading config.json ------------------------------------------------------------------------------
+
+
+EMBEDDING_MODULES = ("lm_head", "model.embed_tokens")
+"""Modules outside the blocks, which the precisions that quantize linear layers keep in 16 bit anyway."""
+QUANT_METHOD_PRECISIONS = {"fp8": "fp8", "fbgemm_fp8": "fp8"}
+"""A config.json's quantization_config.quant_method, as the precision whose unconverted modules it lists."""
+
+
+def _covers(pattern: str, module: str) -> bool:
+    """Whether a quantization_config entry names `module` or a module above it (`model.layers.0` covers
+    `model.layers.0.mlp.down_proj`): `re:` entries are regular expressions (compressed-tensors), others may use `*`."""
+    parts = module.split(".")
+    names = [".".join(parts[:end]) for end in range(1, len(parts) + 1)]
+    if pattern.startswith("re:"):
+        expression = re.compile(pattern[3:])
+        return any(expression.fullmatch(name) for name in names)
+    return any(fnmatch.fnmatchcase(name, pattern) for name in names)
+
+
+def unmatched_patterns(arch: LlmArchitecture, precision: str) -> list[str]:
+    """Entries of a checkpoint's unconverted-module list that name no module inferstack counts (a misspelt or
+    unsupported name would otherwise be ignored silently): the registry's test refuses them."""
+    names = [name for name, _ in arch.linear_modules]
+    return [p for p in arch.kept_at(precision)
+            if p not in EMBEDDING_MODULES and not any(_covers(p, name) for name in names)]
+
+
+def kept_modules(quantization_config: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A config.json's quantization_config as ((precision, modules it keeps in 16 bit),) (empty: a method inferstack
+    does not read this way)."""
+    if not isinstance(quantization_config, dict):
+        return ()
+    precision = QUANT_METHOD_PRECISIONS.get(str(quantization_config.get("quant_method", "")))
+    kept = quantization_config.get("modules_to_not_convert") or quantization_config.get("ignore") or []
+    if precision is None or not isinstance(kept, list):
+        return ()
+    return ((precision, tuple(str(entry) for entry in kept)),)
 
 
 def _first(config: dict[str, Any], *keys: str, default: Any = None) -> Any:
@@ -282,6 +366,7 @@ def read_llm_config(config: dict[str, Any], *, field_name: str = "model.architec
         qk_nope_head_dim=int(config.get("qk_nope_head_dim") or 0),
         v_head_dim=int(config.get("v_head_dim") or 0),
         encoder_only=encoder_only,
+        kept_16bit=kept_modules(config.get("quantization_config")),
         extra={"model_type": model_type},
     )
 

@@ -187,8 +187,12 @@ def _model_line(demand: Demand, chosen: Priced) -> str:
     candidate = sizing.candidate
     split = f", {sizing.weights_gib:.2f} GiB per GPU" if candidate.offer.gpu_count > 1 and model.is_llm else ""
     params = f"{model.params / 1e9:.2f} B" if model.params >= 1e9 else f"{model.params / 1e6:.0f} M"
+    kept = model.arch.linear_params_kept(candidate.precision.value) if model.arch else 0
+    checkpoint = (f" Sized as the published {candidate.precision.value} checkpoint, which keeps {kept / 1e9:.1f} B "
+                  "parameters of its linear layers in 16 bit (its quantization_config)." if kept else "")
     return (
         f"{model.display_name} ({params} parameters) at {candidate.precision.value} on {candidate.engine.value}{split}."
+        + checkpoint
     )
 
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from inferstack.sizing.architecture import LlmArchitecture
 from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES, CpuProfile, EngineProfile, ServingOverhead
 from inferstack.sizing.hardware import CpuSpec, GpuSpec
-from inferstack.sizing.precision import FORMATS, kv_bytes_per_element, weight_bytes
+from inferstack.sizing.precision import FORMATS, kv_bytes_per_element, quantized_share, weight_bytes
 from inferstack.spec import Engine, KvCacheDtype, Precision
 
 GIB = 2**30
@@ -202,14 +202,18 @@ class LlmReplica:
         utilization = profile.fp8_matmul_utilization if self._compute_kind == "fp8" else profile.matmul_utilization
         if self._quantized_weight_only:
             utilization *= profile.weight_only_matmul_factor
-        if gpu.is_hopper:
-            utilization *= profile.hopper_matmul_fraction
+        hopper = profile.hopper_matmul_fraction if gpu.is_hopper else 1.0
+        flops_per_s = gpu.peak_tflops(self._compute_kind) * 1e12 * utilization * hopper * tp
+        share = quantized_share(self.arch, self.precision) if self._compute_kind == "fp8" else 1.0
+        if share < 1:  # the modules the checkpoint keeps in 16 bit run at the 16-bit rate
+            sixteen_bit = gpu.peak_tflops("fp16") * 1e12 * profile.matmul_utilization * hopper * tp
+            flops_per_s = 1 / (share / flops_per_s + (1 - share) / sixteen_bit)
         # Two ring all-reduces of the activations per layer across the tensor-parallel group.
         allreduces = 2 * self.arch.layers if tp > 1 else 0
         return _GpuRates(
             kv_bytes_per_s=bandwidth,
             weight_bytes_per_s=weight_bandwidth * tp,
-            flops_per_s=gpu.peak_tflops(self._compute_kind) * 1e12 * utilization * tp,
+            flops_per_s=flops_per_s,
             overlap_exponent=profile.overlap_exponent,
             fixed_s=self.arch.layers * profile.step_overhead_ms_per_layer / 1e3
             + allreduces * profile.allreduce_latency_us / 1e6,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -66,6 +67,11 @@ def _from_entry(entry: dict[str, Any]) -> ResolvedModel:
         if config and kind in ("llm", "encoder")
         else None
     )
+    if arch is not None and entry.get("checkpoints"):  # published checkpoints at other precisions (models.yaml)
+        arch = replace(arch, kept_16bit=tuple(
+            (precision, tuple(checkpoint["quantization_config"].get("modules_to_not_convert")
+                              or checkpoint["quantization_config"].get("ignore") or ()))
+            for precision, checkpoint in entry["checkpoints"].items()))
     if arch is not None:
         params = float(arch.params)
     elif entry.get("params_m") is not None:

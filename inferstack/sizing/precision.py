@@ -52,12 +52,34 @@ KV_BYTES: dict[KvCacheDtype, float] = {
 
 
 def weight_bytes(arch: LlmArchitecture, precision: Precision) -> float:
-    """Bytes of all weights at `precision` (16-bit where the format leaves tensors unquantized)."""
+    """Bytes of all weights at `precision` (16-bit where the format leaves tensors unquantized, and where the
+    published checkpoint at that precision keeps modules in 16 bit: `LlmArchitecture.kept_16bit`)."""
     fmt = FORMATS[precision]
     if fmt.scope == "all":
         return arch.params * fmt.bits_per_weight / 8
-    quantized = arch.routed_expert_params if fmt.scope == "experts" else arch.params - arch.embedding_params
+    quantized = quantized_params(arch, precision)
     return quantized * fmt.bits_per_weight / 8 + (arch.params - quantized) * 2.0
+
+
+def quantized_params(arch: LlmArchitecture, precision: Precision) -> int:
+    """The parameters `precision` stores quantized: the routed experts (MXFP4), or the blocks' linear layers less
+    the modules the published checkpoint keeps in 16 bit (FP8, INT8, AWQ, GPTQ); GGUF formats: all."""
+    fmt = FORMATS[precision]
+    if fmt.scope == "all":
+        return arch.params
+    if fmt.scope == "experts":
+        return arch.routed_expert_params
+    return arch.params - arch.embedding_params - arch.linear_params_kept(precision.value)
+
+
+def quantized_share(arch: LlmArchitecture, precision: Precision) -> float:
+    """The share of the blocks' linear work the quantized format carries (1.0 unless the checkpoint keeps modules
+    in 16 bit): the rest runs at the 16-bit rate."""
+    fmt = FORMATS[precision]
+    if fmt.scope != "linear":
+        return 1.0
+    blocks = arch.params - arch.embedding_params
+    return (blocks - arch.linear_params_kept(precision.value)) / blocks if blocks else 1.0
 
 
 def kv_bytes_per_element(kv_dtype: KvCacheDtype, precision: Precision) -> float:
