@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,10 @@ ONLINE = "ONLINE"
 INSTANCES_PER_PAGE = 100  # ListScalingInstances: limit 0-100 (AS API reference)
 MEMBERS_PER_PAGE = 100
 _AUTH_STATUS = {401, 403}
+THROTTLED = 429
+ATTEMPTS = 4
+RETRY_PAUSE_S = 2.0
+"""A throttled, failed (5xx) or lost call is tried again after 2, 4 and 8 s."""
 
 
 def group_name(project: str, stack: str, component: str) -> str:
@@ -95,8 +100,7 @@ def scaling_groups(clients: Clients, stack: DeployedStack) -> dict[str, AsGroup]
     for role, component in GROUP_NAMES.items():
         name = group_name(stack.project, stack.stack, component)
         request = _as_model("ListScalingGroupsRequest")(scaling_group_name=name)
-        with _api_errors("ListScalingGroups"):
-            groups = clients.autoscaling.list_scaling_groups(request).scaling_groups or []
+        groups = _call("ListScalingGroups", clients.autoscaling.list_scaling_groups, request).scaling_groups or []
         exact = [group for group in groups if group.scaling_group_name == name]  # the API also matches by prefix
         if exact:
             found[role] = AsGroup(clients, exact[0].scaling_group_id, name)
@@ -132,22 +136,19 @@ class AsGroup:
 
     def set_desired(self, count: int) -> None:
         body = _as_model("UpdateScalingGroupOption")(desire_instance_number=count)
-        with _api_errors("UpdateScalingGroup"):
-            self.clients.autoscaling.update_scaling_group(
-                _as_model("UpdateScalingGroupRequest")(scaling_group_id=self.group_id, body=body))
+        _call("UpdateScalingGroup", self.clients.autoscaling.update_scaling_group,  # idempotent: sets a count
+              _as_model("UpdateScalingGroupRequest")(scaling_group_id=self.group_id, body=body))
 
     def _group(self) -> Any:
-        with _api_errors("ShowScalingGroup"):
-            return self.clients.autoscaling.show_scaling_group(
-                _as_model("ShowScalingGroupRequest")(scaling_group_id=self.group_id)).scaling_group
+        return _call("ShowScalingGroup", self.clients.autoscaling.show_scaling_group,
+                     _as_model("ShowScalingGroupRequest")(scaling_group_id=self.group_id)).scaling_group
 
     def _instances(self) -> Iterator[Any]:
         start = 0
         while True:
             request = _as_model("ListScalingInstancesRequest")(scaling_group_id=self.group_id, start_number=start,
                                                                limit=INSTANCES_PER_PAGE)
-            with _api_errors("ListScalingInstances"):
-                page = self.clients.autoscaling.list_scaling_instances(request)
+            page = _call("ListScalingInstances", self.clients.autoscaling.list_scaling_instances, request)
             instances = page.scaling_group_instances or []
             yield from instances
             start += len(instances)
@@ -159,8 +160,7 @@ class AsGroup:
         online, marker = set(), None
         while True:
             request = _elb_model("ListMembersRequest")(pool_id=pool_id, limit=MEMBERS_PER_PAGE, marker=marker)
-            with _api_errors("ListMembers"):
-                page = self.clients.elb.list_members(request)
+            page = _call("ListMembers", self.clients.elb.list_members, request)
             members = page.members or []
             online |= {member.instance_id for member in members if _online(member)}
             marker = page.page_info.next_marker if page.page_info else None
@@ -182,6 +182,26 @@ def _elb_model(name: str) -> Any:
     return getattr(importlib.import_module("huaweicloudsdkelb.v3"), name)
 
 
+def _call(operation: str, method: Callable[[Any], Any], request: Any) -> Any:
+    """One API call, tried again after a throttled (429), failed (5xx) or lost (network) attempt, ATTEMPTS times with
+    a doubling pause; any other error, or the last one, as one line that says what to do."""
+    for attempt in range(ATTEMPTS - 1):
+        try:
+            with _api_errors(operation):
+                return method(request)
+        except _Transient:
+            time.sleep(RETRY_PAUSE_S * 2**attempt)
+    try:
+        with _api_errors(operation):
+            return method(request)
+    except _Transient as error:
+        raise CloudQueryError(f"{error} (after {ATTEMPTS} tries)") from None
+
+
+class _Transient(CloudQueryError):
+    """A failure worth trying again: throttled, the service failing, or the network."""
+
+
 @contextmanager
 def _api_errors(operation: str) -> Iterator[None]:
     """The SDK's errors as one line that says what to do."""
@@ -189,14 +209,19 @@ def _api_errors(operation: str) -> Iterator[None]:
     try:
         yield
     except exceptions.ClientRequestException as error:
+        if error.status_code == THROTTLED:
+            raise _Transient(f"Huawei Cloud {operation} was throttled ({error.error_code}): {error.error_msg}. "
+                             "Fix: rerun later") from None
         if error.status_code in _AUTH_STATUS:
             raise missing_credentials("Huawei Cloud", CREDENTIALS,
                                       f"{operation} answered {error.error_code}; the identity needs "
                                       f"{', '.join(PERMISSIONS)}") from None
         raise CloudQueryError(f"Huawei Cloud {operation} answered {error.error_code}: {error.error_msg}") from None
     except exceptions.ServerResponseException as error:
-        raise CloudQueryError(f"Huawei Cloud {operation} failed on the service's side ({error.status_code} "
-                              f"{error.error_code}: {error.error_msg}). Fix: rerun later") from None
+        raise _Transient(f"Huawei Cloud {operation} failed on the service's side ({error.status_code} "
+                         f"{error.error_code}: {error.error_msg}). Fix: rerun later") from None
+    except exceptions.ConnectionException as error:
+        raise _Transient(f"the Huawei Cloud API could not be reached ({operation}): {error}. Fix: check the "
+                         "network and the region") from None
     except exceptions.SdkException as error:
-        raise CloudQueryError(f"the Huawei Cloud API could not be reached ({operation}): {error}. Fix: check the "
-                              "network and the region") from None
+        raise CloudQueryError(f"the Huawei Cloud SDK failed ({operation}): {error}") from None

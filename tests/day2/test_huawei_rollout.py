@@ -122,6 +122,7 @@ class AsApi(BaseHTTPRequestHandler):
 
     groups: ClassVar[dict[str, AsGroupSim]] = {}
     calls: ClassVar[list[tuple[str, str]]] = []
+    failures: ClassVar[list[int]] = []  # the next requests' answers: 429 throttled, 503 unavailable
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -140,6 +141,10 @@ class AsApi(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         if not auth.startswith("SDK-HMAC-SHA256 Access=test-ak,") or self.headers.get("X-Project-Id") != PROJECT_ID:
             return self._answer(401, {"error": {"code": "APIGW.0301", "message": "Incorrect IAM authentication"}})
+        if self.failures:
+            status = self.failures.pop(0)
+            code = "APIGW.0308" if status == 429 else "AS.0002"
+            return self._answer(status, {"error_code": code, "error_msg": "try again later"})
         query = parse_qs(url.query)
         by_id = {group.group_id: group for group in self.groups.values()}
         if match := re.fullmatch(rf"/v3/{PROJECT_ID}/elb/pools/([\w-]+)/members", url.path):
@@ -199,7 +204,8 @@ def as_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[AsApi]]:
     for key, value in {"HUAWEICLOUD_SDK_AK": "test-ak", "HUAWEICLOUD_SDK_SK": "test-sk",
                        "HUAWEICLOUD_SDK_PROJECT_ID": PROJECT_ID}.items():
         monkeypatch.setenv(key, value)
-    AsApi.groups, AsApi.calls = {}, []
+    AsApi.groups, AsApi.calls, AsApi.failures = {}, [], []
+    monkeypatch.setattr("inferstack.day2.huawei.RETRY_PAUSE_S", 0.0)
     yield AsApi
     server.shutdown()
 
@@ -353,3 +359,14 @@ def test_a_cloud_the_command_does_not_drive_and_a_single_server_are_told_what_to
     assert "does not drive Alibaba Cloud's groups yet. Fix: replace the servers by hand" in capsys.readouterr().err
     assert main(["rollout", str(ROOT / "stacks" / "Pulumi.huawei-dev.yaml")]) == 2
     assert "deploys one server, not a fleet: pulumi up replaces it" in capsys.readouterr().err
+
+
+def test_throttled_and_failing_calls_are_tried_again_and_the_last_failure_says_so(as_api):
+    group = _deployed(as_api)
+    as_api.failures.extend([503, 429, 503])  # the first three requests fail; each is tried again
+    [result] = day2.rollout(STACK, timeout_s=30, poll_s=0, say=lambda _: None)
+    assert result.replaced == group.minimum and {s.configuration for s in group.servers} == {"config-new"}
+    as_api.failures.extend([503] * 4)
+    with pytest.raises(day2.CloudQueryError, match=r"ListScalingGroups failed on the service's side \(503 .*after "
+                                                   r"4 tries"):
+        day2.rollout(STACK, timeout_s=30, poll_s=0, say=lambda _: None)

@@ -156,9 +156,9 @@ class HuaweiBackend(CloudBackend):
             "configuration, policy, lifecycle hook, bandwidth policy): a new AS configuration applies to servers "
             "added from then on (AS user guide, Replacing AS Configuration in an AS Group). `inferstack rollout "
             "STACK` after `pulumi up` replaces the running ones through the AS API in batches of the plan's surge: "
-            "it raises the group's expected count, waits for the new servers to pass the ELB audit, lowers it again "
-            "(the group's OLD_CONFIG_OLD_INSTANCE policy removes old servers first), never below the servers "
-            "serving before (docs/day2.md)"),
+            "it raises the group's expected count, waits for the new servers to be ONLINE in the group's ELB pools, "
+            "lowers it again (the group's OLD_CONFIG_OLD_INSTANCE policy removes old servers first), never below "
+            "the count it found (docs/deploy-huawei.md)"),
     }
     assets_certificate = CertificateRule(
         kind="the id of the domain's certificate in SCM (Cloud Certificate Manager)",
