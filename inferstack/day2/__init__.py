@@ -10,6 +10,7 @@ region, the tags that find the resources and the plan to compare with (stack.py)
 it, asks that cloud, with the same names in the same order:
 
     UNAVAILABLE            None, or why the cloud cannot be asked yet (the command says it, with where to look)
+    LOGS_UNAVAILABLE       (optional) why `logs` has nothing to read where `status` can ask
     connect(region)        the SDK's clients, from the environment's credentials
     observe(clients, stack)                 its groups (GroupStatus) and load balancer (LoadBalancerStatus)
     log_group(clients, stack)               where its servers' logs are
@@ -97,8 +98,12 @@ def rollout(stack_file: Path, *, timeout_s: float | None = None, poll_s: float =
 
 
 def _cloud_module(cloud: str, command: str) -> ModuleType:
-    """The cloud's module (`inferstack.day2.<cloud>`), or the error that says why it cannot be asked yet."""
+    """The cloud's module (`inferstack.day2.<cloud>`), or the error that says why it cannot be asked yet (a module
+    whose servers ship no logs says so in LOGS_UNAVAILABLE)."""
     module = importlib.import_module(f"{__name__}.{cloud}")
-    if module.UNAVAILABLE is not None:
-        raise CloudQueryError(f"{command} cannot ask {CLOUD_FACTS[cloud].display_name} yet: {module.UNAVAILABLE}")
+    unavailable = module.UNAVAILABLE
+    if command == "inferstack logs" and unavailable is None:
+        unavailable = getattr(module, "LOGS_UNAVAILABLE", None)
+    if unavailable is not None:
+        raise CloudQueryError(f"{command} cannot ask {CLOUD_FACTS[cloud].display_name} yet: {unavailable}")
     return module

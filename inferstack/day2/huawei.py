@@ -1,15 +1,18 @@
-"""Huawei Cloud: `inferstack rollout` drives its AS groups (Auto Scaling has no instance refresh: rollout.py); `status`
-and `logs` do not ask it yet (UNAVAILABLE). The cloud module's shape is aws.py's.
+"""Huawei Cloud: `inferstack status` reads a fleet's AS groups and its dedicated load balancer, and `inferstack rollout`
+drives the groups (Auto Scaling has no instance refresh: rollout.py); `logs` has nothing to read (LOGS_UNAVAILABLE).
+The cloud module's shape is aws.py's.
 
 The AS and ELB APIs are asked through Huawei's own SDKs (huaweicloudsdkas and huaweicloudsdkelb, the `day2` extra):
-ShowScalingGroup, ListScalingGroups (by name), ListScalingInstances, UpdateScalingGroup (desire_instance_number only)
-and ELB v3 ListMembers (each of the group's pools), with the access key and project of the environment. The groups
-are found by name: the components name them `unique_name([project, stack, <name>, "fleet"])`
-(components/huawei/fleet.py `group_name`; a test checks that the two agree).
+ShowScalingGroup, ListScalingGroups (by name), ListScalingInstances, UpdateScalingGroup (desire_instance_number only,
+rollout), and ELB v3 ListMembers (each of a group's pools), ShowPool, ShowLoadBalancer and ListL7Policies (status:
+the load balancer and the canary's weight), with the access key and project of the environment. The groups are found
+by name: the components name them `unique_name([project, stack, <name>, "fleet"])` (components/huawei/fleet.py
+`group_name`; a test checks that the two agree).
 """
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import os
 import time
@@ -18,22 +21,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from inferstack.day2.records import GroupStatus, LoadBalancerStatus, Server, TargetGroupHealth
 from inferstack.day2.rollout import GroupState, Member
 from inferstack.day2.stack import DEPLOYMENT_NAME, CloudQueryError, DeployedStack
 from inferstack.errors import MissingExtraError
 from inferstack.names import unique_name
 from inferstack.sizing.refresh.common import missing_credentials
 
-UNAVAILABLE: str | None = (
-    "status and logs read no Huawei API yet (rollout does: the AS SDK), and the servers ship no logs (they run no "
-    "agent: docs/deploy-huawei.md). Meanwhile: the Auto Scaling console (the AS group and its instances) and the "
-    "ELB console (each pool's backend health) (docs/day2.md)")
+UNAVAILABLE: str | None = None
+LOGS_UNAVAILABLE = ("the servers ship no logs: they run no agent (docs/deploy-huawei.md). Meanwhile: each server's "
+                    "journal over the console's remote login (ECS console, Remote Login)")
+LOOSE_SERVERS_UNREAD = ("status reads a Huawei fleet (its AS groups and load balancer); a stack of loose servers "
+                        "needs the ECS API, which no extra installs. Meanwhile: the ECS console")
 CREDENTIALS = ("HUAWEICLOUD_SDK_AK and HUAWEICLOUD_SDK_SK (the access key) and HUAWEICLOUD_SDK_PROJECT_ID (the project "
                "ID of the stack's region)")
-PERMISSIONS = ("as:groups:get", "as:groups:list", "as:instances:list", "as:groups:update", "elb:members:list")
-"""What the identity running `rollout` needs: the actions of the five calls (AS API Reference, Permissions and Supported
-Actions: AS Groups, as_05_0202, and Instances, as_07_0204; ELB API Reference, V3 actions, Backend servers,
-elb_sq_lb_v3_0004; read 2026-12-07)."""
+PERMISSIONS = ("as:groups:get", "as:groups:list", "as:instances:list", "as:groups:update", "elb:members:list",
+               "elb:pools:get", "elb:loadbalancers:get", "elb:l7policies:list")
+"""What the identity running `status` and `rollout` needs: the actions of their calls (AS API Reference, Permissions
+and Supported Actions: AS Groups, as_05_0202, and Instances, as_07_0204; ELB API Reference, V3 actions: Backend
+servers, elb_sq_lb_v3_0004, and the pools', load balancers' and forwarding policies' pages beside it; read
+2026-12-07). `status` needs no update action."""
 
 GROUP_NAMES = {"main": DEPLOYMENT_NAME, "canary": f"{DEPLOYMENT_NAME}-canary"}
 """The component name of each AS group (fleet.py `create_fleet`: `name`, the canary's `<name>-canary`)."""
@@ -110,6 +117,62 @@ def scaling_groups(clients: Clients, stack: DeployedStack) -> dict[str, AsGroup]
     return found
 
 
+#### Status ####
+
+
+def observe(clients: Clients, stack: DeployedStack) -> tuple[list[GroupStatus], LoadBalancerStatus | None]:
+    """The fleet's groups (main, canary) with their servers, and its load balancer with each group's pool health."""
+    if stack.plan.fleet is None:
+        raise CloudQueryError(f"inferstack status cannot ask Huawei Cloud about stack {stack.stack} yet: "
+                              f"{LOOSE_SERVERS_UNREAD}")
+    groups = scaling_groups(clients, stack)
+    statuses, pools = [], {}
+    for role, group in groups.items():
+        status, group_pools = group.status(role)
+        statuses.append(status)
+        pools[role] = group_pools
+    return statuses, _load_balancer(clients, groups, pools)
+
+
+def _load_balancer(clients: Clients, groups: dict[str, AsGroup], pools: dict[str, list[str]]
+                   ) -> LoadBalancerStatus | None:
+    main_pools = pools.get("main") or []
+    if not main_pools:
+        return None
+    pool = _call("ShowPool", clients.elb.show_pool, _elb_model("ShowPoolRequest")(pool_id=main_pools[0])).pool
+    if not pool.loadbalancers:
+        return None
+    balancer = _call("ShowLoadBalancer", clients.elb.show_load_balancer,
+                     _elb_model("ShowLoadBalancerRequest")(loadbalancer_id=pool.loadbalancers[0].id)).loadbalancer
+    targets = [TargetGroupHealth(role=role, name=pool_id, states=groups[role].member_states(pool_id))
+               for role, role_pools in pools.items() for pool_id in role_pools]
+    address = next((eip.eip_address for eip in balancer.eips or [] if eip.eip_address), balancer.vip_address)
+    canary_pools = pools.get("canary") or []
+    return LoadBalancerStatus(name=balancer.name, state=(balancer.provisioning_status or "").lower(),
+                              address=address, targets=targets,
+                              canary_weight_percent=_canary_weight(clients, canary_pools) if canary_pools else None)
+
+
+def _canary_weight(clients: Clients, canary_pools: list[str]) -> int | None:
+    """The canary pool's share of the weighted forwarding policy (fleet.py `weighted_policy`), in percent."""
+    marker = None
+    while True:
+        request = _elb_model("ListL7PoliciesRequest")(action=["REDIRECT_TO_POOL"], limit=MEMBERS_PER_PAGE,
+                                                      marker=marker)
+        page = _call("ListL7Policies", clients.elb.list_l7_policies, request)
+        for policy in page.l7policies or []:
+            weights = {config.pool_id: config.weight for config in policy.redirect_pools_config or []}
+            if any(pool in weights for pool in canary_pools):
+                total = sum(weights.values())
+                return round(100 * sum(weights.get(pool, 0) for pool in canary_pools) / total) if total else 0
+        marker = page.page_info.next_marker if page.page_info else None
+        if not page.l7policies or not marker:
+            return None
+
+
+#### Rollout ####
+
+
 @dataclass(frozen=True)
 class AsGroup:
     """One AS group, as rollout.ScalingGroup: a server serves when AS has it in service and the ELB's health check
@@ -134,6 +197,31 @@ class AsGroup:
                        and all(instance.instance_id in ids for ids in online))
                 for instance in self._instances()]
 
+    def status(self, role: str) -> tuple[GroupStatus, list[str]]:
+        """The group as `status` shows it, and its pools."""
+        group = self._group()
+        pools = [listener.pool_id for listener in group.lbaas_listeners or []]
+        online = [self._online(pool) for pool in pools]
+        servers = [Server(id=instance.instance_id, state=instance.life_cycle_state,
+                          launched_at=_utc(instance.create_time),
+                          in_service=instance.life_cycle_state == IN_SERVICE,
+                          # A pay-per-use server is billed while it exists; AS stops none of its servers.
+                          billed=True,
+                          healthy=all(instance.instance_id in ids for ids in online) if pools else None,
+                          revision=instance.scaling_configuration_id or None)
+                   for instance in self._instances()]
+        return GroupStatus(role=role, name=self.name, desired=group.desire_instance_number,
+                           min_size=group.min_instance_number, max_size=group.max_instance_number,
+                           template=None, revision=group.scaling_configuration_id, servers=servers), pools
+
+    def member_states(self, pool_id: str) -> dict[str, int]:
+        """The pool's members by health state (ONLINE, OFFLINE, INITIAL, NO_MONITOR, UNKNOWN), as the ELB reports."""
+        states: dict[str, int] = {}
+        for member in self._members(pool_id):
+            state = "healthy" if _online(member) else str(member.operating_status or "UNKNOWN").lower()
+            states[state] = states.get(state, 0) + 1
+        return states
+
     def set_desired(self, count: int) -> None:
         body = _as_model("UpdateScalingGroupOption")(desire_instance_number=count)
         _call("UpdateScalingGroup", self.clients.autoscaling.update_scaling_group,  # idempotent: sets a count
@@ -156,16 +244,26 @@ class AsGroup:
                 return
 
     def _online(self, pool_id: str) -> set[str]:
-        """The servers the pool's health check finds ONLINE (by their ECS id), page by page."""
-        online, marker = set(), None
+        """The servers the pool's health check finds ONLINE (by their ECS id)."""
+        return {member.instance_id for member in self._members(pool_id) if _online(member)}
+
+    def _members(self, pool_id: str) -> Iterator[Any]:
+        marker = None
         while True:
             request = _elb_model("ListMembersRequest")(pool_id=pool_id, limit=MEMBERS_PER_PAGE, marker=marker)
             page = _call("ListMembers", self.clients.elb.list_members, request)
             members = page.members or []
-            online |= {member.instance_id for member in members if _online(member)}
+            yield from members
             marker = page.page_info.next_marker if page.page_info else None
             if not members or not marker:
-                return online
+                return
+
+
+def _utc(moment: Any) -> datetime.datetime:
+    """The SDK's create_time (a datetime, or its ISO text) in UTC."""
+    parsed: datetime.datetime = (datetime.datetime.fromisoformat(moment.replace("Z", "+00:00"))
+                                 if isinstance(moment, str) else moment)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
 
 
 def _online(member: Any) -> bool:

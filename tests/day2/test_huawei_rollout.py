@@ -156,6 +156,23 @@ class AsApi(BaseHTTPRequestHandler):
             return self._answer(200, {"request_id": "r", "members": page, "page_info": {
                 "previous_marker": None, "next_marker": str(start + 1) if more else None,
                 "current_count": len(page)}})
+        if match := re.fullmatch(rf"/v3/{PROJECT_ID}/elb/pools/([\w-]+)", url.path):
+            return self._answer(200, {"request_id": "r", "pool": {
+                "id": match[1], "name": match[1], "loadbalancers": [{"id": "lb-1"}], "listeners": [{"id": "l-1"}]}})
+        if url.path == f"/v3/{PROJECT_ID}/elb/loadbalancers/lb-1":
+            return self._answer(200, {"request_id": "r", "loadbalancer": {
+                "id": "lb-1", "name": "inferstack-huawei-prod-server-lb", "provisioning_status": "ACTIVE",
+                "vip_address": "10.0.0.5", "eips": [{"eip_id": "e-1", "eip_address": "203.0.113.7", "ip_version": 4}]}})
+        if url.path == f"/v3/{PROJECT_ID}/elb/l7policies":
+            assert query.get("action") == ["REDIRECT_TO_POOL"], query
+            policies = [{"id": "p-other", "action": "REDIRECT_TO_POOL", "redirect_pool_id": "pool-x"}]
+            if "canary" in self.groups:
+                policies.append({"id": "p-canary", "action": "REDIRECT_TO_POOL", "redirect_pools_config": [
+                    {"pool_id": "pool-b", "weight": 90}, {"pool_id": self.groups["canary"].pools[0], "weight": 10}]})
+            start = int(query.get("marker", ["0"])[0])  # one policy per page
+            more = start + 1 < len(policies)
+            return self._answer(200, {"request_id": "r", "l7policies": policies[start:start + 1], "page_info": {
+                "next_marker": str(start + 1) if more else None, "current_count": 1}})
         prefix = f"/autoscaling-api/v1/{PROJECT_ID}/"
         path = url.path.removeprefix(prefix)
         if method == "GET" and path == "scaling_group":
@@ -370,3 +387,37 @@ def test_throttled_and_failing_calls_are_tried_again_and_the_last_failure_says_s
     with pytest.raises(day2.CloudQueryError, match=r"ListScalingGroups failed on the service's side \(503 .*after "
                                                    r"4 tries"):
         day2.rollout(STACK, timeout_s=30, poll_s=0, say=lambda _: None)
+
+
+
+def test_status_of_a_huawei_fleet_shows_each_group_its_servers_health_revision_and_the_canarys_weight(as_api):
+    main_group = _deployed(as_api, old=2)
+    main_group.start(main_group.desired - 2, "config-new")
+    main_group.reads = 5  # every server booted: ONLINE in the pools
+    canary = _deployed(as_api, "canary", old=0, desired=1, minimum=1, maximum=2, pools=("pool-canary",))
+    canary.start(1, "config-new")
+    report = day2.status(STACK)
+    main, canary_status = report.groups
+    assert (main.role, main.name, main.desired, main.revision) == ("main", main_group.name, main_group.desired,
+                                                                   "config-new")
+    assert (main.in_service, main.healthy, main.on_other_revision) == (main_group.desired, main_group.desired, 2)
+    assert (canary_status.role, canary_status.healthy) == ("canary", 1)
+    balancer = report.load_balancer
+    assert balancer is not None and (balancer.name, balancer.state, balancer.address) == (
+        "inferstack-huawei-prod-server-lb", "active", "203.0.113.7")
+    assert balancer.canary_weight_percent == 10  # the weighted policy on its second page
+    assert [(t.role, t.name, t.states) for t in balancer.targets] == [
+        ("main", "pool-a", {"healthy": main_group.desired}), ("main", "pool-b", {"healthy": main_group.desired}),
+        ("canary", "pool-canary", {"healthy": 1})]
+    assert any("2 of 4 servers run another template version" in note for note in report.notes)
+
+
+def test_logs_of_a_huawei_stack_say_there_are_none_and_where_to_look(capsys):
+    assert main(["logs", str(STACK)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: inferstack logs cannot ask Huawei Cloud yet: the servers ship no logs")
+
+
+def test_status_of_huawei_loose_servers_says_what_it_cannot_read_yet(as_api, capsys):
+    assert main(["status", str(ROOT / "stacks" / "Pulumi.huawei-dev.yaml")]) == 2
+    assert "a stack of loose servers needs the ECS API, which no extra installs" in capsys.readouterr().err
