@@ -329,6 +329,10 @@ class ModelSpec(_Strict):
         return "custom-model"
 
 
+MAX_DIFFUSION_STEPS = 1000
+"""A diffusion pipeline's step count is a few to a few hundred; 1000 is the usual training schedule's length."""
+
+
 class Traffic(_Strict):
     """How much load the service must carry at peak."""
 
@@ -373,6 +377,13 @@ class Traffic(_Strict):
         ge=1,
         le=MAX_ITEMS_PER_REQUEST,
         description="Images, sequences or audio clips per request (non-LLM models).",
+    )
+    diffusion_steps: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_DIFFUSION_STEPS,
+        description="Denoising steps per image (image-generation models whose registry entry counts a step; "
+        "default: the entry's basis, 30 for sdxl).",
     )
 
     @model_validator(mode="after")

@@ -221,6 +221,11 @@ def _context_tokens(spec: WorkloadSpec, model: ResolvedModel, assumptions: list[
 
 
 def _check_token_targets(spec: WorkloadSpec, model: ResolvedModel) -> None:
+    steps = spec.traffic.diffusion_steps
+    if steps is not None and model.step is None:
+        raise input_error("traffic.diffusion_steps", f"does not apply to {model.name}: its registry entry counts no "
+                          "denoising step", value=steps, fix="remove it (it sizes image-generation models whose "
+                          "entry has gflops_per_step, e.g. sdxl)")
     if model.is_llm:
         return
     problems = [

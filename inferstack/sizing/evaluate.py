@@ -668,6 +668,7 @@ def _size_items(demand: Demand, candidate: Candidate) -> Sizing:
         cpu=offer.cpu,
         ram_gib=offer.memory_gib,
         sequence_tokens=demand.prompt_tokens,
+        diffusion_steps=demand.spec.traffic.diffusion_steps,
     )
     items = demand.items_per_request
     max_batch = server.max_batch()

@@ -187,6 +187,11 @@ def _model_line(demand: Demand, chosen: Priced) -> str:
     candidate = sizing.candidate
     split = f", {sizing.weights_gib:.2f} GiB per GPU" if candidate.offer.gpu_count > 1 and model.is_llm else ""
     params = f"{model.params / 1e9:.2f} B" if model.params >= 1e9 else f"{model.params / 1e6:.0f} M"
+    if model.step is not None:  # a diffusion model: its steps per image set its compute
+        steps = demand.spec.traffic.diffusion_steps or model.step.default_steps
+        split += (f", {steps} denoising steps per image ({model.gflops_per_item(0, steps):,.0f} GFLOPs: "
+                  f"{model.step.gflops:,.1f} per step, {model.step.fixed_gflops:,.1f} once"
+                  + ("; traffic.diffusion_steps sets it" if demand.spec.traffic.diffusion_steps is None else "") + ")")
     kept = model.arch.linear_params_kept(candidate.precision.value) if model.arch else 0
     checkpoint = (f" Sized as the published {candidate.precision.value} checkpoint, which keeps {kept / 1e9:.1f} B "
                   "parameters of its linear layers in 16 bit (its quantization_config)." if kept else "")

@@ -45,6 +45,7 @@ class ItemServer:
     cpu: CpuSpec | None = None
     ram_gib: float = 0.0
     sequence_tokens: int = 128
+    diffusion_steps: int | None = None  # the workload's steps per image (None: the registry's basis)
 
     @cached_property
     def weights_gib(self) -> float:
@@ -52,7 +53,7 @@ class ItemServer:
 
     @cached_property
     def flops_per_item(self) -> float:
-        return self.model.gflops_per_item(self.sequence_tokens) * 1e9
+        return self.model.gflops_per_item(self.sequence_tokens, self.diffusion_steps) * 1e9
 
     @property
     def capacity_gib(self) -> float:

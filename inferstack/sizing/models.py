@@ -33,18 +33,32 @@ class ResolvedModel(NamedTuple):
     params: float  # total parameters
     gflops_per_request: float | None  # non-transformer models: compute per item, as published/derived
     gflops_basis: str | None
+    step: DiffusionStep | None = None  # diffusion models: what one denoising step and the rest of an item cost
 
     @property
     def is_llm(self) -> bool:
         return self.kind == "llm"
 
-    def gflops_per_item(self, sequence_tokens: int) -> float:
-        """Compute for one item: from the architecture for encoders, else the registry figure."""
+    def gflops_per_item(self, sequence_tokens: int, steps: int | None = None) -> float:
+        """Compute for one item: from the architecture for encoders; for a diffusion model at `steps` denoising steps
+        (None: its basis), its steps plus the once-per-image work; else the registry figure."""
         if self.arch is not None and self.arch.encoder_only:
             return self.arch.prefill_flops(sequence_tokens) / 1e9
+        if self.step is not None:
+            return self.step.fixed_gflops + (steps or self.step.default_steps) * self.step.gflops
         if self.gflops_per_request is None:
             raise ValueError(f"{self.name}: no compute figure")
         return self.gflops_per_request
+
+
+class DiffusionStep(NamedTuple):
+    """A diffusion model's compute by step (registry `gflops_per_step`, `gflops_fixed`, `default_steps`): each
+    denoising step (the UNet, twice under classifier-free guidance) and the once-per-image rest (text encoders, VAE
+    decode); `gflops_per_request` is the entry's basis at `default_steps`."""
+
+    gflops: float
+    fixed_gflops: float
+    default_steps: int
 
 
 @cache
@@ -88,6 +102,8 @@ def _from_entry(entry: dict[str, Any]) -> ResolvedModel:
         params=params,
         gflops_per_request=entry.get("gflops_per_request"),
         gflops_basis=entry.get("gflops_basis"),
+        step=DiffusionStep(entry["gflops_per_step"], entry["gflops_fixed"], entry["default_steps"])
+        if "gflops_per_step" in entry else None,
     )
 
 

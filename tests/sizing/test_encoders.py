@@ -199,3 +199,31 @@ def cpu_plan_warnings(precision: str) -> list[str]:
 def test_an_int8_encoder_on_amx_is_not_flagged_uncalibrated_but_fp32_is():
     assert not any("uncalibrated" in w for w in cpu_plan_warnings("int8"))
     assert any("uncalibrated" in w and "fp32 vector peak" in w for w in cpu_plan_warnings("fp32"))
+
+
+def test_sdxl_is_sized_from_its_denoising_steps_and_the_field_is_refused_where_it_does_not_apply():
+    """Issue 26 item 5: a diffusion model's compute is its steps (the UNet twice under guidance) plus the
+    once-per-image rest, from the registry's derivation; traffic.diffusion_steps sets the steps."""
+    from inferstack.errors import InputError
+    from inferstack.sizing.models import lookup
+    from inferstack.sizing.planner import plan_workload
+    from inferstack.spec import parse_workload
+
+    sdxl = lookup("sdxl")
+    assert sdxl.step is not None and sdxl.step.default_steps == 30
+    basis = sdxl.gflops_per_item(0)
+    assert abs(basis - sdxl.gflops_per_request) / sdxl.gflops_per_request < 1e-5  # the entry's 30-step figure
+    assert sdxl.gflops_per_item(0, 60) == sdxl.step.fixed_gflops + 60 * sdxl.step.gflops
+    base = {"name": "img", "model": "sdxl", "precision": "fp16", "traffic": {"requests_per_s": 1.0},
+            "slo": {"latency_p95_ms": 60000}, "stage": "internal", "placement": {"clouds": ["aws"]}}
+    plans = {steps: plan_workload(parse_workload({**base, "traffic": {"requests_per_s": 1.0,
+                                                                       "diffusion_steps": steps}})).outcome("aws")
+             for steps in (15, 60)}
+    few, many = plans[15].chosen, plans[60].chosen
+    assert few is not None and many is not None
+    per_replica = {n: p.performance.capacity_requests_per_s / p.replicas for n, p in ((15, few), (60, many))}
+    assert per_replica[60] < per_replica[15]
+    assert "60 denoising steps per image" in many.rationale[0]
+    with pytest.raises(InputError, match=r"traffic\.diffusion_steps: does not apply to llama-3\.1-8b"):
+        plan_workload(parse_workload({**base, "model": "llama-3.1-8b", "slo": {},
+                                      "traffic": {"requests_per_s": 1.0, "diffusion_steps": 30}}))
