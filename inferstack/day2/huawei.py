@@ -155,19 +155,28 @@ def _load_balancer(clients: Clients, groups: dict[str, AsGroup], pools: dict[str
 
 def _canary_weight(clients: Clients, canary_pools: list[str]) -> int | None:
     """The canary pool's share of the weighted forwarding policy (fleet.py `weighted_policy`), in percent."""
+    policies = _listed("ListL7Policies", clients.elb.list_l7_policies, "l7policies", lambda marker: _elb_model(
+        "ListL7PoliciesRequest")(action=["REDIRECT_TO_POOL"], limit=MEMBERS_PER_PAGE, marker=marker))
+    for policy in policies:
+        weights = {config.pool_id: config.weight for config in policy.redirect_pools_config or []}
+        if any(pool in weights for pool in canary_pools):
+            total = sum(weights.values())
+            return round(100 * sum(weights.get(pool, 0) for pool in canary_pools) / total) if total else 0
+    return None
+
+
+def _listed(operation: str, method: Callable[[Any], Any], field: str,
+            request_of: Callable[[str | None], Any]) -> Iterator[Any]:
+    """Every item of a marker-paged ELB v3 list (`field` of each page), asking for the next page only when the
+    caller reads past the last one."""
     marker = None
     while True:
-        request = _elb_model("ListL7PoliciesRequest")(action=["REDIRECT_TO_POOL"], limit=MEMBERS_PER_PAGE,
-                                                      marker=marker)
-        page = _call("ListL7Policies", clients.elb.list_l7_policies, request)
-        for policy in page.l7policies or []:
-            weights = {config.pool_id: config.weight for config in policy.redirect_pools_config or []}
-            if any(pool in weights for pool in canary_pools):
-                total = sum(weights.values())
-                return round(100 * sum(weights.get(pool, 0) for pool in canary_pools) / total) if total else 0
+        page = _call(operation, method, request_of(marker))
+        items = getattr(page, field) or []
+        yield from items
         marker = page.page_info.next_marker if page.page_info else None
-        if not page.l7policies or not marker:
-            return None
+        if not items or not marker:
+            return
 
 
 #### Rollout ####
@@ -190,26 +199,21 @@ class AsGroup:
                           removes_old_first=group.instance_terminate_policy == TERMINATE_OLD_FIRST)
 
     def members(self) -> list[Member]:
-        pools = [listener.pool_id for listener in self._group().lbaas_listeners or []]
-        online = [self._online(pool) for pool in pools]
+        _, instances = self._health(self._group())
         return [Member(id=instance.instance_id, configuration=instance.scaling_configuration_id or "",
-                       serving=instance.life_cycle_state == IN_SERVICE and bool(pools)
-                       and all(instance.instance_id in ids for ids in online))
-                for instance in self._instances()]
+                       serving=instance.life_cycle_state == IN_SERVICE and bool(healthy))
+                for instance, healthy in instances]
 
     def status(self, role: str) -> tuple[GroupStatus, list[str]]:
         """The group as `status` shows it, and its pools."""
         group = self._group()
-        pools = [listener.pool_id for listener in group.lbaas_listeners or []]
-        online = [self._online(pool) for pool in pools]
+        pools, instances = self._health(group)
         servers = [Server(id=instance.instance_id, state=instance.life_cycle_state,
                           launched_at=_utc(instance.create_time),
                           in_service=instance.life_cycle_state == IN_SERVICE,
                           # A pay-per-use server is billed while it exists; AS stops none of its servers.
-                          billed=True,
-                          healthy=all(instance.instance_id in ids for ids in online) if pools else None,
-                          revision=instance.scaling_configuration_id or None)
-                   for instance in self._instances()]
+                          billed=True, healthy=healthy, revision=instance.scaling_configuration_id or None)
+                   for instance, healthy in instances]
         return GroupStatus(role=role, name=self.name, desired=group.desire_instance_number,
                            min_size=group.min_instance_number, max_size=group.max_instance_number,
                            template=None, revision=group.scaling_configuration_id, servers=servers), pools
@@ -243,20 +247,17 @@ class AsGroup:
             if not instances or start >= (page.total_number or 0):
                 return
 
-    def _online(self, pool_id: str) -> set[str]:
-        """The servers the pool's health check finds ONLINE (by their ECS id)."""
-        return {member.instance_id for member in self._members(pool_id) if _online(member)}
+    def _health(self, group: Any) -> tuple[list[str], list[tuple[Any, bool | None]]]:
+        """The group's pools, and each of its instances with whether the ELB finds it ONLINE in every one of them
+        (None: the group is in no pool)."""
+        pools = [listener.pool_id for listener in group.lbaas_listeners or []]
+        online = [{member.instance_id for member in self._members(pool) if _online(member)} for pool in pools]
+        return pools, [(instance, all(instance.instance_id in ids for ids in online) if pools else None)
+                       for instance in self._instances()]
 
     def _members(self, pool_id: str) -> Iterator[Any]:
-        marker = None
-        while True:
-            request = _elb_model("ListMembersRequest")(pool_id=pool_id, limit=MEMBERS_PER_PAGE, marker=marker)
-            page = _call("ListMembers", self.clients.elb.list_members, request)
-            members = page.members or []
-            yield from members
-            marker = page.page_info.next_marker if page.page_info else None
-            if not members or not marker:
-                return
+        return _listed("ListMembers", self.clients.elb.list_members, "members", lambda marker: _elb_model(
+            "ListMembersRequest")(pool_id=pool_id, limit=MEMBERS_PER_PAGE, marker=marker))
 
 
 def _utc(moment: Any) -> datetime.datetime:

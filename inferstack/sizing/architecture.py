@@ -172,6 +172,8 @@ class LlmArchitecture:
         none kept, or no checkpoint known). A pattern matches a module or any module under it (`model.layers.0`
         covers that layer's attention and MLP); `lm_head` and `model.embed_tokens` are 16-bit anyway."""
         patterns = self.kept_at(precision)
+        if not patterns:  # most models at most precisions: no walk over every layer's modules
+            return 0
         return sum(count for name, count in self.linear_modules if any(_covers(p, name) for p in patterns))
 
     @cached_property

@@ -649,15 +649,15 @@ def _spot_above_floor(demand: Demand, priced: Priced, ranked: list[Priced], flee
         and p.sizing.candidate.offer.vcpus >= offer.vcpus and p.sizing.candidate.offer.memory_gib >= offer.memory_gib]
     spot = book.spot_price(offer.cloud, priced.region, offer.name)
     base, above = fleet.min_replicas, fleet.max_replicas - fleet.min_replicas
-    hourly, currency = priced.price.hourly_per_instance, spec.placement.currency
+    # A borrowed on-demand price (another region's) is not blended with this region's spot price.
+    hourly = None if priced.price.substitute else priced.price.hourly_per_instance
+    currency = spec.placement.currency
 
     def monthly(amount: float | None, billed_in: str) -> Money | None:  # in the report's currency, like the cost row
         converted = None if amount is None else book.rates.convert(amount * HOURS_PER_MONTH, billed_in, currency)
         return None if converted is None else Money(amount=converted, currency=currency)
 
-    # A borrowed on-demand price (another region's) is not blended with this region's spot price.
-    sound = hourly is not None and not priced.price.substitute
-    on_demand = monthly(hourly.amount * base, hourly.currency) if hourly and sound else None
+    on_demand = monthly(hourly.amount * base, hourly.currency) if hourly else None
     spot_part = monthly(spot.amount_per_hour * above, spot.currency) if spot else None
     return SpotAboveFloor(
         on_demand_base=base,
@@ -668,8 +668,7 @@ def _spot_above_floor(demand: Demand, priced: Priced, ranked: list[Priced], flee
         spot_price_date=spot.source_date if spot else None,
         monthly_at_ceiling=(Money(amount=on_demand.amount + spot_part.amount, currency=currency)
                             if on_demand and spot_part else None),
-        on_demand_monthly_at_ceiling=(monthly(hourly.amount * (base + above), hourly.currency)
-                                      if hourly and sound else None),
+        on_demand_monthly_at_ceiling=monthly(hourly.amount * (base + above), hourly.currency) if hourly else None,
     )
 
 

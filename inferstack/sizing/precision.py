@@ -75,11 +75,10 @@ def quantized_params(arch: LlmArchitecture, precision: Precision) -> int:
 def quantized_share(arch: LlmArchitecture, precision: Precision) -> float:
     """The share of the blocks' linear work the quantized format carries (1.0 unless the checkpoint keeps modules
     in 16 bit): the rest runs at the 16-bit rate."""
-    fmt = FORMATS[precision]
-    if fmt.scope != "linear":
+    if FORMATS[precision].scope != "linear":
         return 1.0
     blocks = arch.params - arch.embedding_params
-    return (blocks - arch.linear_params_kept(precision.value)) / blocks if blocks else 1.0
+    return quantized_params(arch, precision) / blocks if blocks else 1.0
 
 
 def kv_bytes_per_element(kv_dtype: KvCacheDtype, precision: Precision) -> float:
