@@ -90,6 +90,19 @@ class CloudFacts(NamedTuple):
     """Whether its managed group can keep a base of on-demand servers and add spot ones above it, with several
     instance types to fall back on: the planner writes `plan.spot_above_floor` only where it can, and the capability
     tables (`Capability.SPOT_ABOVE_FLOOR`) give the reasons."""
+    image_id_pattern: re.Pattern[str]
+    """The shape of its image ids, as a workload brings one (`startup.image`; `re.fullmatch` it)."""
+    baked_image: bool
+    """Whether the components build its server image themselves (workload `startup.image: baked`); elsewhere a workload
+    brings its own, and the capability tables (`Capability.BAKED_IMAGE`) give the reasons."""
+    model_streaming: bool
+    """Whether its servers' runtime may stream the weights from its bucket (workload `startup.model_loading: stream`):
+    the components give the runtime credentials of its own, limited to reading the model; the capability tables
+    (`Capability.MODEL_STREAMING`) give the reasons where not."""
+    warm_pool: bool
+    """Whether its managed group can keep servers prepared and stopped for scale-out (AWS Auto Scaling warm pools):
+    the planner writes `plan.startup.warm_pool` only where it can, and the capability tables
+    (`Capability.WARM_POOL`) give the reasons."""
     plot_colour: str
     """Its colour in `inferstack plan --plot`."""
 
@@ -142,6 +155,10 @@ AWS = CloudFacts(
     rolling_update=True,  # ASG instance refresh
     rollout_command=False,  # the group rolls itself
     on_demand_floor=True,  # ASG mixed instances policy
+    image_id_pattern=re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$"),  # ami- and 8 or 17 hex digits (EC2 API)
+    baked_image=True,  # EC2 Image Builder
+    model_streaming=True,  # S3, credentials from a role of its own (STS AssumeRole)
+    warm_pool=True,  # Auto Scaling warm pools
     plot_colour="#ff9900",
 )
 GCP = CloudFacts(
@@ -164,6 +181,12 @@ GCP = CloudFacts(
     rolling_update=True,  # MIG update policy
     rollout_command=False,  # the group rolls itself
     on_demand_floor=False,  # a MIG's template has one provisioning model
+    # An image's self link within its project, or its family (the newest image in it): compute.Image names.
+    image_id_pattern=re.compile(r"^projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/global/images/(family/)?"
+                                r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"),
+    baked_image=False,  # brought images only: see Capability.BAKED_IMAGE
+    model_streaming=False,  # not built: see Capability.MODEL_STREAMING
+    warm_pool=False,  # not built: see Capability.WARM_POOL
     plot_colour="#4285f4",
 )
 ALIBABA = CloudFacts(
@@ -182,6 +205,10 @@ ALIBABA = CloudFacts(
     rolling_update=False,  # ESS instance refresh needs the Priority policy
     rollout_command=False,  # not built yet
     on_demand_floor=True,  # ESS on-demand base capacity, several instance types
+    image_id_pattern=re.compile(r"^m-[0-9a-z]{10,30}$"),  # custom image ids: m- and letters or digits
+    baked_image=False,  # brought images only: see Capability.BAKED_IMAGE
+    model_streaming=False,  # not built: see Capability.MODEL_STREAMING
+    warm_pool=False,  # not built: see Capability.WARM_POOL
     plot_colour="#e4393c",
 )
 HUAWEI = CloudFacts(
@@ -203,6 +230,10 @@ HUAWEI = CloudFacts(
     rolling_update=False,  # AS has no instance refresh
     rollout_command=True,  # day2/huawei.py drives AS
     on_demand_floor=False,  # an AS configuration is all spot or none
+    image_id_pattern=re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"),  # IMS image ids
+    baked_image=False,  # brought images only: see Capability.BAKED_IMAGE
+    model_streaming=False,  # not built: see Capability.MODEL_STREAMING
+    warm_pool=False,  # not built: see Capability.WARM_POOL
     plot_colour="#7b3fb0",
 )
 

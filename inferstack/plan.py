@@ -8,7 +8,7 @@ when nothing fits. All models are plain, frozen pydantic data: printable, diffab
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -25,6 +25,7 @@ from inferstack.spec import (
     WORKLOAD_NAME_PATTERN,
     Cache,
     Engine,
+    ImageReference,
     KvCacheDtype,
     ModelKind,
     Precision,
@@ -283,32 +284,90 @@ COLD_START_PHASES: tuple[ColdStartPhaseName, ...] = ("vm_boot", "metadata_firewa
 
 
 class ColdStartPhase(_Frozen):
-    """One boot phase's estimated duration, and what the figure rests on."""
+    """One boot phase's estimated duration, when it starts, and what the figure rests on."""
 
     phase: ColdStartPhaseName
     seconds: int = Field(ge=0)
+    start_s: int = Field(ge=0, description="Seconds after the server's launch at which the phase starts: the model "
+                                           "sync runs beside the runtime's and the gateway's installs (and beside "
+                                           "the load when the runtime streams the weights).")
     basis: str = Field(description="How the figure was reached: sizes, rates and their sources or assumptions.")
+
+    @property
+    def end_s(self) -> int:
+        return self.start_s + self.seconds
 
 
 class ColdStart(_Frozen):
     """Estimated seconds from a new server's start to its first healthy answer, by boot phase (sizing/coldstart.py).
-    The boot log's `inferstack-phase` lines give the real figure per phase to compare with."""
+    The boot log's `inferstack-phase` lines give the real figure per phase, with its start, to compare with."""
 
-    total_s: int = Field(ge=1, description="The sum of the phases.")
+    total_s: int = Field(ge=1, description="When the last phase ends: the boot's critical path.")
     phases: list[ColdStartPhase] = Field(description="Every boot phase, in boot order.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _sequential_when_unstated(cls, value: Any) -> Any:
+        """A plan written before phases had a start ran them one after the other."""
+        if isinstance(value, dict) and all(isinstance(p, dict) and "start_s" not in p for p in value.get("phases", ())):
+            start, phases = 0, []
+            for phase in value.get("phases", ()):
+                phases.append({**phase, "start_s": start})
+                start += int(phase.get("seconds", 0))
+            return {**value, "phases": phases}
+        return value
+
     @model_validator(mode="after")
-    def _phases_in_order_and_summed(self) -> ColdStart:
+    def _phases_in_order_and_timed(self) -> ColdStart:
         names = tuple(phase.phase for phase in self.phases)
         if names != COLD_START_PHASES:
             raise ValueError(f"cold start phases must be {', '.join(COLD_START_PHASES)} in that order, not "
                              f"{', '.join(names)}")
-        if self.total_s != sum(phase.seconds for phase in self.phases):
-            raise ValueError(f"cold start total_s {self.total_s} is not the sum of its phases")
+        if self.total_s != max(phase.end_s for phase in self.phases):
+            raise ValueError(f"cold start total_s {self.total_s} is not when its last phase ends")
         return self
 
     def seconds(self, phase: ColdStartPhaseName) -> int:
         return next(p.seconds for p in self.phases if p.phase == phase)
+
+
+ServerImageKind = Literal["default", "baked", "brought"]
+
+
+class WarmPool(_Frozen):
+    """Servers prepared ahead and kept stopped (AWS Auto Scaling warm pool): each boots once into the pool (driver,
+    runtime, model on its disks), stops, and starts from there when the autoscaler adds a server; servers removed by
+    scale-in return to it."""
+
+    servers: int = Field(ge=1, description="Stopped servers kept: the fleet's burst, max_replicas - min_replicas.")
+    disk_gib: int = Field(ge=1, description="The disk each stopped server keeps (billed while stopped).")
+    monthly_storage: Money | None = Field(
+        description="What the stopped servers' disks cost a month, in the report's currency (None: no storage price "
+                    "is known for the region).")
+    storage_price_basis: str = Field(description="The storage price used, its source and date, or why none.")
+
+
+class ServerStartup(_Frozen):
+    """How a new server reaches its first answer: the image it boots, how the weights reach the runtime, and the warm
+    capacity that shortens scale-out (workload `startup`)."""
+
+    image: ServerImageKind = Field(
+        default="default", description="default: the cloud's driver-ready (or plain) image, everything installed at "
+                                       "boot; baked: an image built by the stack with driver, container runtime, the "
+                                       "pinned runtime image and the gateway's packages; brought: the workload's "
+                                       "image.")
+    image_id: ImageReference | None = Field(default=None, description="The brought image's id.")
+    model_loading: Literal["download", "stream"] = Field(
+        default="download", description="download: the sync fetches and verifies the weights onto the server's disk, "
+                                        "then the runtime loads them; stream: the runtime streams them from the bucket "
+                                        "into GPU memory while the sync fetches and verifies them beside it (the "
+                                        "endpoint opens only after both).")
+    warm_pool: WarmPool | None = Field(default=None, description="Stopped servers kept for scale-out; None: none.")
+    warm_start: ColdStart | None = Field(
+        default=None, description="A server's start from the warm pool to its first answer, by phase; None without "
+                                  "a warm pool.")
+    notes: list[str] = Field(default=[], description="Where the workload's startup choices do not apply on this "
+                                                     "cloud, and why.")
 
 
 class Fleet(_Frozen):
@@ -488,6 +547,9 @@ class DeploymentPlan(_Frozen):
     cold_start: ColdStart | None = Field(
         default=None, description="Boot to first healthy answer, by phase. The planner writes it on every plan; None "
                                   "only in plans written before it existed.")
+    startup: ServerStartup = Field(
+        default=ServerStartup(), description="How its servers start: image, model loading and warm pool (workload "
+                                             "`startup`).")
     fleet: Fleet | None = Field(
         default=None, description="The autoscaled group behind a load balancer; None: one server on its own "
                                   "(validation and internal plans of one replica).")

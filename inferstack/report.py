@@ -185,6 +185,7 @@ def _plan_column(plan: DeploymentPlan | None) -> list[Cell]:
         _fleet(plan),
         _rollout(plan),
         _capacity_mix(plan),
+        _startup(plan),
     ]
 
 
@@ -210,7 +211,7 @@ def _fleet(plan: DeploymentPlan) -> str:
     if fleet is None:
         return "one server"
     return (f"{fleet.min_replicas}–{fleet.max_replicas} at {fleet.target_requests_per_s:.3g} req/s each, "
-            f"warm-up {fleet.cold_start_s // 60} min")
+            f"warm-up {fleet.scale_out_cooldown_s / 60:.1f} min")
 
 
 def _rollout(plan: DeploymentPlan) -> str:
@@ -230,6 +231,17 @@ def _capacity_mix(plan: DeploymentPlan) -> str:
     if spot.monthly_at_ceiling is None or spot.on_demand_monthly_at_ceiling is None:
         return f"{mix}, spot price unknown"
     return f"{mix}: {spot.monthly_at_ceiling} at the ceiling vs {spot.on_demand_monthly_at_ceiling}"
+
+
+def _startup(plan: DeploymentPlan) -> str:
+    """The image, how the weights load, and the warm pool with its disks' monthly cost (beside the servers' cost)."""
+    startup = plan.startup
+    text = f"{startup.image} image, {startup.model_loading}"
+    pool = startup.warm_pool
+    if pool is None:
+        return text
+    storage = f"{pool.monthly_storage}/month" if pool.monthly_storage else "disk price unknown"
+    return f"{text}; warm pool {pool.servers} stopped ({storage})"
 
 
 PLAN_ROWS = [
@@ -255,6 +267,7 @@ PLAN_ROWS = [
     "fleet (autoscaled, behind HTTPS)",
     "rollout (servers by surge, time)",
     "capacity (on-demand + spot)",
+    "startup (image, weights, warm pool)",
 ]
 
 

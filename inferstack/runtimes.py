@@ -118,7 +118,15 @@ class RuntimeFacts(NamedTuple):
     """Completion routes, whose answers the cache keeps when the request is deterministic: temperature 0 (greedy
     decoding) and a single choice."""
     warmup_s: int
-    """From its process start to its first answer, beyond reading the weights (cold start)."""
+    """From its process start to its first answer, beyond reading the weights, on a server that has never run it
+    (its compile and kernel caches empty)."""
+    warmup_cached_s: int
+    """The same where its caches are on the disk already: a baked image, or a warm-pool server that served before."""
+    warmup_basis: str
+    """Where both figures come from."""
+    streams_weights: bool
+    """Whether it streams the weights from the bucket into GPU memory itself (workload `startup.model_loading:
+    stream`): vLLM with the Run:ai Model Streamer (`--load-format runai_streamer`)."""
     gpu_memory_fraction: float | None
     """The share of each GPU's memory it takes (`serving.gpu_memory_utilization`); None: what it needs."""
     backend_gpu: Backend | None
@@ -153,8 +161,10 @@ VLLM = RuntimeFacts(
     # CUDA kernels, so native mode needs only a driver.
     image_gpu="vllm/vllm-openai:v0.12.0",
     image_cpu=None,
-    image_download_gb=10,  # ~10 GB (docs/bootstrap.md)
-    disk_gib=20,  # container image on disk
+    # "the image is around 12 GB" to pull (vllm-project/vllm#27154, 2025-10-18); on disk "vllm-openai:latest docker
+    # image: 28.6 GB" (vllm-project/vllm#22377, 2025-08-06): 26.6 GiB, rounded up.
+    image_download_gb=12,
+    disk_gib=30,  # container image on disk
     native=NativeInstall(
         pip_requirement="vllm==0.12.0", pip_distribution="vllm", pip_version="0.12.0",
         apt_packages=("python3-venv",), devices=("gpu",),
@@ -170,9 +180,19 @@ VLLM = RuntimeFacts(
     api_prefixes=("/v1/",),
     cache_deterministic_prefixes=("/v1/embeddings", "/v1/classify", "/v1/score", "/v1/rerank"),
     cache_completion_routes=("/v1/completions", "/v1/chat/completions"),
-    # Its start, torch.compile and CUDA-graph capture (assumption, from docs/bootstrap.md: an 8B model loads in 1-3
-    # min including its weights).
-    warmup_s=90,
+    # Llama-3.1-8B on one L40S, start-up by phase (Tensorfuse, "Reducing GPU Cold Start Time when using vLLM",
+    # tensorfuse.io/docs/blogs/reducing_gpu_cold_start, 2025-09-01): Dynamo 10 s + graph compilation 42 s + graph
+    # capture 54 s + engine init and imports 94 s = 200 s beside 33 s of weight loading; with /root/.cache kept
+    # (torch.compile, Triton and FlashInfer caches) 10 + 13 + 7 + 34 = 64 s. One published 8B breakdown: on an
+    # H100 NVL vLLM 0.24 reached /health in 86.6 s cold and 28.8 s with its kernel cache prebuilt
+    # (vllm-project/vllm#47456, 2026-07-06), so the figures are an L40S's, high for faster GPUs.
+    warmup_s=200,
+    warmup_cached_s=64,
+    warmup_basis="Llama-3.1-8B on L40S (Tensorfuse 2025-09-01)",
+    # The image bundles runai-model-streamer (vllm-project/vllm#26464, merged before v0.12.0, and setup.py's `runai`
+    # extra, runai-model-streamer[s3,gcs]; not checked in the v0.12.0 image itself): without it the runtime fails
+    # to start, and the boot with it (docs/cold-start.md).
+    streams_weights=True,
     gpu_memory_fraction=0.9,  # vLLM's default --gpu-memory-utilization
     backend_gpu=None,
     backend_cpu=None,
@@ -213,6 +233,9 @@ LLAMACPP = RuntimeFacts(
     cache_deterministic_prefixes=("/v1/embeddings",),
     cache_completion_routes=("/v1/completions", "/v1/chat/completions"),
     warmup_s=0,  # starts in seconds
+    warmup_cached_s=0,
+    warmup_basis="starts in seconds",
+    streams_weights=False,
     gpu_memory_fraction=None,
     backend_gpu=None,
     backend_cpu=None,
@@ -238,6 +261,9 @@ TRITON = RuntimeFacts(
     cache_deterministic_prefixes=("/v2/models/",),
     cache_completion_routes=(),
     warmup_s=0,  # starts in seconds
+    warmup_cached_s=0,
+    warmup_basis="starts in seconds",
+    streams_weights=False,
     gpu_memory_fraction=None,
     backend_gpu="onnxruntime",
     backend_cpu="openvino",

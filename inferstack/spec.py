@@ -176,8 +176,8 @@ def _precision_choice(value: Any) -> Any:
         try:
             return Precision(normalise_enum_text(item))
         except ValueError:
-            raise ValueError(f"{item!r} is not a precision: use one of {', '.join(p.value for p in Precision)}, "
-                             "auto, or a list of precisions") from None
+            raise ValueError(f"{shown_value(item)} is not a precision: use one of "
+                             f"{', '.join(p.value for p in Precision)}, auto, or a list of precisions") from None
 
     if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
         return None if value is None else "auto"
@@ -542,6 +542,44 @@ class Canary(_Strict):
         "servers stay for inspection; drop `canary` to remove them).")
 
 
+IMAGE_REFERENCE_PATTERN = "|".join(f"({facts.image_id_pattern.pattern})" for facts in CLOUD_FACTS.values())
+ImageReference = Annotated[str, StringConstraints(pattern=IMAGE_REFERENCE_PATTERN)]
+"""A server image a workload brings: an id of the shape its cloud gives (`CloudFacts.image_id_pattern`)."""
+
+
+class Startup(_Strict):
+    """How a new server gets to its first answer (docs/cold-start.md): the image it boots, how the weights reach the
+    runtime, and stopped servers kept ready for scale-out. Each choice applies where the plan's cloud, engine and
+    fleet have it; where not, the plan says so and starts the default way."""
+
+    image: Literal["default", "baked"] | dict[Cloud, ImageReference] = Field(
+        default="default",
+        description="default: the cloud's driver-ready (or plain) image, everything else installed at boot; baked: "
+        "an image the stack builds with the driver, the container runtime, the pinned runtime image and the "
+        "gateway's packages (AWS: EC2 Image Builder); or your own image per cloud, e.g. {aws: ami-0123456789abcdef0} "
+        "(built with `inferstack`'s bake step, docs/cold-start.md).")
+    model_loading: Literal["download", "stream"] = Field(
+        default="download",
+        description="download: the server fetches and verifies the weights onto its disk beside the runtime's "
+        "install, then the runtime loads them; stream: vLLM streams them from the bucket into GPU memory (Run:ai "
+        "Model Streamer, AWS S3) while the server fetches and verifies them beside it, the endpoint opening only "
+        "after both.")
+    warm_pool: bool = Field(
+        default=False,
+        description="Keep the fleet's burst (max_replicas - min_replicas) as prepared, stopped servers that scale-out "
+        "starts in place of new ones (AWS Auto Scaling warm pool; their disks are billed: the plan states it).")
+
+    @model_validator(mode="after")
+    def _images_fit_their_clouds(self) -> Startup:
+        if isinstance(self.image, dict):
+            for cloud, image in self.image.items():
+                facts = CLOUD_FACTS[cloud]
+                if not facts.image_id_pattern.fullmatch(image):
+                    raise ValueError(f"image: {shown_value(image)} is not an {facts.display_name} image id (the "
+                                     f"shape {facts.image_id_pattern.pattern})")
+        return self
+
+
 class WorkloadSpec(_Strict):
     """An inference workload: the model, its precision, the traffic, the targets and the placement."""
 
@@ -583,6 +621,12 @@ class WorkloadSpec(_Strict):
         default=None,
         description="An inference cache in a managed Redis (TLS, auth, private network), e.g. {ttl_seconds: 3600, "
         "expected_hit_rate: 0.2}; none by default.",
+    )
+
+    startup: Startup = Field(
+        default=Startup(),
+        description="How new servers start: image (default, baked, or yours per cloud), model_loading (download or "
+        "stream) and warm_pool (stopped servers for scale-out).",
     )
 
     canary: Canary | None = Field(

@@ -28,6 +28,9 @@ ENDPOINT_PATTERN = (r"^(https://[a-z0-9.-]+|http://(127\.[0-9]{1,3}\.[0-9]{1,3}\
                     r"(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$")
 # Any cloud's bucket (the cloud's own grammar is checked by `bucket_problem` once the cloud is known).
 ANY_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"
+# An IAM role's ARN: partition, 12-digit account, an optional path and the role's name (IAM User Guide, "IAM
+# identifiers": names of up to 64 of [A-Za-z0-9+=,.@_-], paths of the same characters between slashes).
+ROLE_ARN_PATTERN = r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/([A-Za-z0-9+=,.@_-]+/)*[A-Za-z0-9+=,.@_-]{1,64}$"
 
 SecretRef = Annotated[str, StringConstraints(pattern=SECRET_REF_PATTERN)]
 Endpoint = Annotated[str, StringConstraints(pattern=ENDPOINT_PATTERN)]
@@ -89,6 +92,12 @@ class BootstrapOptions(BaseModel):
         default=None,
         description="Where the cloud's monitoring agent sends the server's metrics and logs "
                     "(`bootstrap.telemetry`). None: no agent is installed.",
+    )
+    model_reader_role: str | None = Field(
+        default=None, pattern=ROLE_ARN_PATTERN,
+        description="AWS, a plan whose runtime streams the weights (`plan.startup.model_loading: stream`): the ARN of "
+                    "the role that may only read the model's prefix, which the server assumes at each start of the "
+                    "runtime to hand the runtime credentials of its own (never the instance's). None otherwise.",
     )
     group: ServerGroup = Field(
         default="main",

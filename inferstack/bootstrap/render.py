@@ -48,6 +48,7 @@ from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan
 from inferstack.runtimes import RUNTIME_FACTS, Mode
+from inferstack.sizing.coldstart import STREAM_CONCURRENCY
 
 LIB_DIR = "/usr/local/lib/inferstack"
 CONFIG_DIR = "/etc/inferstack"
@@ -55,6 +56,9 @@ UNIT_DIR = "/etc/systemd/system"
 SECRETS_DIR = "/run/inferstack-secrets"
 """Root-only (0700): secrets fetched at each start. systemd reads them for a unit (EnvironmentFile=, as root)."""
 SERVER_SECRETS = f"{SECRETS_DIR}/server.env"
+RUNTIME_CREDENTIALS = f"{SECRETS_DIR}/runtime-credentials.env"
+"""A streaming runtime's own credentials (the model reader role's, STS AssumeRole at each start of its unit): read by
+the docker client (root) with `--env-file`, never on a command line."""
 HUB_TOKEN_ENV = "HF_TOKEN"  # read by huggingface_hub (vLLM) and llama.cpp for downloads from the Hugging Face Hub
 VENV = "/opt/inferstack/venv"
 CONTAINER_HOME = "/home/inferstack"
@@ -64,6 +68,10 @@ READY_TIMEOUT_S = 1800
 BUNDLE_PREFIX = "inferstack/bootstrap/"
 """Where bundles live in the model bucket; the server's identity may read this prefix (and the model's)."""
 BUNDLE_FORMAT = "inferstack-bundle/1"
+AWS_LAUNCH_HOOK = "inferstack-boot"
+"""The launch lifecycle hook of an AWS group with a warm pool (components/aws/fleet.py): it holds each new server until
+the boot completes its action (boot.sh), so that a server prepared for the pool stops only once prepared. Hook names
+are unique per group only, so one fixed name serves every group."""
 
 # Every value in bootstrap.env matches this (typed upstream; checked again here, as a renderer's invariant).
 _ENV_VALUE = re.compile(r"[A-Za-z0-9._:/@+=,\[\]-]*")
@@ -146,6 +154,43 @@ def _check_inputs(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions)
     if plan.model.artifact_format != expected_format:
         raise input_error("plan.model.artifact_format", f"{plan.serving.runtime} cannot serve this format",
                           value=plan.model.artifact_format, fix=f"use {expected_format} files")
+    _check_streaming(plan, cloud, options)
+
+
+def streams(plan: DeploymentPlan) -> bool:
+    """Whether the runtime streams the weights from the bucket itself (`plan.startup.model_loading`)."""
+    return plan.startup.model_loading == "stream"
+
+
+def _check_streaming(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions) -> None:
+    """A streaming plan needs a cloud and runtime that stream, and the reader role it hands the runtime; the role is
+    refused elsewhere (nothing would use it)."""
+    if not streams(plan):
+        if options.model_reader_role is not None:
+            raise input_error("options.model_reader_role", "is given for a plan whose runtime does not stream the "
+                              "weights (plan.startup.model_loading is download)", value=options.model_reader_role,
+                              fix="leave the reader role out, or plan with startup.model_loading: stream")
+        return
+    if not CLOUD_FACTS[cloud].model_streaming:
+        raise input_error("plan.startup.model_loading", f"streams the weights, which is built on AWS only, not on "
+                          f"{cloud}", value="stream", fix="plan again: the planner downloads the weights there")
+    if not (RUNTIME_FACTS[plan.serving.runtime].streams_weights and plan.device == "gpu"):
+        raise input_error("plan.startup.model_loading", f"streams the weights, which {plan.serving.runtime} on "
+                          f"{plan.device} servers does not do (vLLM on GPUs does)", value="stream",
+                          fix="plan again: the planner downloads the weights for this runtime")
+    if options.model_reader_role is None:
+        raise input_error("options.model_reader_role", "is missing: a runtime that streams the weights gets the "
+                          "credentials of a role that may only read the model's prefix, never the instance's",
+                          value=None, fix="give the reader role's ARN (components/aws/identity.py creates it)")
+
+
+def _check_streaming_mode(plan: DeploymentPlan, mode: Mode) -> None:
+    """Streaming runs in the container only: its credentials reach the runtime by docker's --env-file, and the
+    runtime's own environment is the container's (a native unit's environment is readable to the runtime's user)."""
+    if streams(plan) and mode != "container":
+        raise input_error("options.install_mode", "cannot stream the weights natively: the runtime's own credentials "
+                          "are handed to its container only", value=mode,
+                          fix="use install_mode='container' or 'auto', or plan with startup.model_loading: download")
 
 
 #### systemd ####
@@ -196,6 +241,17 @@ def fetch_secret_command(cloud: Cloud, options: BootstrapOptions, secrets: dict[
     return "+" + command_line(words)  # "+": as root, outside the unit's user and sandbox
 
 
+def runtime_credentials_command(options: BootstrapOptions, role_arn: str) -> str:
+    """A streaming runtime's credentials, fetched as root at each start of its unit: STS AssumeRole of the model's
+    reader role with the instance's credentials (only root reaches the metadata server), written to
+    RUNTIME_CREDENTIALS (files/cloud_access.py runtime_credentials)."""
+    words: list[Word] = ["/usr/bin/python3", f"{LIB_DIR}/cloud_access.py", "runtime-credentials",
+                         "--region", options.region, "--role-arn", role_arn, "--out", RUNTIME_CREDENTIALS]
+    if options.metadata_endpoint:
+        words += ["--metadata-endpoint", options.metadata_endpoint]
+    return "+" + command_line(words)  # "+": as root, outside the unit's sandbox
+
+
 def container_command(plan: DeploymentPlan, options: BootstrapOptions, process: RuntimeProcess) -> list[Word]:
     """`docker run` of the runtime: as the runtime user, no capabilities, published on the host's loopback only."""
     port = process.port
@@ -212,6 +268,12 @@ def container_command(plan: DeploymentPlan, options: BootstrapOptions, process: 
         words += ["-e", f"CUDA_VISIBLE_DEVICES={_device_list(process.gpus)}"]
     if options.hub_token_secret:
         words += ["-e", HUB_TOKEN_ENV]  # the value comes from the unit's environment, never from this line
+    if streams(plan):
+        # The reader role's credentials from a root-only file (server_unit writes it at each start), never the
+        # instance's: the AWS SDK of the streamer looks no further (its metadata lookup is off, and the metadata
+        # server refuses containers anyway: boot.sh phase_metadata_firewall).
+        words += ["--env-file", RUNTIME_CREDENTIALS, "-e", f"RUNAI_STREAMER_CONCURRENCY={STREAM_CONCURRENCY}",
+                  "-e", "AWS_EC2_METADATA_DISABLED=true"]
     words += ["-e", f"HOME={CONTAINER_HOME}", "-e", f"USER={RUNTIME_USER}",
               "-v", f"{RUNTIME_HOME}:{CONTAINER_HOME}", "-v", (Env("MODEL_ROOT"), ":", Env("MODEL_ROOT"), ":ro"),
               image_for(plan)]
@@ -264,6 +326,8 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
         service += [("EnvironmentFile", f"-{SERVER_SECRETS}"),
                     ("ExecStartPre", fetch_secret_command(cloud, options, {HUB_TOKEN_ENV: options.hub_token_secret},
                                                           SERVER_SECRETS, "env", own_unit=not container))]
+    if streams(plan) and options.model_reader_role:
+        service.append(("ExecStartPre", runtime_credentials_command(options, options.model_reader_role)))
     if container:
         service += [("ExecStartPre", f"-/usr/bin/docker rm -f {process.name}"),
                     ("ExecStart", command_line(container_command(plan, options, process))),
@@ -376,6 +440,11 @@ def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions,
         "PIP_VERSION": native.pip_version if native else "",
         "APT_PACKAGES": ",".join(native.apt_packages) if native else "",
     }
+    if streams(plan):  # boot.sh: the runtime starts beside the sync; the gateway opens once the sync verified
+        settings["MODEL_LOADING"] = "stream"
+        settings["MODEL_READER_ROLE"] = options.model_reader_role or ""
+    if cloud == "aws" and plan.fleet is not None and plan.startup.warm_pool is not None:
+        settings["LIFECYCLE_HOOK"] = AWS_LAUNCH_HOOK  # boot.sh: prepare only for the pool, then complete the hook
     if options.cache:  # the gateway's caching path: Debian's and Ubuntu's packages (gateway.CACHE_APT_PACKAGES)
         settings["GATEWAY_APT_PACKAGES"] = ",".join(gateway.CACHE_APT_PACKAGES)
     for key, value in settings.items():
@@ -467,6 +536,7 @@ def cloud_config(files: Sequence[FileSpec], header: str) -> str:
 def render(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions) -> RenderedBootstrap:
     _check_inputs(plan, cloud, options)
     mode = resolve_mode(plan, options.install_mode)
+    _check_streaming_mode(plan, mode)
     image_for(plan)  # a runtime that cannot run on this device fails here, with its reason
     bundle = bundle_text(bundle_files(plan, cloud, options, mode))
     sha256 = hashlib.sha256(bundle.encode()).hexdigest()

@@ -163,6 +163,15 @@ def vllm_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> lis
         args += ["--quantization", serving.quantization]
     if serving.kv_cache_dtype == "fp8":
         args += ["--kv-cache-dtype", "fp8"]
+    if plan.startup.model_loading == "stream":
+        # The Run:ai Model Streamer reads the safetensors from the bucket straight into GPU memory; --model is then
+        # s3://bucket/prefix/ (boot.sh writes it as MODEL_DIR), the documented form ("Loading models with Run:ai Model
+        # Streamer", docs.vllm.ai, 0.6.6 to stable: `vllm serve s3://core-llm/Llama-3-8b --load-format
+        # runai_streamer`). vLLM pulls the small files (config, tokenizer) of an s3:// model into a local directory
+        # with the streamer's own client (transformers_utils/runai_utils.py ObjectStorageModel.pull_files, read in
+        # the API docs of 0.10.2 and 0.15.0; the v0.12.0 page of that module not read). Its credentials, concurrency
+        # and the metadata server's refusal come from the container's environment (render.py container_command).
+        args += ["--load-format", "runai_streamer"]
     if serving.max_answer_tokens:
         # A cap on every request's max_tokens: vLLM merges --override-generation-config into its default sampling
         # parameters, max_new_tokens becoming max_tokens (ModelConfig.get_diff_sampling_param), and each request gets

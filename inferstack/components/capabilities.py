@@ -64,6 +64,16 @@ class Capability(str, Enum):
     MANAGED_CACHE = "managed-cache"
     """A workload's `cache:` gets the cloud's managed Redis in the deployment's network: TLS in transit, an AUTH token
     kept in the secret store, reachable from the servers only, never from a public address."""
+    BAKED_IMAGE = "baked-image"
+    """`startup.image: baked` builds the servers' image in the stack: driver, container runtime, the pinned runtime
+    image and the gateway's packages installed by the boot's own phases, so a new server starts at its model sync.
+    Where missing, only a brought image (`startup.image: {cloud: id}`) skips those installs."""
+    MODEL_STREAMING = "model-streaming"
+    """`startup.model_loading: stream`: vLLM streams the weights from the bucket into GPU memory with credentials of
+    its own, limited to reading the model, while the server's sync verifies them beside it."""
+    WARM_POOL = "warm-pool"
+    """`startup.warm_pool: true`: the fleet's burst kept as prepared, stopped servers that scale-out starts instead of
+    launching new ones, and scale-in returns to (`DeploymentPlan.startup.warm_pool`)."""
     ROLLING_UPDATE = "rolling-update"
     """A new template (model revision, plan or bootstrap) replaces the fleet's running servers by the plan's rollout:
     `surge` new servers at a time above the group's size, an old one removed only once a new one passes the load
@@ -104,6 +114,24 @@ def spot_above_floor(cloud: Cloud, note: str) -> Support:
     """Whether the cloud's group keeps an on-demand floor under spot servers is one fact, kept in the cloud's registry
     entry, which the planner reads too (`CloudFacts.on_demand_floor`); the note says how, or why not."""
     return Support(CLOUD_FACTS[cloud].on_demand_floor, note)
+
+
+def baked_image(cloud: Cloud, note: str) -> Support:
+    """Whether the components build the cloud's server image is one fact (`CloudFacts.baked_image`), which the
+    planner reads too; the note says how, or why not."""
+    return Support(CLOUD_FACTS[cloud].baked_image, note)
+
+
+def model_streaming(cloud: Cloud, note: str) -> Support:
+    """Whether the runtime may stream the weights from the cloud's bucket is one fact (`CloudFacts.model_streaming`),
+    which the planner reads too; the note says how, or why not."""
+    return Support(CLOUD_FACTS[cloud].model_streaming, note)
+
+
+def warm_pool(cloud: Cloud, note: str) -> Support:
+    """Whether the cloud's group keeps prepared, stopped servers is one fact (`CloudFacts.warm_pool`), which the
+    planner reads too; the note says how, or why not."""
+    return Support(CLOUD_FACTS[cloud].warm_pool, note)
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,9 @@ class IdentityRequest:
     telemetry_grants: Sequence[StrOutput] = ()
     """What the servers' monitoring agent writes to, in the cloud's terms (`TelemetryResult.grants`): the identity
     may write there and nowhere else."""
+    model_reader: bool = False
+    """The runtime streams the weights (`plan.startup.model_loading: stream`): it gets a role of its own that may only
+    read `model_prefix`, and only this identity may assume it (`IdentityResult.model_reader_id`)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,8 @@ class IdentityResult:
     """The identity's cloud id (AWS role ARN)."""
     attachment: StrOutput
     """What a server attaches to take the identity (AWS instance profile name)."""
+    model_reader_id: StrOutput | None = None
+    """The runtime's own role, for `IdentityRequest.model_reader` (AWS role ARN); None without one."""
 
 
 @dataclass(frozen=True)

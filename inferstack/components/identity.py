@@ -132,13 +132,17 @@ class ServerIdentity(BackendComponent[IdentityRequest]):
         result = backend.create_identity(self, name, request)
         self.identity_id = result.identity_id
         self.attachment = result.attachment
+        # The streaming runtime's own role (InferenceServer's bootstrap names it); not an output of the component.
+        self.model_reader_id = result.model_reader_id
         self.register_outputs({"identity_id": self.identity_id, "attachment": self.attachment})
 
 
 def identity_request(*, model_bucket: pulumi.Input[str], model_prefix: str, secret_ids: Sequence[pulumi.Input[str]],
-                     telemetry_grants: Sequence[pulumi.Input[str]], tags: Mapping[str, str]) -> IdentityRequest:
-    """The request for an identity with a checked `model_prefix`: it may also get its boot bundles."""
+                     telemetry_grants: Sequence[pulumi.Input[str]], tags: Mapping[str, str],
+                     model_reader: bool = False) -> IdentityRequest:
+    """The request for an identity with a checked `model_prefix`: it may also get its boot bundles, and, for a
+    runtime that streams the weights (`model_reader`), a reader role of the prefix for the runtime alone."""
     return IdentityRequest(
         model_bucket=model_bucket, model_prefix=model_prefix, bundle_prefix=BUNDLE_PREFIX,
         secret_ids=[pulumi.Output.from_input(s) for s in secret_ids], tags=tags,
-        telemetry_grants=[pulumi.Output.from_input(g) for g in telemetry_grants])
+        telemetry_grants=[pulumi.Output.from_input(g) for g in telemetry_grants], model_reader=model_reader)

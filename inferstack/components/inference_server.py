@@ -45,6 +45,7 @@ from inferstack.components.naming import child_options
 from inferstack.components.network import Firewall, Network, firewall_request
 from inferstack.components.server_settings import InferenceServerArgs, ServerSettings, check_server_args
 from inferstack.components.storage import ModelStore, StaticAssets
+from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan
 
 
@@ -82,6 +83,7 @@ class InferenceServer(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: InferenceServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         settings = check_server_args(args, name)
+        _check_streaming_identity(settings, name)
         super().__init__("inferstack:index:InferenceServer", name, None, opts)
         self._name = name
         self.plan = settings.plan
@@ -96,12 +98,12 @@ class InferenceServer(pulumi.ComponentResource):
         secrets = self._secrets(settings, cache.auth_token if cache else None)
         telemetry = backend.create_telemetry(self, name, TelemetryRequest(
             plan=self.plan, protected=production, tags=tags))
-        attachment = self._identity(settings, model_bucket, secrets, telemetry)
+        attachment, model_reader = self._identity(settings, model_bucket, secrets, telemetry)
         cache_endpoint = self._cache_endpoint(cache, secrets)
         telemetry_target = telemetry.target if telemetry else pulumi.Output.from_input(None)
         rendered = pulumi.Output.all(
             model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint,
-            telemetry_target).apply(lambda refs: self._render_bootstrap(*refs))
+            telemetry_target, model_reader).apply(lambda refs: self._render_bootstrap(*refs))
         bundle = backend.create_bundle(self, name, BundleRequest(
             bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
             content=rendered.apply(lambda r: r.bundle), tags=tags))
@@ -217,18 +219,19 @@ class InferenceServer(pulumi.ComponentResource):
             values=values, tags=settings.tags), opts=child_options(self))
 
     def _identity(self, settings: ServerSettings, model_bucket: Any, secrets: ServerSecrets | None,
-                  telemetry: TelemetryResult | None) -> Any:
+                  telemetry: TelemetryResult | None) -> tuple[Any, StrOutput | None]:
+        """(what the servers attach, the streaming runtime's own role or None)."""
         brought = settings.brought.instance_identity
         if brought is not None:
             self.identity_id = pulumi.Output.from_input(None)
             if telemetry is not None:
                 pulumi.log.warn(f"{self._name}: the brought identity must also let the monitoring agent write its "
                                 "metrics and logs, or the servers run blind (docs/deploy-<cloud>.md, \"Monitoring\")")
-            return brought
+            return brought, None
         self.identity = self._server_identity(settings, f"{self._name}-identity", self.plan, model_bucket, secrets,
                                               telemetry)
         self.identity_id = self.identity.identity_id
-        return self.identity.attachment
+        return self.identity.attachment, self.identity.model_reader_id
 
     def _server_identity(self, settings: ServerSettings, name: str, plan: DeploymentPlan, model_bucket: Any,
                          secrets: ServerSecrets | None, telemetry: TelemetryResult | None) -> ServerIdentity:
@@ -238,8 +241,8 @@ class InferenceServer(pulumi.ComponentResource):
         return ServerIdentity.from_request(name, settings.backend, identity_request(
             model_bucket=model_bucket, model_prefix=plan.model.revisions_prefix,
             secret_ids=secrets.grant_ids if secrets else [],
-            telemetry_grants=list(telemetry.grants) if telemetry else [], tags=settings.tags),
-            opts=child_options(self))
+            telemetry_grants=list(telemetry.grants) if telemetry else [], tags=settings.tags,
+            model_reader=plan.startup.model_loading == "stream"), opts=child_options(self))
 
     #### Servers, or a fleet ####
 
@@ -281,17 +284,19 @@ class InferenceServer(pulumi.ComponentResource):
         canary = self.plan.canary
         assert canary is not None
         name = f"{self._name}-canary"
+        model_reader: StrOutput | None = None
         if settings.brought.instance_identity is not None:
             attachment = settings.brought.instance_identity
             pulumi.log.warn(f"{self._name}: the canary servers take the brought identity too: it must also read "
                             f"{canary.plan.model.revisions_prefix} in the model bucket")
         else:
-            attachment = self._server_identity(settings, f"{name}-identity", canary.plan, model_bucket, secrets,
-                                               telemetry).attachment
+            identity = self._server_identity(settings, f"{name}-identity", canary.plan, model_bucket, secrets,
+                                             telemetry)
+            attachment, model_reader = identity.attachment, identity.model_reader_id
         rendered = pulumi.Output.all(
             model_bucket, *([secrets.api_key_ref, secrets.hub_token_ref] if secrets else [None, None]), cache_endpoint,
-            telemetry_target).apply(lambda refs: self._render_bootstrap(refs[0], refs[1], refs[2], refs[3], refs[4],
-                                                                 plan=canary.plan, group="canary"))
+            telemetry_target, model_reader).apply(lambda refs: self._render_bootstrap(
+                refs[0], refs[1], refs[2], refs[3], refs[4], refs[5], plan=canary.plan, group="canary"))
         bundle = settings.backend.create_bundle(self, name, BundleRequest(
             bucket=model_bucket, key=rendered.apply(lambda r: r.bundle_key),
             content=rendered.apply(lambda r: r.bundle), tags=settings.tags))
@@ -300,12 +305,26 @@ class InferenceServer(pulumi.ComponentResource):
 
     def _render_bootstrap(self, model_bucket: str, api_key_ref: str | None, hub_token_ref: str | None,
                           cache: CacheEndpoint | None = None, telemetry: TelemetryTarget | None = None,
-                          plan: DeploymentPlan | None = None, group: ServerGroup = "main") -> RenderedBootstrap:
+                          model_reader_role: str | None = None, plan: DeploymentPlan | None = None,
+                          group: ServerGroup = "main") -> RenderedBootstrap:
         plan = plan or self.plan
         options = bootstrap.BootstrapOptions(model_bucket=model_bucket, region=plan.region,
                                              api_key_secret=api_key_ref, hub_token_secret=hub_token_ref, cache=cache,
-                                             telemetry=telemetry, group=group)
+                                             telemetry=telemetry, model_reader_role=model_reader_role, group=group)
         return bootstrap.render_bootstrap(plan, plan.cloud, options)
+
+
+def _check_streaming_identity(settings: ServerSettings, name: str) -> None:
+    """A runtime that streams the weights gets a reader role that only the servers' own role may assume: the
+    components create both, so a brought identity (whose role they cannot see at render time) is refused, before
+    anything is registered."""
+    plans = [settings.plan, *([settings.plan.canary.plan] if settings.plan.canary else [])]
+    if settings.brought.instance_identity is not None and any(p.startup.model_loading == "stream" for p in plans):
+        brought = settings.brought.instance_identity
+        raise input_error(f"{name}.instance_identity", "is brought, and the plan's runtime streams the weights with "
+                          "credentials of a reader role that only the servers' own role may assume",
+                          value=brought if isinstance(brought, str) else None,
+                          fix="leave the identity to the component, or plan with startup.model_loading: download")
 
 
 def plan_summary(plan: DeploymentPlan) -> dict[str, Any]:

@@ -15,14 +15,17 @@ a machine-readable line (`inferstack-phase {...}`, read back by `parse_phase_lin
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
 from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
 from typing import NamedTuple
 
 from inferstack.clouds import CLOUD_FACTS, Cloud
-from inferstack.plan import COLD_START_PHASES, ColdStart, ColdStartPhase, ColdStartPhaseName
+from inferstack.plan import COLD_START_PHASES, ColdStart, ColdStartPhase, ColdStartPhaseName, ServerImageKind
 from inferstack.runtimes import RUNTIME_FACTS
 
 GIB = 2**30
@@ -60,14 +63,24 @@ def block_volume_bytes_per_s(cloud: Cloud, disk_gib: int) -> float:
 
 #### Phase figures ####
 
-VM_BOOT_S = 90
-"""Instance start, OS boot and cloud-init until the boot unit runs (assumption: 1-2 min on the four clouds). The boot
-log measures the part from kernel start (`/proc/uptime`); the provider's provisioning before it is not visible."""
+VM_BOOT: Mapping[tuple[Cloud, str], tuple[int, str]] = {
+    ("aws", "gpu"): (45, "provisioning a GPU machine ~45 s (tensorfuse/tensorfuse-examples#1, 2024-09-11)"),
+    ("aws", "cpu"): (26, "m7i.large launch to SSH 25.8 s, median of 3 (brevdev/ec2-coldboot-research, 2026-01-31)"),
+    ("gcp", "cpu"): (25, "~25 s to SSH for VMs of up to 32 vCPUs, ~5,000 VMs (Aboukhalil, 'Move Fast and Break the "
+                         "Cloud', 2018-08-17)"),
+}
+"""Instance launch to the boot unit, per cloud and device, where a measurement was published (the boot log measures
+the part from kernel start, `/proc/uptime`; the provider's provisioning before it is not visible)."""
+VM_BOOT_UNMEASURED_S = 90
+"""Elsewhere (assumption: 1-2 min; no published figure found for Alibaba, Huawei or GCP GPU servers)."""
 DRIVER_INSTALL_S = 720
 """Installing the NVIDIA driver and rebooting (docs/bootstrap.md: 5-12 minutes when it installs; the upper end)."""
 FAST_PHASE_S: Mapping[ColdStartPhaseName, int] = {"metadata_firewall": 1, "gateway": 10, "service": 1}
 """An iptables rule, nginx from the distribution, two unit starts (docs/bootstrap.md: < 1 s, ~10 s to install nginx,
 < 1 s; service measured at 0.3 s in the end-to-end test)."""
+PRESENT_S = 1
+"""A phase whose work the image or an earlier boot holds: it checks and moves on (`docker image inspect`, nginx's
+configuration written)."""
 CONTAINER_TOOLS_S = 60
 """Installing Docker Engine (and, on GPUs, the NVIDIA Container Toolkit) from their apt repositories (assumption)."""
 IMAGE_PULL_BYTES_PER_S = 100 * MB
@@ -83,9 +96,34 @@ OBJECT_STORE_CONNECTION_BYTES_PER_S = 50 * MB
 """One GET stream from a same-region bucket (assumption: object stores serve a single connection at tens of MB/s, which
 is why they advise parallel byte-range GETs: docs.aws.amazon.com/whitepapers/latest/
 s3-optimizing-performance-best-practices/use-byte-range-fetches.html, read 2026-12-01)."""
-SHA256_BYTES_PER_S = 1 * GIB
-"""The sync hashes every file after its download; one file's hash runs on one core: hashlib.sha256 at 1.0 GiB/s
-(measured 2026-12-01 on a Xeon with SHA-NI, 256 MiB buffer). Taken once for the whole model (one large file)."""
+MEASURED = Path(__file__).parent / "data" / "coldstart_measured.csv"
+"""Figures `benchmarks/model_sync.py --chroot --record` measured: the server's own sync program, Debian's python3 in
+a Debian 12 root file system, against an S3 server on loopback (docs/bootstrap.md, "Sync benchmark")."""
+
+
+class Measured(NamedTuple):
+    bytes_per_s: float
+    date: str
+    machine: str
+
+
+@cache
+def measured(quantity: str) -> Measured:
+    """The lowest rate recorded for a quantity without a per-connection cap (`sha256`, `load_read`, `sync`)."""
+    with MEASURED.open(newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["quantity"] == quantity
+                and not row["per_connection_cap_mb_s"]]
+    if not rows:
+        raise ValueError(f"no {quantity} row in {MEASURED.name}: run benchmarks/model_sync.py --chroot --record")
+    row = min(rows, key=lambda r: float(r["bytes_per_s"]))
+    return Measured(float(row["bytes_per_s"]), row["date"], row["machine"])
+
+
+STREAM_BYTES_PER_S = 15 * GB / 8.45
+"""vLLM's Run:ai Model Streamer reading from S3 at concurrency 16: Llama-3-8B (15 GB) in 8.45 s on a g5.12xlarge,
+same-region bucket (run-ai/runai-model-streamer docs/src/benchmarks.md @1e56c33, 2025-05-08; 4.88 s at 32)."""
+STREAM_CONCURRENCY = 16
+"""The streamer's concurrency the components set (its default for object storage is 8)."""
 LOCAL_NVME_BYTES_PER_S = 1 * GB
 """Sequential read or write of instance-store NVMe (assumption: 1 GB/s; single NVMe SSDs do 2-3 GB/s, cloud instance
 store slices less)."""
@@ -105,74 +143,138 @@ class Server(NamedTuple):
     local_nvme_gb: int | None
     disk_gib: int
     processes: int = 1
+    stream: bool = False
+    """The runtime streams the weights from the bucket (workload `startup.model_loading: stream`): it starts once
+    installed, and the sync fetches and verifies them beside it."""
+    image: ServerImageKind = "default"
+    """A baked or brought image holds the driver, the container runtime with the runtime's image and the gateway's
+    packages (docs/cold-start.md); not the runtime's compile caches, which its first start on the server writes (the
+    bake does not start the model)."""
 
 
 def cold_start(server: Server) -> ColdStart:
-    """The estimate, phase by phase; the total is their sum."""
-    phases = [
-        _vm_boot(),
-        _fast("metadata_firewall"),
-        _driver(server),
-        _runtime(server),
-        _fast("gateway"),
-        _model_sync(server),
-        _fast("service"),
-        _model_load(server),
-    ]
-    return ColdStart(total_s=sum(p.seconds for p in phases), phases=phases)
+    """A new server's boot, phase by phase on a timeline: the model sync runs beside the runtime's and the gateway's
+    installs (boot.sh starts it once the driver is there), and the runtime starts once both are done."""
+    held = server.image != "default"
+    return _timeline(server, vm=_vm_boot(server), driver=_driver(server, held), runtime=_runtime(server, held),
+                     gateway=_gateway(held), sync=_model_sync(server),
+                     load=_model_load(server, cached=False))
 
 
-def _vm_boot() -> ColdStartPhase:
-    return ColdStartPhase(phase="vm_boot", seconds=VM_BOOT_S, basis="instance start to the boot unit (assumption)")
+def warm_start(server: Server) -> ColdStart:
+    """A warm-pool server's start from Stopped (AWS Auto Scaling warm pool): its pool boot installed everything and
+    started the runtime once before it stopped, so its disk holds the driver, the runtime's image and its caches;
+    instance storage is empty after a stop, so a model kept on local NVMe is fetched again."""
+    vm_s, vm_basis = _vm_boot_figure(server)
+    vm = ColdStartPhase(phase="vm_boot", seconds=vm_s, start_s=0, basis=(
+        f"start from Stopped; no GPU figure is published (a stopped m7i.large started in 21.2 s against 25.8 s "
+        f"launched, brevdev/ec2-coldboot-research 2026-01-31): the launch figure kept, {vm_basis}"))
+    sync = _model_sync(server) if server.local_nvme_gb else _present("model_sync", "on the data disk since the pool "
+                                                                     "boot; the sync finds its manifest unchanged")
+    return _timeline(server, vm=vm, driver=_present("driver", "installed in the pool boot"),
+                     runtime=_present("runtime", "installed in the pool boot"), gateway=_gateway(True), sync=sync,
+                     load=_model_load(server, cached=True))
+
+
+def _timeline(server: Server, *, vm: ColdStartPhase, driver: ColdStartPhase, runtime: ColdStartPhase,
+              gateway: ColdStartPhase, sync: ColdStartPhase, load: ColdStartPhase) -> ColdStart:
+    firewall = _fast("metadata_firewall").model_copy(update={"start_s": vm.end_s})
+    driver = driver.model_copy(update={"start_s": firewall.end_s})
+    runtime = runtime.model_copy(update={"start_s": driver.end_s})
+    gateway = gateway.model_copy(update={"start_s": runtime.end_s})
+    sync = sync.model_copy(update={"start_s": driver.end_s})
+    service = _fast("service").model_copy(update={"start_s": gateway.end_s if server.stream
+                                                  else max(gateway.end_s, sync.end_s)})
+    load = load.model_copy(update={"start_s": service.end_s})
+    phases = [vm.model_copy(update={"start_s": 0}), firewall, driver, runtime, gateway, sync, service, load]
+    return ColdStart(total_s=max(p.end_s for p in phases), phases=phases)
+
+
+def _vm_boot_figure(server: Server) -> tuple[int, str]:
+    return VM_BOOT.get((server.cloud, server.device), (VM_BOOT_UNMEASURED_S, "assumption: no published figure"))
+
+
+def _vm_boot(server: Server) -> ColdStartPhase:
+    seconds, basis = _vm_boot_figure(server)
+    return ColdStartPhase(phase="vm_boot", seconds=seconds, start_s=0,
+                          basis=f"instance start to the boot unit: {basis}")
 
 
 def _fast(phase: ColdStartPhaseName) -> ColdStartPhase:
-    return ColdStartPhase(phase=phase, seconds=FAST_PHASE_S[phase], basis="docs/bootstrap.md")
+    return ColdStartPhase(phase=phase, seconds=FAST_PHASE_S[phase], start_s=0, basis="docs/bootstrap.md")
 
 
-def _driver(server: Server) -> ColdStartPhase:
+def _present(phase: ColdStartPhaseName, basis: str) -> ColdStartPhase:
+    return ColdStartPhase(phase=phase, seconds=PRESENT_S, start_s=0, basis=basis)
+
+
+def _gateway(held: bool) -> ColdStartPhase:
+    return _present("gateway", "nginx in the image") if held else _fast("gateway")
+
+
+def _driver(server: Server, held: bool) -> ColdStartPhase:
     if server.device != "gpu":
-        return ColdStartPhase(phase="driver", seconds=0, basis="CPU server")
+        return ColdStartPhase(phase="driver", seconds=0, start_s=0, basis="CPU server")
+    if held:
+        return ColdStartPhase(phase="driver", seconds=0, start_s=0, basis=f"in the {server.image} image")
     if CLOUD_FACTS[server.cloud].driver_ready_image:
-        return ColdStartPhase(phase="driver", seconds=0, basis=f"{server.cloud}: driver-ready image")
-    return ColdStartPhase(phase="driver", seconds=DRIVER_INSTALL_S,
+        return ColdStartPhase(phase="driver", seconds=0, start_s=0, basis=f"{server.cloud}: driver-ready image")
+    return ColdStartPhase(phase="driver", seconds=DRIVER_INSTALL_S, start_s=0,
                           basis=f"{server.cloud}: no driver-ready image; install and reboot (5-12 min)")
 
 
-def _runtime(server: Server) -> ColdStartPhase:
-    """Installed the way the bootstrap's `auto` install mode installs it (`RuntimeFacts.auto_mode`)."""
+def _runtime(server: Server, held: bool) -> ColdStartPhase:
+    """Installed the way the bootstrap's `auto` install mode installs it (`RuntimeFacts.auto_mode`), unless the image
+    holds it."""
+    if held:
+        return _present("runtime", f"in the {server.image} image (read lazily from its snapshot at first: not "
+                                   "modelled)")
     facts = RUNTIME_FACTS[server.runtime]
     if facts.auto_mode(server.device, server.processes) == "native":
         install = facts.native.install if facts.native else None
         if install is None:
             raise ValueError(f"no native install time for {server.runtime}: add its NativeInstall.install")
-        return ColdStartPhase(phase="runtime", seconds=install.seconds, basis=install.basis)
+        return ColdStartPhase(phase="runtime", seconds=install.seconds, start_s=0, basis=install.basis)
     image_bytes = facts.image_download_gb * GB
     rate, limit = min((network_bytes_per_s(server), "network"), (IMAGE_PULL_BYTES_PER_S, "docker pull"))
     pull_s = math.ceil(image_bytes / rate)
     return ColdStartPhase(
-        phase="runtime", seconds=CONTAINER_TOOLS_S + pull_s,
+        phase="runtime", seconds=CONTAINER_TOOLS_S + pull_s, start_s=0,
         basis=f"Docker {CONTAINER_TOOLS_S} s + {image_bytes / GB:g} GB image at {rate / MB:,.0f} MB/s ({limit})")
 
 
 def _model_sync(server: Server) -> ColdStartPhase:
     model_bytes = server.model_gib * GIB
-    rate, limit = download_bytes_per_s(server)
+    rate, limit = sync_bytes_per_s(server)
     download_s = math.ceil(model_bytes / rate)
-    hash_s = math.ceil(model_bytes / SHA256_BYTES_PER_S)
+    sha256 = measured("sha256")
+    hash_s = math.ceil(model_bytes / sha256.bytes_per_s)
     return ColdStartPhase(
-        phase="model_sync", seconds=download_s + hash_s,
-        basis=f"{server.model_gib:.1f} GiB at {rate / MB:,.0f} MB/s ({limit}) + sha256 {hash_s} s")
+        phase="model_sync", seconds=download_s + hash_s, start_s=0,
+        basis=f"{server.model_gib:.1f} GiB at {rate / MB:,.0f} MB/s ({limit}) + sha256 {hash_s} s at "
+              f"{sha256.bytes_per_s / MB:,.0f} MB/s (one core, measured {sha256.date}: benchmarks/model_sync.py "
+              "--chroot), beside the runtime's install")
 
 
-def _model_load(server: Server) -> ColdStartPhase:
+def _model_load(server: Server, *, cached: bool) -> ColdStartPhase:
     model_bytes = server.model_gib * GIB
-    rate, where = model_disk_bytes_per_s(server)
+    if server.stream:
+        network = network_bytes_per_s(server)
+        left = max(network - sync_bytes_per_s(server)[0], network / 2)
+        rate, where = min((STREAM_BYTES_PER_S, f"the bucket, Run:ai streamer at concurrency {STREAM_CONCURRENCY} "
+                                               "(run-ai/runai-model-streamer benchmarks, 2025-05-08)"),
+                          (left, "the network beside the sync"))
+        read = "stream"
+    else:
+        rate, where = model_disk_bytes_per_s(server)
+        read = "read"
     read_s = math.ceil(model_bytes / rate)
-    warmup_s = RUNTIME_FACTS[server.runtime].warmup_s
-    warmup = f" + {server.runtime} warm-up {warmup_s} s" if warmup_s else ""
-    return ColdStartPhase(phase="model_load", seconds=read_s + warmup_s,
-                          basis=f"read {read_s} s from {where} at {rate / MB:,.0f} MB/s{warmup}")
+    facts = RUNTIME_FACTS[server.runtime]
+    warmup_s = facts.warmup_cached_s if cached else facts.warmup_s
+    warmup = (f" + {server.runtime} warm-up {warmup_s} s ({'caches on the disk' if cached else 'caches empty'}: "
+              f"{facts.warmup_basis})") if warmup_s else ""
+    return ColdStartPhase(phase="model_load", seconds=read_s + warmup_s, start_s=0,
+                          basis=f"{read} {read_s} s from {where} at {rate / MB:,.0f} MB/s{warmup}")
 
 
 def network_bytes_per_s(server: Server) -> float:
@@ -196,9 +298,28 @@ def download_bytes_per_s(server: Server) -> tuple[float, str]:
                (disk_rate, disk))
 
 
+def sync_bytes_per_s(server: Server) -> tuple[float, str]:
+    """The sync's rate; beside a streaming runtime, the two share the network: each has what the other leaves, at
+    least half of it."""
+    rate, limit = download_bytes_per_s(server)
+    if not server.stream:
+        return rate, limit
+    network = network_bytes_per_s(server)
+    shared = max(network - STREAM_BYTES_PER_S, network / 2)
+    return (rate, limit) if rate <= shared else (shared, "the network beside the stream")
+
+
 def describe(estimate: ColdStart) -> str:
-    """The phases that take time, e.g. "vm_boot 90 s, runtime 160 s (...), ..."."""
-    return ", ".join(f"{p.phase} {p.seconds} s" for p in estimate.phases if p.seconds)
+    """The phases that take time, e.g. "vm_boot 45 s, runtime 180 s, model_sync 35 s (beside them), ..."."""
+    return ", ".join(f"{p.phase} {p.seconds} s" + (" (beside them)" if _overlaps(estimate, p) else "")
+                     for p in estimate.phases if p.seconds)
+
+
+def _overlaps(estimate: ColdStart, phase: ColdStartPhase) -> bool:
+    """Whether the model sync ran beside other phases."""
+    return phase.phase == "model_sync" and any(
+        other is not phase and other.seconds and other.start_s < phase.end_s and phase.start_s < other.end_s
+        for other in estimate.phases)
 
 
 #### Fleet settings ####

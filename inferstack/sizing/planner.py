@@ -57,6 +57,7 @@ from inferstack.sizing.coldstart import (
     fleet_cold_start_s,
     health_check_grace_s,
     scale_in_cooldown_s,
+    warm_start,
 )
 from inferstack.sizing.demand import Demand, demand_of
 from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate, with_autoscaling
@@ -67,6 +68,7 @@ from inferstack.sizing.precision import FORMATS, accuracy_sentence, lossless_pre
 from inferstack.sizing.processes import size_processes
 from inferstack.sizing.ranking import Priced, rank_key, ranking_cost
 from inferstack.sizing.regions import clouds_with_region, unknown_region
+from inferstack.sizing.startup import model_loading, server_image, startup_line, warm_pool
 from inferstack.spec import CLOUDS, Engine, Precision, WorkloadSpec
 
 if TYPE_CHECKING:  # loaded only when a plan has a calibration (see evaluate.calibration_row)
@@ -508,10 +510,23 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     max_model_len = demand.max_model_len if model.is_llm else None
     disk = DISK_BASE_GIB[device] + runtime.disk_gib + math.ceil(size_gib * 1.2)
     disk_gib = int(math.ceil(disk / 10) * 10)
-    start = cold_start(Server(cloud=cloud, runtime=runtime.id, device=device, model_gib=size_gib,
-                              network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib,
-                              processes=sizing.processes))
+    startup, startup_notes = server_image(spec.startup, cloud)
+    stream, stream_notes = model_loading(spec.startup, cloud, runtime.id, device)
+    startup = startup.model_copy(update={"model_loading": "stream" if stream else "download"})
+    startup_notes += stream_notes
+    server = Server(cloud=cloud, runtime=runtime.id, device=device, model_gib=size_gib,
+                    network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib,
+                    processes=sizing.processes, stream=stream, image=startup.image)
+    start = cold_start(server)
     fleet = _fleet(spec, sizing, start)
+    spot_floor = _spot_above_floor(demand, priced, ranked, fleet, book)
+    warm = warm_start(server)
+    pool, pool_notes = warm_pool(spec.startup, cloud, priced.region, fleet, spot_floor, disk_gib, book.rates,
+                                 spec.placement.currency, cold=start, warm=warm)
+    if pool is not None and fleet is not None:
+        startup = startup.model_copy(update={"warm_pool": pool, "warm_start": warm})
+        fleet = fleet.model_copy(update={"scale_out_cooldown_s": fleet_cold_start_s(warm)})
+    startup = startup.model_copy(update={"notes": startup_notes + pool_notes})
     # Behind a load balancer, an answer may last no longer than the balancer waits: past that, the runtime caps it.
     limit_s = CLOUD_FACTS[cloud].load_balancer_timeout_s
     answer_cap = answer_token_cap(performance, max_model_len, limit_s) if fleet else None
@@ -567,7 +582,8 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     rollout = rollout_for(sizing.replicas, zones, fleet, fleet_cold_start_s(start))
     fleet_notes = [fleet_line(fleet, sizing, demand, start)] if fleet else [cold_start_line(start)]
     fleet_notes.append(rollout_line(rollout, spec.model_revision, cloud))
-    spot_floor = _spot_above_floor(demand, priced, ranked, fleet, book)
+    started = startup_line(startup, fleet, start, priced.price.monthly_ranking)
+    fleet_notes += ([started] if started else []) + startup.notes
     revision = spec.model_revision
     return DeploymentPlan(
         workload=spec.name,
@@ -619,6 +635,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         + ([spot_line(spot_floor)] if spot_floor else []) + _precision_notes(demand, priced, ranked),
         warnings=warnings(demand, priced, fleet) + _ceiling_warning(spec, sizing) + cap_warnings,
         cold_start=start,
+        startup=startup,
         fleet=fleet,
         slo=_objectives(demand),
         cache=spec.cache,

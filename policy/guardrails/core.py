@@ -133,6 +133,26 @@ class Stack:
                 continue
         return found
 
+    def names_of(self, resource: StackResource) -> set[str]:
+        """The values other resources name `resource` by (a Google account's IAM member too)."""
+        keys = ("name", "arn", "roleName", "email", "member", "id")
+        names = {str(self.known(resource.props, key)) for key in keys if self.known(resource.props, key)}
+        email = self.known(resource.props, "email")
+        return names | ({f"serviceAccount:{email}"} if email else set())
+
+    def names(self, resource: StackResource, target: StackResource, names: set[str]) -> bool:
+        """Whether `resource` names `target`: by a property dependency, or by one of `names` anywhere in its props."""
+        if any(target.urn in {d.urn for d in deps} for deps in resource.property_dependencies.values()):
+            return True
+        return any(self._mentions(self.known(resource.props, key), names) for key in resource.props)
+
+    def _mentions(self, value: Any, names: set[str]) -> bool:
+        if isinstance(value, str):
+            return value in names
+        if isinstance(value, Mapping):
+            return any(self._mentions(self.known(value, key), names) for key in value)
+        return any(self._mentions(item, names) for item in self.items(value)) if isinstance(value, Sequence) else False
+
 
 @dataclass(frozen=True)
 class ResourceRule:

@@ -1,12 +1,13 @@
 """The servers' identity holds exactly what inferstack grants (`SERVER_GRANTS`): its model prefix, its own
 secrets, the managed shell; on AWS, Alibaba and Huawei as policy documents, on Google Cloud as IAM grants to its
-service account. Any other grant that names the identity is reported.
+service account. Any other grant that names the identity is reported. On AWS it may also assume its streaming
+runtime's model reader, a role of the stack that trusts it alone and reads its model prefix only (`MODEL_READER`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,8 @@ from guardrails.resource_types import (
     ALI_ROLE_POLICY_ATTACHMENT,
     ALI_SCALING_CONFIGURATION,
     ALI_SECRET,
+    AWS_AUTOSCALING_GROUP,
+    AWS_IMAGE_BUILD_INFRASTRUCTURE,
     AWS_INSTANCE,
     AWS_INSTANCE_PROFILE,
     AWS_LAUNCH_CONFIGURATION,
@@ -90,12 +93,20 @@ class ServerGrants:
     """The monitoring agent's metric writes, limited by `metric_condition` to one namespace."""
     metric_condition: str = ""
     """The condition key that limits a metric write to a namespace (matched case-insensitively)."""
+    own_group_actions: frozenset[str] = frozenset()
+    """Allowed on the stack's own Auto Scaling groups only, by ARN: a server completes its own launch hook."""
+    reader_assumes: frozenset[str] = frozenset()
+    """Allowed on the identity's own model reader roles only, by ARN (`MODEL_READER`): a streaming runtime's
+    credentials."""
+    managed: frozenset[str] = frozenset()
+    """AWS-managed policies it may have attached (none for the servers: `IMAGE_BUILD`'s Image Builder policy)."""
 
     def kind(self, action: str) -> str | None:
         """"object", "listing", "secret", "anywhere", or None for an action inferstack never grants (IAM actions
         are case-insensitive)."""
         kinds = {"object": self.object_reads, "listing": self.listings, "secret": self.secret_reads,
-                 "anywhere": self.anywhere, "logs": self.log_writes, "metrics": self.metric_writes}
+                 "anywhere": self.anywhere, "logs": self.log_writes, "metrics": self.metric_writes,
+                 "group": self.own_group_actions, "reader": self.reader_assumes}
         return next((kind for kind, actions in kinds.items()
                      if action.lower() in {a.lower() for a in actions}), None)
 
@@ -112,11 +123,19 @@ SERVER_GRANTS: Mapping[str, ServerGrants] = {
         anywhere_for="open the managed shell",
         anywhere=frozenset({"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
                             "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
-                            "ssmmessages:OpenDataChannel", "ec2:DescribeTags"}),
+                            "ssmmessages:OpenDataChannel", "ec2:DescribeTags",
+                            "autoscaling:DescribeAutoScalingInstances"}),
         prefix_condition="s3:prefix",
         # RolePolicy telemetry-write: the CloudWatch agent (components/aws/identity.py telemetry_statements).
         log_writes=frozenset({"logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"}),
-        metric_writes=frozenset({"cloudwatch:PutMetricData"}), metric_condition="cloudwatch:namespace"),
+        metric_writes=frozenset({"cloudwatch:PutMetricData"}), metric_condition="cloudwatch:namespace",
+        # RolePolicy <fleet>-lifecycle: a server of a group with a warm pool finds its group (DescribeAutoScaling-
+        # Instances, no resource type) and completes its own launch hook on that group only (components/aws/fleet.py
+        # _lifecycle_grant, identity.py lifecycle_statements).
+        own_group_actions=frozenset({"autoscaling:CompleteLifecycleAction"}),
+        # RolePolicy assume-model-reader: a streaming runtime's own credentials (components/aws/identity.py
+        # _model_reader), on the identity's own reader role only.
+        reader_assumes=frozenset({"sts:AssumeRole"})),
     # BucketIAMMember with a prefix condition; SecretIamMember on each of the stack's secrets; no project role.
     "gcp": ServerGrants(object_reads=frozenset({"roles/storage.objectViewer"}), listings=frozenset(),
                         secret_reads=frozenset({"roles/secretmanager.secretAccessor"}),
@@ -143,6 +162,24 @@ SERVER_GRANTS: Mapping[str, ServerGrants] = {
 }
 """The allow-list: one row per cloud (tests/policy checks each row against the component code)."""
 
+MODEL_READER = ServerGrants(object_reads=frozenset({"s3:GetObject"}), listings=frozenset({"s3:ListBucket"}),
+                            secret_reads=frozenset(), prefix_condition="s3:prefix")
+"""What an AWS identity's model reader may do (components/aws/identity.py model_reader_statements): read and list its
+identity's model prefix, nothing else (no boot bundle, no secret)."""
+
+IMAGE_BUILD = ServerGrants(
+    object_reads=frozenset({"s3:GetObject"}), listings=frozenset(), secret_reads=frozenset(),
+    anywhere=frozenset({"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
+                        "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
+                        "ssmmessages:OpenDataChannel", "ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage",
+                        "ec2messages:FailMessage", "ec2messages:GetEndpoint", "ec2messages:GetMessages",
+                        "ec2messages:SendReply"}),
+    anywhere_for="take Image Builder's commands through the Systems Manager agent",
+    managed=frozenset({"EC2InstanceProfileForImageBuilder"}))
+"""What an image build instance's identity may do (components/aws/image.py build_profile): the Image Builder agent's
+managed policy, the Systems Manager agent's own calls, and reading objects under the boot bundles' prefix (its boot
+script) only: no model, no secret."""
+
 _DIALECTS = {"aws": AWS_STORAGE, "alibaba": ALIBABA_STORAGE, "huawei": HUAWEI_STORAGE}
 SECRET_TYPES = {"aws": (AWS_PARAMETER,), "gcp": (GCP_SECRET,), "alibaba": (ALI_SECRET,), "huawei": (HW_SECRET,)}
 
@@ -163,6 +200,8 @@ class ServerIdentity:
     """URNs of the resources whose grants were read (the identity's own included)."""
     holds: set[str] = field(default_factory=set)
     """Every action (Google Cloud: role) allowed to it, as written."""
+    readers: list[tuple[StackResource, str]] = field(default_factory=list)
+    """(role, urn of the grant): the model reader roles it may assume (AWS), checked by `_check_model_readers`."""
 
     def report(self, message: str, urn: str) -> None:
         self.violations.append((message, urn))
@@ -200,10 +239,10 @@ def _listing_prefixes(statement: Statement, condition_key: str) -> list[Any] | N
 class _Checker:
     """Checks one identity's documents against its cloud's row of SERVER_GRANTS."""
 
-    def __init__(self, stack: Stack, identity: ServerIdentity) -> None:
+    def __init__(self, stack: Stack, identity: ServerIdentity, row: ServerGrants | None = None) -> None:
         self.stack = stack
         self.identity = identity
-        self.row = SERVER_GRANTS[identity.cloud]
+        self.row = row or SERVER_GRANTS[identity.cloud]
         self.dialect = _DIALECTS.get(identity.cloud, AWS_STORAGE)
         self.secrets = _secret_names(stack, identity.cloud)
 
@@ -241,6 +280,10 @@ class _Checker:
             self.log_write(resources, action, label, urn)
         elif kind == "metrics":
             self.metric_write(statement, action, urn)
+        elif kind == "group":
+            self.group_action(resources, action, label, urn)
+        elif kind == "reader":
+            self.reader_assume(resources, action, label, urn)
         elif kind is None:
             shell = f" and {self.row.anywhere_for}" if self.row.anywhere_for else ""
             self.identity.report(f"the servers' identity may {action} (statement {label}), which inferstack never "
@@ -280,6 +323,27 @@ class _Checker:
                 self.identity.report(f"the servers' identity may {action} on {resource} (statement {label}), which "
                                      "is not a log group of this stack: grant the stack's own log group (and its "
                                      "streams) only", urn)
+
+    def group_action(self, resources: list[str], action: str, label: str, urn: str) -> None:
+        groups = {str(arn) for g in self.stack.of_type(AWS_AUTOSCALING_GROUP)
+                  if (arn := self.stack.known(g.props, "arn"))}
+        for resource in resources or ["every resource (no Resource)"]:
+            if resource not in groups:
+                self.identity.report(f"the servers' identity may {action} on {resource} (statement {label}), which "
+                                     "is not an Auto Scaling group of this stack: grant it on the stack's own group's "
+                                     "ARN only", urn)
+
+    def reader_assume(self, resources: list[str], action: str, label: str, urn: str) -> None:
+        readers = {str(arn): role for role in self.stack.of_type(AWS_ROLE)
+                   if (arn := self.stack.known(role.props, "arn"))}
+        for resource in resources or ["every resource (no Resource)"]:
+            reader = readers.get(resource)
+            if reader is None or reader.urn == self.identity.resource.urn:
+                self.identity.report(f"the servers' identity may {action} on {resource} (statement {label}), which "
+                                     "is not a role of this stack: grant it on the stack's own model reader's ARN "
+                                     "only", urn)
+            else:
+                self.identity.readers.append((reader, urn))
 
     def metric_write(self, statement: Statement, action: str, urn: str) -> None:
         key = self.row.metric_condition.lower()
@@ -393,6 +457,8 @@ def _aws_identity_documents(stack: Stack, checker: _Checker) -> None:
                 checker.document(_Document(policy, statements(policy.props.get("policy"),
                                                               report_to(identity, policy.urn),
                                                               "a policy of the servers' identity")))
+        elif aws_managed_name(arn) in checker.row.managed:
+            continue
         elif aws_managed_name(arn):
             report(f"the servers' identity has the AWS-managed policy {aws_managed_name(arn)} attached, which "
                    "inferstack never grants: attach nothing but inferstack's own policies", attachment.urn)
@@ -582,9 +648,56 @@ IDENTITY_USERS = {
 }
 
 
+def _image_build_roles(stack: Stack) -> set[str]:
+    """URNs of the roles whose instance profiles only image builds take (an Image Builder infrastructure
+    configuration's `instanceProfileName`), never a server (an instance or a launch template naming the profile)."""
+    builds, served = set(), set()
+    for profile in stack.of_type(AWS_INSTANCE_PROFILE):
+        names = stack.names_of(profile)
+        if any(stack.refers(infra, "instanceProfileName", profile, *names)
+               for infra in stack.of_type(AWS_IMAGE_BUILD_INFRASTRUCTURE)):
+            builds.add(profile.urn)
+        if any(stack.names(user, profile, names) for user in stack.of_type(
+                AWS_INSTANCE, AWS_LAUNCH_TEMPLATE, AWS_LAUNCH_CONFIGURATION, AWS_SPOT_INSTANCE_REQUEST)):
+            served.add(profile.urn)
+    roles = set()
+    for role in stack.of_type(AWS_ROLE):
+        profiles = {p.urn for p in stack.of_type(AWS_INSTANCE_PROFILE)
+                    if stack.refers(p, "role", role, *stack.names_of(role))}
+        if profiles and profiles <= builds and not profiles & served:
+            roles.add(role.urn)
+    return roles
+
+
+IMAGE_BUILD_USERS = frozenset({*IDENTITY_USERS, AWS_IMAGE_BUILD_INFRASTRUCTURE})
+
+
+def image_build_identities(stack: Stack) -> list[ServerIdentity]:
+    """Every identity only image builds take, checked against IMAGE_BUILD: it reads its boot script under the boot
+    bundles' prefix and nothing else of the stack's storage."""
+    found = []
+    builds = _image_build_roles(stack)
+    for role in stack.of_type(AWS_ROLE):
+        if role.urn not in builds:
+            continue
+        identity = ServerIdentity("aws", role)
+        identity.granted_by.add(role.urn)
+        _aws_identity_documents(stack, _Checker(stack, identity, IMAGE_BUILD))
+        for scope in sorted(s for s in identity.storage if f"/{BOOT_BUNDLE_PREFIX}" not in s):
+            identity.report(f"the image build identity {role.name} reads {scope}: it reads its boot script under "
+                            f"{BOOT_BUNDLE_PREFIX} only (no model, no secret)", role.urn)
+        _unknown_grants(stack, identity, IMAGE_BUILD_USERS)
+        found.append(identity)
+    return found
+
+
 def server_identities(stack: Stack, report_violation: ReportViolation) -> list[ServerIdentity]:
-    """Every identity the servers take, with its storage scopes, readable secrets and violations."""
-    identities = [*_identities_trusting(stack, AWS_ROLE, "assumeRolePolicy", "ec2.", "aws", report_violation),
+    """Every identity the servers take, with its storage scopes, readable secrets and violations (not an image
+    build's: `image_build_identities`)."""
+    builds = _image_build_roles(stack)
+    identities = [*(identity for identity in _identities_trusting(stack, AWS_ROLE, "assumeRolePolicy", "ec2.", "aws",
+                                                                  report_violation)
+                    if identity.resource.urn not in builds),
                   *_identities_trusting(stack, ALI_ROLE, "assumeRolePolicyDocument", "ecs.", "alibaba",
                                         report_violation),
                   *(ServerIdentity("huawei", agency) for agency in stack.of_type(HW_AGENCY)
@@ -598,6 +711,7 @@ def server_identities(stack: Stack, report_violation: ReportViolation) -> list[S
             _check_gcp_account(stack, identity)
         else:
             read[identity.cloud](stack, _Checker(stack, identity))
+        _check_model_readers(stack, identity)
         models = {scope for scope in identity.storage if not scope.endswith(f"/{BOOT_BUNDLE_PREFIX}*")}
         buckets = {scope.split("/", 1)[0] for scope in identity.storage}
         if len(models) > 1 or len(buckets) > 1:
@@ -608,40 +722,57 @@ def server_identities(stack: Stack, report_violation: ReportViolation) -> list[S
     return identities
 
 
-def _identity_names(stack: Stack, identity: StackResource) -> set[str]:
-    keys = ("name", "arn", "roleName", "email", "member", "id")
-    names = {str(stack.known(identity.props, key)) for key in keys if stack.known(identity.props, key)}
-    email = stack.known(identity.props, "email")
-    return names | ({f"serviceAccount:{email}"} if email else set())
+def _check_model_readers(stack: Stack, identity: ServerIdentity) -> None:
+    """Each role the identity may assume is a model reader of its own: trusted by this identity alone, reading this
+    identity's model prefix and nothing else. Anything wider is reported on the identity."""
+    own_arn = stack.known(identity.resource.props, "arn")
+    for role, grant_urn in identity.readers:
+        reader = ServerIdentity(identity.cloud, role)
+        reader.granted_by.update({role.urn, grant_urn})
+        _check_reader_trust(stack, role, own_arn, reader)
+        _aws_identity_documents(stack, _Checker(stack, reader, MODEL_READER))
+        own_models = {scope for scope in identity.storage if not scope.endswith(f"/{BOOT_BUNDLE_PREFIX}*")}
+        for scope in sorted(reader.storage - own_models):
+            reader.report(f"the model reader {role.name} reads {scope}, which is not the model prefix of the servers' "
+                          f"identity ({', '.join(sorted(own_models)) or 'none'}): it reads that prefix only", role.urn)
+        _unknown_grants(stack, reader, READER_USERS)
+        identity.violations += reader.violations
+        identity.granted_by.add(role.urn)
 
 
-def _names_identity(stack: Stack, resource: StackResource, identity: StackResource, names: set[str]) -> bool:
-    if any(identity.urn in {d.urn for d in deps} for deps in resource.property_dependencies.values()):
-        return True
-    return any(_mentions(stack, stack.known(resource.props, key), names) for key in resource.props)
+def _check_reader_trust(stack: Stack, role: StackResource, own_arn: Any, reader: ServerIdentity) -> None:
+    """The reader's trust policy lets the servers' identity, by its ARN, assume it, and no one else."""
+    trust = stack.known(role.props, "assumeRolePolicy")
+    if trust is None or own_arn is None:
+        return  # unknown during a preview: checked at `pulumi up`
+    document = policy_document(trust)
+    bodies = items(document.get("Statement")) if document is not None else []
+    wider = [body for body in bodies if not (
+        isinstance(body, Mapping) and str(body.get("Effect", "")).lower() == "allow"
+        and items(body.get("Action")) == ["sts:AssumeRole"] and set(body) <= {"Sid", "Effect", "Action", "Principal"}
+        and isinstance(body.get("Principal"), Mapping) and set(body["Principal"]) == {"AWS"}
+        and items(body["Principal"]["AWS"]) == [own_arn])]
+    if document is None or not bodies or wider:
+        reader.report(f"the model reader {role.name} may be assumed by more than the servers' identity ({own_arn}): "
+                      "its trust policy names that role's ARN alone, with sts:AssumeRole and no condition", role.urn)
 
 
-def _mentions(stack: Stack, value: Any, names: set[str]) -> bool:
-    if isinstance(value, str):
-        return value in names
-    if isinstance(value, Mapping):
-        return any(_mentions(stack, stack.known(value, key), names) for key in value)
-    return any(_mentions(stack, item, names) for item in stack.items(value)) if isinstance(value, Sequence) else False
-
-
+READER_USERS = frozenset({*IDENTITY_USERS, "aws:s3/bucketObjectv2:BucketObjectv2", "aws:s3/bucketObject:BucketObject"})
+"""Resources that name a model reader without granting it anything: those of the servers' identity, and the boot
+bundle (an S3 object), whose runtime unit names the reader's ARN to assume."""
 CLOUD_PACKAGES = ("aws:", "gcp:", "alicloud:", "huaweicloud:")
 """Only the clouds' resources can grant anything: components and the stack itself merely pass values on (an
 inferstack component's `identityId` output is the role's ARN)."""
 
 
-def _unknown_grants(stack: Stack, identity: ServerIdentity) -> None:
-    names = _identity_names(stack, identity.resource)
+def _unknown_grants(stack: Stack, identity: ServerIdentity, users: frozenset[str] = frozenset(IDENTITY_USERS)) -> None:
+    names = stack.names_of(identity.resource)
     for resource in stack.resources:
-        if (resource.urn in identity.granted_by or resource.resource_type in IDENTITY_USERS
+        if (resource.urn in identity.granted_by or resource.resource_type in users
                 or resource.resource_type in (AWS_ROLE, ALI_ROLE, HW_AGENCY, GCP_SERVICE_ACCOUNT)
                 or not resource.resource_type.startswith(CLOUD_PACKAGES)):
             continue
-        if _names_identity(stack, resource, identity.resource, names):
+        if stack.names(resource, identity.resource, names):
             identity.report(f"{resource.name} ({resource.resource_type}) names the servers' identity "
                             f"{identity.resource.name}, and the pack cannot tell what it grants: grant the server's "
                             "permissions the way inferstack does (docs/policy.md)", resource.urn)
@@ -651,7 +782,7 @@ def check_server_identity(stack: Stack, report_violation: ReportViolation) -> No
     identities = server_identities(stack, report_violation)
     if not identities:
         raise NotApplicable(NO_SERVER_IDENTITY)
-    for identity in identities:
+    for identity in [*identities, *image_build_identities(stack)]:
         for message, urn in identity.violations:
             report_violation(message, urn)
 

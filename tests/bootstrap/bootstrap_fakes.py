@@ -43,7 +43,26 @@ def free_port() -> int:
         return port
 
 
-class _MetadataHandler(BaseHTTPRequestHandler):
+AWS_INSTANCE_ID = "i-0123456789abcdef0"
+AWS_TARGET_LIFECYCLE_STATE = "/latest/meta-data/autoscaling/target-lifecycle-state"
+"""Where IMDS tells an Auto Scaling instance its target state (InService, Warmed:Stopped, ...): 404 outside a group."""
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A stand-in server's handler: `_reply` sends a text body; requests are not logged."""
+
+    def _reply(self, status: int, body: str) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _MetadataHandler(QuietHandler):
     """Answers the documented metadata paths of AWS (IMDSv2), GCP, Alibaba (hardened mode) and Huawei."""
 
     routes: ClassVar[dict[str, tuple[str, str | None]]] = {
@@ -62,6 +81,7 @@ class _MetadataHandler(BaseHTTPRequestHandler):
         "/openstack/latest/securitykey": (json.dumps(
             {"credential": {"access": ACCESS_KEY, "secret": SECRET_KEY, "securitytoken": SESSION_TOKEN}}), None),
         "/openstack/latest/meta_data.json": (json.dumps({"project_id": HUAWEI_PROJECT}), None),
+        "/latest/meta-data/instance-id": (AWS_INSTANCE_ID, "X-aws-ec2-metadata-token"),
     }
     # The instance's identity, as the metadata server shows it before a role is attached: 404.
     identity_paths = ("/security-credentials/", "/securitykey", "/service-accounts/")
@@ -83,6 +103,8 @@ class _MetadataHandler(BaseHTTPRequestHandler):
             self._notice(server.notices)
             return
         body, required_header = self.routes.get(self.path, (None, None))
+        if self.path == AWS_TARGET_LIFECYCLE_STATE and server.target_lifecycle_state is not None:
+            body, required_header = server.target_lifecycle_state, "X-aws-ec2-metadata-token"
         with server.lock:
             unattached = server.role_missing_for > 0 and any(p in self.path for p in self.identity_paths)
             server.role_missing_for -= unattached
@@ -111,20 +133,12 @@ class _MetadataHandler(BaseHTTPRequestHandler):
         else:
             self._reply(404, "not found")
 
-    def _reply(self, status: int, body: str) -> None:
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 class _MetadataServer(ThreadingHTTPServer):
     lock: threading.Lock
     role_missing_for: int
+    target_lifecycle_state: str | None
     notices: MetadataNotices
 
 
@@ -159,12 +173,15 @@ class MetadataNotices:
 
 
 @contextmanager
-def metadata_server(role_missing_for: int = 0, notices: MetadataNotices | None = None) -> Iterator[str]:
+def metadata_server(role_missing_for: int = 0, notices: MetadataNotices | None = None,
+                    target_lifecycle_state: str | None = None) -> Iterator[str]:
     """A metadata server for all four clouds on 127.0.0.1; yields its base URL. Its first `role_missing_for`
     reads of the instance's identity answer 404, as before the role (instance profile, RAM role, agency,
-    service account) is attached. It posts the interruption notices `notices` holds (none without)."""
+    service account) is attached. It posts the interruption notices `notices` holds (none without), and AWS's
+    `target_lifecycle_state` (None: 404, as for an instance outside an Auto Scaling group)."""
     server = _MetadataServer(("127.0.0.1", 0), _MetadataHandler)
     server.lock, server.role_missing_for = threading.Lock(), role_missing_for
+    server.target_lifecycle_state = target_lifecycle_state
     server.notices = notices if notices is not None else MetadataNotices()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

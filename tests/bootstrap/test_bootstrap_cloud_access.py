@@ -18,7 +18,15 @@ import cloud_access
 import fetch_secret
 import pytest
 import vendor_signers as vendor
-from bootstrap_fakes import ACCESS_KEY, SECRET_KEY, SESSION_TOKEN, free_port
+from bootstrap_fakes import (
+    ACCESS_KEY,
+    AWS_INSTANCE_ID,
+    SECRET_KEY,
+    SESSION_TOKEN,
+    QuietHandler,
+    free_port,
+    metadata_server,
+)
 from cloud_access import AccessError, Credentials, CredentialSource, Request, Retry
 
 FIXED_TIME = datetime.datetime(2025, 6, 1, 12, 30, 45, tzinfo=datetime.timezone.utc)
@@ -220,3 +228,98 @@ def test_the_boot_step_fails_loudly_when_ess_cannot_be_reached(
     code = cloud_access.main(["complete-lifecycle-action", "--region", "eu-central-1", "--metadata-endpoint",
                               metadata_url, "--endpoint", f"http://127.0.0.1:{free_port()}"])
     assert code == 1 and "ESS DescribeScalingInstances failed" in capsys.readouterr().err
+
+
+#### AWS: a server of a group with a warm pool completes its own launch hook ####
+
+
+class _AutoScalingHandler(QuietHandler):
+    """Auto Scaling's Query API on loopback: checks each request's SigV4 signature as AWS would (403 on a mismatch)
+    and answers for one server in `state`."""
+
+    def do_POST(self) -> None:
+        server: _AutoScalingServer = self.server  # type: ignore[assignment]
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        params = dict(urllib.parse.parse_qsl(body.decode(), keep_blank_values=True))
+        server.calls.append(params)
+        url = f"http://{self.headers['Host']}{self.path}"
+        authorization = self.headers.get("Authorization", "")
+        signed = authorization.partition("SignedHeaders=")[2].partition(",")[0].split(";")
+        headers = {name: value for name, value in self.headers.items() if name.lower() in signed}
+        if authorization != vendor.aws_authorization("POST", url, headers, body, "autoscaling", "eu-west-1"):
+            return self._reply(403, "<ErrorResponse><Error><Code>SignatureDoesNotMatch</Code></Error></ErrorResponse>")
+        if params["Action"] == "DescribeAutoScalingInstances":
+            member = (f"<member><InstanceId>{params['InstanceIds.member.1']}</InstanceId><AutoScalingGroupName>"
+                      f"chat-group-1a2b3c4</AutoScalingGroupName><LifecycleState>{server.state}</LifecycleState>"
+                      "</member>") if server.state else ""
+            return self._reply(200, '<DescribeAutoScalingInstancesResponse xmlns="http://autoscaling.amazonaws.com/'
+                                    f'doc/2011-01-01/"><DescribeAutoScalingInstancesResult><AutoScalingInstances>'
+                                    f"{member}</AutoScalingInstances></DescribeAutoScalingInstancesResult>"
+                                    "</DescribeAutoScalingInstancesResponse>")
+        return self._reply(200, '<CompleteLifecycleActionResponse xmlns="http://autoscaling.amazonaws.com/doc/'
+                                '2011-01-01/"><CompleteLifecycleActionResult/></CompleteLifecycleActionResponse>')
+
+
+
+class _AutoScalingServer(ThreadingHTTPServer):
+    calls: list[dict[str, str]]
+    state: str
+
+
+@pytest.fixture
+def autoscaling() -> Iterator[_AutoScalingServer]:
+    server = _AutoScalingServer(("127.0.0.1", 0), _AutoScalingHandler)
+    server.calls, server.state = [], "Warmed:Pending:Wait"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _complete_aws(autoscaling: _AutoScalingServer, metadata_url: str) -> str:
+    return cloud_access.complete_aws_lifecycle_action(
+        "eu-west-1", AWS_INSTANCE_ID, "inferstack-boot", CredentialSource("aws", metadata_url),
+        f"http://127.0.0.1:{autoscaling.server_address[1]}", Retry(attempts=1))
+
+
+@pytest.mark.parametrize("state", ["Warmed:Pending:Wait", "Pending:Wait"])
+def test_an_aws_server_held_by_its_launch_hook_completes_it_on_its_own_group_with_continue(
+        autoscaling: _AutoScalingServer, metadata_url: str, state: str) -> None:
+    autoscaling.state = state
+    assert _complete_aws(autoscaling, metadata_url) == (
+        f"{AWS_INSTANCE_ID} completed its launch in chat-group-1a2b3c4 from {state} (CONTINUE, hook inferstack-boot)")
+    described, completed = autoscaling.calls
+    assert described == {"Action": "DescribeAutoScalingInstances", "Version": "2011-01-01",
+                         "InstanceIds.member.1": AWS_INSTANCE_ID}
+    assert completed == {"Action": "CompleteLifecycleAction", "Version": "2011-01-01",
+                         "AutoScalingGroupName": "chat-group-1a2b3c4", "LifecycleHookName": "inferstack-boot",
+                         "InstanceId": AWS_INSTANCE_ID, "LifecycleActionResult": "CONTINUE"}
+
+
+@pytest.mark.parametrize("state", ["InService", "Warmed:Stopped", ""])
+def test_an_aws_server_not_held_by_a_hook_completes_nothing(autoscaling: _AutoScalingServer, metadata_url: str,
+                                                            state: str) -> None:
+    autoscaling.state = state
+    assert _complete_aws(autoscaling, metadata_url).endswith(": no lifecycle action to complete")
+    assert [call["Action"] for call in autoscaling.calls] == ["DescribeAutoScalingInstances"]
+
+
+@pytest.mark.parametrize(("state", "expected"), [("Warmed:Stopped", "Warmed:Stopped"), ("InService", "InService"),
+                                                 (None, "")])
+def test_an_aws_server_reads_its_target_lifecycle_state_with_a_session_token(state: str | None,
+                                                                             expected: str) -> None:
+    with metadata_server(target_lifecycle_state=state) as url:
+        assert cloud_access.aws_target_lifecycle_state(url, Retry(attempts=1)) == expected
+        assert cloud_access.aws_instance_metadata("instance-id", url, Retry(attempts=1)) == AWS_INSTANCE_ID
+
+
+def test_the_aws_lifecycle_command_prints_the_target_state_and_completes_by_instance_id(
+        autoscaling: _AutoScalingServer, capsys: pytest.CaptureFixture[str]) -> None:
+    with metadata_server(target_lifecycle_state="Warmed:Stopped") as url:
+        assert cloud_access.main(["target-lifecycle-state", "--metadata-endpoint", url]) == 0
+        assert cloud_access.main(["complete-lifecycle-action", "--cloud", "aws", "--region", "eu-west-1", "--hook",
+                                  "inferstack-boot", "--metadata-endpoint", url, "--endpoint",
+                                  f"http://127.0.0.1:{autoscaling.server_address[1]}"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["Warmed:Stopped", f"{AWS_INSTANCE_ID} completed its launch in chat-group-1a2b3c4 from "
+                                     "Warmed:Pending:Wait (CONTINUE, hook inferstack-boot)"]

@@ -126,7 +126,7 @@ def run_phase(tmp_path: Path, files: dict[str, str], chains: dict[str, list[list
     result = subprocess.run(["bash", str(tmp_path / "boot.sh"), "--phase", "metadata_firewall"], env=env,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
-    detail = (tmp_path / "run-inferstack-boot" / "phase-detail").read_text()
+    detail = (tmp_path / "run-inferstack-boot" / "metadata_firewall.detail").read_text()
     calls = log.read_text().splitlines() if log.exists() else []
     return detail, calls
 

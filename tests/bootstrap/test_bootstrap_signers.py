@@ -99,6 +99,28 @@ def test_aws_signature_of_other_services_encodes_the_path_twice_as_botocore_does
         "GET", signed.url, signed.headers, b"", "ssm", "eu-west-1")
 
 
+@pytest.mark.parametrize(("action", "operation", "params"), [
+    ("CompleteLifecycleAction", "complete_lifecycle_action", {
+        "AutoScalingGroupName": "chat-group-1a2b3c4", "LifecycleHookName": "inferstack-boot",
+        "InstanceId": "i-0123456789abcdef0", "LifecycleActionResult": "CONTINUE"}),
+    ("DescribeAutoScalingInstances", "describe_auto_scaling_instances", {"InstanceIds": ["i-0123456789abcdef0"]}),
+])
+def test_auto_scaling_lifecycle_calls_are_the_requests_botocore_sends_with_its_signature(
+        action: str, operation: str, params: dict[str, object]) -> None:
+    flat = {"InstanceIds.member.1": "i-0123456789abcdef0"} if action.startswith("Describe") else params
+    ours = cloud_access.autoscaling_request(action, flat, CREDENTIALS, "eu-west-1",  # type: ignore[arg-type]
+                                            now=FIXED_TIME)
+    reference = _botocore_request("autoscaling", operation, **params)
+    assert (ours.method, ours.url) == (reference.method, reference.url)
+    body = reference.body if isinstance(reference.body, str) else reference.body.decode()
+    assert urllib.parse.parse_qs(ours.body.decode()) == urllib.parse.parse_qs(body)
+    assert ours.headers["Content-Type"].encode() == reference.headers["Content-Type"]
+    assert ours.headers["X-Amz-Security-Token"].encode() == reference.headers["X-Amz-Security-Token"]
+    assert ours.headers["Authorization"] == vendor.aws_authorization(
+        "POST", ours.url, ours.headers, ours.body, "autoscaling", "eu-west-1")
+    assert "/eu-west-1/autoscaling/aws4_request" in ours.headers["Authorization"]
+
+
 #### Alibaba Cloud ####
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import logging
 import re
 from pathlib import Path
@@ -17,13 +18,14 @@ import pulumi
 import pytest
 
 from inferstack import bootstrap
+from inferstack.bootstrap.render import AWS_LAUNCH_HOOK
 from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.components import InferenceServer, backend_for
 from inferstack.components.aws.load_balancer import LOAD_BALANCER_TLS_POLICY
 from inferstack.components.aws.preview import PREVIEW_OUTPUTS
 from inferstack.components.aws.servers import USER_DATA_LIMIT_BYTES
 from inferstack.errors import InputError
-from inferstack.plan import DeploymentPlan, SpotAboveFloor
+from inferstack.plan import CanaryPlan, DeploymentPlan, SpotAboveFloor, WarmPool
 from inferstack.preview import Recording, RegisteredResource, preview_workload
 from tests.sample_plans import sample_plan
 
@@ -35,6 +37,7 @@ LOAD_BALANCER = "aws:lb/loadBalancer:LoadBalancer"
 LISTENER = "aws:lb/listener:Listener"
 TARGET_GROUP = "aws:lb/targetGroup:TargetGroup"
 GROUP = "aws:autoscaling/group:Group"
+HOOK = "aws:autoscaling/lifecycleHook:LifecycleHook"
 POLICY = "aws:autoscaling/policy:Policy"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -333,6 +336,80 @@ def test_an_on_demand_fleet_launches_from_its_template_alone(run: Any) -> None:
     group = _one(_fleet(run), GROUP).inputs
     assert "mixedInstancesPolicy" not in group and "capacityRebalance" not in group
     assert group["launchTemplate"]["id"]
+
+
+#### Warm pool: stopped servers prepared ahead, held by a launch hook until their boot says so ####
+
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+
+
+def _with_warm_pool(plan: DeploymentPlan) -> DeploymentPlan:
+    pool = WarmPool(servers=2, disk_gib=120, monthly_storage=None, storage_price_basis="x")
+    return plan.model_copy(update={"startup": plan.startup.model_copy(update={"warm_pool": pool})})
+
+
+def test_a_warm_pool_keeps_stopped_servers_reused_on_scale_in_up_to_the_groups_max(run: Any) -> None:
+    plan = _with_warm_pool(sample_plan("aws", "gpu-llm", "production"))
+    group = _one(_fleet(run, plan), GROUP).inputs
+    # No maxGroupPreparedCapacity: its default is the group's max, so the pool holds max minus the desired capacity.
+    assert group["warmPool"] == {"poolState": "Stopped", "instanceReusePolicy": {"reuseOnScaleIn": True}}
+    assert group["waitForCapacityTimeout"] == "0"  # servers wait in the hook for minutes
+
+
+def test_every_new_server_of_a_warm_pool_group_waits_in_the_launch_hook_for_the_plans_grace(run: Any) -> None:
+    plan = _with_warm_pool(sample_plan("aws", "gpu-llm", "production"))
+    assert plan.fleet is not None
+    recording = _fleet(run, plan)
+    group = _one(recording, GROUP)
+    # A hook of its own, which follows the pool on and off (the group's initial hooks are applied at creation only)
+    assert "initialLifecycleHooks" not in group.inputs
+    assert _one(recording, HOOK).inputs == {
+        "name": AWS_LAUNCH_HOOK, "autoscalingGroupName": group.outputs["name"],
+        "lifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING", "defaultResult": "ABANDON",
+        "heartbeatTimeout": plan.fleet.health_check_grace_s}
+
+
+def test_the_launch_hooks_heartbeat_stays_within_what_aws_accepts(run: Any) -> None:
+    plan = _with_warm_pool(sample_plan("aws", "gpu-llm", "production"))
+    assert plan.fleet is not None
+    slow = plan.model_copy(update={"fleet": plan.fleet.model_copy(update={"health_check_grace_s": 9000})})
+    assert _one(_fleet(run, slow), HOOK).inputs["heartbeatTimeout"] == 7200
+
+
+def test_a_group_without_a_warm_pool_has_no_pool_no_hook_and_no_lifecycle_grant(run: Any) -> None:
+    recording = _fleet(run)
+    group = _one(recording, GROUP).inputs
+    assert not {"warmPool", "initialLifecycleHooks", "waitForCapacityTimeout"} & set(group)
+    assert not recording.of_type(HOOK)  # turning the pool off removes the hook the boot no longer completes
+    assert not [p for p in recording.of_type(ROLE_POLICY) if p.name.endswith("-lifecycle")]
+
+
+def test_servers_of_a_warm_pool_group_may_complete_the_lifecycle_action_of_their_own_group_only(run: Any) -> None:
+    recording = _fleet(run, _with_warm_pool(sample_plan("aws", "gpu-llm", "production")))
+    group = _one(recording, GROUP)
+    (grant,) = [p for p in recording.of_type(ROLE_POLICY) if p.name == "chat-lifecycle"]
+    (role,) = recording.of_type("aws:iam/role:Role")
+    assert grant.inputs["role"] == role.outputs["name"]  # the role behind the servers' instance profile
+    assert json.loads(grant.inputs["policy"])["Statement"] == [
+        {"Sid": "FindOwnGroup", "Effect": "Allow", "Action": ["autoscaling:DescribeAutoScalingInstances"],
+         "Resource": "*"},
+        {"Sid": "CompleteOwnLaunch", "Effect": "Allow", "Action": ["autoscaling:CompleteLifecycleAction"],
+         "Resource": group.outputs["arn"]}]
+    assert group.outputs["arn"].endswith(f":autoScalingGroupName/{group.outputs['name']}")
+
+
+def test_a_canary_group_gets_its_own_warm_pool_hook_and_grant(run: Any) -> None:
+    plan = _with_warm_pool(sample_plan("aws", "gpu-llm", "production"))
+    recording = _fleet(run, plan.model_copy(update={"canary": CanaryPlan(weight=10, plan=plan)}))
+    groups = {g.name: g for g in recording.of_type(GROUP)}
+    assert set(groups) == {"chat-group", "chat-canary-group"}
+    assert all(g.inputs["warmPool"]["poolState"] == "Stopped" for g in groups.values())
+    assert {h.inputs["autoscalingGroupName"] for h in recording.of_type(HOOK)} == {
+        g.outputs["name"] for g in groups.values()}
+    grants = {p.name: json.loads(p.inputs["policy"])["Statement"][1]["Resource"]
+              for p in recording.of_type(ROLE_POLICY) if p.name.endswith("-lifecycle")}
+    assert grants == {"chat-lifecycle": groups["chat-group"].outputs["arn"],
+                      "chat-canary-lifecycle": groups["chat-canary-group"].outputs["arn"]}
 
 
 #### Scaling: the plan's rate per server, in requests per minute ####

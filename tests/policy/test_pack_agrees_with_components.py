@@ -4,6 +4,7 @@ matters in it. A production plan is a fleet where the cloud's is built, loose se
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -33,20 +34,28 @@ from guardrails.resource_types import (
     HW_SECURITY_GROUP_RULE,
     PROVIDER_PACKAGES,
 )
-from guardrails.server_identity import BOOT_BUNDLE_PREFIX, SERVER_GRANTS, server_identities
+from guardrails.server_identity import (
+    BOOT_BUNDLE_PREFIX,
+    IMAGE_BUILD,
+    SERVER_GRANTS,
+    ServerIdentity,
+    server_identities,
+)
 from guardrails.servers import METADATA_HOP_LIMIT
 
 from inferstack.bootstrap.render import BUNDLE_PREFIX
 from inferstack.clouds import CLOUD_FACTS
 from inferstack.components import Capability, backend_for
 from inferstack.components.aws import identity as aws_identity
+from inferstack.components.aws import image as aws_image
 from inferstack.components.aws import servers as aws_servers
 from inferstack.components.gcp import identity as gcp_identity
 from inferstack.components.huawei import identity as huawei_identity
-from inferstack.plan import Serving
-from inferstack.preview import RegisteredResource
+from inferstack.plan import Serving, WarmPool
+from inferstack.preview import RegisteredResource, preview_deployment
 from tests.policy import deployments
 from tests.policy.harness import Registered, Resource, check_recording, check_resource, check_stack, pack
+from tests.sample_plans import sample_plan
 
 CLOUD_OF_PACKAGE = {facts.pulumi_package: cloud for cloud, facts in CLOUD_FACTS.items()}
 INSTANCE_TYPES = {"aws": AWS_INSTANCE, "gcp": GCP_INSTANCE, "alibaba": ALI_INSTANCE,
@@ -161,7 +170,9 @@ def test_the_metadata_hop_limit_is_the_one_the_aws_servers_get() -> None:
 
 def test_the_allow_list_names_the_components_own_constants() -> None:
     assert SERVER_GRANTS["aws"].anywhere == {*aws_identity.SESSION_MANAGER_ACTIONS,
-                                             *aws_identity.TELEMETRY_ANYWHERE_ACTIONS}
+                                             *aws_identity.TELEMETRY_ANYWHERE_ACTIONS,
+                                             *aws_identity.LIFECYCLE_FIND_ACTIONS}
+    assert SERVER_GRANTS["aws"].own_group_actions == set(aws_identity.LIFECYCLE_COMPLETE_ACTIONS)
     assert SERVER_GRANTS["aws"].log_writes == set(aws_identity.TELEMETRY_LOG_ACTIONS)
     assert SERVER_GRANTS["aws"].metric_writes == set(aws_identity.TELEMETRY_METRIC_ACTIONS)
     assert SERVER_GRANTS["gcp"].object_reads == {gcp_identity.MODEL_READER_ROLE}
@@ -169,6 +180,8 @@ def test_the_allow_list_names_the_components_own_constants() -> None:
     assert SERVER_GRANTS["huawei"].object_reads == set(huawei_identity.MODEL_READ_ACTIONS)
     assert SERVER_GRANTS["huawei"].secret_reads == set(huawei_identity.SECRET_READ_ACTIONS)
     assert BOOT_BUNDLE_PREFIX == BUNDLE_PREFIX
+    assert IMAGE_BUILD.anywhere == set(aws_image.SYSTEMS_MANAGER_AGENT_ACTIONS)
+    assert IMAGE_BUILD.managed == set(aws_image.MANAGED_POLICIES)
 
 
 @pytest.mark.parametrize("cloud", sorted(deployments.CLOUD_SETTINGS))
@@ -178,9 +191,37 @@ def test_the_allow_list_is_exactly_what_the_servers_identity_holds(cloud: str) -
     (identity,) = server_identities(stack, _no_violation)
     row = SERVER_GRANTS[cloud]
     assert identity.violations == []
+    # An AWS server gets its lifecycle grant only in a group with a warm pool (the test below).
+    warm_pool_only = {a.lower() for a in (*aws_identity.LIFECYCLE_FIND_ACTIONS, *row.own_group_actions)}
     assert {a.lower() for a in identity.holds} == {
         a.lower() for a in (*row.object_reads, *row.listings, *row.secret_reads, *row.anywhere, *row.log_writes,
-                            *row.metric_writes)}
+                            *row.metric_writes)} - (warm_pool_only if cloud == "aws" else set())
+
+
+def _warm_pool_identity(grant_on: str | None = None) -> ServerIdentity:
+    """The servers' identity of an AWS fleet with a warm pool; `grant_on`: the lifecycle grant's Resource replaced."""
+    plan = sample_plan("aws", "gpu-llm", "production")
+    pool = WarmPool(servers=2, disk_gib=120, monthly_storage=None, storage_price_basis="x")
+    plan = plan.model_copy(update={"startup": plan.startup.model_copy(update={"warm_pool": pool})})
+    resources = [_plain(r) for r in preview_deployment(plan, {**deployments.PUBLIC,
+                                                              **deployments.CLOUD_SETTINGS["aws"]}).resources]
+    if grant_on is not None:
+        (grant,) = [r for r in resources
+                    if r.resource_type == "aws:iam/rolePolicy:RolePolicy" and r.name.endswith("-lifecycle")]
+        document = json.loads(grant.props["policy"])
+        document["Statement"][1]["Resource"] = grant_on
+        grant.props["policy"] = json.dumps(document)
+    (identity,) = server_identities(Stack(resources), lambda message, urn=None: None)
+    return identity
+
+
+def test_a_warm_pool_fleets_servers_may_complete_their_own_groups_hook_and_nothing_wider() -> None:
+    identity = _warm_pool_identity()
+    assert identity.violations == []
+    assert {"autoscaling:CompleteLifecycleAction", "autoscaling:DescribeAutoScalingInstances"} <= identity.holds
+    (message, _), = _warm_pool_identity(grant_on="*").violations
+    assert "autoscaling:CompleteLifecycleAction on *" in message
+    assert "not an Auto Scaling group of this stack" in message
 
 
 def _plain(resource: RegisteredResource) -> PlainResource:

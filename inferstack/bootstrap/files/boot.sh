@@ -1,5 +1,8 @@
 #!/bin/bash
-# inferstack boot: metadata firewall -> driver -> runtime -> gateway -> model sync -> service -> model load.
+# inferstack boot: metadata firewall -> driver -> runtime -> gateway -> model sync -> service -> model load, the model
+# sync running beside the runtime's and the gateway's installs (and, when the runtime streams the weights from the
+# bucket, MODEL_LOADING=stream, beside the service and the load too: the gateway opens only once the sync has verified
+# them).
 #
 # Runs at every boot as inferstack-boot.service (cloud-init only writes the loader and starts it once; the loader,
 # fetch_bundle.py, installed this script and the units from the bundle just before). Every
@@ -47,13 +50,14 @@ load_settings() {
     done <"$CONFIG"
 }
 load_settings
+MODEL_LOADING=${MODEL_LOADING:-download} # download, or stream: the runtime reads the weights from the bucket itself
 # The model processes' units and loopback ports (several when the plan runs several per server), as word lists.
 IFS=, read -r -a SERVICES <<<"$RUNTIME_UNITS"
 IFS=, read -r -a RUNTIME_PORT_LIST <<<"$RUNTIME_PORTS"
 
 log() { printf '%s inferstack %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 # detail: the phase's one-line result, repeated in its summary line
-detail() { printf '%s' "$*" >"$RUN_DIR/phase-detail"; log "$*"; }
+detail() { printf '%s' "$*" >"$RUN_DIR/${PHASE:-boot}.detail"; log "$*"; }
 fail() { detail "ERROR: $*"; exit 1; }
 now_s() { date +%s.%N; }
 elapsed_s() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -351,9 +355,12 @@ model_root() {
     echo "$STATE_DIR"
 }
 
-write_if_changed() { # path, content: rewrites the file only when its content differs
+write_if_changed() { # path, content: rewrites the file only when its content differs, atomically (a temporary file
+    # of its own: the sync and the service phase may write one file at once)
     [ -f "$1" ] && [ "$(cat "$1")" = "$2" ] && return 0
-    printf '%s\n' "$2" >"$1.tmp" && mv "$1.tmp" "$1"
+    local tmp
+    tmp=$(mktemp "$1.XXXXXX")
+    printf '%s\n' "$2" >"$tmp" && chmod 0644 "$tmp" && mv "$tmp" "$1"
 }
 
 triton_repository() { # model dir, root -> a Triton model repository (under root) holding the model as version 1
@@ -370,6 +377,17 @@ default_model_filename: \"model.onnx\"
 instance_group [ { kind: $kind, count: 1 } ]"
     fi
     echo "$repo"
+}
+
+# write_model_env DIR FILE REPO ROOT: what the runtime's unit reads (EnvironmentFile=): where the model is, and the
+# runtime user's ids for the container
+write_model_env() {
+    write_if_changed "$MODEL_ENV" "MODEL_DIR=$1
+MODEL_FILE=$2
+TRITON_REPO=$3
+MODEL_ROOT=$4
+RUNTIME_UID=$(id -u "$RUNTIME_USER")
+RUNTIME_GID=$(id -g "$RUNTIME_USER")"
 }
 
 phase_model_sync() {
@@ -390,12 +408,12 @@ phase_model_sync() {
             ;;
         onnx) repo=$(triton_repository "$model_dir" "$root") ;;
     esac
-    write_if_changed "$MODEL_ENV" "MODEL_DIR=$model_dir
-MODEL_FILE=$model_file
-TRITON_REPO=$repo
-MODEL_ROOT=$root
-RUNTIME_UID=$(id -u "$RUNTIME_USER")
-RUNTIME_GID=$(id -g "$RUNTIME_USER")"
+    if [ "$MODEL_LOADING" = stream ]; then
+        # The runtime streams from the bucket (the copy here is what the sync verified): the same file as phase_service
+        write_model_env "s3://$MODEL_BUCKET/$MODEL_PREFIX" "" "" "$STATE_DIR"
+    else
+        write_model_env "$model_dir" "$model_file" "$repo" "$root"
+    fi
     write_if_changed "$STATE_DIR/model-version" "$(readlink "$model_dir")"
     detail "$output"
 }
@@ -417,20 +435,47 @@ start_or_restart() {
     fi
 }
 
+# What the server serves: the synced model's version, or, when the runtime streams it, the bucket's prefix (the sync is
+# still under way then), and the bundle.
+serving_version() {
+    if [ "$MODEL_LOADING" = stream ]; then
+        echo "s3://$MODEL_BUCKET/$MODEL_PREFIX bundle=${BUNDLE_SHA256:0:16}"
+    else
+        echo "$(cat "$STATE_DIR/model-version") bundle=${BUNDLE_SHA256:0:16}"
+    fi
+}
+
+# The gateway, and the spot interruption watcher beside it: a server that may run on spot capacity watches the cloud's
+# interruption notice; on a notice the watcher makes the gateway's health path answer 503 (the load balancer drains
+# it) and never stops a unit.
+open_gateway() {
+    local changed=$1 gateway
+    gateway=$(start_or_restart "$GATEWAY" "$changed")
+    # A streaming runtime's gateway is not started by systemd at boot: after a reboot the runtime streams again, and
+    # nothing reaches it before this boot's sync has verified the bucket's files (phase_model_load).
+    [ "$MODEL_LOADING" = stream ] && systemctl disable --quiet "$GATEWAY"
+    [ -f "/etc/systemd/system/$INTERRUPTION_UNIT" ] && gateway+=", $(start_or_restart "$INTERRUPTION_UNIT" "$changed")"
+    echo "$gateway"
+}
+
 phase_service() {
-    local version served="" serving changed=0 unit servers=() gateway
-    version=$(cat "$STATE_DIR/model-version")
-    serving="$version bundle=${BUNDLE_SHA256:0:16}"
+    local served="" serving changed=0 unit servers=() gateway
+    serving=$(serving_version)
     [ -f "$STATE_DIR/served-version" ] && served=$(cat "$STATE_DIR/served-version")
     [ "$served" = "$serving" ] || changed=1
+    # A streaming runtime reads the model's prefix in the bucket, not a directory here (vLLM's --model s3://bucket/
+    # prefix/ with --load-format runai_streamer); the sync, under way, writes the same file when it ends.
+    if [ "$MODEL_LOADING" = stream ]; then write_model_env "s3://$MODEL_BUCKET/$MODEL_PREFIX" "" "" "$STATE_DIR"; fi
     systemctl daemon-reload
     for unit in "${SERVICES[@]}"; do
         servers+=("$(start_or_restart "$unit" "$changed")")
     done
-    gateway=$(start_or_restart "$GATEWAY" "$changed")
-    # A server that may run on spot capacity watches the cloud's interruption notice; on a notice the watcher makes the
-    # gateway's health path answer 503 (the load balancer drains it) and never stops a unit.
-    [ -f "/etc/systemd/system/$INTERRUPTION_UNIT" ] && gateway+=", $(start_or_restart "$INTERRUPTION_UNIT" "$changed")"
+    if [ "$MODEL_LOADING" = stream ]; then
+        gateway="$GATEWAY once the sync has verified the weights" # phase_model_load opens it
+        printf '%s' "$changed" >"$RUN_DIR/gateway-changed"
+    else
+        gateway=$(open_gateway "$changed")
+    fi
     write_if_changed "$STATE_DIR/served-version" "$serving"
     detail "${servers[*]}, $gateway ($serving)"
 }
@@ -455,6 +500,16 @@ phase_model_load() {
     for i in "${!SERVICES[@]}"; do # every model process on its own port: the gateway may send each a request
         until healthy "http://127.0.0.1:${RUNTIME_PORT_LIST[$i]}${HEALTH_PATH}" "${SERVICES[$i]}"; do sleep 2; done
     done
+    if [ "$MODEL_LOADING" = stream ]; then
+        # The runtime answers from the weights it streamed; nobody else reaches it before the sync has checked the
+        # bucket's files against their manifest (sha256), here, once the sync's own process has ended.
+        until [ -f "$RUN_DIR/model_sync.rc" ]; do
+            [ "$SECONDS" -lt "$DEADLINE" ] || fail "the model sync did not end within ${READY_TIMEOUT_S}s"
+            sleep 2
+        done
+        [ "$(cat "$RUN_DIR/model_sync.rc")" -eq 0 ] || fail "the model sync failed: the gateway stays closed"
+        open_gateway "$(cat "$RUN_DIR/gateway-changed" 2>/dev/null || echo 1)" >/dev/null
+    fi
     until healthy "$url" "$GATEWAY" "${SERVICES[@]}"; do sleep 2; done # through the gateway
     write_if_changed "$STATE_DIR/ready" "model=$MODEL_NAME version=$(cat "$STATE_DIR/served-version") url=$url"
     detail "healthy at $url"
@@ -474,15 +529,21 @@ start_agent() {
     fi
 }
 
-# An Alibaba fleet's scaling group holds each new server in a lifecycle hook, out of the load balancer, until the
-# server completes the hook's action (components/alibaba/fleet.py); this is the boot's last step, once the model
-# answers. Any other server finds no action to complete. One that cannot complete it fails the boot: the hook releases
-# it at its timeout, and the group starts another.
+# A fleet's group holds each new server in a lifecycle hook until the server completes the hook's action: an Alibaba
+# fleet's (components/alibaba/fleet.py), out of the load balancer; an AWS group with a warm pool's (components/aws/
+# fleet.py; LIFECYCLE_HOOK names the hook), in the pool until prepared or out of service until ready. This is the
+# boot's last step, once the model answers (or once prepared for the pool). Any other server finds no action to
+# complete. One that cannot complete it fails the boot: the hook releases it at its timeout, and the group starts
+# another.
 complete_lifecycle_action() {
-    [ "$INFERSTACK_CLOUD" = alibaba ] || return 0
-    local output
+    local output hook=()
+    case "$INFERSTACK_CLOUD" in
+        alibaba) ;;
+        aws) [ -n "${LIFECYCLE_HOOK:-}" ] || return 0; hook=(--cloud aws --hook "$LIFECYCLE_HOOK") ;;
+        *) return 0 ;;
+    esac
     if output=$(python3 "$LIB_DIR/cloud_access.py" complete-lifecycle-action --region "$INFERSTACK_REGION" \
-        ${METADATA_ENDPOINT:+--metadata-endpoint "$METADATA_ENDPOINT"} 2>&1); then
+        "${hook[@]}" ${METADATA_ENDPOINT:+--metadata-endpoint "$METADATA_ENDPOINT"} 2>&1); then
         log "lifecycle: $output"
     else
         log "lifecycle: FAILED: $output"
@@ -490,50 +551,98 @@ complete_lifecycle_action() {
     fi
 }
 
+# Where the AWS group takes this server (IMDS autoscaling/target-lifecycle-state): Warmed:Stopped (or Warmed:Running,
+# Warmed:Hibernated) for a server launched into the warm pool, which is prepared and stopped, and boots again, from
+# the top, when it leaves the pool; InService otherwise; "" outside a group with a warm pool, or when the metadata
+# server cannot tell (then the boot runs to the end: a server that serves before it stops is merely early).
+target_lifecycle_state() {
+    [ "$INFERSTACK_CLOUD" = aws ] && [ -n "${LIFECYCLE_HOOK:-}" ] || return 0
+    python3 "$LIB_DIR/cloud_access.py" target-lifecycle-state \
+        ${METADATA_ENDPOINT:+--metadata-endpoint "$METADATA_ENDPOINT"} ||
+        log "WARNING: cannot read the target lifecycle state; booting to service" >&2
+}
+
 run_phase() { # name: runs the phase in its own process (so errexit applies inside) and logs its lines
     local name=$1 started ended detail="" code status=ok
     started=$(now_s)
-    rm -f "$RUN_DIR/phase-rc" "$RUN_DIR/phase-detail"
+    rm -f "$RUN_DIR/$name.rc" "$RUN_DIR/$name.detail"
     bash "$0" --phase "$name" || true
-    code=$(cat "$RUN_DIR/phase-rc" 2>/dev/null || echo 1)
-    [ -f "$RUN_DIR/phase-detail" ] && detail=$(cat "$RUN_DIR/phase-detail")
+    code=$(cat "$RUN_DIR/$name.rc" 2>/dev/null || echo 1)
+    [ -f "$RUN_DIR/$name.detail" ] && detail=$(cat "$RUN_DIR/$name.detail")
     [ "$code" -eq 0 ] || status=failed
     [ "$code" -eq "$REBOOT_REQUESTED" ] && status=reboot
     ended=$(now_s)
     log "phase=$name status=$status duration_s=$(elapsed_s "$started") detail=\"${detail//\"/\'}\""
     phase_record "$name" "$status" "$started" "$ended"
-    DURATIONS+=("$name=$(elapsed_s "$started")s")
+    printf '%s=%ss\n' "$name" "$(elapsed_s "$started")" >>"$RUN_DIR/durations"
     return "$code"
 }
 
+# step NAME: a phase of the boot in order; stops the boot when it fails, reboots when it asks to
+step() {
+    local code=0
+    run_phase "$1" || code=$?
+    if [ "$code" -eq "$REBOOT_REQUESTED" ]; then
+        log "summary: rebooting to finish the driver install ($(durations))"
+        systemctl reboot
+        exit 0
+    fi
+    [ "$code" -eq 0 ] && return 0
+    log "summary: FAILED in phase $1 after $(elapsed_s "$BOOT_STARTED")s ($(durations)); see the lines above"
+    exit 1
+}
+
+durations() { paste -sd ' ' "$RUN_DIR/durations" 2>/dev/null || true; }
+
+# The model sync in its own process beside the phases that follow it (its lines go to the same log); its result is
+# $RUN_DIR/model_sync.rc once it has ended (run_phase), which sync_done and wait_for_sync read.
+start_sync() {
+    rm -f "$RUN_DIR/model_sync.rc"
+    run_phase model_sync &
+    SYNC_PID=$!
+}
+wait_for_sync() {
+    wait "$SYNC_PID" 2>/dev/null || true
+    [ "$(cat "$RUN_DIR/model_sync.rc" 2>/dev/null || echo 1)" -eq 0 ] && return 0
+    log "summary: FAILED in phase model_sync after $(elapsed_s "$BOOT_STARTED")s ($(durations)); see the lines above"
+    exit 1
+}
+
 main() {
-    local started phase code
-    started=$(now_s)
-    DURATIONS=()
+    local state
+    BOOT_STARTED=$(now_s)
+    rm -f "$RUN_DIR/durations"
     record_vm_boot
     log "boot start: $RUNTIME ($INSTALL_MODE) on $DEVICE, model $MODEL_NAME from $INFERSTACK_CLOUD $MODEL_BUCKET/$MODEL_PREFIX"
-    for phase in metadata_firewall driver runtime gateway model_sync service model_load; do
-        code=0
-        run_phase "$phase" || code=$?
-        if [ "$code" -eq "$REBOOT_REQUESTED" ]; then
-            log "summary: rebooting to finish the driver install (${DURATIONS[*]})"
-            systemctl reboot
-            exit 0
-        fi
-        if [ "$code" -ne 0 ]; then
-            log "summary: FAILED in phase $phase after $(elapsed_s "$started")s (${DURATIONS[*]}); see the lines above"
-            exit 1
-        fi
-        # After the driver phase, the boot's last reboot point: a reboot never cuts the agent's package install.
-        [ "$phase" = driver ] && start_agent
-    done
-    log "summary: ready in $(elapsed_s "$started")s (${DURATIONS[*]})"
+    step metadata_firewall
+    step driver
+    start_agent # after the driver phase, the boot's last reboot point: a reboot never cuts the agent's install
+    ensure_runtime_user # the sync writes the runtime user's ids into model.env
+    start_sync
+    step runtime
+    step gateway
+    # The runtime loads from the synced disk unless it streams the weights; then the load's phase waits for the
+    # sync before it opens the gateway (phase_model_load).
+    [ "$MODEL_LOADING" = stream ] || wait_for_sync
+    step service
+    step model_load
+    [ "$MODEL_LOADING" = stream ] && wait_for_sync # it ended already: the load's phase waited for it
+    state=$(target_lifecycle_state)
+    if [[ "$state" == Warmed:* ]]; then
+        # Prepared for the warm pool, the runtime started once (its compile caches are on the disk now): stopped
+        # again, it starts when the server leaves the pool and boots from the top.
+        systemctl disable --now "${SERVICES[@]}" "$GATEWAY" >/dev/null 2>&1 || true
+        log "summary: prepared for the warm pool ($state) in $(elapsed_s "$BOOT_STARTED")s ($(durations)); the runtime and gateway start again when it leaves the pool"
+    else
+        log "summary: ready in $(elapsed_s "$BOOT_STARTED")s ($(durations))"
+    fi
     complete_lifecycle_action || exit 1
 }
 
 if [ "${1:-}" = --phase ]; then
     mkdir -p "$STATE_DIR" "$RUN_DIR"
-    trap 'echo $? >"$RUN_DIR/phase-rc"' EXIT
+    PHASE=$2
+    trap 'echo $? >"$RUN_DIR/$PHASE.rc"' EXIT
     case "$2" in
         metadata_firewall) phase_metadata_firewall ;;
         driver) phase_driver ;;

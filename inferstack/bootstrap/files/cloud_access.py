@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import http.client
 import json
+import os
 import random
 import re
 import sys
@@ -35,6 +36,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -546,21 +548,212 @@ def complete_lifecycle_action(region: str, instance_id: str, credentials: Creden
     return f"{instance_id} completed its scale-out (CONTINUE, hook {hooks})"
 
 
+#### AWS Auto Scaling: a server of a group with a warm pool says it is prepared, or ready ####
+
+# A group with a warm pool holds each new server in its launch hook (Warmed:Pending:Wait for the pool, Pending:Wait for
+# service) until the server completes the hook's action (components/aws/fleet.py); boot.sh asks the target state
+# first (prepare only for the pool), and completes the action once prepared or once the model answers. The requests
+# are botocore's for the Query protocol (service model autoscaling 2011-01-01): POST / with the form-encoded
+# parameters, Action and Version, SigV4 for service "autoscaling".
+AUTOSCALING_API_VERSION = "2011-01-01"
+AWS_WAIT_STATES = ("Pending:Wait", "Warmed:Pending:Wait")
+"""The lifecycle states in which a launch hook holds a server (DescribeAutoScalingInstances LifecycleState)."""
+HOOK_NAME_PATTERN = r"^[A-Za-z0-9_./-]{1,255}$"  # LifecycleHookName: [A-Za-z0-9\-_\/]+, at most 255
+LIFECYCLE_AUTH_GRACE_S = 600.0
+"""How long a refused call is retried: the grant names the group, so it is created just after the group, while its
+first servers boot (components/aws/fleet.py _lifecycle_grant), and IAM takes a while to apply it everywhere."""
+
+
+def autoscaling_endpoint(region: str) -> str:
+    return f"https://autoscaling.{checked_name('region', region, REGION_PATTERN)}.amazonaws.com"
+
+
+def autoscaling_request(action: str, params: Mapping[str, str], credentials: Credentials, region: str,
+                        endpoint: str | None = None, now: datetime.datetime | None = None) -> Request:
+    """One Auto Scaling Query API call as botocore sends it: the parameters form-encoded in the body."""
+    body = urllib.parse.urlencode({"Action": action, "Version": AUTOSCALING_API_VERSION, **params},
+                                  quote_via=urllib.parse.quote).encode()
+    request = Request("POST", f"{(endpoint or autoscaling_endpoint(region)).rstrip('/')}/",
+                      {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}, body)
+    return sign_aws_v4(request, credentials, region, "autoscaling", now=now)
+
+
+def read_xml(response: http.client.HTTPResponse) -> dict[str, str]:
+    """The text of each element of a Query API reply, by its local name (the last one of a name wins)."""
+    try:
+        root = ElementTree.fromstring(response.read())
+    except ElementTree.ParseError as error:
+        raise AccessError(f"reply from {response.geturl()} is not XML: {error}") from None
+    return {element.tag.rpartition("}")[2]: (element.text or "").strip() for element in root.iter()}
+
+
+def aws_instance_metadata(name: str, metadata_endpoint: str | None = None, retry: Retry = Retry()) -> str:
+    """An item of this server's IMDSv2 metadata (a session token first), e.g. instance-id."""
+    return metadata_get("aws", f"/latest/meta-data/{name}", metadata_endpoint, retry, read_text,
+                        headers=metadata_session("aws", metadata_endpoint, retry, ttl_s=300))
+
+
+def aws_target_lifecycle_state(metadata_endpoint: str | None = None, retry: Retry = Retry()) -> str:
+    """Where Auto Scaling is taking this server: InService, or Warmed:Stopped (Warmed:Running, Warmed:Hibernated) for
+    one prepared for the warm pool (IMDS autoscaling/target-lifecycle-state); "" outside an Auto Scaling group (404)."""
+    try:
+        return aws_instance_metadata("autoscaling/target-lifecycle-state", metadata_endpoint, retry)
+    except AccessError as error:
+        if error.status == 404:
+            return ""
+        raise
+
+
+def complete_aws_lifecycle_action(region: str, instance_id: str, hook: str, credentials: CredentialSource,
+                                  endpoint: str | None = None, retry: Retry = Retry()) -> str:
+    """CONTINUE on this server's launch hook `hook`, if the hook holds it: its group and state
+    (DescribeAutoScalingInstances), then CompleteLifecycleAction by instance id. Returns what was done, in a
+    sentence."""
+    checked_name("lifecycle hook", hook, HOOK_NAME_PATTERN)
+
+    def call(action: str, params: Mapping[str, str]) -> dict[str, str]:
+        return send(lambda: autoscaling_request(action, params, credentials.get(), region, endpoint), read_xml,
+                    retry=retry, what=f"Auto Scaling {action}")
+
+    found = call("DescribeAutoScalingInstances", {"InstanceIds.member.1": instance_id})
+    if found.get("InstanceId") != instance_id:
+        return f"{instance_id} is in no Auto Scaling group: no lifecycle action to complete"
+    group, state = found.get("AutoScalingGroupName", ""), found.get("LifecycleState", "")
+    if state not in AWS_WAIT_STATES:
+        return f"{instance_id} is {state}: no lifecycle action to complete"
+    call("CompleteLifecycleAction", {"AutoScalingGroupName": group, "LifecycleHookName": hook,
+                                     "InstanceId": instance_id, "LifecycleActionResult": "CONTINUE"})
+    return f"{instance_id} completed its launch in {group} from {state} (CONTINUE, hook {hook})"
+
+
+#### AWS STS: credentials of the runtime's own, for a runtime that streams the weights ####
+
+# A runtime that streams the weights from S3 (vLLM's Run:ai Model Streamer) needs credentials, and never gets the
+# instance's: the server assumes a role that may only read the model's prefix (components/aws/identity.py
+# model_reader_statements) and hands its temporary credentials to the runtime's container in a root-only file, at
+# each start of the runtime (render.py server_unit). AssumeRole is botocore's request for the Query protocol (service
+# model sts 2011-06-15): POST / with the form-encoded parameters, Action and Version, SigV4 for service "sts".
+STS_API_VERSION = "2011-06-15"
+ROLE_ARN_PATTERN = r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/([A-Za-z0-9+=,.@_-]+/)*[A-Za-z0-9+=,.@_-]{1,64}$"
+ROLE_SESSION_PATTERN = r"^[A-Za-z0-9+=,.@_-]{2,64}$"  # RoleSessionName: [\w+=,.@-]*, 2 to 64 characters
+RUNTIME_SESSION_S = 3600
+"""The runtime's credentials last an hour: the longest AWS allows a role assumed with a role's credentials (role
+chaining), and longer than a load; each start of the runtime gets new ones."""
+RUNTIME_AUTH_GRACE_S = 300.0
+"""How long a refused AssumeRole is retried: the reader role and the grant to assume it are created with the stack,
+and IAM takes a while to apply them everywhere."""
+_CREDENTIAL_VALUE = re.compile(r"[A-Za-z0-9/+=]+")
+"""Access key ids, secret keys and session tokens are base64 text: anything else (a line break above all) would add a
+variable to the env file."""
+
+
+def sts_endpoint(region: str) -> str:
+    return f"https://sts.{checked_name('region', region, REGION_PATTERN)}.amazonaws.com"
+
+
+def sts_request(params: Mapping[str, str], credentials: Credentials, region: str, endpoint: str | None = None,
+                now: datetime.datetime | None = None) -> Request:
+    """STS AssumeRole as botocore sends it, to the region's own STS endpoint: the parameters form-encoded in the
+    body."""
+    body = urllib.parse.urlencode({"Action": "AssumeRole", "Version": STS_API_VERSION, **params},
+                                  quote_via=urllib.parse.quote).encode()
+    request = Request("POST", f"{(endpoint or sts_endpoint(region)).rstrip('/')}/",
+                      {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}, body)
+    return sign_aws_v4(request, credentials, region, "sts", now=now)
+
+
+def assume_role(region: str, role_arn: str, session_name: str, credentials: CredentialSource,
+                endpoint: str | None = None, retry: Retry = Retry()) -> Credentials:
+    """Temporary credentials of `role_arn` (RUNTIME_SESSION_S long), asked with the instance's own."""
+    params = {"RoleArn": checked_name("role ARN", role_arn, ROLE_ARN_PATTERN),
+              "RoleSessionName": checked_name("role session", session_name, ROLE_SESSION_PATTERN),
+              "DurationSeconds": str(RUNTIME_SESSION_S)}
+    answer = send(lambda: sts_request(params, credentials.get(), region, endpoint), read_xml, retry=retry,
+                  what="STS AssumeRole")
+    assumed = Credentials(answer.get("AccessKeyId", ""), answer.get("SecretAccessKey", ""),
+                          answer.get("SessionToken", ""))
+    for value in (assumed.access_key, assumed.secret_key, assumed.session_token or ""):
+        if not _CREDENTIAL_VALUE.fullmatch(value):
+            raise AccessError(f"STS AssumeRole of {role_arn} answered without usable credentials")
+    return assumed
+
+
+def write_runtime_env(path: str, credentials: Credentials, region: str) -> None:
+    """The runtime's credentials as a `docker run --env-file` file: root's only (0600, in a 0700 directory under
+    /run, a tmpfs), written whole under a new name and moved over the old one (a container that starts reads either
+    the old file or the new one, never half of one)."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    values = {"AWS_ACCESS_KEY_ID": credentials.access_key, "AWS_SECRET_ACCESS_KEY": credentials.secret_key,
+              "AWS_SESSION_TOKEN": credentials.session_token or "", "AWS_REGION": region,
+              "AWS_DEFAULT_REGION": region}
+    text = "".join(f"{name}={value}\n" for name, value in values.items())
+    partial = f"{path}.{os.getpid()}.tmp"
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write(text)
+        os.replace(partial, path)
+    except BaseException:
+        if os.path.exists(partial):
+            os.unlink(partial)
+        raise
+
+
+def runtime_credentials(region: str, role_arn: str, out: str, metadata_endpoint: str | None = None,
+                        endpoint: str | None = None, retry: Retry = Retry()) -> str:
+    """Assumes the model's reader role with the instance's credentials (IMDSv2) and writes the runtime's env file.
+    Returns what was done, in a sentence (no credential in it)."""
+    instance_id = aws_instance_metadata("instance-id", metadata_endpoint, retry)
+    assumed = assume_role(region, role_arn, f"inferstack-runtime-{instance_id}",
+                          CredentialSource("aws", metadata_endpoint, retry), endpoint, retry)
+    write_runtime_env(out, assumed, region)
+    return f"wrote credentials of {role_arn} for the runtime to {out} ({RUNTIME_SESSION_S} s)"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`cloud_access.py complete-lifecycle-action --region R`: the boot's last step on an Alibaba server."""
+    """`cloud_access.py complete-lifecycle-action --region R [--cloud aws --hook H]`: the boot's last step on a server
+    of an Alibaba fleet or of an AWS group with a warm pool; `cloud_access.py target-lifecycle-state`: where Auto
+    Scaling takes this AWS server (boot.sh prepares only, for the warm pool, on Warmed:*); `cloud_access.py
+    runtime-credentials --region R --role-arn ARN --out FILE`: a streaming runtime's own credentials (render.py, the
+    runtime unit's ExecStartPre, as root)."""
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("command", choices=["complete-lifecycle-action"])
-    parser.add_argument("--region", required=True)
-    parser.add_argument("--endpoint", help="ESS endpoint override (a local server in tests)")
+    parser.add_argument("command", choices=["complete-lifecycle-action", "target-lifecycle-state",
+                                            "runtime-credentials"])
+    parser.add_argument("--cloud", choices=["alibaba", "aws"], default="alibaba")
+    parser.add_argument("--region")
+    parser.add_argument("--hook", help="the AWS launch hook's name")
+    parser.add_argument("--role-arn", help="the role whose credentials the runtime gets")
+    parser.add_argument("--out", help="where the runtime's credentials go (a docker --env-file)")
+    parser.add_argument("--endpoint", help="ESS, Auto Scaling or STS endpoint override (a local server in tests)")
     parser.add_argument("--metadata-endpoint")
     args = parser.parse_args(argv)
     retry = Retry()
     try:
-        instance_id = alibaba_instance_id(args.metadata_endpoint, retry)
-        credentials = CredentialSource("alibaba", args.metadata_endpoint, retry)
-        print(complete_lifecycle_action(args.region, instance_id, credentials, args.endpoint, retry))
-    except AccessError as error:
-        print(f"inferstack lifecycle: {error}", file=sys.stderr)
+        if args.command == "target-lifecycle-state":
+            print(aws_target_lifecycle_state(args.metadata_endpoint, retry))
+        elif args.command == "runtime-credentials":
+            if not args.region or not args.role_arn or not args.out:
+                parser.error("runtime-credentials needs --region, --role-arn and --out")
+            print(runtime_credentials(args.region, args.role_arn, args.out, args.metadata_endpoint, args.endpoint,
+                                      Retry(auth_grace_s=RUNTIME_AUTH_GRACE_S)))
+        elif args.cloud == "aws":
+            if not args.region or not args.hook:
+                parser.error("complete-lifecycle-action --cloud aws needs --region and --hook")
+            instance_id = aws_instance_metadata("instance-id", args.metadata_endpoint, retry)
+            credentials = CredentialSource("aws", args.metadata_endpoint, retry)
+            print(complete_aws_lifecycle_action(args.region, instance_id, args.hook, credentials, args.endpoint,
+                                                Retry(auth_grace_s=LIFECYCLE_AUTH_GRACE_S)))
+        else:
+            if not args.region:
+                parser.error("complete-lifecycle-action needs --region")
+            instance_id = alibaba_instance_id(args.metadata_endpoint, retry)
+            credentials = CredentialSource("alibaba", args.metadata_endpoint, retry)
+            print(complete_lifecycle_action(args.region, instance_id, credentials, args.endpoint, retry))
+    except (AccessError, OSError) as error:
+        print(f"inferstack {args.command}: {error}", file=sys.stderr)
         return 1
     return 0
 

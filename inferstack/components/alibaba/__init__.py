@@ -60,11 +60,14 @@ from inferstack.components.capabilities import (
     Capability,
     Support,
     ValueRule,
+    baked_image,
     driver_ready_image,
+    model_streaming,
     rolling_update,
     spot_above_floor,
     supported,
     unsupported,
+    warm_pool,
 )
 from inferstack.components.contract import (
     AlarmsRequest,
@@ -163,6 +166,15 @@ class AlibabaBackend(CloudBackend):
             "ESS target tracking on the ALB server group's requests per second per backend server "
             "(LoadBalancerRealServerAverageQps), the plan's target as is (both count per second); scale-in only "
             "after the plan's scale-in cooldown of consecutive minutes below target"),
+        Capability.BAKED_IMAGE: baked_image(
+            "alibaba", "brought images only (startup.image: {alibaba: m-...}): ECS Image Builder exists "
+                       "(pulumi_alicloud ecs.EcsImageComponent, ecs.EcsImagePipeline) but is not wired here"),
+        Capability.MODEL_STREAMING: model_streaming(
+            "alibaba", "OSS through its S3-compatible endpoint with a credential limited to the model is not built "
+                       "(Run:ai documents S3-compatible stores, not OSS by name): the server downloads the weights"),
+        Capability.WARM_POOL: warm_pool(
+            "alibaba", "ESS economical mode (scaling_policy recycle) stops servers on scale-in and starts them first "
+                       "on scale-out, but keeps no pool prepared ahead; not built"),
         Capability.ROLLING_UPDATE: rolling_update("alibaba",
             "ESS instance refresh (ess.InstanceRefresh, StartInstanceRefresh) serves only scaling groups whose "
             "scale-out policy is Priority (Auto Scaling API reference, StartInstanceRefresh, read 2026-12-01); the "

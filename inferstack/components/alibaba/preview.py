@@ -91,9 +91,11 @@ PREVIEW_LOOKUPS: dict[str, PreviewLookup] = {
     "alicloud:index/getZones:getZones": lambda a, c: {
         "zones": [{"id": zone, "localName": zone} for zone in _preview_zones(c.region)],
         "ids": _preview_zones(c.region), "id": c.region},
+    # The system image; a brought one (looked up by id) answers as itself.
     "alicloud:ecs/getImages:getImages": lambda a, c: {
-        "images": [{"id": PREVIEW_IMAGE_ID, "imageId": PREVIEW_IMAGE_ID, "size": PREVIEW_IMAGE_GIB,
-                    "architecture": "x86_64", "osType": "linux"}], "ids": [PREVIEW_IMAGE_ID], "id": c.region},
+        "images": [{"id": a.get("imageId") or PREVIEW_IMAGE_ID, "imageId": a.get("imageId") or PREVIEW_IMAGE_ID,
+                    "size": PREVIEW_IMAGE_GIB, "architecture": "x86_64", "osType": "linux"}],
+        "ids": [a.get("imageId") or PREVIEW_IMAGE_ID], "id": c.region},
     "alicloud:ram/getRoles:getRoles": lambda a, c: {
         "roles": [{"id": "300000000000000001", "name": CDN_ORIGIN_ROLE,
                    "arn": f"acs:ram::{c.account}:role/{CDN_ORIGIN_ROLE.lower()}"}],

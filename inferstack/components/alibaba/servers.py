@@ -1,4 +1,5 @@
-"""Alibaba servers that stand alone: one ECS instance per replica, from the newest Ubuntu 22.04 system image, with
+"""Alibaba servers that stand alone: one ECS instance per replica, from the newest Ubuntu 22.04 system image (or the
+workload's own), with
 metadata tokens required, an encrypted ESSD system disk, the RAM role at creation and the compressed cloud-config.
 
 The image, the system disk and the user data are a fleet's too (fleet.py builds its launch template from them).
@@ -85,15 +86,25 @@ class ServerImage:
 
 
 def server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> ServerImage:
-    """The newest Ubuntu 22.04 system image that runs on the plan's instance type, looked up at deploy time."""
-    found = alicloud.ecs.get_images_output(owners=IMAGE_OWNER, name_regex=IMAGE_NAME_REGEX, most_recent=True,
-                                           instance_type=plan.instance_type, os_type="linux",
-                                           opts=invoke_options(parent))
+    """The workload's own image (`plan.startup.image` brought, looked up by its id), or the newest Ubuntu 22.04 system
+    image that runs on the plan's instance type, looked up at deploy time."""
+    if plan.startup.image == "brought" and plan.startup.image_id:
+        # By id alone: no owner filter (a brought image may be the account's own, shared by another, or from the
+        # marketplace), nor an instance-type one (the user chose it for the plan's type).
+        found = alicloud.ecs.get_images_output(image_id=plan.startup.image_id, opts=invoke_options(parent))
+        problem = ("plan.startup.image_id", f"names no image this account can use in {plan.region}",
+                   plan.startup.image_id, "give an image id of the region, shared with the account (m-...)")
+    else:
+        found = alicloud.ecs.get_images_output(owners=IMAGE_OWNER, name_regex=IMAGE_NAME_REGEX, most_recent=True,
+                                               instance_type=plan.instance_type, os_type="linux",
+                                               opts=invoke_options(parent))
+        problem = ("plan.instance_type", "has no Ubuntu 22.04 system image in this region", plan.instance_type,
+                   "plan for another region or instance type")
 
     def newest(images: Sequence[Any]) -> Any:
         if not images:
-            raise input_error("plan.instance_type", "has no Ubuntu 22.04 system image in this region",
-                              value=plan.instance_type, fix="plan for another region or instance type")
+            field, message, value, fix = problem
+            raise input_error(field, message, value=value, fix=fix)
         return images[0]
 
     image = answered(found.images, "alicloud:ecs/getImages:getImages images").apply(newest)

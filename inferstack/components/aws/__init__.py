@@ -9,6 +9,7 @@ under the same banners, each handing its request to the module of its concern:
     storage.py          private S3 buckets (models, data, access logs), static assets behind CloudFront, boot bundles
     identity.py         SSM Parameter Store secrets; the servers' IAM role, its grants, the instance profile
     servers.py          single EC2 instances, the image they boot, their user data
+    image.py            a baked image: EC2 Image Builder runs the boot's install phases into an AMI
     fleet.py            a fleet's launch template, Auto Scaling group, instance refresh and scaling policies
     load_balancer.py    the Application Load Balancer, target groups and health checks, listeners, the canary's weights
     cache.py            ElastiCache for Redis OSS
@@ -16,8 +17,8 @@ under the same banners, each handing its request to the module of its concern:
     preview.py          the offline preview's answers
     tags.py             the Name tag every EC2 resource carries
 
-Imports point one way: fleet reads load_balancer, servers and observability; load_balancer reads network and
-storage; the others read only tags; nothing reads this package's `__init__`.
+Imports point one way: fleet reads load_balancer, servers and observability; image reads servers; load_balancer reads
+network and storage; the others read only tags; nothing reads this package's `__init__`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import ClassVar
 
 import pulumi
 
-from inferstack.components.aws import cache, fleet, identity, network, observability, servers, storage
+from inferstack.components.aws import cache, fleet, identity, image, network, observability, servers, storage
 from inferstack.components.aws.cache import CACHE_ENGINE_VERSION, CACHE_NODE_TYPE
 from inferstack.components.aws.load_balancer import (
     ARN_CERTIFICATE,
@@ -46,10 +47,13 @@ from inferstack.components.capabilities import (
     CertificateRule,
     Support,
     ValueRule,
+    baked_image,
     driver_ready_image,
+    model_streaming,
     rolling_update,
     spot_above_floor,
     supported,
+    warm_pool,
 )
 from inferstack.components.contract import (
     AlarmsRequest,
@@ -136,6 +140,18 @@ class AwsBackend(CloudBackend):
                                                   "per minute: the plan's rate x 60) with the plan's warm-up; scale-in "
                                                   "one server per scale-in cooldown, by a CloudWatch alarm at half the "
                                                   "target"),
+        Capability.BAKED_IMAGE: baked_image(
+            "aws", "EC2 Image Builder (image.py): a component runs boot.sh on the plan's instance type from the "
+                   "default image and the image keeps what it installed (driver, Docker with the runtime image, "
+                   "nginx); an encrypted gp3 AMI, a new recipe version, and image, when what goes in changes"),
+        Capability.MODEL_STREAMING: model_streaming(
+            "aws", "vLLM's Run:ai Model Streamer (--load-format runai_streamer) reads s3://bucket/prefix with "
+                   "credentials the server's boot gets by STS AssumeRole of a role that may only read the model's "
+                   "prefix, handed to the container in a root-only file; the sync verifies the weights beside it"),
+        Capability.WARM_POOL: warm_pool(
+            "aws", "an Auto Scaling warm pool (Stopped, reused on scale-in) of max - desired servers, each prepared by "
+                   "a whole boot held in a launch lifecycle hook that the server completes; not beside a mixed "
+                   "instances policy (spot above the floor), which AWS refuses"),
         Capability.ROLLING_UPDATE: rolling_update("aws",
             "an instance refresh, started by each new launch template version: min healthy 100 %, max healthy 100 % + "
             "the plan's surge, health-gated (ELB health check type, the plan's warm-up), skip matching"),
@@ -205,9 +221,18 @@ class AwsBackend(CloudBackend):
     #### Compute ####
 
     def create_servers(self, parent: pulumi.Resource, name: str, request: ServersRequest) -> ServersResult:
+        if request.plan.startup.image == "baked":
+            image.bake(parent, name, image.ImageBuild(
+                plan=request.plan, subnet_id=request.subnet_ids[0], firewall_ids=request.firewall_ids,
+                user_data=request.user_data, tags=request.tags))
         return servers.create_servers(parent, name, request)
 
     def create_fleet(self, parent: pulumi.Resource, name: str, request: FleetRequest) -> FleetResult:
+        for group in (request, *([request.for_canary()] if request.canary else [])):
+            if group.plan.startup.image == "baked":
+                image.bake(parent, name if group is request else f"{name}-canary", image.ImageBuild(
+                    plan=group.plan, subnet_id=group.server_subnet_ids[0], firewall_ids=group.firewall_ids,
+                    user_data=group.user_data, tags=group.tags))
         return fleet.create_fleet(parent, name, request)
 
     #### Monitoring ####

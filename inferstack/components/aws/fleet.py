@@ -1,15 +1,19 @@
 """The fleet: an EC2 Auto Scaling group of private servers from a launch template, behind the Application Load
 Balancer of load_balancer.py; its rollout by instance refresh, its scaling on requests per server; a canary as a
-second group from the canary's plan behind the same load balancer."""
+second group from the canary's plan behind the same load balancer; a warm pool of stopped, prepared servers where the
+plan has one (`plan.startup.warm_pool`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from inferstack.bootstrap.render import AWS_LAUNCH_HOOK
+from inferstack.components.aws.identity import lifecycle_statements
 from inferstack.components.aws.load_balancer import (
     forward,
     issued_certificate,
@@ -23,7 +27,7 @@ from inferstack.components.aws.servers import METADATA_HOP_LIMIT, ServerImage, s
 from inferstack.components.aws.tags import named
 from inferstack.components.contract import FleetRequest, FleetResult, StrOutput
 from inferstack.components.lookups import answered
-from inferstack.components.naming import child_options, fleet_options
+from inferstack.components.naming import child_options, fleet_options, invoke_options
 from inferstack.plan import DeploymentPlan, Fleet, Rollout
 
 # Scaling. ALBRequestCountPerTarget is the load balancer's requests per target per minute (EC2 Auto Scaling User
@@ -101,9 +105,11 @@ def _launch_template(parent: pulumi.Resource, name: str, request: FleetRequest, 
         tag_specifications=[{"resource_type": kind, "tags": server_tags}
                             for kind in ("instance", "volume", "network-interface")],
         tags=named(request.tags, f"{name}-template"),
-        # A newer image must not replace the servers on the next `pulumi up` (as for single servers); roll it out
-        # with `pulumi up --replace <template URN>` when you choose to.
-        opts=fleet_options(parent, request.protected, ignore_changes=["image_id"]))
+        # A newer vendor image must not replace the servers on the next `pulumi up` (as for single servers); roll it
+        # out with `pulumi up --replace <template URN>` when you choose to. A baked or brought image is the stack's
+        # own choice: a new one is a new template version, which the instance refresh rolls out (plan.rollout).
+        opts=fleet_options(parent, request.protected,
+                           ignore_changes=["image_id"] if plan.startup.image == "default" else []))
 
 
 def _group(parent: pulumi.Resource, name: str, request: FleetRequest, template: aws.ec2.LaunchTemplate,
@@ -116,7 +122,7 @@ def _group(parent: pulumi.Resource, name: str, request: FleetRequest, template: 
     launch: aws.autoscaling.GroupLaunchTemplateArgsDict = {
         "id": template.id, "version": template.latest_version.apply(str)}
     mixed = _mixed_instances(plan, launch)
-    return aws.autoscaling.Group(
+    group = aws.autoscaling.Group(
         f"{name}-group", min_size=fleet.min_replicas, max_size=fleet.max_replicas,
         vpc_zone_identifiers=list(request.server_subnet_ids),
         launch_template=None if mixed else launch, mixed_instances_policy=mixed,
@@ -129,7 +135,60 @@ def _group(parent: pulumi.Resource, name: str, request: FleetRequest, template: 
         enabled_metrics=list(GROUP_METRICS), metrics_granularity="1Minute",
         tags=[{"key": key, "value": value, "propagate_at_launch": False}
               for key, value in named(request.tags, f"{name}-group").items()],
+        **_warm_pool(plan, mixed is not None),
         opts=fleet_options(parent, request.protected))
+    if plan.startup.warm_pool is not None:
+        _launch_hook(parent, name, fleet, group)
+        _lifecycle_grant(parent, name, request, group)
+    return group
+
+
+def _warm_pool(plan: DeploymentPlan, mixed: bool) -> dict[str, Any]:
+    """The group's warm pool (`plan.startup.warm_pool`); none without one.
+
+    Stopped servers (pool_state Stopped: only their disks are billed), those removed by scale-in returned to the pool
+    (reuse_on_scale_in); max_group_prepared_capacity is left to its default, the group's max, so the pool holds max
+    minus the desired capacity (EC2 Auto Scaling User Guide, "Warm pools", read 2026-12-08). AWS stops a server
+    entering the pool as soon as it is launched, without waiting for its user data, unless a launch lifecycle hook
+    holds it (Warmed:Pending:Wait): `_launch_hook`. The provider does not wait for capacity: a server waits in the
+    hook for minutes, and its grant to complete the hook names the group's ARN, which exists only after the group
+    (_lifecycle_grant)."""
+    if plan.startup.warm_pool is None:
+        return {}
+    assert not mixed, "AWS refuses a warm pool on a group with a mixed instances policy; the planner never plans both"
+    return {"warm_pool": {"pool_state": "Stopped", "instance_reuse_policy": {"reuse_on_scale_in": True}},
+            "wait_for_capacity_timeout": "0"}
+
+
+MAX_HOOK_HEARTBEAT_S = 7200
+"""A lifecycle hook's longest heartbeat timeout (PutLifecycleHook HeartbeatTimeout: 30 to 7200 s)."""
+
+
+def _launch_hook(parent: pulumi.Resource, name: str, fleet: Fleet, group: aws.autoscaling.Group) -> None:
+    """The hook AWS_LAUNCH_HOOK holds every new server, in the pool or on its way into service (Pending:Wait, out of
+    the load balancer), until its boot completes the action (boot.sh: once the model answered, for the pool after
+    stopping the runtime again), or ABANDONs it at the plan's grace. A resource of its own, not the group's
+    initial_lifecycle_hooks, which pulumi_aws applies only when it creates the group: so turning the pool on adds the
+    hook to a running group, and turning it off removes it (a hook left behind would hold every new server, whose
+    boot no longer completes it, until ABANDON). The servers a new group launches in the seconds before the hook
+    exists are not held: those bound for the pool may stop mid-boot and finish it when they leave the pool."""
+    aws.autoscaling.LifecycleHook(
+        f"{name}-launch-hook", name=AWS_LAUNCH_HOOK, autoscaling_group_name=group.name,
+        lifecycle_transition="autoscaling:EC2_INSTANCE_LAUNCHING", default_result="ABANDON",
+        heartbeat_timeout=min(fleet.health_check_grace_s, MAX_HOOK_HEARTBEAT_S), opts=child_options(parent))
+
+
+def _lifecycle_grant(parent: pulumi.Resource, name: str, request: FleetRequest,
+                     group: aws.autoscaling.Group) -> None:
+    """Lets the servers complete their own launch hook (identity.lifecycle_statements): an inline policy on the role
+    of the instance profile they take (the created identity's, or a brought one's: then its role gets the policy too),
+    naming the group's own ARN. It comes after the group; a server asks only at the end of its preparation, minutes
+    later, and waits out IAM's propagation (cloud_access.py retries a refusal for a while)."""
+    profile = aws.iam.get_instance_profile_output(name=request.attachment, opts=invoke_options(parent))
+    aws.iam.RolePolicy(
+        f"{name}-lifecycle", role=answered(profile.role_name, "aws:iam/getInstanceProfile:getInstanceProfile roleName"),
+        policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": lifecycle_statements(group.arn)}),
+        opts=child_options(parent))
 
 
 def _mixed_instances(plan: DeploymentPlan, launch: aws.autoscaling.GroupLaunchTemplateArgsDict

@@ -104,6 +104,22 @@ def _scaling_policy_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
         c, "autoscaling", f"scalingPolicy:{_uuid(c)}:autoScalingGroupName/{group}:policyName/{name}")}
 
 
+def _image_builder_outputs(kind: str) -> Callable[[PreviewContext], tuple[str, dict[str, Any]]]:
+    """Image Builder ARNs: name and semantic version (with the build number 1 where the resource is versioned)."""
+    def make(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+        name, version = c.inputs.get("name") or f"{c.name}-{c.digest[:7]}", c.inputs.get("version")
+        arn = _arn(c, "imagebuilder", f"{kind}/{name}" + (f"/{version}/1" if version else ""))
+        return arn, {"arn": arn}
+    return make
+
+
+def _baked_image_outputs(c: PreviewContext) -> tuple[str, dict[str, Any]]:
+    """The image a build makes: its AMI in `outputResources` (what the servers boot), as Image Builder lists it."""
+    arn, ami = _arn(c, "imagebuilder", f"image/{c.name}-{c.digest[:7]}/1.0.0/1"), f"ami-0{c.digest[:16]}"
+    return arn, {"arn": arn, "version": "1.0.0/1", "outputResources": [{"amis": [{
+        "accountId": c.account, "image": ami, "name": f"{c.name}-{c.digest[:7]}", "region": c.region}]}]}
+
+
 PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "aws:ec2/vpc:Vpc": lambda c: (f"vpc-0{c.digest[:16]}", {"arn": _arn(c, "ec2", f"vpc/vpc-0{c.digest[:16]}")}),
     "aws:ec2/subnet:Subnet": lambda c: (f"subnet-0{c.digest[:16]}", {}),
@@ -150,6 +166,12 @@ PREVIEW_OUTPUTS: dict[str, PreviewResource] = {
     "aws:acm/certificate:Certificate": _certificate_outputs,
     "aws:acm/certificateValidation:CertificateValidation": lambda c: (
         "2026-01-21 12:00:00 +0000 UTC", {"certificateArn": c.inputs["certificateArn"]}),
+    # A baked image: the boot's install phases as an Image Builder component, its recipe, the build's infrastructure.
+    "aws:imagebuilder/component:Component": _image_builder_outputs("component"),
+    "aws:imagebuilder/imageRecipe:ImageRecipe": _image_builder_outputs("image-recipe"),
+    "aws:imagebuilder/infrastructureConfiguration:InfrastructureConfiguration": _image_builder_outputs(
+        "infrastructure-configuration"),
+    "aws:imagebuilder/image:Image": _baked_image_outputs,
 }
 
 
@@ -174,6 +196,15 @@ def _preview_availability_zones(a: dict[str, Any], c: PreviewContext) -> dict[st
             "zoneIds": [f"{prefix}-az{index}" for index in range(1, len(letters) + 1)],
             "groupNames": [c.region] * len(letters), "state": a.get("state"), "filters": a.get("filters"),
             "id": c.region}
+
+
+def _preview_instance_profile(a: dict[str, Any], c: PreviewContext) -> dict[str, Any]:
+    """The servers' instance profile (a fleet with a warm pool grants its role the lifecycle action): a created one
+    answers with its role's name; a brought one, which the preview cannot see, with a placeholder."""
+    role = c.created_value("aws:iam/instanceProfile:InstanceProfile", a["name"], "role", "inference-server")
+    return {"name": a["name"], "id": a["name"], "path": "/", "arn": f"arn:aws:iam::{c.account}:instance-profile/"
+            f"{a['name']}", "roleName": role, "roleArn": f"arn:aws:iam::{c.account}:role/{role}",
+            "roleId": "AROAPREVIEW", "createDate": "2026-01-21T12:00:00Z"}
 
 
 PREVIEW_INVOKES: dict[str, PreviewLookup] = {
@@ -208,6 +239,7 @@ PREVIEW_INVOKES: dict[str, PreviewLookup] = {
     # program gave it); one from elsewhere, which the preview cannot see, with a placeholder.
     "aws:ec2/getVpc:getVpc": lambda a, c: {
         "id": a["id"], "cidrBlock": c.created_value("aws:ec2/vpc:Vpc", a["id"], "cidrBlock", "10.0.0.0/16")},
+    "aws:iam/getInstanceProfile:getInstanceProfile": _preview_instance_profile,
     "aws:s3/getBucket:getBucket": lambda a, c: {
         "id": a["bucket"], "bucket": a["bucket"], "arn": f"arn:aws:s3:::{a['bucket']}",
         "bucketRegionalDomainName": f"{a['bucket']}.s3.{c.region}.amazonaws.com"},

@@ -1,9 +1,11 @@
 """Servers: single EC2 instances (IMDSv2, hop limit 1, encrypted gp3), the image they boot (the DLAMI or Ubuntu, looked
-up at deploy time) and their user data; a fleet's launch template takes the same image, user data and hardening."""
+up at deploy time; the workload's own; or the one image.py bakes) and their user data; a fleet's launch template takes
+the same image, user data and hardening."""
 
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +19,7 @@ from inferstack.components.contract import ServersRequest, ServersResult, StrOut
 from inferstack.components.lookups import answered
 from inferstack.components.naming import invoke_options, server_options
 from inferstack.components.shared import checked_user_data, compressed_user_data
+from inferstack.errors import input_error
 from inferstack.plan import DeploymentPlan
 
 # EC2 API limit: user data is at most 16 KB before base64 encoding. The cloud-config is sent gzip-compressed
@@ -97,21 +100,63 @@ class ServerImage:
 
 
 def server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> ServerImage:
-    """The current DLAMI (GPU) or Ubuntu (CPU) image for the machine type's architecture, looked up at deploy time."""
+    """The image the plan's servers boot (`plan.startup.image`): the workload's own (brought), the one this stack
+    baked for the plan (image.py, registered by `use_baked_image`), or by default the current DLAMI (GPU) or Ubuntu
+    (CPU) for the machine type's architecture, looked up at deploy time."""
+    if plan.startup.image == "baked":
+        return baked_image(parent, plan)
+    if plan.startup.image == "brought":
+        if not plan.startup.image_id:
+            raise input_error("plan.startup.image_id", "is missing, but the plan's image is 'brought'",
+                              fix="plan again with startup.image: {aws: ami-...}")
+        return image_facts(parent, pulumi.Output.from_input(plan.startup.image_id), brought=True)
+    return image_facts(parent, vendor_image_id(parent, plan))
+
+
+def vendor_image_id(parent: pulumi.Resource, plan: DeploymentPlan) -> StrOutput:
+    """The current DLAMI (GPU) or Ubuntu (CPU) for the machine type's architecture (IMAGE_PARAMETERS): what servers
+    boot by default, and the parent of a baked image."""
     invoke = invoke_options(parent)
     machine = aws.ec2.get_instance_type_output(instance_type=plan.instance_type, opts=invoke)
     architectures = answered(machine.supported_architectures,
                              "aws:ec2/getInstanceType:getInstanceType supportedArchitectures")
     parameter_name = architectures.apply(
         lambda archs: IMAGE_PARAMETERS[(plan.device, "x86_64" if "x86_64" in archs else "arm64")])
-    image_id = answered(aws.ssm.get_parameter_output(name=parameter_name, opts=invoke).value,
-                        "aws:ssm/getParameter:getParameter value")
-    # The id comes from AWS's own public parameter, so filtering by it alone is safe without an owner.
-    image = aws.ec2.get_ami_output(filters=image_id.apply(_image_id_filter), opts=invoke)
+    return answered(aws.ssm.get_parameter_output(name=parameter_name, opts=invoke).value,
+                    "aws:ssm/getParameter:getParameter value")
+
+
+def image_facts(parent: pulumi.Resource, image_id: StrOutput, *, brought: bool = False) -> ServerImage:
+    """The image's root device and root snapshot size, which the root volume is sized against.
+
+    Filtered by the image id alone, without an owner: an id names one image of the region. The vendor's id comes
+    from AWS's own public parameter; a brought id is the user's own choice, which may be owned by another account
+    that shares it with theirs (an owner filter would refuse it), and may be deprecated since they chose it
+    (include_deprecated, which is false by default, pulumi_aws ec2.get_ami)."""
+    image = aws.ec2.get_ami_output(filters=image_id.apply(_image_id_filter), include_deprecated=brought or None,
+                                   opts=invoke_options(parent))
     root_device_name = answered(image.root_device_name, "aws:ec2/getAmi:getAmi rootDeviceName")
     mappings = answered(image.block_device_mappings, "aws:ec2/getAmi:getAmi blockDeviceMappings")
     root_gib = pulumi.Output.all(root_device_name, mappings).apply(lambda facts: _root_snapshot_gib(*facts))
     return ServerImage(image_id=image_id, root_device_name=root_device_name, root_volume_gib=root_gib)
+
+
+# The images baked for a component's plans (image.py), kept with the component so that they go with it.
+_BAKED: weakref.WeakKeyDictionary[pulumi.Resource, dict[str, ServerImage]] = weakref.WeakKeyDictionary()
+
+
+def use_baked_image(parent: pulumi.Resource, plan: DeploymentPlan, image: ServerImage) -> None:
+    """Registers the image baked for the plan: `server_image` answers it for the plan's servers and templates."""
+    _BAKED.setdefault(parent, {})[plan.model_dump_json()] = image
+
+
+def baked_image(parent: pulumi.Resource, plan: DeploymentPlan) -> ServerImage:
+    baked = _BAKED.get(parent, {}).get(plan.model_dump_json())
+    if baked is None:
+        raise input_error("plan.startup.image", "is 'baked', but no image was baked for this plan",
+                          fix="create the servers through AwsBackend (create_servers or create_fleet), which bakes "
+                              "the image first (inferstack/components/aws/image.py)")
+    return baked
 
 
 def _image_id_filter(image_id: str) -> list[aws.ec2.GetAmiFilterArgsDict]:

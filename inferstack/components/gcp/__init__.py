@@ -34,11 +34,14 @@ from inferstack.components.capabilities import (
     Capability,
     Support,
     ValueRule,
+    baked_image,
     driver_ready_image,
+    model_streaming,
     rolling_update,
     spot_above_floor,
     supported,
     unsupported,
+    warm_pool,
 )
 from inferstack.components.contract import (
     AlarmsRequest,
@@ -161,6 +164,16 @@ class GcpBackend(CloudBackend):
             "second / 0.8 (balancing mode RATE) and the utilization target 0.8, so the plan's rate per server is "
             "held; initialization period of the plan's cold start; scale-in controls remove at most one server per "
             "scale-in period"),
+        Capability.BAKED_IMAGE: baked_image(
+            "gcp", "brought images only (startup.image: {gcp: projects/P/global/images/NAME}): Compute Engine "
+                   "has no managed image build service comparable to EC2 Image Builder wired here"),
+        Capability.MODEL_STREAMING: model_streaming(
+            "gcp", "vLLM's streamer reads gs:// with Application Default Credentials, which on a VM come from the "
+                   "metadata server the runtime is kept away from; a credential of its own limited to the model is "
+                   "not built: the server downloads the weights"),
+        Capability.WARM_POOL: warm_pool(
+            "gcp", "a managed instance group's standby pool (standby_policy mode SCALE_OUT_POOL with "
+                   "target_stopped_size, pulumi_gcp 10.2.0) is the equivalent; not built yet"),
         Capability.ROLLING_UPDATE: rolling_update("gcp",
             "the group's PROACTIVE update policy (minimal action REPLACE, substitute): max surge the plan's surge, max "
             "unavailable 0, a new server ready after its health check and the plan's grace (min_ready_sec)"),

@@ -234,6 +234,14 @@ def _created_subnetworks(c: PreviewContext, network_name: str) -> list[Mapping[s
     return [s for s in subnetworks if str(s.get("network", "")).rstrip("/").rsplit("/", 1)[-1] == network_name]
 
 
+def _preview_image(a: dict[str, Any], c: PreviewContext) -> dict[str, Any]:
+    """An image by family (its newest, a placeholder date in the name) or by name (a brought image, as named)."""
+    name = a.get("name") or f"{a['family']}-v20260101"
+    return {"family": a.get("family") or "", "project": a["project"], "name": name, "diskSizeGb": 10,
+            "selfLink": f"https://www.googleapis.com/compute/v1/projects/{a['project']}/global/images/{name}",
+            "id": f"projects/{a['project']}/global/images/{name}", "status": "READY"}
+
+
 _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
     "gcp:organizations/getClientConfig:getClientConfig": lambda a, c: {
         "project": c.account, "region": c.region,
@@ -246,10 +254,6 @@ _PREVIEW_INVOKES: dict[str, PreviewLookup] = {
         "status": a.get("status"), "id": f"projects/{c.account}/regions/{c.region}"},
     "gcp:compute/getMachineTypes:getMachineTypes": _preview_machine_types,
     # The image size is a placeholder smaller than any plan's disk, so the plan decides the preview.
-    "gcp:compute/getImage:getImage": lambda a, c: {
-        "family": a["family"], "project": a["project"], "name": f"{a['family']}-v20260101", "diskSizeGb": 10,
-        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{a['project']}/global/images/"
-                    f"{a['family']}-v20260101", "id": f"projects/{a['project']}/global/images/{a['family']}-v20260101",
-        "status": "READY"},
+    "gcp:compute/getImage:getImage": _preview_image,
     "gcp:compute/getSubnetworks:getSubnetworks": _preview_subnetworks,
 }

@@ -246,11 +246,29 @@ def _public_ip(interfaces: Sequence[Any]) -> str:
 
 def server_image(parent: pulumi.Resource, plan: DeploymentPlan,
                  placement: Placement) -> pulumi.Output[gcp.compute.GetImageResult]:
-    """The newest image of the family for the plan's device and the machine type's architecture (IMAGE_FAMILIES)."""
+    """The workload's own image (`plan.startup.image` brought: `brought_image`), or the newest image of the family
+    for the plan's device and the machine type's architecture (IMAGE_FAMILIES)."""
+    if plan.startup.image == "brought" and plan.startup.image_id:
+        project, name, family = brought_image(plan.startup.image_id)
+        return gcp.compute.get_image_output(project=project, name=name, family=family, opts=invoke_options(parent))
     return gcp.compute.get_image_output(
         project=placement.architecture.apply(lambda arch: IMAGE_FAMILIES[(plan.device, arch)][0]),
         family=placement.architecture.apply(lambda arch: IMAGE_FAMILIES[(plan.device, arch)][1]),
         opts=invoke_options(parent))
+
+
+def brought_image(image_id: str) -> tuple[str, str | None, str | None]:
+    """(project, name, family) of a brought image: `projects/P/global/images/NAME` names one image,
+    `projects/P/global/images/family/F` the newest of a family (the shape `CloudFacts.image_id_pattern` admits).
+    get_image takes no self link, so the lookup gets its project and its name or family."""
+    parts = image_id.split("/")
+    if len(parts) == 6 and parts[4] == "family":
+        return parts[1], None, parts[5]
+    if len(parts) == 5 and parts[0] == "projects" and parts[2:4] == ["global", "images"]:
+        return parts[1], parts[4], None
+    raise input_error("plan.startup.image_id", "is not a Compute Engine image (projects/P/global/images/NAME, or "
+                      "projects/P/global/images/family/F)", value=image_id,
+                      fix="give the image's path within its project, as the workload's startup.image")
 
 
 def disk_size_gib(image: pulumi.Output[gcp.compute.GetImageResult], plan: DeploymentPlan) -> pulumi.Output[int]:

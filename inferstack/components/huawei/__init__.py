@@ -37,11 +37,14 @@ from inferstack.components.capabilities import (
     CertificateRule,
     Support,
     ValueRule,
+    baked_image,
     driver_ready_image,
+    model_streaming,
     rolling_update,
     spot_above_floor,
     supported,
     unsupported,
+    warm_pool,
 )
 from inferstack.components.contract import (
     AlarmsRequest,
@@ -151,6 +154,15 @@ class HuaweiBackend(CloudBackend):
             "and remove one well below it, with the plan's cooldowns (the AS user guide lists custom monitoring for "
             "alarm policies; not tried on a real project). CPU fleets scale on the group's CPU usage (SYS.AS) at the "
             "level the plan's per-server target implies. pulumi_huaweicloud 0.0.12 has no target-tracking policy"),
+        Capability.BAKED_IMAGE: baked_image(
+            "huawei", "brought images only (startup.image: {huawei: <IMS id>}): IMS builds an image only from an "
+                      "existing server (pulumi_huaweicloud ims.EcsWholeImage, instance_id), no build service"),
+        Capability.MODEL_STREAMING: model_streaming(
+            "huawei", "OBS through its S3-compatible endpoint with a credential limited to the model is not built: "
+                      "the server downloads the weights"),
+        Capability.WARM_POOL: warm_pool(
+            "huawei", "Auto Scaling keeps no stopped or standby servers (pulumi_huaweicloud 0.0.12 as_ has no such "
+                      "argument)"),
         Capability.ROLLING_UPDATE: rolling_update("huawei",
             "Auto Scaling has no instance refresh (neither the AS API nor pulumi_huaweicloud 0.0.12: as_ has group, "
             "configuration, policy, lifecycle hook, bandwidth policy): a new AS configuration applies to servers "

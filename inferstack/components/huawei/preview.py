@@ -94,7 +94,12 @@ def _preview_flavors(generation: str) -> list[str]:
 
 
 def _preview_images(a: dict[str, Any], c: PreviewContext) -> dict[str, Any]:
-    """A plain Ubuntu image for every flavor, and a driver-ready one for GPU generations (p*, g*)."""
+    """A plain Ubuntu image for every flavor, and a driver-ready one for GPU generations (p*, g*); a brought image
+    (looked up by id), as a private image of the account."""
+    if a.get("imageId"):
+        return {"id": c.region, "imageId": a["imageId"], "images": [{
+            "id": a["imageId"], "name": "brought-image", "visibility": "private", "minDiskGb": 40,
+            "createdAt": "2025-01-01T00:00:00Z"}]}
     flavor = a.get("flavorId", "")
     images = [{"id": _uuid(hashlib.sha256(f"{c.region}/{UBUNTU_IMAGE_NAME}".encode()).hexdigest()),
                "name": UBUNTU_IMAGE_NAME, "minDiskGb": 40, "createdAt": "2025-01-01T00:00:00Z"}]

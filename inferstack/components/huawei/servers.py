@@ -1,5 +1,6 @@
 """Huawei Cloud servers: ECS instances one by one (a plan without a fleet), and what a fleet's template shares with
-them: the image looked up for the flavor, the encrypted system disk, the user data as ECS takes it."""
+them: the image looked up for the flavor (or the workload's own), the encrypted system disk, the user data as ECS
+takes it."""
 
 from __future__ import annotations
 
@@ -96,12 +97,28 @@ class ServerImage:
 
 
 def server_image(parent: pulumi.Resource, plan: DeploymentPlan) -> ServerImage:
-    """The newest public Ubuntu 22.04 image the flavor can boot, with the Tesla driver for GPU plans if offered."""
-    query = {"nameRegex": f"^{re.escape(UBUNTU_IMAGE_NAME)}", "visibility": "public", "flavorId": plan.instance_type}
-    found = lookup_field(parent, IMAGES_LOOKUP, query, "images", empty=[])
-    chosen = found.apply(lambda images: choose_image(images, plan))
+    """The workload's own image (`plan.startup.image` brought, looked up by its IMS id), or the newest public Ubuntu
+    22.04 image the flavor can boot, with the Tesla driver for GPU plans if offered."""
+    if plan.startup.image == "brought" and plan.startup.image_id:
+        # By id alone: a brought image may be private, shared or from the marketplace (no visibility filter).
+        found = lookup_field(parent, IMAGES_LOOKUP, {"imageId": plan.startup.image_id}, "images", empty=[])
+        chosen = found.apply(lambda images: brought_image(images, plan))
+    else:
+        query = {"nameRegex": f"^{re.escape(UBUNTU_IMAGE_NAME)}", "visibility": "public",
+                 "flavorId": plan.instance_type}
+        found = lookup_field(parent, IMAGES_LOOKUP, query, "images", empty=[])
+        chosen = found.apply(lambda images: choose_image(images, plan))
     return ServerImage(image_id=chosen.apply(lambda image: str(image["id"])),
                        min_disk_gib=chosen.apply(lambda image: int(image.get("minDiskGb") or 0)))
+
+
+def brought_image(images: Sequence[Mapping[str, Any]], plan: DeploymentPlan) -> Mapping[str, Any]:
+    """The brought image, as IMS describes it (its minimum disk sizes the system disk)."""
+    if not images:
+        raise input_error("plan.startup.image_id", f"names no image this account can use in {plan.region}",
+                          value=plan.startup.image_id, fix="give the IMS id of an image of the region, private to "
+                          "the account or shared with it")
+    return images[0]
 
 
 def choose_image(images: Sequence[Mapping[str, Any]], plan: DeploymentPlan) -> Mapping[str, Any]:

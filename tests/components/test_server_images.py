@@ -1,0 +1,212 @@
+"""The image servers boot (`plan.startup.image`): a brought image on each cloud, and on AWS a baked one, built by EC2
+Image Builder from the boot script's own install phases (inferstack/components/aws/image.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from inferstack.bootstrap.render import shipped_copy
+from inferstack.clouds import Cloud
+from inferstack.components import InferenceServer
+from inferstack.components.aws.image import (
+    BUILD_PHASES,
+    IMAGE_MANIFEST,
+    INSTALL_SETTINGS,
+    boot_script_key,
+    semantic_version,
+)
+from inferstack.plan import DeploymentPlan
+from inferstack.preview import Recording, RegisteredResource
+from tests.sample_plans import sample_plan
+
+API_DOMAIN = "api.example.com"
+BROUGHT = {"aws": "ami-0123456789abcdef0", "gcp": "projects/acme-images/global/images/vllm-2026-01",
+           "alibaba": "m-t4n0abcdefghij123456", "huawei": "0123abcd-4567-89ab-cdef-0123456789ab"}
+COMPONENT, RECIPE = "aws:imagebuilder/component:Component", "aws:imagebuilder/imageRecipe:ImageRecipe"
+INFRASTRUCTURE = "aws:imagebuilder/infrastructureConfiguration:InfrastructureConfiguration"
+IMAGE, TEMPLATE = "aws:imagebuilder/image:Image", "aws:ec2/launchTemplate:LaunchTemplate"
+
+
+def _with_image(plan: DeploymentPlan, image: str, image_id: str | None = None) -> DeploymentPlan:
+    return plan.model_copy(update={"startup": plan.startup.model_copy(update={"image": image, "image_id": image_id})})
+
+
+def _deploy(run: Any, plan: DeploymentPlan, **args: Any) -> Recording:
+    return run(lambda: InferenceServer("chat", {"plan": plan, **args}))
+
+
+def _one(recording: Recording, resource_type: str) -> RegisteredResource:
+    (found,) = recording.of_type(resource_type)
+    return found
+
+
+def _invokes(recording: Recording, token: str) -> list[dict[str, Any]]:
+    return [args for name, args in recording.invokes if name == token]
+
+
+#### Brought images ####
+
+
+def test_a_brought_ami_is_what_aws_servers_boot_and_is_looked_up_by_its_id_alone(run: Any) -> None:
+    plan = _with_image(sample_plan("aws", "cpu-llm"), "brought", BROUGHT["aws"])
+    recording = _deploy(run, plan)
+    instance = _one(recording, "aws:ec2/instance:Instance")
+    assert instance.inputs["ami"] == BROUGHT["aws"]
+    assert instance.inputs["rootBlockDevice"]["volumeSize"] == plan.disk_gib  # sized against the brought image
+    (lookup,) = _invokes(recording, "aws:ec2/getAmi:getAmi")
+    assert lookup["filters"] == [{"name": "image-id", "values": [BROUGHT["aws"]]}]
+    assert "owners" not in lookup and lookup["includeDeprecated"] is True  # the user's own choice, maybe shared
+    assert _invokes(recording, "aws:ssm/getParameter:getParameter") == []  # no vendor image looked up
+
+
+def test_a_brought_ami_is_what_a_fleets_template_boots(run: Any) -> None:
+    plan = _with_image(sample_plan("aws", "gpu-llm", "production"), "brought", BROUGHT["aws"])
+    recording = _deploy(run, plan, api_domain=API_DOMAIN)
+    assert _one(recording, TEMPLATE).inputs["imageId"] == BROUGHT["aws"]
+    assert recording.of_type(IMAGE) == []
+
+
+@pytest.mark.parametrize(("image_id", "expected"), [
+    (BROUGHT["gcp"], {"project": "acme-images", "name": "vllm-2026-01"}),
+    ("projects/acme-images/global/images/family/vllm", {"project": "acme-images", "family": "vllm"}),
+])
+def test_a_brought_gcp_image_is_looked_up_by_its_project_and_name_or_family(run: Any, image_id: str,
+                                                                            expected: dict[str, str]) -> None:
+    recording = _deploy(run, _with_image(sample_plan("gcp", "cpu-llm"), "brought", image_id), static_assets=False)
+    (lookup,) = _invokes(recording, "gcp:compute/getImage:getImage")
+    assert lookup == expected
+    instance = _one(recording, "gcp:compute/instance:Instance")
+    image = instance.inputs["bootDisk"]["initializeParams"]["image"]
+    assert image.startswith("https://www.googleapis.com/compute/v1/projects/acme-images/global/images/")
+    assert image.endswith(expected.get("name") or "vllm-v20260101")
+
+
+@pytest.mark.parametrize(("cloud", "token"), [("alibaba", "alicloud:ecs/getImages:getImages"),
+                                              ("huawei", "huaweicloud:Ims/getImages:getImages")])
+def test_a_brought_image_is_what_alibaba_and_huawei_servers_boot_looked_up_by_its_id(run: Any, cloud: Cloud,
+                                                                                     token: str) -> None:
+    plan = _with_image(sample_plan(cloud, "cpu-llm", "validation"), "brought", BROUGHT[cloud])
+    recording = _deploy(run, plan, static_assets=False)
+    (lookup,) = _invokes(recording, token)
+    assert lookup == {"imageId": BROUGHT[cloud]}  # no owner, visibility or name filter: the user's own choice
+    (instance,) = [r for r in recording.resources
+                   if r.type.endswith(("ecs/instance:Instance", "Ecs/instance:Instance"))]
+    assert instance.inputs["imageId"] == BROUGHT[cloud]
+
+
+#### Baked images (AWS) ####
+
+
+def _baked_fleet(run: Any) -> tuple[DeploymentPlan, Recording]:
+    plan = _with_image(sample_plan("aws", "gpu-llm", "production"), "baked")
+    return plan, _deploy(run, plan, api_domain=API_DOMAIN)
+
+
+def _document(recording: Recording) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(_one(recording, COMPONENT).inputs["data"])
+    return document
+
+
+def test_the_fleets_template_boots_the_ami_image_builder_baked(run: Any) -> None:
+    _, recording = _baked_fleet(run)
+    (ami,) = _one(recording, IMAGE).outputs["outputResources"][0]["amis"]
+    template = _one(recording, TEMPLATE)
+    assert template.inputs["imageId"] == ami["image"]
+    # a rebuilt image is a new template version, which the instance refresh rolls out (a vendor image's is ignored)
+    assert "imageId" not in template.ignore_changes
+
+
+def test_single_servers_boot_the_baked_ami_too(run: Any) -> None:
+    recording = _deploy(run, _with_image(sample_plan("aws", "cpu-llm"), "baked"))
+    (ami,) = _one(recording, IMAGE).outputs["outputResources"][0]["amis"]
+    assert _one(recording, "aws:ec2/instance:Instance").inputs["ami"] == ami["image"]
+
+
+def test_the_component_runs_the_servers_own_boot_script_phases_from_the_bucket(run: Any) -> None:
+    _, recording = _baked_fleet(run)
+    document = _document(recording)
+    assert document["schemaVersion"] == 1.0 and [p["name"] for p in document["phases"]] == ["build", "validate"]
+    build = document["phases"][0]["steps"]
+    stored = recording.named("chat-image-boot-script")
+    assert stored.inputs["content"] == shipped_copy("boot.sh")  # the servers' own boot.sh, not a copy of its logic
+    assert stored.inputs["key"] == boot_script_key(shipped_copy("boot.sh"))
+    assert stored.inputs["bucket"] == recording.named("chat-store-models").id
+    (download,) = [step for step in build if step["action"] == "S3Download"]
+    assert download["inputs"][0]["source"] == f"s3://{stored.inputs['bucket']}/{stored.inputs['key']}"
+    commands = "\n".join(c for step in build if step["action"] == "ExecuteBash" for c in step["inputs"]["commands"])
+    for phase in BUILD_PHASES:
+        assert f"/var/tmp/inferstack-image/boot.sh --phase {phase}" in commands
+    assert "--phase model_sync" not in commands and "--phase service" not in commands
+    assert "python3 -c '" in commands and IMAGE_MANIFEST in commands
+    assert "{{" not in _one(recording, COMPONENT).inputs["data"]  # AWSTOE would read it as a variable
+
+
+def test_the_build_reads_the_install_settings_the_servers_have_and_no_others(run: Any) -> None:
+    _, recording = _baked_fleet(run)
+    commands = [c for step in _document(recording)["phases"][0]["steps"] if step["action"] == "ExecuteBash"
+                for c in step["inputs"]["commands"]]
+    (written,) = [c for c in commands if c.startswith("cat >/var/tmp/inferstack-image/bootstrap.env")]
+    keys = {line.split("=", 1)[0] for line in written.splitlines()[1:-1]}
+    assert keys <= set(INSTALL_SETTINGS) and {"RUNTIME_IMAGE", "DEVICE", "NVIDIA_DRIVER_BRANCH"} <= keys
+    assert "MODEL_BUCKET" not in keys and "BUNDLE_KEY" not in keys  # per server: a new model rebuilds no image
+
+
+def test_the_manifest_states_the_runtime_image_and_gateway_packages(run: Any) -> None:
+    _, recording = _baked_fleet(run)
+    commands = [c for step in _document(recording)["phases"][0]["steps"] if step["name"] == "WriteManifest"
+                for c in step["inputs"]["commands"]]
+    known = json.loads(commands[1].splitlines()[1])
+    assert known["format"] == "inferstack-image/1" and known["phases"] == list(BUILD_PHASES)
+    assert known["runtime_image"].startswith("vllm/vllm-openai:") and known["gateway_packages"][0] == "nginx"
+    assert known["boot_sh_sha256"] and known["device"] == "gpu"
+
+
+def test_the_build_instance_profile_reads_only_the_boot_script(run: Any) -> None:
+    _, recording = _baked_fleet(run)
+    attachments = recording.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    attached = sorted(r.inputs["policyArn"] for r in attachments if r.name.startswith("chat-image-build-"))
+    # Not AmazonSSMManagedInstanceCore: it reads every parameter, the stack's SecureStrings included
+    assert attached == ["arn:aws:iam::aws:policy/EC2InstanceProfileForImageBuilder"]
+    (agent,) = json.loads(recording.named("chat-image-build-systems-manager").inputs["policy"])["Statement"]
+    assert agent["Resource"] == "*" and not [a for a in agent["Action"] if a.startswith("ssm:Get")]
+    assert set(agent["Action"]) >= {"ssm:UpdateInstanceInformation", "ec2messages:GetMessages"}
+    policy = json.loads(recording.named("chat-image-build-boot-script").inputs["policy"])
+    stored = recording.named("chat-image-boot-script").inputs
+    assert policy["Statement"] == [{"Sid": "ReadBootScript", "Effect": "Allow", "Action": "s3:GetObject",
+                                    "Resource": f"arn:aws:s3:::{stored['bucket']}/{stored['key']}"}]
+    profile = recording.named("chat-image-build-profile")
+    assert _one(recording, INFRASTRUCTURE).inputs["instanceProfileName"] == profile.outputs["name"]
+
+
+def test_the_build_instance_is_hardened_as_servers_are_in_a_private_subnet(run: Any) -> None:
+    plan, recording = _baked_fleet(run)
+    build = _one(recording, INFRASTRUCTURE).inputs
+    assert build["instanceMetadataOptions"] == {"httpTokens": "required", "httpPutResponseHopLimit": 1}
+    assert build["terminateInstanceOnFailure"] is True and build["instanceTypes"] == [plan.instance_type]
+    subnet = [r for r in recording.of_type("aws:ec2/subnet:Subnet") if r.id == build["subnetId"]]
+    assert subnet and not subnet[0].inputs.get("mapPublicIpOnLaunch")  # a private subnet (NAT egress)
+    assert build["securityGroupIds"] == [recording.named("chat-firewall-sg").id]
+    (root,) = _one(recording, RECIPE).inputs["blockDeviceMappings"]
+    assert root["ebs"] == {"volumeType": "gp3", "encrypted": "true", "deleteOnTermination": "true",
+                           "volumeSize": plan.disk_gib}
+    assert _one(recording, IMAGE).inputs["imageTestsConfiguration"] == {"imageTestsEnabled": False}
+
+
+def test_recipe_and_component_versions_derive_from_what_goes_in(run: Any) -> None:
+    _, recording = _baked_fleet(run)
+    component, recipe = _one(recording, COMPONENT).inputs, _one(recording, RECIPE).inputs
+    assert component["version"] == semantic_version(component["data"])
+    assert recipe["parentImage"].startswith("ami-") and recipe["components"] == [
+        {"componentArn": _one(recording, COMPONENT).outputs["arn"]}]
+    assert recipe["version"] != component["version"]
+    assert all(0 <= int(node) < 2**30 for node in recipe["version"].split("."))
+
+
+def test_a_semantic_version_changes_with_its_content_and_fits_image_builders_nodes() -> None:
+    first, second = semantic_version("driver runtime gateway"), semantic_version("driver runtime gateway\n")
+    assert first != second and first == semantic_version("driver runtime gateway")
+    assert all(len(v.split(".")) == 3 and all(int(n) < 2**30 for n in v.split(".")) for v in (first, second))

@@ -1,0 +1,91 @@
+"""An AWS deployment with a baked image: the image build instance's identity (an EC2 role whose instance profile only
+an Image Builder infrastructure configuration takes) is not a servers' identity, and holds Image Builder's managed
+policy, the Systems Manager agent's own calls and a read of its boot script only. The pack passes it as inferstack
+builds it, and reports every widening: AmazonSSMManagedInstanceCore (every parameter), a read of the model or a
+secret, an action inferstack never grants."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from guardrails.core import PlainResource, Stack
+from guardrails.server_identity import image_build_identities, server_identities
+
+from inferstack.plan import DeploymentPlan
+from inferstack.preview import Recording, preview_deployment
+from tests.policy import deployments
+from tests.policy.harness import Registered, check_recording
+from tests.sample_plans import sample_plan
+
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+
+
+def _baked_plan() -> DeploymentPlan:
+    plan = sample_plan("aws", "gpu-llm", "production")
+    return plan.model_copy(update={"startup": plan.startup.model_copy(update={"image": "baked"})})
+
+
+def _resources() -> list[PlainResource]:
+    result = preview_deployment(_baked_plan(), {**deployments.PUBLIC, **deployments.CLOUD_SETTINGS["aws"]})
+    return [PlainResource(r.type, r.name, r.urn, {**r.outputs, **r.inputs}) for r in result.resources]
+
+
+def _violations(change: Callable[[list[PlainResource]], None]) -> list[str]:
+    resources = _resources()
+    change(resources)
+    (build,) = image_build_identities(Stack(resources))
+    return [message for message, _ in build.violations]
+
+
+def _named(resources: list[PlainResource], resource_type: str, suffix: str) -> PlainResource:
+    (found,) = [r for r in resources if r.resource_type == resource_type and r.name.endswith(suffix)]
+    return found
+
+
+def _edit_policy(resources: list[PlainResource], suffix: str, edit: Callable[[dict[str, Any]], None]) -> None:
+    policy = _named(resources, ROLE_POLICY, suffix)
+    document = json.loads(policy.props["policy"])
+    edit(document)
+    policy.props["policy"] = json.dumps(document)
+
+
+def test_the_baked_deployment_inferstack_builds_passes_every_policy() -> None:
+    with deployments.dependencies_recorded() as dependencies:
+        result = preview_deployment(_baked_plan(), {**deployments.PUBLIC, **deployments.CLOUD_SETTINGS["aws"]})
+    report = check_recording(Registered(Recording(result.resources, [], result.outputs), dependencies))
+    assert report.mandatory() == [], report.messages()
+
+
+def test_the_build_identity_is_not_a_servers_identity_and_is_checked_as_a_build() -> None:
+    stack = Stack(_resources())
+    assert [i.resource.name for i in server_identities(stack, lambda message, urn=None: None)] == [
+        "server-identity-role"]
+    (build,) = image_build_identities(stack)
+    assert build.resource.name == "server-image-build-role" and build.violations == []
+    assert all("/inferstack/bootstrap/" in scope for scope in build.storage) and build.storage
+
+
+def test_the_build_identity_may_not_hold_systems_managers_core_policy() -> None:
+    def attach_core(resources: list[PlainResource]) -> None:
+        attachment = _named(resources, ATTACHMENT, "EC2InstanceProfileForImageBuilder")
+        resources.append(PlainResource(ATTACHMENT, "chat-image-build-core", attachment.urn + "-core", {
+            **attachment.props, "policyArn": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"}))
+
+    assert any("AmazonSSMManagedInstanceCore" in m for m in _violations(attach_core))
+
+
+def test_the_build_identity_may_read_neither_the_model_nor_a_secret() -> None:
+    def read_models(document: dict[str, Any]) -> None:
+        document["Statement"][0]["Resource"] = document["Statement"][0]["Resource"].split("/", 1)[0] + "/models/*"
+
+    assert any("reads" in m and "models/" in m for m in _violations(
+        lambda resources: _edit_policy(resources, "image-build-boot-script", read_models)))
+
+    def read_secrets(document: dict[str, Any]) -> None:
+        document["Statement"].append({"Effect": "Allow", "Action": "ssm:GetParameter", "Resource": "*"})
+
+    assert any("ssm:GetParameter" in m for m in _violations(
+        lambda resources: _edit_policy(resources, "image-build-systems-manager", read_secrets)))
