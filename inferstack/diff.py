@@ -178,6 +178,19 @@ QUANTITIES: tuple[_Quantity, ...] = (
         2,
     ),
     _Quantity("performance.utilization", "utilization at peak (%)", lambda p: _percent(p.performance.utilization), "%"),
+    # How a new server starts (workload `startup`) and what follows from it (sizing/coldstart.py, sizing/startup.py)
+    _Quantity("startup.image", "server image", lambda p: p.startup.image_id or p.startup.image),
+    _Quantity("startup.model_loading", "model loading", lambda p: p.startup.model_loading),
+    _Quantity("cold_start.total_s", "cold start (s)", lambda p: p.cold_start.total_s if p.cold_start else None, "s"),
+    _Quantity("startup.warm_pool.servers", "warm pool (stopped servers)",
+              lambda p: p.startup.warm_pool.servers if p.startup.warm_pool else None),
+    _Quantity("startup.warm_start.total_s", "start from the warm pool (s)",
+              lambda p: p.startup.warm_start.total_s if p.startup.warm_start else None, "s"),
+    _Quantity("fleet.scale_out_cooldown_s", "scale-out warm-up (s)",
+              lambda p: p.fleet.scale_out_cooldown_s if p.fleet else None, "s"),
+    _Quantity("startup.warm_pool.monthly_storage.amount", "warm pool disks per month",
+              lambda p: p.startup.warm_pool.monthly_storage.amount
+              if p.startup.warm_pool and p.startup.warm_pool.monthly_storage else None, None, 2),
     # The canary group (sizing/canary.py): the lines above are the main group's.
     _Quantity("canary.weight", "canary's share of requests (%)", lambda p: p.canary.weight if p.canary else None, "%"),
     _Quantity("canary.plan.model.name", "canary model", lambda p: p.canary.plan.model.name if p.canary else None),
@@ -346,10 +359,13 @@ def diff_reports(
 # scaling numbers, prices and predictions are not. (A new bootstrap is a rollout too; it shows in the preview, not in
 # a plan.)
 SERVER_FIELDS = ("instance_type", "offer", "device", "accelerator", "tensor_parallel", "model", "precision",
-                 "serving", "disk_gib", "spot", "spot_above_floor")
+                 "serving", "disk_gib", "spot", "spot_above_floor", "startup")
 _SERVER_DUMP: dict[str, Any] = {**dict.fromkeys(SERVER_FIELDS, True),
                                 # the group's capacity mix, not the spot prices and costs beside it
-                                "spot_above_floor": {"on_demand_base", "spot_above", "instance_types"}}
+                                "spot_above_floor": {"on_demand_base", "spot_above", "instance_types"},
+                                # the image the servers boot and how they load the weights (their template and boot),
+                                # not the warm pool beside them
+                                "startup": {"image", "image_id", "model_loading"}}
 
 
 def rollout_text(before: DeploymentPlan, after: DeploymentPlan) -> str | None:

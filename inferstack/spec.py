@@ -557,7 +557,7 @@ class Startup(_Strict):
         description="default: the cloud's driver-ready (or plain) image, everything else installed at boot; baked: "
         "an image the stack builds with the driver, the container runtime, the pinned runtime image and the "
         "gateway's packages (AWS: EC2 Image Builder); or your own image per cloud, e.g. {aws: ami-0123456789abcdef0} "
-        "(built with `inferstack`'s bake step, docs/cold-start.md).")
+        "(the estimate takes it to hold what a baked one does; the boot installs whatever it lacks).")
     model_loading: Literal["download", "stream"] = Field(
         default="download",
         description="download: the server fetches and verifies the weights onto its disk beside the runtime's "

@@ -115,6 +115,18 @@ def test_three_times_the_users_scales_out_every_cloud_and_prices_the_difference(
     assert all(c.status == "changed" for c in diff.clouds)
 
 
+def test_a_startup_change_is_never_no_change_and_only_the_image_or_loading_rolls_the_servers(tmp_path):
+    baked = render_markdown(diff_pair(tmp_path, edited(startup={"image": "baked", "model_loading": "stream"})))
+    assert "**No change**" not in baked
+    assert "| server image | default | baked |" in baked and "| model loading | download | stream |" in baked
+    assert "Rollout: server startup" in baked  # a new image and a new boot: the template changes
+    pooled = diff_pair(tmp_path, edited(startup={"warm_pool": True}))
+    aws = cloud(pooled, "aws")
+    assert aws.status == "changed" and aws.rollout is None  # the pool is the group's, the servers stay
+    labels = {change.label for change in aws.changes}
+    assert {"warm pool (stopped servers)", "start from the warm pool (s)", "scale-out warm-up (s)"} <= labels
+
+
 def test_a_longer_context_raises_the_sequence_limit_and_the_kv_cache(tmp_path):
     longer = edited(traffic__context_tokens=32768, traffic__prompt_tokens={"mean": 6000, "p95": 24000})
     base, head = plans(edited(), tmp_path), plans(longer, tmp_path)

@@ -109,9 +109,9 @@ def startup_line(startup: ServerStartup, fleet: Fleet | None, cold: ColdStart, m
                      f"healthy after {cold.total_s} s (the runtime's compile caches are not in it: its first start "
                      "writes them)")
     elif startup.image == "brought":
-        parts.append(f"Servers boot the workload's image {startup.image_id}, taken to hold what the bake step puts in "
-                     "one (docs/cold-start.md; the boot installs whatever it lacks), so a new server is estimated "
-                     f"healthy after {cold.total_s} s")
+        parts.append(f"Servers boot the workload's image {startup.image_id}, taken to hold what a baked image does "
+                     "(driver, Docker with the runtime image, nginx; the boot installs whatever it lacks: "
+                     f"docs/cold-start.md), so a new server is estimated healthy after {cold.total_s} s")
     pool = startup.warm_pool
     if pool is not None and fleet is not None and startup.warm_start is not None:
         storage = f"{pool.monthly_storage}/month of disks" if pool.monthly_storage else "disks at a price not packaged"
