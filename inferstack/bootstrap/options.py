@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from inferstack.bootstrap.files.cloud_access import ROLE_ARN_PATTERN  # the server's own check is the one source
 from inferstack.bootstrap.gateway import CacheEndpoint, ServerGroup
 from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.clouds import CLOUD_FACTS, Cloud
@@ -28,9 +29,6 @@ ENDPOINT_PATTERN = (r"^(https://[a-z0-9.-]+|http://(127\.[0-9]{1,3}\.[0-9]{1,3}\
                     r"(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$")
 # Any cloud's bucket (the cloud's own grammar is checked by `bucket_problem` once the cloud is known).
 ANY_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$"
-# An IAM role's ARN: partition, 12-digit account, an optional path and the role's name (IAM User Guide, "IAM
-# identifiers": names of up to 64 of [A-Za-z0-9+=,.@_-], paths of the same characters between slashes).
-ROLE_ARN_PATTERN = r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/([A-Za-z0-9+=,.@_-]+/)*[A-Za-z0-9+=,.@_-]{1,64}$"
 
 SecretRef = Annotated[str, StringConstraints(pattern=SECRET_REF_PATTERN)]
 Endpoint = Annotated[str, StringConstraints(pattern=ENDPOINT_PATTERN)]

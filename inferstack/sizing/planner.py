@@ -510,23 +510,22 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     max_model_len = demand.max_model_len if model.is_llm else None
     disk = DISK_BASE_GIB[device] + runtime.disk_gib + math.ceil(size_gib * 1.2)
     disk_gib = int(math.ceil(disk / 10) * 10)
-    startup, startup_notes = server_image(spec.startup, cloud)
+    image, image_notes = server_image(spec.startup, cloud)
     stream, stream_notes = model_loading(spec.startup, cloud, runtime.id, device)
-    startup = startup.model_copy(update={"model_loading": "stream" if stream else "download"})
-    startup_notes += stream_notes
     server = Server(cloud=cloud, runtime=runtime.id, device=device, model_gib=size_gib,
                     network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib,
-                    processes=sizing.processes, stream=stream, image=startup.image)
+                    processes=sizing.processes, stream=stream, image=image.image)
     start = cold_start(server)
     fleet = _fleet(spec, sizing, start)
     spot_floor = _spot_above_floor(demand, priced, ranked, fleet, book)
     warm = warm_start(server)
     pool, pool_notes = warm_pool(spec.startup, cloud, priced.region, fleet, spot_floor, disk_gib, book.rates,
                                  spec.placement.currency, cold=start, warm=warm)
-    if pool is not None and fleet is not None:
-        startup = startup.model_copy(update={"warm_pool": pool, "warm_start": warm})
+    if pool is not None and fleet is not None:  # the autoscaler waits for a pool server's start
         fleet = fleet.model_copy(update={"scale_out_cooldown_s": fleet_cold_start_s(warm)})
-    startup = startup.model_copy(update={"notes": startup_notes + pool_notes})
+    startup = image.model_copy(update={"model_loading": "stream" if stream else "download", "warm_pool": pool,
+                                       "warm_start": warm if pool else None,
+                                       "notes": image_notes + stream_notes + pool_notes})
     # Behind a load balancer, an answer may last no longer than the balancer waits: past that, the runtime caps it.
     limit_s = CLOUD_FACTS[cloud].load_balancer_timeout_s
     answer_cap = answer_token_cap(performance, max_model_len, limit_s) if fleet else None

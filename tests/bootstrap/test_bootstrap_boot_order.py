@@ -198,3 +198,24 @@ def test_a_streaming_runtimes_gateway_opens_only_once_the_sync_has_verified_the_
         assert "the gateway stays closed" in output
     if sync_rc is None:
         assert "did not end within" in output
+
+
+def test_the_install_phases_start_with_an_image_builds_settings_alone(tmp_path: Path) -> None:
+    """An image build runs boot.sh's install phases with their own settings only (components/aws/image.py
+    INSTALL_SETTINGS): nothing the script reads before it dispatches a phase may need another setting (set -u)."""
+    from inferstack.components.aws.image import INSTALL_SETTINGS  # here: pulumi_aws is slow to import
+
+    plan = _plan(warm_pool=False)
+    files = server_files(render_bootstrap(plan, "aws", BootstrapOptions(model_bucket="acme-models",
+                                                                        region=plan.region)))
+    settings = [line for line in files["/etc/inferstack/bootstrap.env"].splitlines()
+                if line.split("=", 1)[0] in INSTALL_SETTINGS]
+    (tmp_path / "bootstrap.env").write_text("\n".join(settings) + "\n")
+    script = files[f"{LIB_DIR}/boot.sh"]
+    for fixed in ("/var/lib/inferstack", "/run/inferstack-boot", "/var/log/inferstack"):
+        script = script.replace(fixed, str(tmp_path / fixed.strip("/").replace("/", "-")))
+    (tmp_path / "boot.sh").write_text(script)
+    result = subprocess.run(["bash", str(tmp_path / "boot.sh"), "--phase", "no_such_phase"], capture_output=True,
+                            text=True, env={**os.environ, "INFERSTACK_CONFIG": str(tmp_path / "bootstrap.env")})
+    assert "unbound variable" not in result.stderr, result.stderr
+    assert "unknown phase no_such_phase" in result.stdout + result.stderr

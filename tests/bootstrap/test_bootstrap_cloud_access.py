@@ -11,7 +11,7 @@ import stat
 import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import cloud_access
@@ -141,7 +141,7 @@ def test_missing_secret_fails_without_writing_the_env_file(metadata_url: str, s3
 #### Alibaba: a fleet server completes its own scale-out ####
 
 
-class _EssHandler(BaseHTTPRequestHandler):
+class _EssHandler(QuietHandler):
     """ESS on loopback: checks each request's signature as ESS would (403 on a mismatch) and answers the lifecycle
     calls for one server waiting in one hook."""
 
@@ -150,27 +150,19 @@ class _EssHandler(BaseHTTPRequestHandler):
         params = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query, keep_blank_values=True))
         server.calls.append(params)
         if server.refuse or params.get("Signature") != vendor.alibaba_rpc_signature(params, "POST"):
-            return self._reply(403, {"Code": "Forbidden.RAM"})
+            return self._reply(403, json.dumps({"Code": "Forbidden.RAM"}))
         action = params["Action"]
         if action == "DescribeScalingInstances":
             instance = params["InstanceIds.1"]
-            return self._reply(200, {"ScalingInstances": [{"InstanceId": instance, "LifecycleState": server.state,
-                                                           "ScalingActivityId": "asa-1", "ScalingGroupId": "asg-1"}]})
+            return self._reply(200, json.dumps({"ScalingInstances": [{
+                "InstanceId": instance, "LifecycleState": server.state, "ScalingActivityId": "asa-1",
+                "ScalingGroupId": "asg-1"}]}))
         if action == "DescribeLifecycleActions":
-            return self._reply(200, {"LifecycleActions": [
+            return self._reply(200, json.dumps({"LifecycleActions": [
                 {"InstanceIds": ["i-other"], "LifecycleHookId": "ash-1", "LifecycleActionToken": "other-token"},
-                {"InstanceIds": ["i-mine"], "LifecycleHookId": "ash-1", "LifecycleActionToken": "my-token"}]})
-        return self._reply(200, {"RequestId": "r-1"})
+                {"InstanceIds": ["i-mine"], "LifecycleHookId": "ash-1", "LifecycleActionToken": "my-token"}]}))
+        return self._reply(200, json.dumps({"RequestId": "r-1"}))
 
-    def _reply(self, status: int, body: dict[str, object]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 class _EssServer(ThreadingHTTPServer):

@@ -31,8 +31,8 @@ ASSUMED = Credentials("ASIAREADERTEST000001", "reader/secret+key=", "FwoGZXIvYXd
 
 def test_assume_role_is_the_request_botocore_sends_with_its_signature() -> None:
     params = {"RoleArn": ROLE, "RoleSessionName": f"inferstack-runtime-{AWS_INSTANCE_ID}", "DurationSeconds": "3600"}
-    ours = cloud_access.sts_request(params, Credentials(ACCESS_KEY, SECRET_KEY, SESSION_TOKEN), "eu-west-1",
-                                    now=FIXED_TIME)
+    instance = Credentials(ACCESS_KEY, SECRET_KEY, SESSION_TOKEN)
+    ours = cloud_access.aws_query_request("sts", "AssumeRole", params, instance, "eu-west-1", now=FIXED_TIME)
     reference = _botocore_request("sts", "assume_role", RoleArn=ROLE, RoleSessionName=params["RoleSessionName"],
                                   DurationSeconds=3600)
     assert (ours.method, ours.url) == (reference.method, reference.url) == ("POST", "https://sts.eu-west-1."

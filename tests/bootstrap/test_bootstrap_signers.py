@@ -108,8 +108,8 @@ def test_aws_signature_of_other_services_encodes_the_path_twice_as_botocore_does
 def test_auto_scaling_lifecycle_calls_are_the_requests_botocore_sends_with_its_signature(
         action: str, operation: str, params: dict[str, object]) -> None:
     flat = {"InstanceIds.member.1": "i-0123456789abcdef0"} if action.startswith("Describe") else params
-    ours = cloud_access.autoscaling_request(action, flat, CREDENTIALS, "eu-west-1",  # type: ignore[arg-type]
-                                            now=FIXED_TIME)
+    ours = cloud_access.aws_query_request("autoscaling", action, flat, CREDENTIALS,  # type: ignore[arg-type]
+                                          "eu-west-1", now=FIXED_TIME)
     reference = _botocore_request("autoscaling", operation, **params)
     assert (ours.method, ours.url) == (reference.method, reference.url)
     body = reference.body if isinstance(reference.body, str) else reference.body.decode()

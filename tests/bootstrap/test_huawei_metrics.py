@@ -22,13 +22,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import huawei_metrics
 import pytest
 import vendor_signers as vendor
-from bootstrap_fakes import HUAWEI_PROJECT, SESSION_TOKEN
+from bootstrap_fakes import HUAWEI_PROJECT, SESSION_TOKEN, QuietHandler
 from cloud_access import Retry
 from sample_plans import sample_plan
 from test_bootstrap_python38 import PYTHON_3_8
@@ -66,7 +66,7 @@ class CloudEye:
             return [json.loads(body) for _, _, body in self.accepted]
 
 
-class _CloudEyeHandler(BaseHTTPRequestHandler):
+class _CloudEyeHandler(QuietHandler):
     server: _CloudEyeServer
 
     def do_POST(self) -> None:
@@ -81,14 +81,7 @@ class _CloudEyeHandler(BaseHTTPRequestHandler):
             cloud_eye.statuses.append(status)
             if status == 201:
                 cloud_eye.accepted.append((self.path, headers, body))
-        reply = problem.encode() if problem else b""
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self._reply(status, problem or "")
 
 
 def _problem(path: str, headers: dict[str, str], body: bytes) -> str | None:

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from guardrails.core import PlainResource
 
+from inferstack.plan import DeploymentPlan
 from inferstack.preview import Recording, preview_deployment, preview_stack
 from tests.policy.harness import REPO, Registered, dependencies_recorded, record_with_dependencies
 from tests.sample_plans import sample_plan
@@ -78,9 +80,25 @@ def stack(name: str) -> Registered:
 def public_deployment(cloud: str, variant: str, stage: str = "production") -> Registered:
     """A plan whose API is open to the whole internet, with an API key, a hub token and static assets: production
     (a fleet, where the cloud's is built), or another stage (one server)."""
+    return public_plan_deployment(sample_plan(cloud, variant, stage))
+
+
+def public_plan_deployment(plan: DeploymentPlan) -> Registered:
+    """`public_deployment` of a plan of your own (a sample plan with a field changed)."""
     with dependencies_recorded() as dependencies:
-        result = preview_deployment(sample_plan(cloud, variant, stage), {**PUBLIC, **CLOUD_SETTINGS[cloud]})
+        result = preview_deployment(plan, {**PUBLIC, **CLOUD_SETTINGS[plan.cloud]})
     return Registered(Recording(result.resources, [], result.outputs), dependencies)
+
+
+def plain_resources(registered: Registered) -> list[PlainResource]:
+    """The deployment's resources as the pack's rules see them (outputs and inputs), to edit before a check."""
+    return [PlainResource(r.type, r.name, r.urn, {**r.outputs, **r.inputs}) for r in registered.recording.resources]
+
+
+def named(resources: list[PlainResource], resource_type: str, suffix: str) -> PlainResource:
+    """The one resource of that type whose name ends with `suffix`."""
+    (found,) = [r for r in resources if r.resource_type == resource_type and r.name.endswith(suffix)]
+    return found
 
 
 def public_server(cloud: str, variant: str) -> Registered:

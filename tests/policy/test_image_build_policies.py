@@ -14,9 +14,9 @@ from guardrails.core import PlainResource, Stack
 from guardrails.server_identity import image_build_identities, server_identities
 
 from inferstack.plan import DeploymentPlan
-from inferstack.preview import Recording, preview_deployment
 from tests.policy import deployments
-from tests.policy.harness import Registered, check_recording
+from tests.policy.deployments import named
+from tests.policy.harness import check_recording
 from tests.sample_plans import sample_plan
 
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
@@ -29,8 +29,7 @@ def _baked_plan() -> DeploymentPlan:
 
 
 def _resources() -> list[PlainResource]:
-    result = preview_deployment(_baked_plan(), {**deployments.PUBLIC, **deployments.CLOUD_SETTINGS["aws"]})
-    return [PlainResource(r.type, r.name, r.urn, {**r.outputs, **r.inputs}) for r in result.resources]
+    return deployments.plain_resources(deployments.public_plan_deployment(_baked_plan()))
 
 
 def _violations(change: Callable[[list[PlainResource]], None]) -> list[str]:
@@ -40,22 +39,15 @@ def _violations(change: Callable[[list[PlainResource]], None]) -> list[str]:
     return [message for message, _ in build.violations]
 
 
-def _named(resources: list[PlainResource], resource_type: str, suffix: str) -> PlainResource:
-    (found,) = [r for r in resources if r.resource_type == resource_type and r.name.endswith(suffix)]
-    return found
-
-
 def _edit_policy(resources: list[PlainResource], suffix: str, edit: Callable[[dict[str, Any]], None]) -> None:
-    policy = _named(resources, ROLE_POLICY, suffix)
+    policy = named(resources, ROLE_POLICY, suffix)
     document = json.loads(policy.props["policy"])
     edit(document)
     policy.props["policy"] = json.dumps(document)
 
 
 def test_the_baked_deployment_inferstack_builds_passes_every_policy() -> None:
-    with deployments.dependencies_recorded() as dependencies:
-        result = preview_deployment(_baked_plan(), {**deployments.PUBLIC, **deployments.CLOUD_SETTINGS["aws"]})
-    report = check_recording(Registered(Recording(result.resources, [], result.outputs), dependencies))
+    report = check_recording(deployments.public_plan_deployment(_baked_plan()))
     assert report.mandatory() == [], report.messages()
 
 
@@ -70,7 +62,7 @@ def test_the_build_identity_is_not_a_servers_identity_and_is_checked_as_a_build(
 
 def test_the_build_identity_may_not_hold_systems_managers_core_policy() -> None:
     def attach_core(resources: list[PlainResource]) -> None:
-        attachment = _named(resources, ATTACHMENT, "EC2InstanceProfileForImageBuilder")
+        attachment = named(resources, ATTACHMENT, "EC2InstanceProfileForImageBuilder")
         resources.append(PlainResource(ATTACHMENT, "chat-image-build-core", attachment.urn + "-core", {
             **attachment.props, "policyArn": "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"}))
 

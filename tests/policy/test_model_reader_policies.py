@@ -14,9 +14,9 @@ from guardrails.core import PlainResource, Stack
 from guardrails.server_identity import ServerIdentity, server_identities
 
 from inferstack.plan import DeploymentPlan
-from inferstack.preview import Recording, preview_deployment
 from tests.policy import deployments
-from tests.policy.harness import Registered, check_recording
+from tests.policy.deployments import named
+from tests.policy.harness import check_recording
 from tests.sample_plans import sample_plan
 
 ROLE = "aws:iam/role:Role"
@@ -29,13 +29,7 @@ def _streaming_plan() -> DeploymentPlan:
 
 
 def _resources() -> list[PlainResource]:
-    result = preview_deployment(_streaming_plan(), {**deployments.PUBLIC, **deployments.CLOUD_SETTINGS["aws"]})
-    return [PlainResource(r.type, r.name, r.urn, {**r.outputs, **r.inputs}) for r in result.resources]
-
-
-def _named(resources: list[PlainResource], resource_type: str, suffix: str) -> PlainResource:
-    (found,) = [r for r in resources if r.resource_type == resource_type and r.name.endswith(suffix)]
-    return found
+    return deployments.plain_resources(deployments.public_plan_deployment(_streaming_plan()))
 
 
 def _identity(change: Callable[[list[PlainResource]], None] | None = None) -> ServerIdentity:
@@ -55,9 +49,7 @@ def _edit(resource: PlainResource, key: str, edit: Callable[[dict[str, Any]], No
 
 
 def test_the_deployment_inferstack_builds_passes_every_policy() -> None:
-    with deployments.dependencies_recorded() as dependencies:
-        result = preview_deployment(_streaming_plan(), {**deployments.PUBLIC, **deployments.CLOUD_SETTINGS["aws"]})
-    report = check_recording(Registered(Recording(result.resources, [], result.outputs), dependencies))
+    report = check_recording(deployments.public_plan_deployment(_streaming_plan()))
     assert report.mandatory() == [], report.messages()
 
 
@@ -70,7 +62,7 @@ def test_the_servers_may_assume_their_own_model_reader() -> None:
 
 def _assume_on(resource: Callable[[list[PlainResource]], str]) -> Callable[[list[PlainResource]], None]:
     def change(resources: list[PlainResource]) -> None:
-        grant = _named(resources, ROLE_POLICY, "-assume-model-reader")
+        grant = named(resources, ROLE_POLICY, "-assume-model-reader")
         _edit(grant, "policy", lambda d: d["Statement"][0].update(Resource=resource(resources)))
     return change
 
@@ -78,7 +70,7 @@ def _assume_on(resource: Callable[[list[PlainResource]], str]) -> Callable[[list
 @pytest.mark.parametrize(("resource", "expected"), [
     (lambda _: "*", "sts:AssumeRole on * (statement AssumeModelReader), which is not a role of this stack"),
     (lambda _: "arn:aws:iam::123456789012:role/OrganizationAccountAccessRole", "which is not a role of this stack"),
-    (lambda rs: _named(rs, ROLE, "-identity-role").props["arn"], "which is not a role of this stack"),  # itself
+    (lambda rs: named(rs, ROLE, "-identity-role").props["arn"], "which is not a role of this stack"),  # itself
 ])
 def test_assuming_anything_but_the_stacks_own_reader_is_reported(
         resource: Callable[[list[PlainResource]], str], expected: str) -> None:
@@ -87,7 +79,7 @@ def test_assuming_anything_but_the_stacks_own_reader_is_reported(
 
 
 def _trust(edit: Callable[[dict[str, Any]], None]) -> Callable[[list[PlainResource]], None]:
-    return lambda resources: _edit(_named(resources, ROLE, "-identity-reader"), "assumeRolePolicy", edit)
+    return lambda resources: _edit(named(resources, ROLE, "-identity-reader"), "assumeRolePolicy", edit)
 
 
 @pytest.mark.parametrize("edit", [
@@ -107,7 +99,7 @@ def test_a_reader_that_more_than_the_servers_role_may_assume_is_reported(
 
 
 def _reader_policy(edit: Callable[[dict[str, Any]], None]) -> Callable[[list[PlainResource]], None]:
-    return lambda resources: _edit(_named(resources, ROLE_POLICY, "-identity-reader-model-read"), "policy", edit)
+    return lambda resources: _edit(named(resources, ROLE_POLICY, "-identity-reader-model-read"), "policy", edit)
 
 
 def _bucket_arn(d: dict[str, Any]) -> str:

@@ -379,6 +379,11 @@ instance_group [ { kind: $kind, count: 1 } ]"
     echo "$repo"
 }
 
+# What a streaming runtime reads: the model's prefix in the bucket (vLLM's --model, in model.env). A function, not a
+# setting read at the top: an image build runs the install phases with their own settings only (components/aws/
+# image.py INSTALL_SETTINGS).
+stream_source() { echo "s3://$MODEL_BUCKET/$MODEL_PREFIX"; }
+
 # write_model_env DIR FILE REPO ROOT: what the runtime's unit reads (EnvironmentFile=): where the model is, and the
 # runtime user's ids for the container
 write_model_env() {
@@ -410,7 +415,7 @@ phase_model_sync() {
     esac
     if [ "$MODEL_LOADING" = stream ]; then
         # The runtime streams from the bucket (the copy here is what the sync verified): the same file as phase_service
-        write_model_env "s3://$MODEL_BUCKET/$MODEL_PREFIX" "" "" "$STATE_DIR"
+        write_model_env "$(stream_source)" "" "" "$STATE_DIR"
     else
         write_model_env "$model_dir" "$model_file" "$repo" "$root"
     fi
@@ -439,7 +444,7 @@ start_or_restart() {
 # still under way then), and the bundle.
 serving_version() {
     if [ "$MODEL_LOADING" = stream ]; then
-        echo "s3://$MODEL_BUCKET/$MODEL_PREFIX bundle=${BUNDLE_SHA256:0:16}"
+        echo "$(stream_source) bundle=${BUNDLE_SHA256:0:16}"
     else
         echo "$(cat "$STATE_DIR/model-version") bundle=${BUNDLE_SHA256:0:16}"
     fi
@@ -465,7 +470,7 @@ phase_service() {
     [ "$served" = "$serving" ] || changed=1
     # A streaming runtime reads the model's prefix in the bucket, not a directory here (vLLM's --model s3://bucket/
     # prefix/ with --load-format runai_streamer); the sync, under way, writes the same file when it ends.
-    if [ "$MODEL_LOADING" = stream ]; then write_model_env "s3://$MODEL_BUCKET/$MODEL_PREFIX" "" "" "$STATE_DIR"; fi
+    if [ "$MODEL_LOADING" = stream ]; then write_model_env "$(stream_source)" "" "" "$STATE_DIR"; fi
     systemctl daemon-reload
     for unit in "${SERVICES[@]}"; do
         servers+=("$(start_or_restart "$unit" "$changed")")
@@ -595,7 +600,7 @@ step() {
 durations() { paste -sd ' ' "$RUN_DIR/durations" 2>/dev/null || true; }
 
 # The model sync in its own process beside the phases that follow it (its lines go to the same log); its result is
-# $RUN_DIR/model_sync.rc once it has ended (run_phase), which sync_done and wait_for_sync read.
+# $RUN_DIR/model_sync.rc once it has ended (run_phase), which wait_for_sync and phase_model_load read.
 start_sync() {
     rm -f "$RUN_DIR/model_sync.rc"
     run_phase model_sync &

@@ -552,10 +552,11 @@ def complete_lifecycle_action(region: str, instance_id: str, credentials: Creden
 
 # A group with a warm pool holds each new server in its launch hook (Warmed:Pending:Wait for the pool, Pending:Wait for
 # service) until the server completes the hook's action (components/aws/fleet.py); boot.sh asks the target state
-# first (prepare only for the pool), and completes the action once prepared or once the model answers. The requests
-# are botocore's for the Query protocol (service model autoscaling 2011-01-01): POST / with the form-encoded
-# parameters, Action and Version, SigV4 for service "autoscaling".
-AUTOSCALING_API_VERSION = "2011-01-01"
+# first (prepare only for the pool), and completes the action once prepared or once the model answers
+# (aws_query_request).
+AWS_QUERY_API_VERSIONS = {"autoscaling": "2011-01-01", "sts": "2011-06-15"}
+"""The Query-protocol APIs the server calls, by endpoint prefix and signing name, and their versions (botocore's
+service models autoscaling 2011-01-01 and sts 2011-06-15)."""
 AWS_WAIT_STATES = ("Pending:Wait", "Warmed:Pending:Wait")
 """The lifecycle states in which a launch hook holds a server (DescribeAutoScalingInstances LifecycleState)."""
 HOOK_NAME_PATTERN = r"^[A-Za-z0-9_./-]{1,255}$"  # LifecycleHookName: [A-Za-z0-9\-_\/]+, at most 255
@@ -564,18 +565,17 @@ LIFECYCLE_AUTH_GRACE_S = 600.0
 first servers boot (components/aws/fleet.py _lifecycle_grant), and IAM takes a while to apply it everywhere."""
 
 
-def autoscaling_endpoint(region: str) -> str:
-    return f"https://autoscaling.{checked_name('region', region, REGION_PATTERN)}.amazonaws.com"
-
-
-def autoscaling_request(action: str, params: Mapping[str, str], credentials: Credentials, region: str,
-                        endpoint: str | None = None, now: datetime.datetime | None = None) -> Request:
-    """One Auto Scaling Query API call as botocore sends it: the parameters form-encoded in the body."""
-    body = urllib.parse.urlencode({"Action": action, "Version": AUTOSCALING_API_VERSION, **params},
+def aws_query_request(service: str, action: str, params: Mapping[str, str], credentials: Credentials, region: str,
+                      endpoint: str | None = None, now: datetime.datetime | None = None) -> Request:
+    """One call of an AWS Query-protocol API (Auto Scaling, STS) as botocore sends it: POST / to the service's endpoint
+    in the region, Action, Version (AWS_QUERY_API_VERSIONS) and the parameters form-encoded in the body, SigV4 for
+    the service."""
+    url = endpoint or f"https://{service}.{checked_name('region', region, REGION_PATTERN)}.amazonaws.com"
+    body = urllib.parse.urlencode({"Action": action, "Version": AWS_QUERY_API_VERSIONS[service], **params},
                                   quote_via=urllib.parse.quote).encode()
-    request = Request("POST", f"{(endpoint or autoscaling_endpoint(region)).rstrip('/')}/",
+    request = Request("POST", f"{url.rstrip('/')}/",
                       {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}, body)
-    return sign_aws_v4(request, credentials, region, "autoscaling", now=now)
+    return sign_aws_v4(request, credentials, region, service, now=now)
 
 
 def read_xml(response: http.client.HTTPResponse) -> dict[str, str]:
@@ -612,7 +612,8 @@ def complete_aws_lifecycle_action(region: str, instance_id: str, hook: str, cred
     checked_name("lifecycle hook", hook, HOOK_NAME_PATTERN)
 
     def call(action: str, params: Mapping[str, str]) -> dict[str, str]:
-        return send(lambda: autoscaling_request(action, params, credentials.get(), region, endpoint), read_xml,
+        return send(lambda: aws_query_request("autoscaling", action, params, credentials.get(), region, endpoint),
+                    read_xml,
                     retry=retry, what=f"Auto Scaling {action}")
 
     found = call("DescribeAutoScalingInstances", {"InstanceIds.member.1": instance_id})
@@ -631,9 +632,10 @@ def complete_aws_lifecycle_action(region: str, instance_id: str, hook: str, cred
 # A runtime that streams the weights from S3 (vLLM's Run:ai Model Streamer) needs credentials, and never gets the
 # instance's: the server assumes a role that may only read the model's prefix (components/aws/identity.py
 # model_reader_statements) and hands its temporary credentials to the runtime's container in a root-only file, at
-# each start of the runtime (render.py server_unit). AssumeRole is botocore's request for the Query protocol (service
-# model sts 2011-06-15): POST / with the form-encoded parameters, Action and Version, SigV4 for service "sts".
-STS_API_VERSION = "2011-06-15"
+# each start of the runtime (render.py server_unit), asked of the region's own STS endpoint (aws_query_request).
+# An IAM role's ARN: partition, 12-digit account, an optional path and the role's name (IAM User Guide, "IAM
+# identifiers": names of up to 64 of [A-Za-z0-9+=,.@_-], paths of the same characters between slashes). Also checked
+# by BootstrapOptions.model_reader_role, which imports it.
 ROLE_ARN_PATTERN = r"^arn:aws(-cn|-us-gov)?:iam::[0-9]{12}:role/([A-Za-z0-9+=,.@_-]+/)*[A-Za-z0-9+=,.@_-]{1,64}$"
 ROLE_SESSION_PATTERN = r"^[A-Za-z0-9+=,.@_-]{2,64}$"  # RoleSessionName: [\w+=,.@-]*, 2 to 64 characters
 RUNTIME_SESSION_S = 3600
@@ -647,29 +649,14 @@ _CREDENTIAL_VALUE = re.compile(r"[A-Za-z0-9/+=]+")
 variable to the env file."""
 
 
-def sts_endpoint(region: str) -> str:
-    return f"https://sts.{checked_name('region', region, REGION_PATTERN)}.amazonaws.com"
-
-
-def sts_request(params: Mapping[str, str], credentials: Credentials, region: str, endpoint: str | None = None,
-                now: datetime.datetime | None = None) -> Request:
-    """STS AssumeRole as botocore sends it, to the region's own STS endpoint: the parameters form-encoded in the
-    body."""
-    body = urllib.parse.urlencode({"Action": "AssumeRole", "Version": STS_API_VERSION, **params},
-                                  quote_via=urllib.parse.quote).encode()
-    request = Request("POST", f"{(endpoint or sts_endpoint(region)).rstrip('/')}/",
-                      {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}, body)
-    return sign_aws_v4(request, credentials, region, "sts", now=now)
-
-
 def assume_role(region: str, role_arn: str, session_name: str, credentials: CredentialSource,
                 endpoint: str | None = None, retry: Retry = Retry()) -> Credentials:
     """Temporary credentials of `role_arn` (RUNTIME_SESSION_S long), asked with the instance's own."""
     params = {"RoleArn": checked_name("role ARN", role_arn, ROLE_ARN_PATTERN),
               "RoleSessionName": checked_name("role session", session_name, ROLE_SESSION_PATTERN),
               "DurationSeconds": str(RUNTIME_SESSION_S)}
-    answer = send(lambda: sts_request(params, credentials.get(), region, endpoint), read_xml, retry=retry,
-                  what="STS AssumeRole")
+    answer = send(lambda: aws_query_request("sts", "AssumeRole", params, credentials.get(), region, endpoint),
+                  read_xml, retry=retry, what="STS AssumeRole")
     assumed = Credentials(answer.get("AccessKeyId", ""), answer.get("SecretAccessKey", ""),
                           answer.get("SessionToken", ""))
     for value in (assumed.access_key, assumed.secret_key, assumed.session_token or ""):
