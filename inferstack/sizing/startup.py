@@ -57,7 +57,7 @@ def model_loading(startup: Startup, cloud: Cloud, runtime: str, device: str) -> 
     facts = CLOUD_FACTS[cloud]
     if not facts.model_streaming:
         return False, [f"startup.model_loading stream: built for AWS S3 only; {facts.display_name}'s servers download "
-                       "the weights (docs/capabilities.md, model-streaming)"]
+                       f"the weights (docs/deploy-{cloud}.md, model-streaming)"]
     if device != "gpu" or not RUNTIME_FACTS[runtime].streams_weights:
         return False, [f"startup.model_loading stream: {RUNTIME_FACTS[runtime].display_name} on a {device.upper()} "
                        "server does not stream weights (vLLM on GPUs does); its server downloads them"]
@@ -76,7 +76,7 @@ def warm_pool(startup: Startup, cloud: Cloud, region: str, fleet: Fleet | None, 
         return None, ["startup.warm_pool: one server on its own has no scale-out to prepare for (a fleet only)"]
     if not facts.warm_pool:
         return None, [f"startup.warm_pool: {facts.display_name}'s group keeps no prepared, stopped servers here "
-                      "(docs/capabilities.md, warm-pool)"]
+                      f"(docs/deploy-{cloud}.md, warm-pool)"]
     if spot is not None:
         return None, ["startup.warm_pool: AWS refuses a warm pool on a group with a mixed instances policy or spot "
                       "servers (Amazon EC2 Auto Scaling User Guide, warm pools, Limitations): the spot capacity above "
@@ -87,8 +87,8 @@ def warm_pool(startup: Startup, cloud: Cloud, region: str, fleet: Fleet | None, 
                       "there is no burst to keep ready"]
     if warm.total_s >= cold.total_s:
         return None, [f"startup.warm_pool: a stopped server would start in about {warm.total_s} s, no sooner than a "
-                      f"new one ({cold.total_s} s: {startup.image} image, the model kept on instance storage is "
-                      "fetched again after a stop): none kept, its disks would cost for nothing"]
+                      f"new one ({cold.total_s} s; the model kept on instance storage is fetched again after a stop): "
+                      "none kept, its disks would cost for nothing"]
     price = storage_prices().get((cloud, region, facts.block_volume))
     monthly = None if price is None else rates.convert(price.per_gb_month * disk_gib * burst, price.currency, currency)
     basis = (f"{facts.block_volume} at {price.per_gb_month:g} {price.currency}/GB-month ({price.source}, "

@@ -74,6 +74,9 @@ def test_no_warm_pool_beside_spot_capacity_nor_where_the_group_has_none() -> Non
     assert any("mixed instances policy" in note for note in spot.startup.notes)
     gcp = _chosen(_chat({"warm_pool": True}), "gcp")
     assert gcp.startup.warm_pool is None and any("warm-pool" in note for note in gcp.startup.notes)
+    # the note points at the page whose capability table says why
+    assert any("(docs/deploy-gcp.md, warm-pool)" in note for note in gcp.startup.notes)
+    assert (WORKLOADS.parents[1] / "docs" / "deploy-gcp.md").read_text().count("| `warm-pool` |") == 1
 
 
 def test_a_region_without_a_storage_price_keeps_the_pool_and_says_the_price_is_unknown() -> None:
