@@ -180,6 +180,7 @@ QUANTITIES: tuple[_Quantity, ...] = (
     _Quantity("performance.utilization", "utilization at peak (%)", lambda p: _percent(p.performance.utilization), "%"),
     # How a new server starts (workload `startup`) and what follows from it (sizing/coldstart.py, sizing/startup.py)
     _Quantity("startup.image", "server image", lambda p: p.startup.image_id or p.startup.image),
+    _Quantity("startup.runtime_caches", "runtime caches in the image", lambda p: p.startup.runtime_caches),
     _Quantity("startup.model_loading", "model loading", lambda p: p.startup.model_loading),
     _Quantity("cold_start.total_s", "cold start (s)", lambda p: p.cold_start.total_s if p.cold_start else None, "s"),
     _Quantity("startup.warm_pool.servers", "warm pool (stopped servers)",
@@ -241,7 +242,9 @@ def _change(quantity: _Quantity, before: DeploymentPlan, after: DeploymentPlan) 
     if _shown(old, quantity.decimals) == _shown(new, quantity.decimals):
         return None
     delta = None
-    if isinstance(old, int | float) and isinstance(new, int | float):  # of the shown values: the table adds up
+    # of the shown values (the table adds up); a yes/no is not a number
+    if isinstance(old, int | float) and isinstance(new, int | float) and not isinstance(old, bool) \
+            and not isinstance(new, bool):
         delta = round(round(new, quantity.decimals) - round(old, quantity.decimals), quantity.decimals)
     return Change(field=quantity.field, label=quantity.label, before=old, after=new, delta=delta, unit=quantity.unit)
 
@@ -365,7 +368,7 @@ _SERVER_DUMP: dict[str, Any] = {**dict.fromkeys(SERVER_FIELDS, True),
                                 "spot_above_floor": {"on_demand_base", "spot_above", "instance_types"},
                                 # the image the servers boot and how they load the weights (their template and boot),
                                 # not the warm pool beside them
-                                "startup": {"image", "image_id", "model_loading"}}
+                                "startup": {"image", "image_id", "runtime_caches", "model_loading"}}
 
 
 def rollout_text(before: DeploymentPlan, after: DeploymentPlan) -> str | None:

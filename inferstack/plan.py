@@ -357,6 +357,10 @@ class ServerStartup(_Frozen):
                                        "pinned runtime image and the gateway's packages; brought: the workload's "
                                        "image.")
     image_id: ImageReference | None = Field(default=None, description="The brought image's id.")
+    runtime_caches: bool = Field(
+        default=False, description="The baked image also holds the runtime's compile and kernel caches: the image "
+                                   "build starts the runtime once with the plan's model and arguments, as a server "
+                                   "would, and keeps what it wrote (vLLM in a container on GPUs).")
     model_loading: Literal["download", "stream"] = Field(
         default="download", description="download: the sync fetches and verifies the weights onto the server's disk, "
                                         "then the runtime loads them; stream: the runtime streams them from the bucket "

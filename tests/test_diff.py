@@ -119,6 +119,7 @@ def test_a_startup_change_is_never_no_change_and_only_the_image_or_loading_rolls
     baked = render_markdown(diff_pair(tmp_path, edited(startup={"image": "baked", "model_loading": "stream"})))
     assert "**No change**" not in baked
     assert "| server image | default | baked |" in baked and "| model loading | download | stream |" in baked
+    assert "| runtime caches in the image | no | yes |  |" in baked  # a yes/no, no +1
     assert "Rollout: server startup" in baked  # a new image and a new boot: the template changes
     pooled = diff_pair(tmp_path, edited(startup={"warm_pool": True}))
     aws = cloud(pooled, "aws")

@@ -215,6 +215,12 @@ def command_line(words: Sequence[Word]) -> str:
     return " ".join(unit_word(word) for word in words)
 
 
+def shell_line(words: Sequence[Word]) -> str:
+    """The same command for bash: each word double-quoted, `Env` as `${NAME}` (the variable's value, one word). A
+    literal part holds none of the characters bash expands inside double quotes (`unit_word` refuses them)."""
+    return " ".join(f'"{unit_word(word)}"' for word in words)
+
+
 def unit_file(sections: dict[str, list[tuple[str, str]]]) -> str:
     return "\n".join(f"[{name}]\n" + "".join(f"{key}={value}\n" for key, value in settings)
                      for name, settings in sections.items())
@@ -252,8 +258,9 @@ def runtime_credentials_command(options: BootstrapOptions, role_arn: str) -> str
     return "+" + command_line(words)  # "+": as root, outside the unit's sandbox
 
 
-def container_command(plan: DeploymentPlan, options: BootstrapOptions, process: RuntimeProcess) -> list[Word]:
-    """`docker run` of the runtime: as the runtime user, no capabilities, published on the host's loopback only."""
+def container_command(plan: DeploymentPlan, process: RuntimeProcess, *, hub_token: bool) -> list[Word]:
+    """`docker run` of the runtime: as the runtime user, no capabilities, published on the host's loopback only
+    (`hub_token`: with the Hugging Face token from the unit's environment)."""
     port = process.port
     words: list[Word] = [
         "/usr/bin/docker", "run", "--rm", "--name", process.name, "--init",
@@ -266,7 +273,7 @@ def container_command(plan: DeploymentPlan, options: BootstrapOptions, process: 
         words += ["--gpus", "all", "--ipc=host"]
     if process.gpus:  # every GPU is mapped; the process uses its own (docker's --gpus list needs shell quoting)
         words += ["-e", f"CUDA_VISIBLE_DEVICES={_device_list(process.gpus)}"]
-    if options.hub_token_secret:
+    if hub_token:
         words += ["-e", HUB_TOKEN_ENV]  # the value comes from the unit's environment, never from this line
     if streams(plan):
         # The reader role's credentials from a root-only file (server_unit writes it at each start), never the
@@ -330,7 +337,8 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
         service.append(("ExecStartPre", runtime_credentials_command(options, options.model_reader_role)))
     if container:
         service += [("ExecStartPre", f"-/usr/bin/docker rm -f {process.name}"),
-                    ("ExecStart", command_line(container_command(plan, options, process))),
+                    ("ExecStart", command_line(container_command(plan, process,
+                                                                 hub_token=bool(options.hub_token_secret)))),
                     ("ExecStop", f"/usr/bin/docker stop -t 30 {process.name}")]
     else:
         service.append(("ExecStart", command_line(native_command(plan, process))))

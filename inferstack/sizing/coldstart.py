@@ -148,8 +148,10 @@ class Server(NamedTuple):
     installed, and the sync fetches and verifies them beside it."""
     image: ServerImageKind = "default"
     """A baked or brought image holds the driver, the container runtime with the runtime's image and the gateway's
-    packages (docs/cold-start.md); not the runtime's compile caches, which its first start on the server writes (the
-    bake does not start the model)."""
+    packages (docs/cold-start.md)."""
+    caches: bool = False
+    """The baked image holds the runtime's compile caches too (`runtime_caches`): its first start on a new server
+    finds them, as a warm-pool server's does."""
 
 
 def cold_start(server: Server) -> ColdStart:
@@ -158,7 +160,16 @@ def cold_start(server: Server) -> ColdStart:
     held = server.image != "default"
     return _timeline(server, vm=_vm_boot(server), driver=_driver(server, held), runtime=_runtime(server, held),
                      gateway=_gateway(held), sync=_model_sync(server),
-                     load=_model_load(server, cached=False))
+                     load=_model_load(server, cached=server.caches))
+
+
+def runtime_caches(image: ServerImageKind, runtime: str, device: str, processes: int) -> bool:
+    """Whether a baked image holds the runtime's caches: the build starts the runtime once, in its container on a
+    GPU, where a start with caches is faster than without (vLLM's torch.compile, Triton and FlashInfer caches under
+    the runtime user's home)."""
+    facts = RUNTIME_FACTS[runtime]
+    return (image == "baked" and device == "gpu" and facts.warmup_cached_s < facts.warmup_s
+            and facts.auto_mode(device, processes) == "container")
 
 
 def warm_start(server: Server) -> ColdStart:
@@ -271,8 +282,9 @@ def _model_load(server: Server, *, cached: bool) -> ColdStartPhase:
     read_s = math.ceil(model_bytes / rate)
     facts = RUNTIME_FACTS[server.runtime]
     warmup_s = facts.warmup_cached_s if cached else facts.warmup_s
-    warmup = (f" + {server.runtime} warm-up {warmup_s} s ({'caches on the disk' if cached else 'caches empty'}: "
-              f"{facts.warmup_basis})") if warmup_s else ""
+    caches = "caches baked in the image" if cached and server.caches else "caches on the disk" if cached else \
+        "caches empty"
+    warmup = f" + {server.runtime} warm-up {warmup_s} s ({caches}: {facts.warmup_basis})" if warmup_s else ""
     return ColdStartPhase(phase="model_load", seconds=read_s + warmup_s, start_s=0,
                           basis=f"{read} {read_s} s from {where} at {rate / MB:,.0f} MB/s{warmup}")
 

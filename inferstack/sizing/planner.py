@@ -56,6 +56,7 @@ from inferstack.sizing.coldstart import (
     cold_start,
     fleet_cold_start_s,
     health_check_grace_s,
+    runtime_caches,
     scale_in_cooldown_s,
     warm_start,
 )
@@ -514,16 +515,18 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     stream, stream_notes = model_loading(spec.startup, cloud, runtime.id, device)
     server = Server(cloud=cloud, runtime=runtime.id, device=device, model_gib=size_gib,
                     network_gbps=offer.network_gbps, local_nvme_gb=offer.local_nvme_gb, disk_gib=disk_gib,
-                    processes=sizing.processes, stream=stream, image=image.image)
+                    processes=sizing.processes, stream=stream, image=image.image,
+                    caches=runtime_caches(image.image, runtime.id, device, sizing.processes))
     start = cold_start(server)
     fleet = _fleet(spec, sizing, start)
     spot_floor = _spot_above_floor(demand, priced, ranked, fleet, book)
     warm = warm_start(server)
     pool, pool_notes = warm_pool(spec.startup, cloud, priced.region, fleet, spot_floor, disk_gib, book.rates,
-                                 spec.placement.currency, cold=start, warm=warm)
+                                 spec.placement.currency, cold=start, warm=warm, caches=server.caches)
     if pool is not None and fleet is not None:  # the autoscaler waits for a pool server's start
         fleet = fleet.model_copy(update={"scale_out_cooldown_s": fleet_cold_start_s(warm)})
-    startup = image.model_copy(update={"model_loading": "stream" if stream else "download", "warm_pool": pool,
+    startup = image.model_copy(update={"runtime_caches": server.caches,
+                                       "model_loading": "stream" if stream else "download", "warm_pool": pool,
                                        "warm_start": warm if pool else None,
                                        "notes": image_notes + stream_notes + pool_notes})
     # Behind a load balancer, an answer may last no longer than the balancer waits: past that, the runtime caps it.

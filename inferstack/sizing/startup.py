@@ -65,10 +65,11 @@ def model_loading(startup: Startup, cloud: Cloud, runtime: str, device: str) -> 
 
 
 def warm_pool(startup: Startup, cloud: Cloud, region: str, fleet: Fleet | None, spot: SpotAboveFloor | None,
-              disk_gib: int, rates: ExchangeRates, currency: str, *, cold: ColdStart,
-              warm: ColdStart) -> tuple[WarmPool | None, list[str]]:
+              disk_gib: int, rates: ExchangeRates, currency: str, *, cold: ColdStart, warm: ColdStart,
+              caches: bool = False) -> tuple[WarmPool | None, list[str]]:
     """The fleet's burst kept as stopped servers, where the workload asks, the cloud's group can and a stopped
-    server starts faster than a new one (`cold`, `warm`: sizing/coldstart.py); else why not."""
+    server starts faster than a new one (`cold`, `warm`: sizing/coldstart.py; `caches`: a new server's image holds
+    the runtime's caches); else why not."""
     if not startup.warm_pool:
         return None, []
     facts = CLOUD_FACTS[cloud]
@@ -86,9 +87,10 @@ def warm_pool(startup: Startup, cloud: Cloud, region: str, fleet: Fleet | None, 
         return None, [f"startup.warm_pool: the fleet is fixed at {fleet.min_replicas} servers (scaling.max_replicas); "
                       "there is no burst to keep ready"]
     if warm.total_s >= cold.total_s:
+        why = ("the baked image holds what a pool server's first boot would prepare, its runtime's caches included"
+               if caches else "the model kept on instance storage is fetched again after a stop")
         return None, [f"startup.warm_pool: a stopped server would start in about {warm.total_s} s, no sooner than a "
-                      f"new one ({cold.total_s} s; the model kept on instance storage is fetched again after a stop): "
-                      "none kept, its disks would cost for nothing"]
+                      f"new one ({cold.total_s} s; {why}): none kept, its disks would cost for nothing"]
     price = storage_prices().get((cloud, region, facts.block_volume))
     monthly = None if price is None else rates.convert(price.per_gb_month * disk_gib * burst, price.currency, currency)
     basis = (f"{facts.block_volume} at {price.per_gb_month:g} {price.currency}/GB-month ({price.source}, "
@@ -104,10 +106,13 @@ def startup_line(startup: ServerStartup, fleet: Fleet | None, cold: ColdStart, m
     """The plan's sentence on its image and warm pool, and what they change."""
     parts = []
     if startup.image == "baked":
+        caches = ("and the runtime's compile caches, written by starting the model once on the build instance with "
+                  "the servers' own command (a new model revision or runtime argument rebuilds the image)"
+                  if startup.runtime_caches else "(the runtime's compile caches are not in it: its first start "
+                                                 "writes them)")
         parts.append("Servers boot an image the stack bakes (EC2 Image Builder, on the plan's instance type): driver, "
-                     "Docker with the pinned runtime image and the gateway's packages, so a new server is estimated "
-                     f"healthy after {cold.total_s} s (the runtime's compile caches are not in it: its first start "
-                     "writes them)")
+                     f"Docker with the pinned runtime image and the gateway's packages {caches}, so a new server is "
+                     f"estimated healthy after {cold.total_s} s")
     elif startup.image == "brought":
         parts.append(f"Servers boot the workload's image {startup.image_id}, taken to hold what a baked image does "
                      "(driver, Docker with the runtime image, nginx; the boot installs whatever it lacks: "

@@ -168,7 +168,8 @@ MODEL_READER = ServerGrants(object_reads=frozenset({"s3:GetObject"}), listings=f
 identity's model prefix, nothing else (no boot bundle, no secret)."""
 
 IMAGE_BUILD = ServerGrants(
-    object_reads=frozenset({"s3:GetObject"}), listings=frozenset(), secret_reads=frozenset(),
+    object_reads=frozenset({"s3:GetObject"}), listings=frozenset({"s3:ListBucket"}), secret_reads=frozenset(),
+    prefix_condition="s3:prefix",
     anywhere=frozenset({"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
                         "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
                         "ssmmessages:OpenDataChannel", "ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage",
@@ -177,8 +178,8 @@ IMAGE_BUILD = ServerGrants(
     anywhere_for="take Image Builder's commands through the Systems Manager agent",
     managed=frozenset({"EC2InstanceProfileForImageBuilder"}))
 """What an image build instance's identity may do (components/aws/image.py build_profile): the Image Builder agent's
-managed policy, the Systems Manager agent's own calls, and reading objects under the boot bundles' prefix (its boot
-script) only: no model, no secret."""
+managed policy, the Systems Manager agent's own calls, reading objects under the boot bundles' prefix (its boot
+script) and, for a build that starts the runtime once, the model prefix the stack's servers read: no secret."""
 
 _DIALECTS = {"aws": AWS_STORAGE, "alibaba": ALIBABA_STORAGE, "huawei": HUAWEI_STORAGE}
 SECRET_TYPES = {"aws": (AWS_PARAMETER,), "gcp": (GCP_SECRET,), "alibaba": (ALI_SECRET,), "huawei": (HW_SECRET,)}
@@ -672,9 +673,9 @@ def _image_build_roles(stack: Stack) -> set[str]:
 IMAGE_BUILD_USERS = frozenset({*IDENTITY_USERS, AWS_IMAGE_BUILD_INFRASTRUCTURE})
 
 
-def image_build_identities(stack: Stack) -> list[ServerIdentity]:
+def image_build_identities(stack: Stack, models: set[str]) -> list[ServerIdentity]:
     """Every identity only image builds take, checked against IMAGE_BUILD: it reads its boot script under the boot
-    bundles' prefix and nothing else of the stack's storage."""
+    bundles' prefix and, at most, `models`, the model prefixes the stack's servers read; nothing else."""
     found = []
     builds = _image_build_roles(stack)
     for role in stack.of_type(AWS_ROLE):
@@ -683,9 +684,9 @@ def image_build_identities(stack: Stack) -> list[ServerIdentity]:
         identity = ServerIdentity("aws", role)
         identity.granted_by.add(role.urn)
         _aws_identity_documents(stack, _Checker(stack, identity, IMAGE_BUILD))
-        for scope in sorted(s for s in identity.storage if f"/{BOOT_BUNDLE_PREFIX}" not in s):
+        for scope in sorted(s for s in identity.storage - models if f"/{BOOT_BUNDLE_PREFIX}" not in s):
             identity.report(f"the image build identity {role.name} reads {scope}: it reads its boot script under "
-                            f"{BOOT_BUNDLE_PREFIX} only (no model, no secret)", role.urn)
+                            f"{BOOT_BUNDLE_PREFIX} and the servers' model prefix only", role.urn)
         _unknown_grants(stack, identity, IMAGE_BUILD_USERS)
         found.append(identity)
     return found
@@ -782,7 +783,8 @@ def check_server_identity(stack: Stack, report_violation: ReportViolation) -> No
     identities = server_identities(stack, report_violation)
     if not identities:
         raise NotApplicable(NO_SERVER_IDENTITY)
-    for identity in [*identities, *image_build_identities(stack)]:
+    models = {scope for identity in identities for scope in identity.storage}
+    for identity in [*identities, *image_build_identities(stack, models)]:
         for message, urn in identity.violations:
             report_violation(message, urn)
 

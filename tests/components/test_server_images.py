@@ -4,6 +4,8 @@ Image Builder from the boot script's own install phases (inferstack/components/a
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -210,3 +212,85 @@ def test_a_semantic_version_changes_with_its_content_and_fits_image_builders_nod
     first, second = semantic_version("driver runtime gateway"), semantic_version("driver runtime gateway\n")
     assert first != second and first == semantic_version("driver runtime gateway")
     assert all(len(v.split(".")) == 3 and all(int(n) < 2**30 for n in v.split(".")) for v in (first, second))
+
+
+#### A baked image with the runtime's caches ####
+
+
+def _cached_fleet(run: Any, stream: bool = False) -> tuple[DeploymentPlan, Recording]:
+    plan = _with_image(sample_plan("aws", "gpu-llm", "production"), "baked")
+    plan = plan.model_copy(update={"startup": plan.startup.model_copy(update={
+        "runtime_caches": True, "model_loading": "stream" if stream else "download"})})
+    return plan, _deploy(run, plan, api_domain=API_DOMAIN)
+
+
+def _commands(recording: Recording, step: str) -> list[str]:
+    (found,) = [s for s in _document(recording)["phases"][0]["steps"] if s["name"] == step]
+    commands: list[str] = found["inputs"]["commands"]
+    return commands
+
+
+def test_a_build_keeping_the_runtimes_caches_syncs_the_model_and_starts_the_servers_own_runtime_once(
+        run: Any) -> None:
+    plan, recording = _cached_fleet(run)
+    steps = [step["name"] for step in _document(recording)["phases"][0]["steps"]]
+    assert steps == ["FetchBootScript", "CheckBootScript", "PhaseDriver", "PhaseRuntime", "PhaseGateway",
+                     "PhaseModelSync", "StartRuntimeOnce", "WriteManifest", "CleanUp"]
+    # The server's own programs, stored under their sha256 and checked before they run
+    for program, resource in (("model_sync.py", "chat-image-model-sync"),
+                              ("cloud_access.py", "chat-image-cloud-access")):
+        stored = recording.named(resource).inputs
+        assert stored["content"] == shipped_copy(program) and stored["key"].endswith(".py")
+        assert any(program in c and "sha256sum --check" in c for c in _commands(recording, "CheckBootScript"))
+    start = _commands(recording, "StartRuntimeOnce")
+    (run_line,) = [c for c in start if c.startswith('"/usr/bin/docker" "run"')]
+    # the unit's own command (render.container_command), detached and kept until the build stops it
+    assert '"--detach"' in run_line and '"--rm"' not in run_line and '"${MODEL_DIR}"' in run_line
+    assert plan.serving.health_path in " ".join(start) and "docker stop" in start[-2]
+    assert not [c for c in start if "build-credentials" in c]  # the weights are on the disk: no credentials
+    cleanup = " ".join(_commands(recording, "CleanUp"))
+    assert '${MODEL_ROOT:?}/models' in cleanup and "/etc/inferstack/model.env" in cleanup
+    assert "{{" not in _one(recording, COMPONENT).inputs["data"]
+    settings = next(c for c in _commands(recording, "CheckBootScript") if c.startswith("cat >"))
+    assert "MODEL_PREFIX=" in settings and "BUNDLE_KEY" not in settings  # built for the model, not the bundle
+
+
+def test_a_streaming_runtime_started_in_the_build_reads_with_the_build_instances_own_credentials(run: Any) -> None:
+    _, recording = _cached_fleet(run, stream=True)
+    start = _commands(recording, "StartRuntimeOnce")
+    (credentials,) = [c for c in start if "build-credentials" in c]
+    assert "/run/inferstack-secrets/runtime-credentials.env" in credentials
+    assert '"--env-file" "/run/inferstack-secrets/runtime-credentials.env"' in " ".join(start)
+    assert "/run/inferstack-secrets/runtime-credentials.env" in " ".join(_commands(recording, "CleanUp"))
+
+
+def test_the_cache_builds_identity_reads_the_model_prefix_as_its_readers_do(run: Any) -> None:
+    plan, recording = _cached_fleet(run)
+    statements = json.loads(recording.named("chat-image-build-boot-script").inputs["policy"])["Statement"]
+    reads, listing, files = statements
+    assert reads["Action"] == "s3:GetObject" and len(reads["Resource"]) == 3  # boot.sh and the two programs
+    assert listing["Action"] == "s3:ListBucket"
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"{plan.model.bucket_prefix}*"]}}
+    assert files["Resource"].endswith(f"/{plan.model.bucket_prefix}*")
+
+
+def test_the_manifest_names_the_model_whose_caches_the_image_holds(run: Any) -> None:
+    plan, recording = _cached_fleet(run)
+    known = json.loads(_commands(recording, "WriteManifest")[1].splitlines()[1])
+    assert known["runtime_caches"] == {"model": plan.model.name, "revision": plan.model.revision}
+    _, plain = _baked_fleet(run)
+    assert json.loads(_commands(plain, "WriteManifest")[1].splitlines()[1])["runtime_caches"] is None
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_each_build_step_passes_shellcheck(run: Any, tmp_path: Path, stream: bool) -> None:
+    _, recording = _cached_fleet(run, stream)
+    for step in _document(recording)["phases"][0]["steps"] + _document(recording)["phases"][1]["steps"]:
+        if step["action"] != "ExecuteBash":
+            continue
+        script = tmp_path / f"{step['name']}.sh"
+        script.write_text("#!/bin/bash\n" + "\n".join(step["inputs"]["commands"]) + "\n")
+        # SC1091: model.env is the server's own file, written by the model_sync phase on the build instance
+        checked = subprocess.run(["shellcheck", "--shell=bash", "--exclude=SC1091", str(script)],
+                                 capture_output=True, text=True)
+        assert checked.returncode == 0, f"{step['name']}:\n{checked.stdout}"

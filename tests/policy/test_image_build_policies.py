@@ -1,8 +1,9 @@
 """An AWS deployment with a baked image: the image build instance's identity (an EC2 role whose instance profile only
 an Image Builder infrastructure configuration takes) is not a servers' identity, and holds Image Builder's managed
-policy, the Systems Manager agent's own calls and a read of its boot script only. The pack passes it as inferstack
-builds it, and reports every widening: AmazonSSMManagedInstanceCore (every parameter), a read of the model or a
-secret, an action inferstack never grants."""
+policy, the Systems Manager agent's own calls and a read of its boot script (and, for a build that keeps the
+runtime's caches, of the servers' model prefix) only. The pack passes it as inferstack builds it, and reports every
+widening: AmazonSSMManagedInstanceCore (every parameter), a read of another prefix or a secret, an action inferstack
+never grants."""
 
 from __future__ import annotations
 
@@ -23,19 +24,25 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 
 
-def _baked_plan() -> DeploymentPlan:
+def _baked_plan(caches: bool = False) -> DeploymentPlan:
     plan = sample_plan("aws", "gpu-llm", "production")
-    return plan.model_copy(update={"startup": plan.startup.model_copy(update={"image": "baked"})})
+    return plan.model_copy(update={"startup": plan.startup.model_copy(update={"image": "baked",
+                                                                              "runtime_caches": caches})})
 
 
-def _resources() -> list[PlainResource]:
-    return deployments.plain_resources(deployments.public_plan_deployment(_baked_plan()))
+def _resources(caches: bool = False) -> list[PlainResource]:
+    return deployments.plain_resources(deployments.public_plan_deployment(_baked_plan(caches)))
 
 
-def _violations(change: Callable[[list[PlainResource]], None]) -> list[str]:
-    resources = _resources()
+def _builds(stack: Stack) -> list[Any]:
+    servers = server_identities(stack, lambda message, urn=None: None)
+    return image_build_identities(stack, {scope for identity in servers for scope in identity.storage})
+
+
+def _violations(change: Callable[[list[PlainResource]], None], caches: bool = False) -> list[str]:
+    resources = _resources(caches)
     change(resources)
-    (build,) = image_build_identities(Stack(resources))
+    (build,) = _builds(Stack(resources))
     return [message for message, _ in build.violations]
 
 
@@ -55,7 +62,7 @@ def test_the_build_identity_is_not_a_servers_identity_and_is_checked_as_a_build(
     stack = Stack(_resources())
     assert [i.resource.name for i in server_identities(stack, lambda message, urn=None: None)] == [
         "server-identity-role"]
-    (build,) = image_build_identities(stack)
+    (build,) = _builds(stack)
     assert build.resource.name == "server-image-build-role" and build.violations == []
     assert all("/inferstack/bootstrap/" in scope for scope in build.storage) and build.storage
 
@@ -81,3 +88,29 @@ def test_the_build_identity_may_read_neither_the_model_nor_a_secret() -> None:
 
     assert any("ssm:GetParameter" in m for m in _violations(
         lambda resources: _edit_policy(resources, "image-build-systems-manager", read_secrets)))
+
+
+def test_a_build_keeping_the_runtimes_caches_reads_the_servers_model_prefix_and_passes() -> None:
+    report = check_recording(deployments.public_plan_deployment(_baked_plan(caches=True)))
+    assert report.mandatory() == [], report.messages()
+    stack = Stack(_resources(caches=True))
+    (server,) = server_identities(stack, lambda message, urn=None: None)
+    (build,) = _builds(stack)
+    models = {scope for scope in server.storage if "/inferstack/bootstrap/" not in scope}
+    assert models and models <= build.storage and build.violations == []
+
+
+def test_a_cache_build_may_not_read_beyond_the_servers_model_prefix() -> None:
+    def other_model(document: dict[str, Any]) -> None:
+        files = document["Statement"][-1]
+        files["Resource"] = files["Resource"].split("/", 1)[0] + "/models/another-model/*"
+
+    assert any("reads" in m and "models/another-model/" in m and "model prefix only" in m for m in _violations(
+        lambda resources: _edit_policy(resources, "image-build-boot-script", other_model), caches=True))
+
+    def whole_bucket(document: dict[str, Any]) -> None:
+        files = document["Statement"][-1]
+        files["Resource"] = files["Resource"].split("/", 1)[0] + "/*"
+
+    assert any("not one model prefix of one bucket" in m for m in _violations(
+        lambda resources: _edit_policy(resources, "image-build-boot-script", whole_bucket), caches=True))

@@ -17,6 +17,15 @@ subnet (a created network's are private, with NAT egress) with the servers' secu
 as servers have, an encrypted gp3 root of the plan's disk, terminated on failure, and an instance profile that may
 do what Image Builder and Session Manager need and read the one boot script object. After the phases it writes
 `IMAGE_MANIFEST` (`manifest_commands`), which the boot can check.
+
+With `plan.startup.runtime_caches` (vLLM in its container on a GPU) the build also syncs the model with the server's
+own `boot.sh --phase model_sync` and starts the runtime once with the servers' own `docker run` (render.
+container_command), until it answers its health path: the compile and kernel caches it writes under the runtime
+user's home stay in the image; the weights, the model's settings and the credentials do not (`CleanUp`). vLLM keys
+those caches by its configuration (the model's path and every engine argument) and its version, so the image is
+built for the plan's model and arguments: a change to either builds a new one. The build instance's role then also
+reads the model's prefix (identity.model_reader_statements), and a streaming runtime gets the build instance's own
+credentials (cloud_access.py build-credentials) in place of the reader role's.
 """
 
 from __future__ import annotations
@@ -31,8 +40,18 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
-from inferstack.bootstrap.render import BUNDLE_PREFIX, CONFIG_DIR, shipped_copy
-from inferstack.components.aws.identity import SESSION_MANAGER_ACTIONS, instance_role
+from inferstack.bootstrap.render import (
+    BUNDLE_PREFIX,
+    CONFIG_DIR,
+    LIB_DIR,
+    RUNTIME_CREDENTIALS,
+    container_command,
+    shell_line,
+    shipped_copy,
+    streams,
+)
+from inferstack.bootstrap.runtimes import runtime_processes
+from inferstack.components.aws.identity import SESSION_MANAGER_ACTIONS, instance_role, model_reader_statements
 from inferstack.components.aws.lookups import partition
 from inferstack.components.aws.servers import (
     METADATA_HOP_LIMIT,
@@ -53,6 +72,19 @@ INSTALL_SETTINGS = (
     "PIP_REQUIREMENT", "PIP_DISTRIBUTION", "PIP_VERSION", "APT_PACKAGES", "GATEWAY_APT_PACKAGES")
 """The settings boot.sh reads when it starts (RUNTIME_UNITS, RUNTIME_PORTS) and in BUILD_PHASES: what an image is
 built from, with boot.sh and the parent image. The others (model, bucket, bundle) are each server's own."""
+CACHE_PHASES = ("model_sync",)
+"""What a build that keeps the runtime's caches runs besides BUILD_PHASES, before it starts the runtime once."""
+CACHE_SETTINGS = (
+    "INFERSTACK_CLOUD", "INFERSTACK_REGION", "MODEL_NAME", "MODEL_BUCKET", "MODEL_PREFIX", "MODEL_REVISION",
+    "MODEL_FORMAT", "MODEL_LOADING", "NVME_EXPECTED", "SYNC_WORKERS", "HEALTH_PATH")
+"""What boot.sh's model_sync phase and the runtime's first start read besides INSTALL_SETTINGS: the model, so an
+image with caches is built for it."""
+CACHE_PROGRAMS = ("model_sync.py", "cloud_access.py")
+"""The server's own programs the cache build runs (model_sync phase; a streaming runtime's credentials), stored
+beside boot.sh under their sha256 and removed from the image after the build."""
+RUNTIME_START_TIMEOUT_S = 1800
+"""How long the build waits for the runtime's first answer (boot.sh READY_TIMEOUT_S, a server's own wait): inside a
+step's default timeout of 120 minutes (AWSTOE; the CDK's ComponentDocumentStep `timeout` default)."""
 IMAGE_MANIFEST = f"{CONFIG_DIR}/image.json"
 IMAGE_MANIFEST_FORMAT = "inferstack-image/1"
 BUILD_DIR = "/var/tmp/inferstack-image"
@@ -105,13 +137,19 @@ def bake(parent: pulumi.Resource, name: str, build: ImageBuild) -> ServerImage:
     base = image_facts(parent, vendor_image_id(parent, plan))
     settings = build.user_data.apply(server_settings)
     bucket = settings.apply(lambda values: values["MODEL_BUCKET"])
-    install = settings.apply(install_settings)
-    script = boot_script()
-    script_object = aws.s3.BucketObjectv2(
-        f"{name}-image-boot-script", bucket=bucket, key=boot_script_key(script), content=script,
-        content_type="text/x-shellscript", server_side_encryption="AES256", tags=build.tags, opts=opts)
-    document = pulumi.Output.all(script_object.bucket, script_object.key, install).apply(
-        lambda values: component_document(values[0], values[1], script, values[2]))
+    caches = plan.startup.runtime_caches
+    install = settings.apply(lambda values: install_settings(values, caches=caches))
+    files = {"boot.sh": boot_script(), **({program: shipped_copy(program) for program in CACHE_PROGRAMS}
+                                          if caches else {})}
+    # boot.sh's resource keeps the name it had before the build shipped other programs (a new name would replace
+    # it: the new object written, then the old resource's deletion would remove that same key).
+    objects = {file: aws.s3.BucketObjectv2(
+        f"{name}-image-" + ("boot-script" if file == "boot.sh" else file.removesuffix(".py").replace("_", "-")),
+        bucket=bucket, key=shipped_key(file, text),
+        content=text, content_type="text/x-shellscript" if file.endswith(".sh") else "text/x-python",
+        server_side_encryption="AES256", tags=build.tags, opts=opts) for file, text in files.items()}
+    document = pulumi.Output.all(bucket, install).apply(
+        lambda values: component_document(values[0], files, values[1], plan if caches else None))
     component = aws.imagebuilder.Component(
         f"{name}-image-component", name=physical_name(name, "boot-phases"), platform="Linux",
         version=document.apply(lambda text: semantic_version(text)), data=document,
@@ -131,7 +169,8 @@ def bake(parent: pulumi.Resource, name: str, build: ImageBuild) -> ServerImage:
         tags=build.tags, opts=opts)
     infrastructure = aws.imagebuilder.InfrastructureConfiguration(
         f"{name}-image-build", name=physical_name(name, "image-build"),
-        instance_profile_name=build_profile(parent, name, script_object, build.tags),
+        instance_profile_name=build_profile(parent, name, list(objects.values()), build.tags,
+                                            model_prefix=plan.model.bucket_prefix if caches else None),
         instance_types=[plan.instance_type], subnet_id=build.subnet_id, security_group_ids=list(build.firewall_ids),
         instance_metadata_options={"http_tokens": "required", "http_put_response_hop_limit": METADATA_HOP_LIMIT},
         terminate_instance_on_failure=True, resource_tags=build.tags,
@@ -176,10 +215,11 @@ def semantic_version(content: str) -> str:
 #### The build instance's identity ####
 
 
-def build_profile(parent: pulumi.Resource, name: str, script: aws.s3.BucketObjectv2,
-                  tags: Mapping[str, str]) -> StrOutput:
+def build_profile(parent: pulumi.Resource, name: str, shipped: Sequence[aws.s3.BucketObjectv2],
+                  tags: Mapping[str, str], *, model_prefix: str | None) -> StrOutput:
     """An instance profile for the build instance only: Image Builder's managed policy, the Systems Manager agent's
-    own calls, and s3:GetObject on the one boot script object."""
+    own calls, s3:GetObject on the objects it downloads (boot.sh; the cache build's programs) and, for a build that
+    starts the runtime (`model_prefix`), the model's prefix as its readers read it."""
     opts = child_options(parent)
     partition_name, _ = partition(parent)
     role = instance_role(parent, f"{name}-image-build-role",
@@ -188,11 +228,15 @@ def build_profile(parent: pulumi.Resource, name: str, script: aws.s3.BucketObjec
         f"{name}-image-build-{policy}", role=role.name,
         policy_arn=pulumi.Output.concat("arn:", partition_name, ":iam::aws:policy/", policy), opts=opts)
         for policy in MANAGED_POLICIES]
-    script_arn = pulumi.Output.concat("arn:", partition_name, ":s3:::", script.bucket, "/", script.key)
+    bucket_arn = pulumi.Output.concat("arn:", partition_name, ":s3:::", shipped[0].bucket)
+    statements: list[dict[str, Any]] = [{
+        "Sid": "ReadBootScript", "Effect": "Allow", "Action": "s3:GetObject",
+        "Resource": [pulumi.Output.concat(bucket_arn, "/", item.key) for item in shipped] if len(shipped) > 1
+        else pulumi.Output.concat(bucket_arn, "/", shipped[0].key)}]
+    if model_prefix is not None:
+        statements += model_reader_statements(bucket_arn, model_prefix)
     read = aws.iam.RolePolicy(f"{name}-image-build-boot-script", role=role.id, opts=opts,
-                              policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": [{
-                                  "Sid": "ReadBootScript", "Effect": "Allow", "Action": "s3:GetObject",
-                                  "Resource": script_arn}]}))
+                              policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": statements}))
     agent = aws.iam.RolePolicy(f"{name}-image-build-systems-manager", role=role.id, opts=opts,
                                policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": [{
                                    "Sid": "SystemsManagerAgent", "Effect": "Allow",
@@ -211,8 +255,14 @@ def boot_script() -> str:
     return shipped_copy("boot.sh")
 
 
+def shipped_key(file: str, text: str) -> str:
+    """Where a server program the build downloads is stored: beside the bundles, under its sha256."""
+    stem, _, suffix = file.rpartition(".")
+    return f"{BUNDLE_PREFIX}image/{stem.replace('_', '-')}-{hashlib.sha256(text.encode()).hexdigest()}.{suffix}"
+
+
 def boot_script_key(script: str) -> str:
-    return f"{BUNDLE_PREFIX}image/boot-{hashlib.sha256(script.encode()).hexdigest()}.sh"
+    return shipped_key("boot.sh", script)
 
 
 def server_settings(user_data: str) -> dict[str, str]:
@@ -223,38 +273,54 @@ def server_settings(user_data: str) -> dict[str, str]:
     return {key: value for key, value in pairs}
 
 
-def install_settings(settings: Mapping[str, str]) -> dict[str, str]:
-    """The settings the build phases read (INSTALL_SETTINGS), as the servers have them."""
-    return {key: settings[key] for key in INSTALL_SETTINGS if key in settings}
+def install_settings(settings: Mapping[str, str], *, caches: bool = False) -> dict[str, str]:
+    """The settings the build phases read (INSTALL_SETTINGS, and CACHE_SETTINGS for a build that keeps the runtime's
+    caches), as the servers have them."""
+    keys = INSTALL_SETTINGS + (CACHE_SETTINGS if caches else ())
+    return {key: settings[key] for key in keys if key in settings}
 
 
-def component_document(bucket: str, key: str, script: str, settings: Mapping[str, str]) -> str:
-    """The component (schemaVersion 1.0): build downloads boot.sh, checks it, writes the settings, runs the phases,
-    writes the manifest and cleans up; validate checks what the image must hold."""
+def component_document(bucket: str, files: Mapping[str, str], settings: Mapping[str, str],
+                       caches_for: DeploymentPlan | None = None) -> str:
+    """The component (schemaVersion 1.0): build downloads boot.sh (and, for a build that keeps the runtime's caches,
+    `caches_for` the plan, the server programs it runs), checks each, writes the settings, runs the phases, starts the
+    runtime once where it keeps caches, writes the manifest and cleans up; validate checks what the image must
+    hold."""
+    script = files["boot.sh"]
     script_path, settings_path = f"{BUILD_DIR}/boot.sh", f"{BUILD_DIR}/bootstrap.env"
+    destinations = {file: f"{BUILD_DIR}/{file}" for file in files}
+    programs = [file for file in files if file != "boot.sh"]
     env = "".join(f"{key}={value}\n" for key, value in settings.items())
     build: list[dict[str, Any]] = [
         {"name": "FetchBootScript", "action": "S3Download", "maxAttempts": 3,
-         "inputs": [{"source": f"s3://{bucket}/{key}", "destination": script_path}]},
+         "inputs": [{"source": f"s3://{bucket}/{shipped_key(file, text)}", "destination": destinations[file]}
+                    for file, text in files.items()]},
         {"name": "CheckBootScript", "action": "ExecuteBash", "inputs": {"commands": [
-            STRICT, f"echo '{hashlib.sha256(script.encode()).hexdigest()}  {script_path}' | sha256sum --check --strict",
+            STRICT, *(f"echo '{hashlib.sha256(text.encode()).hexdigest()}  {destinations[file]}' | "
+                      "sha256sum --check --strict" for file, text in files.items()),
             f"chmod 0755 {script_path}",
+            *([f"install -d -m 0755 {LIB_DIR}", f"install -m 0644 {' '.join(destinations[f] for f in programs)} "
+               f"{LIB_DIR}/"] if programs else []),
             f"cat >{settings_path} <<'INFERSTACK_SETTINGS'\n{env}INFERSTACK_SETTINGS",
             f"install -d -m 0755 {CONFIG_DIR}",
             f"[ -e {GATEWAY_CONFIG} ] || touch {GATEWAY_CONFIG} {BUILD_DIR}/gateway-placeholder"]}},
     ]
-    build += [{"name": f"Phase{phase.title()}", "action": "ExecuteBash", "inputs": {"commands": [
+    phases = BUILD_PHASES + (CACHE_PHASES if caches_for else ())
+    build += [{"name": f"Phase{phase.title().replace('_', '')}", "action": "ExecuteBash", "inputs": {"commands": [
         STRICT, f"INFERSTACK_CONFIG={settings_path} {script_path} --phase {phase} || code=$?",
         f"[ \"${{code:-0}}\" -ne {REBOOT_REQUESTED} ] || exit {TOE_REBOOT}",
-        "exit \"${code:-0}\""]}} for phase in BUILD_PHASES]
+        "exit \"${code:-0}\""]}} for phase in phases]
+    if caches_for:
+        build.append({"name": "StartRuntimeOnce", "action": "ExecuteBash",
+                      "inputs": {"commands": runtime_start_commands(caches_for, settings)}})
     build += [
         {"name": "WriteManifest", "action": "ExecuteBash", "inputs": {"commands": manifest_commands(script, settings)}},
-        {"name": "CleanUp", "action": "ExecuteBash", "inputs": {"commands": [
-            STRICT, f"[ ! -e {BUILD_DIR}/gateway-placeholder ] || rm -f {GATEWAY_CONFIG}",
-            f"rm -rf {BUILD_DIR} /run/inferstack-boot"]}},
+        {"name": "CleanUp", "action": "ExecuteBash", "inputs": {"commands": cleanup_commands(files)}},
     ]
     document = {"name": "inferstack-boot-phases", "schemaVersion": 1.0,
-                "description": "The boot phases driver, runtime and gateway, by the server's own boot.sh",
+                "description": f"The boot phases {', '.join(phases)}" + (", then the runtime started once"
+                                                                         if caches_for else "")
+                               + ", by the server's own boot.sh",
                 "phases": [{"name": "build", "steps": build},
                            {"name": "validate", "steps": [{"name": "CheckImage", "action": "ExecuteBash",
                                                            "inputs": {"commands": validate_commands(settings)}}]}]}
@@ -263,6 +329,46 @@ def component_document(bucket: str, key: str, script: str, settings: Mapping[str
         raise ValueError(f"the image component document is {len(text)} characters; Image Builder takes "
                          f"{COMPONENT_DATA_LIMIT} inline")
     return text
+
+
+def runtime_start_commands(plan: DeploymentPlan, settings: Mapping[str, str]) -> list[str]:
+    """The runtime's first start, as a server's unit starts it (its first process: the others share its caches),
+    with the model the model_sync phase placed and model.env names; detached, waited for on its health path, then
+    stopped. A streaming runtime reads the bucket with the build instance's own credentials, in the file a server's
+    unit writes the reader role's to."""
+    process = runtime_processes(plan)[0]
+    words = container_command(plan, process, hub_token=False)
+    run = [words[0], words[1], "--detach", *(word for word in words[2:] if word != "--rm")]
+    health = f"http://127.0.0.1:{process.port}{settings.get('HEALTH_PATH', plan.serving.health_path)}"
+    tries = RUNTIME_START_TIMEOUT_S // 5
+    commands = [STRICT, f"set -a; . {CONFIG_DIR}/model.env; set +a",
+                f"docker rm -f {process.name} >/dev/null 2>&1 || true"]
+    if streams(plan):
+        commands.append(f"python3 {LIB_DIR}/cloud_access.py build-credentials --region "
+                        f"{settings['INFERSTACK_REGION']} --out {RUNTIME_CREDENTIALS}")
+    return [*commands,
+        shell_line(run),
+        f"for _ in $(seq {tries}); do curl -fs -o /dev/null {health} && break; "
+        # (no Go template: AWSTOE reads double braces as its own variables)
+        f"[ -n \"$(docker ps -q --filter 'name=^{process.name}$' --filter status=running)\" ] || break; sleep 5; "
+        "done",
+        f"if ! curl -fsS -o /dev/null {health}; then docker logs --tail 100 {process.name}; "
+        f"docker rm -f {process.name}; echo 'the runtime did not answer {health}'; exit 1; fi",
+        f"docker stop -t 30 {process.name} && docker rm {process.name}",
+        f"echo \"runtime caches: $(du -sh {settings.get('RUNTIME_HOME', '')} | cut -f1)\""]
+
+
+def cleanup_commands(files: Mapping[str, str]) -> list[str]:
+    """What the image must not keep: the build's scratch, the placeholder gateway configuration and, after a runtime
+    start, the weights (under model.env's MODEL_ROOT), the model's settings, the credentials and the programs."""
+    commands = [STRICT, f"[ ! -e {BUILD_DIR}/gateway-placeholder ] || rm -f {GATEWAY_CONFIG}"]
+    if len(files) > 1:
+        commands += [f"if [ -f {CONFIG_DIR}/model.env ]; then . {CONFIG_DIR}/model.env; "
+                     "rm -rf \"${MODEL_ROOT:?}/models\" \"${MODEL_ROOT:?}/triton-repo\"; fi",
+                     f"rm -f {CONFIG_DIR}/model.env {RUNTIME_CREDENTIALS} "
+                     + " ".join(f"{LIB_DIR}/{file}" for file in files if file != "boot.sh"),
+                     f"rmdir --ignore-fail-on-non-empty {LIB_DIR}"]
+    return [*commands, f"rm -rf {BUILD_DIR} /run/inferstack-boot"]
 
 
 # Fills in what only the build instance knows (the driver's version, the date) and writes the manifest. No single
@@ -284,6 +390,8 @@ def manifest(script: str, settings: Mapping[str, str]) -> dict[str, Any]:
     return {"format": IMAGE_MANIFEST_FORMAT, "phases": list(BUILD_PHASES), "device": settings.get("DEVICE", ""),
             "install_mode": settings.get("INSTALL_MODE", ""), "runtime_image": settings.get("RUNTIME_IMAGE") or None,
             "pip_requirement": settings.get("PIP_REQUIREMENT") or None, "gateway_packages": gateway,
+            "runtime_caches": {"model": settings["MODEL_NAME"], "revision": settings.get("MODEL_REVISION") or None}
+            if "MODEL_NAME" in settings else None,
             "boot_sh_sha256": hashlib.sha256(script.encode()).hexdigest(),
             "settings_sha256": hashlib.sha256(json.dumps(dict(settings), sort_keys=True).encode()).hexdigest()}
 
@@ -301,4 +409,7 @@ def validate_commands(settings: Mapping[str, str]) -> list[str]:
         checks.append(f"docker image inspect --format=ok {settings['RUNTIME_IMAGE']}")
     if settings.get("DEVICE") == "gpu":
         checks.append("nvidia-smi")
+    if "MODEL_NAME" in settings:  # a build that started the runtime: its caches, and none of the model's files
+        checks += [f"test -n \"$(ls -A {settings['RUNTIME_HOME']})\"", f"test ! -e {CONFIG_DIR}/model.env",
+                   f"test ! -e {RUNTIME_CREDENTIALS}"]
     return checks
