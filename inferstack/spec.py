@@ -331,6 +331,10 @@ class ModelSpec(_Strict):
 
 MAX_DIFFUSION_STEPS = 1000
 """A diffusion pipeline's step count is a few to a few hundred; 1000 is the usual training schedule's length."""
+MAX_AUDIO_SECONDS = 4 * 3600
+"""A clip of up to four hours (a long meeting); longer recordings are split by the caller."""
+MAX_TOKENS_PER_AUDIO_SECOND = 20.0
+"""Fast speech is about 4 words a second; a speech model's own window limit is checked when planning."""
 
 
 class Traffic(_Strict):
@@ -384,6 +388,20 @@ class Traffic(_Strict):
         le=MAX_DIFFUSION_STEPS,
         description="Denoising steps per image (image-generation models whose registry entry counts a step; "
         "default: the entry's basis, 30 for sdxl).",
+    )
+    audio_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_AUDIO_SECONDS,
+        description="Seconds of audio per clip (speech models with a decoder, e.g. whisper-large-v3; default: the "
+        "entry's window, 30 s). Longer clips are decoded as windows of the model's length.",
+    )
+    tokens_per_audio_second: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_TOKENS_PER_AUDIO_SECOND,
+        description="Text tokens the model writes per second of audio (speech models with a decoder; default: the "
+        "entry's basis, 128 tokens a 30-second window for whisper-large-v3).",
     )
 
     @model_validator(mode="after")

@@ -226,6 +226,18 @@ def _check_token_targets(spec: WorkloadSpec, model: ResolvedModel) -> None:
         raise input_error("traffic.diffusion_steps", f"does not apply to {model.name}: its registry entry counts no "
                           "denoising step", value=steps, fix="remove it (it sizes image-generation models whose "
                           "entry has gflops_per_step, e.g. sdxl)")
+    for name in ("audio_seconds", "tokens_per_audio_second"):
+        value = getattr(spec.traffic, name)
+        if value is not None and model.decoder is None:
+            raise input_error(f"traffic.{name}", f"does not apply to {model.name}: its registry entry has no "
+                              "speech decoder", value=value, fix="remove it (it sizes speech models with a decoder, "
+                              "e.g. whisper-large-v3)")
+    rate = spec.traffic.tokens_per_audio_second
+    if rate is not None and model.decoder is not None and rate * model.decoder.window_s > model.decoder.max_tokens:
+        limit = model.decoder.max_tokens / model.decoder.window_s
+        raise input_error("traffic.tokens_per_audio_second", f"is more than {model.name} writes: at most "
+                          f"{model.decoder.max_tokens} tokens a {model.decoder.window_s:g}-second window",
+                          value=rate, fix=f"give at most {limit:.2f}")
     if model.is_llm:
         return
     problems = [

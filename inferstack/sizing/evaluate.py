@@ -669,8 +669,10 @@ def _size_items(demand: Demand, candidate: Candidate) -> Sizing:
         ram_gib=offer.memory_gib,
         sequence_tokens=demand.prompt_tokens,
         diffusion_steps=demand.spec.traffic.diffusion_steps,
+        audio_seconds=demand.spec.traffic.audio_seconds,
+        tokens_per_audio_second=demand.spec.traffic.tokens_per_audio_second,
     )
-    items = demand.items_per_request
+    items = demand.items_per_request * server.windows_per_item  # a speech decoder's clip: its audio windows
     max_batch = server.max_batch()
     if max_batch < items:
         return _blocked(

@@ -192,6 +192,19 @@ def _model_line(demand: Demand, chosen: Priced) -> str:
         split += (f", {steps} denoising steps per image ({model.gflops_per_item(0, steps):,.0f} GFLOPs: "
                   f"{model.step.gflops:,.1f} per step, {model.step.fixed_gflops:,.1f} once"
                   + ("; traffic.diffusion_steps sets it" if demand.spec.traffic.diffusion_steps is None else "") + ")")
+    if model.decoder is not None:  # a speech decoder: its windows and the tokens it writes set its time
+        traffic, decoder = demand.spec.traffic, model.decoder
+        seconds = traffic.audio_seconds or decoder.window_s
+        rate = traffic.tokens_per_audio_second or decoder.default_tokens_per_s
+        windows = max(1, math.ceil(seconds / decoder.window_s))
+        tokens = min(decoder.max_tokens, math.ceil(rate * min(seconds, decoder.window_s)))
+        unset = [name for name in ("audio_seconds", "tokens_per_audio_second") if getattr(traffic, name) is None]
+        split += (f", {seconds:g} s of audio per clip: {windows} window(s) of {decoder.window_s:g} s, each the "
+                  f"encoder once ({decoder.gflops_per_window:,.1f} GFLOPs) and {tokens} decoder steps at "
+                  f"{rate:.2f} tokens per second of audio, every step reading the decoder's weights and each "
+                  "window's cross-attention keys and values"
+                  + (f" (the entry's basis; traffic.{' and traffic.'.join(unset)} set"
+                     f"{'s it' if len(unset) == 1 else ' them'})" if unset else ""))
     kept = model.arch.linear_params_kept(candidate.precision.value) if model.arch else 0
     checkpoint = (f" Sized as the published {candidate.precision.value} checkpoint, which keeps {kept / 1e9:.1f} B "
                   "parameters of its linear layers in 16 bit (its quantization_config)." if kept else "")

@@ -4,6 +4,14 @@ An item costs a known number of FLOPs (from the architecture for BERT-style enco
 published or derived figure). A batch of b items reads the weights once and computes b items: on GPUs a
 roofline with the engine's efficiencies; on CPUs the cores' matmul throughput plus one weight read.
 
+A speech model with a decoder (Whisper: `ResolvedModel.decoder`) works by audio window: a clip of `audio_seconds` is
+ceil(audio_seconds / window) windows, decoded as one batch (chunked long-form transcription). A batch of b windows
+runs the encoder once over all of them (a roofline of the encoder's weights and b windows' encoder work), then the
+decoder's steps one token at a time, as many as the longest window writes: each step reads the decoder's weights
+and the b windows' cross-attention keys and values, computes b tokens, and pays the engine's per-layer step
+overhead (`EngineProfile.step_overhead_ms_per_layer`, the LLM path's own). The decoder's self-attention cache (a few
+MB a window) is left out.
+
 int8 here means weights and activations in int8 (ONNX Runtime / OpenVINO / IPEX quantized models), so its
 matmuls run at the int8 peak: VNNI on AVX-512 CPUs, AMX tiles on 4th/5th-gen Xeon, int8 tensor cores on GPUs.
 bf16 on an AMX CPU runs on the AMX tiles; everything else on a CPU runs at the fp32 vector peak.
@@ -11,6 +19,7 @@ bf16 on an AMX CPU runs on the AMX tiles; everything else on a CPU runs at the f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -46,6 +55,8 @@ class ItemServer:
     ram_gib: float = 0.0
     sequence_tokens: int = 128
     diffusion_steps: int | None = None  # the workload's steps per image (None: the registry's basis)
+    audio_seconds: float | None = None  # a speech decoder's audio per clip (None: one window)
+    tokens_per_audio_second: float | None = None  # its text tokens per second of audio (None: the registry's basis)
 
     @cached_property
     def weights_gib(self) -> float:
@@ -54,6 +65,24 @@ class ItemServer:
     @cached_property
     def flops_per_item(self) -> float:
         return self.model.gflops_per_item(self.sequence_tokens, self.diffusion_steps) * 1e9
+
+    @property
+    def windows_per_item(self) -> int:
+        """Audio windows per clip for a speech model with a decoder; 1 for every other item."""
+        decoder = self.model.decoder
+        if decoder is None or self.audio_seconds is None:
+            return 1
+        return max(1, math.ceil(self.audio_seconds / decoder.window_s))
+
+    @property
+    def tokens_per_window(self) -> int:
+        """Decoder steps of a batch: the tokens of its longest window (0 without a decoder)."""
+        decoder = self.model.decoder
+        if decoder is None:
+            return 0
+        rate = self.tokens_per_audio_second or decoder.default_tokens_per_s
+        seconds = min(self.audio_seconds or decoder.window_s, decoder.window_s)
+        return min(decoder.max_tokens, math.ceil(rate * seconds))
 
     @property
     def capacity_gib(self) -> float:
@@ -104,6 +133,8 @@ class ItemServer:
         return latencies[batch]
 
     def _modelled_batch_latency_s(self, batch: int) -> float:
+        if self.model.decoder is not None:
+            return self._speech_batch_latency_s(batch)
         if self.gpu:
             memory_s, flops_per_s, p = self._gpu_rates
             compute_s = -(-batch // self.gpus) * self.flops_per_item / flops_per_s
@@ -111,6 +142,31 @@ class ItemServer:
             return combined + FIXED_LATENCY_S
         flops_per_s, bytes_per_s = self._cpu_rates
         return batch * self.flops_per_item / flops_per_s + self.weights_gib * GIB / bytes_per_s + FIXED_LATENCY_S
+
+    def _speech_batch_latency_s(self, batch: int) -> float:
+        """A batch of `batch` windows (module docstring): the encoder once, then the decoder's steps."""
+        decoder = self.model.decoder
+        assert decoder is not None
+        bytes_per_weight = self.weights_gib * GIB / self.model.params
+        decoder_bytes = decoder.params * bytes_per_weight
+        encoder_bytes = self.weights_gib * GIB - decoder_bytes
+        # the cross-attention keys and values are activations: 16 bit whatever the weights' format
+        cross_bytes = decoder.cross_kv_values * 2
+        encoder_flops, token_flops = decoder.gflops_per_window * 1e9, decoder.gflops_per_token * 1e9
+        if self.gpu:
+            memory_s, flops_per_s, p = self._gpu_rates
+            bytes_per_s = self.weights_gib * GIB / memory_s
+            per_gpu = -(-batch // self.gpus)
+            encoder_s: float = ((encoder_bytes / bytes_per_s) ** p
+                                + (per_gpu * encoder_flops / flops_per_s) ** p) ** (1 / p)
+            step_s: float = (((decoder_bytes + per_gpu * cross_bytes) / bytes_per_s) ** p
+                      + (per_gpu * token_flops / flops_per_s) ** p) ** (1 / p)
+            step_s += decoder.layers * GPU_PROFILES[self.engine].step_overhead_ms_per_layer / 1e3
+        else:
+            flops_per_s, bytes_per_s = self._cpu_rates
+            encoder_s = batch * encoder_flops / flops_per_s + encoder_bytes / bytes_per_s
+            step_s = batch * token_flops / flops_per_s + (decoder_bytes + batch * cross_bytes) / bytes_per_s
+        return encoder_s + self.tokens_per_window * step_s + FIXED_LATENCY_S
 
     @cached_property
     def _gpu_rates(self) -> tuple[float, float, float]:

@@ -34,6 +34,7 @@ class ResolvedModel(NamedTuple):
     gflops_per_request: float | None  # non-transformer models: compute per item, as published/derived
     gflops_basis: str | None
     step: DiffusionStep | None = None  # diffusion models: what one denoising step and the rest of an item cost
+    decoder: SpeechDecoder | None = None  # encoder-decoder speech models: work by audio window and output token
 
     @property
     def is_llm(self) -> bool:
@@ -46,6 +47,8 @@ class ResolvedModel(NamedTuple):
             return self.arch.prefill_flops(sequence_tokens) / 1e9
         if self.step is not None:
             return self.step.fixed_gflops + (steps or self.step.default_steps) * self.step.gflops
+        if self.decoder is not None:  # one window at its basis's tokens (items.py runs its decoder's steps)
+            return self.decoder.gflops_per_window + self.decoder.default_tokens * self.decoder.gflops_per_token
         if self.gflops_per_request is None:
             raise ValueError(f"{self.name}: no compute figure")
         return self.gflops_per_request
@@ -59,6 +62,42 @@ class DiffusionStep(NamedTuple):
     gflops: float
     fixed_gflops: float
     default_steps: int
+
+
+class SpeechDecoder(NamedTuple):
+    """An encoder-decoder speech model (Whisper) by audio window (registry `window_s`, `gflops_per_window`,
+    `gflops_per_token`, `default_tokens_per_window`; its config's decoder and source positions): each window runs
+    the encoder and the cross-attention K/V projections once, then the decoder one token at a time, each step
+    reading the decoder's weights and every window's cross-attention K/V."""
+
+    window_s: float
+    gflops_per_window: float
+    gflops_per_token: float
+    default_tokens: int
+    max_tokens: int
+    layers: int
+    params: float
+    """The decoder's parameters (self- and cross-attention, MLP, token embedding shared with the output head)."""
+    cross_kv_values: int
+    """Cross-attention keys and values a window holds: layers x 2 x source positions x d_model."""
+
+    @property
+    def default_tokens_per_s(self) -> float:
+        return self.default_tokens / self.window_s
+
+
+def _speech_decoder(entry: dict[str, Any]) -> SpeechDecoder | None:
+    if "gflops_per_window" not in entry:
+        return None
+    config = entry["config"]
+    d, layers, ffn = config["d_model"], config["decoder_layers"], config["decoder_ffn_dim"]
+    # per layer: self-attention q, k, v, o and cross-attention q, k, v, o (d x d each), the MLP (d x ffn twice)
+    params = layers * (8 * d * d + 2 * d * ffn) + config["vocab_size"] * d + config["max_target_positions"] * d
+    return SpeechDecoder(window_s=float(entry["window_s"]), gflops_per_window=float(entry["gflops_per_window"]),
+                         gflops_per_token=float(entry["gflops_per_token"]),
+                         default_tokens=int(entry["default_tokens_per_window"]),
+                         max_tokens=int(config["max_target_positions"]), layers=layers, params=float(params),
+                         cross_kv_values=layers * 2 * config["max_source_positions"] * d)
 
 
 @cache
@@ -104,6 +143,7 @@ def _from_entry(entry: dict[str, Any]) -> ResolvedModel:
         gflops_basis=entry.get("gflops_basis"),
         step=DiffusionStep(entry["gflops_per_step"], entry["gflops_fixed"], entry["default_steps"])
         if "gflops_per_step" in entry else None,
+        decoder=_speech_decoder(entry),
     )
 
 

@@ -227,3 +227,68 @@ def test_sdxl_is_sized_from_its_denoising_steps_and_the_field_is_refused_where_i
     with pytest.raises(InputError, match=r"traffic\.diffusion_steps: does not apply to llama-3\.1-8b"):
         plan_workload(parse_workload({**base, "model": "llama-3.1-8b", "slo": {},
                                       "traffic": {"requests_per_s": 1.0, "diffusion_steps": 30}}))
+
+
+def _asr_plan(**traffic):  # type: ignore[no-untyped-def]
+    from inferstack.sizing.planner import plan_workload
+    from inferstack.spec import parse_workload
+
+    spec = {"name": "asr", "model": "whisper-large-v3", "precision": "fp16",
+            "traffic": {"requests_per_s": 4.0, **traffic}, "slo": {"latency_p95_ms": 60000}, "stage": "internal",
+            "placement": {"clouds": ["aws"]}}
+    return plan_workload(parse_workload(spec)).outcome("aws").chosen
+
+
+def test_whisper_is_sized_from_its_audio_windows_and_the_decoders_sequential_steps():
+    """Issue 26 item 5: a clip is ceil(audio / 30 s) windows; a batch of windows runs the encoder once, then the
+    decoder one token at a time, each step reading the decoder's weights and every window's cross-attention K/V."""
+    from inferstack.sizing.hardware import gpu_spec
+    from inferstack.sizing.items import ItemServer
+    from inferstack.sizing.models import lookup
+    from inferstack.spec import Engine, Precision
+
+    whisper = lookup("whisper-large-v3")
+    assert whisper.decoder is not None and whisper.decoder.max_tokens == 448
+    # the decoder's parameters from the config; the encoder's are the rest (about 636 M)
+    assert 0.90e9 < whisper.decoder.params < 0.91e9 and 0.63e9 < whisper.params - whisper.decoder.params < 0.64e9
+    assert whisper.gflops_per_item(0) == pytest.approx(whisper.gflops_per_request, rel=1e-3)  # the 2,827 basis
+
+    def server(**audio):  # type: ignore[no-untyped-def]
+        return ItemServer(model=whisper, precision=Precision.BF16, engine=Engine.ONNXRUNTIME,
+                          gpu=gpu_spec("T4"), **audio)
+
+    long = server(audio_seconds=95.0)
+    assert long.windows_per_item == 4 and long.tokens_per_window == 128
+    assert server(audio_seconds=10.0).tokens_per_window == 43  # ceil(10 s x 128/30)
+    assert server(tokens_per_audio_second=20.0).tokens_per_window == 448  # the model writes no more a window
+    # Time is the decoder's steps: twice the tokens, nearly twice the time; a batch is the encoder once and the steps
+    base, wordy = server(), server(tokens_per_audio_second=2 * 128 / 30)
+    assert 1.6 < wordy.batch_latency_s(8) / base.batch_latency_s(8) < 2.0
+    # A batch-1 window on a T4 takes over a second (128 steps each reading ~1.8 GB): an encoder-only count made
+    # it ~0.1 s, which planned one T4 for 4 clips/s where an A100 is published near 5 (issue 26)
+    assert base.batch_latency_s(1) > 1.0 and 16 / base.batch_latency_s(16) < 4.0
+
+
+def test_a_whisper_plan_follows_its_audio_and_says_how():
+    short, default, hour = _asr_plan(audio_seconds=10), _asr_plan(), _asr_plan(audio_seconds=600)
+    assert short is not None and default is not None and hour is not None
+    per_replica = {name: plan.performance.capacity_requests_per_s / plan.replicas
+                   for name, plan in (("short", short), ("default", default), ("hour", hour))}
+    assert per_replica["short"] > per_replica["default"] > per_replica["hour"]
+    assert hour.replicas > default.replicas
+    assert "600 s of audio per clip: 20 window(s) of 30 s" in hour.rationale[0]
+    assert "the entry's basis; traffic.audio_seconds and traffic.tokens_per_audio_second set them" in \
+        default.rationale[0]
+
+
+def test_audio_fields_are_refused_where_they_do_not_apply_or_exceed_the_model():
+    from inferstack.errors import InputError
+    from inferstack.sizing.planner import plan_workload
+    from inferstack.spec import parse_workload
+
+    llm = {"name": "chat", "model": "llama-3.1-8b", "traffic": {"requests_per_s": 1.0, "audio_seconds": 30},
+           "stage": "internal", "placement": {"clouds": ["aws"]}}
+    with pytest.raises(InputError, match=r"traffic\.audio_seconds: does not apply to llama-3\.1-8b"):
+        plan_workload(parse_workload(llm))
+    with pytest.raises(InputError, match=r"traffic\.tokens_per_audio_second: is more than whisper-large-v3 writes"):
+        _asr_plan(tokens_per_audio_second=15.5)
