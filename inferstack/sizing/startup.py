@@ -91,8 +91,10 @@ def warm_pool(startup: Startup, cloud: Cloud, region: str, fleet: Fleet | None, 
         return None, [f"startup.warm_pool: the fleet is fixed at {fleet.min_replicas} servers (scaling.max_replicas); "
                       "there is no burst to keep ready"]
     if warm.total_s >= cold.total_s:
-        why = ("the baked image holds what a pool server's first boot would prepare, its runtime's caches included"
-               if caches else "the model kept on instance storage is fetched again after a stop")
+        reasons = (["the baked image holds what a pool server's first boot would prepare, its runtime's caches "
+                    "included"] if caches else []) + (["the model kept on instance storage is fetched again after a "
+                                                       "stop"] if local_storage else [])
+        why = "; ".join(reasons) or "a stopped server still boots its VM and starts its runtime"
         return None, [f"startup.warm_pool: a stopped server would start in about {warm.total_s} s, no sooner than a "
                       f"new one ({cold.total_s} s; {why}): none kept, its disks would cost for nothing"]
     price = storage_prices().get((cloud, region, facts.block_volume))

@@ -12,11 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guardrails.core import (
-    NotApplicable,
     ReportViolation,
     Stack,
     StackResource,
-    StackRule,
     Statement,
     items,
     policy_document,
@@ -31,6 +29,7 @@ from guardrails.resource_types import (
     ALI_SCALING_CONFIGURATION,
     ALI_SECRET,
     AWS_AUTOSCALING_GROUP,
+    AWS_IMAGE_BUILD_COMPONENT,
     AWS_IMAGE_BUILD_INFRASTRUCTURE,
     AWS_INSTANCE,
     AWS_INSTANCE_PROFILE,
@@ -60,7 +59,6 @@ from guardrails.resource_types import (
     HW_INSTANCE,
     HW_ROLE,
     HW_SECRET,
-    NO_SERVER_IDENTITY,
 )
 from guardrails.storage_grants import ALIBABA_STORAGE, AWS_STORAGE, HUAWEI_STORAGE, aws_managed_name, wild
 
@@ -167,20 +165,6 @@ MODEL_READER = ServerGrants(object_reads=frozenset({"s3:GetObject"}), listings=f
 """What an AWS identity's model reader may do (components/aws/identity.py model_reader_statements): read and list its
 identity's model prefix, nothing else (no boot bundle, no secret)."""
 
-IMAGE_BUILD = ServerGrants(
-    object_reads=frozenset({"s3:GetObject"}), listings=frozenset({"s3:ListBucket"}), secret_reads=frozenset(),
-    prefix_condition="s3:prefix",
-    anywhere=frozenset({"ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel",
-                        "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
-                        "ssmmessages:OpenDataChannel", "ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage",
-                        "ec2messages:FailMessage", "ec2messages:GetEndpoint", "ec2messages:GetMessages",
-                        "ec2messages:SendReply"}),
-    anywhere_for="take Image Builder's commands through the Systems Manager agent",
-    managed=frozenset({"EC2InstanceProfileForImageBuilder"}))
-"""What an image build instance's identity may do (components/aws/image.py build_profile): the Image Builder agent's
-managed policy, the Systems Manager agent's own calls, reading objects under the boot bundles' prefix (its boot
-script) and, for a build that starts the runtime once, the model prefix the stack's servers read: no secret."""
-
 _DIALECTS = {"aws": AWS_STORAGE, "alibaba": ALIBABA_STORAGE, "huawei": HUAWEI_STORAGE}
 SECRET_TYPES = {"aws": (AWS_PARAMETER,), "gcp": (GCP_SECRET,), "alibaba": (ALI_SECRET,), "huawei": (HW_SECRET,)}
 
@@ -202,7 +186,7 @@ class ServerIdentity:
     holds: set[str] = field(default_factory=set)
     """Every action (Google Cloud: role) allowed to it, as written."""
     readers: list[tuple[StackResource, str]] = field(default_factory=list)
-    """(role, urn of the grant): the model reader roles it may assume (AWS), checked by `_check_model_readers`."""
+    """(role, urn of the grant): the model reader roles it may assume (AWS), checked by `check_model_readers`."""
 
     def report(self, message: str, urn: str) -> None:
         self.violations.append((message, urn))
@@ -237,7 +221,7 @@ def _listing_prefixes(statement: Statement, condition_key: str) -> list[Any] | N
     return prefixes or None
 
 
-class _Checker:
+class Checker:
     """Checks one identity's documents against its cloud's row of SERVER_GRANTS."""
 
     def __init__(self, stack: Stack, identity: ServerIdentity, row: ServerGrants | None = None) -> None:
@@ -430,7 +414,7 @@ def _identities_trusting(stack: Stack, role_type: str, trust_key: str, service: 
     return found
 
 
-def _aws_identity_documents(stack: Stack, checker: _Checker) -> None:
+def aws_identity_documents(stack: Stack, checker: Checker) -> None:
     role, identity = checker.identity.resource, checker.identity
     report = identity.report
     for inline in stack.items(stack.known(role.props, "inlinePolicies")):
@@ -475,7 +459,7 @@ def report_to(identity: ServerIdentity, default_urn: str) -> ReportViolation:
     return report
 
 
-def _alibaba_identity_documents(stack: Stack, checker: _Checker) -> None:
+def _alibaba_identity_documents(stack: Stack, checker: Checker) -> None:
     role, identity = checker.identity.resource, checker.identity
     role_name = stack.known(role.props, "roleName")
     for attachment in stack.of_type(ALI_ROLE_POLICY_ATTACHMENT):
@@ -501,7 +485,7 @@ def _alibaba_identity_documents(stack: Stack, checker: _Checker) -> None:
 _HUAWEI_ATTACHMENTS = (("domainRoles", "domain"), ("allResourcesRoles", "all resources"))
 
 
-def _huawei_identity_documents(stack: Stack, checker: _Checker) -> None:
+def _huawei_identity_documents(stack: Stack, checker: Checker) -> None:
     agency, identity = checker.identity.resource, checker.identity
     named: list[tuple[str, Any]] = [
         (scope, name) for key, scope in _HUAWEI_ATTACHMENTS for name in stack.items(stack.known(agency.props, key))]
@@ -649,7 +633,7 @@ IDENTITY_USERS = {
 }
 
 
-def _image_build_roles(stack: Stack) -> set[str]:
+def image_build_roles(stack: Stack) -> set[str]:
     """URNs of the roles whose instance profiles only image builds take (an Image Builder infrastructure
     configuration's `instanceProfileName`), never a server (an instance or a launch template naming the profile)."""
     builds, served = set(), set()
@@ -670,32 +654,10 @@ def _image_build_roles(stack: Stack) -> set[str]:
     return roles
 
 
-IMAGE_BUILD_USERS = frozenset({*IDENTITY_USERS, AWS_IMAGE_BUILD_INFRASTRUCTURE})
-
-
-def image_build_identities(stack: Stack, models: set[str]) -> list[ServerIdentity]:
-    """Every identity only image builds take, checked against IMAGE_BUILD: it reads its boot script under the boot
-    bundles' prefix and, at most, `models`, the model prefixes the stack's servers read; nothing else."""
-    found = []
-    builds = _image_build_roles(stack)
-    for role in stack.of_type(AWS_ROLE):
-        if role.urn not in builds:
-            continue
-        identity = ServerIdentity("aws", role)
-        identity.granted_by.add(role.urn)
-        _aws_identity_documents(stack, _Checker(stack, identity, IMAGE_BUILD))
-        for scope in sorted(s for s in identity.storage - models if f"/{BOOT_BUNDLE_PREFIX}" not in s):
-            identity.report(f"the image build identity {role.name} reads {scope}: it reads its boot script under "
-                            f"{BOOT_BUNDLE_PREFIX} and the servers' model prefix only", role.urn)
-        _unknown_grants(stack, identity, IMAGE_BUILD_USERS)
-        found.append(identity)
-    return found
-
-
 def server_identities(stack: Stack, report_violation: ReportViolation) -> list[ServerIdentity]:
     """Every identity the servers take, with its storage scopes, readable secrets and violations (not an image
     build's: `image_build_identities`)."""
-    builds = _image_build_roles(stack)
+    builds = image_build_roles(stack)
     identities = [*(identity for identity in _identities_trusting(stack, AWS_ROLE, "assumeRolePolicy", "ec2.", "aws",
                                                                   report_violation)
                     if identity.resource.urn not in builds),
@@ -704,26 +666,26 @@ def server_identities(stack: Stack, report_violation: ReportViolation) -> list[S
                   *(ServerIdentity("huawei", agency) for agency in stack.of_type(HW_AGENCY)
                     if stack.known(agency.props, "delegatedServiceName") == "op_svc_ecs"),
                   *_gcp_server_accounts(stack)]
-    read = {"aws": _aws_identity_documents, "alibaba": _alibaba_identity_documents,
+    read = {"aws": aws_identity_documents, "alibaba": _alibaba_identity_documents,
             "huawei": _huawei_identity_documents}
     for identity in identities:
         identity.granted_by.add(identity.resource.urn)
         if identity.cloud == "gcp":
             _check_gcp_account(stack, identity)
         else:
-            read[identity.cloud](stack, _Checker(stack, identity))
-        _check_model_readers(stack, identity)
+            read[identity.cloud](stack, Checker(stack, identity))
+        check_model_readers(stack, identity)
         models = {scope for scope in identity.storage if not scope.endswith(f"/{BOOT_BUNDLE_PREFIX}*")}
         buckets = {scope.split("/", 1)[0] for scope in identity.storage}
         if len(models) > 1 or len(buckets) > 1:
             identity.report(f"the servers' identity reads {len(identity.storage)} prefixes "
                             f"({', '.join(sorted(identity.storage))}): it reads one model prefix of one bucket "
                             f"(and that bucket's {BOOT_BUNDLE_PREFIX})", identity.resource.urn)
-        _unknown_grants(stack, identity)
+        unknown_grants(stack, identity)
     return identities
 
 
-def _check_model_readers(stack: Stack, identity: ServerIdentity) -> None:
+def check_model_readers(stack: Stack, identity: ServerIdentity) -> None:
     """Each role the identity may assume is a model reader of its own: trusted by this identity alone, reading this
     identity's model prefix and nothing else. Anything wider is reported on the identity."""
     own_arn = stack.known(identity.resource.props, "arn")
@@ -731,12 +693,12 @@ def _check_model_readers(stack: Stack, identity: ServerIdentity) -> None:
         reader = ServerIdentity(identity.cloud, role)
         reader.granted_by.update({role.urn, grant_urn})
         _check_reader_trust(stack, role, own_arn, reader)
-        _aws_identity_documents(stack, _Checker(stack, reader, MODEL_READER))
+        aws_identity_documents(stack, Checker(stack, reader, MODEL_READER))
         own_models = {scope for scope in identity.storage if not scope.endswith(f"/{BOOT_BUNDLE_PREFIX}*")}
         for scope in sorted(reader.storage - own_models):
             reader.report(f"the model reader {role.name} reads {scope}, which is not the model prefix of the servers' "
                           f"identity ({', '.join(sorted(own_models)) or 'none'}): it reads that prefix only", role.urn)
-        _unknown_grants(stack, reader, READER_USERS)
+        unknown_grants(stack, reader, READER_USERS)
         identity.violations += reader.violations
         identity.granted_by.add(role.urn)
 
@@ -758,15 +720,17 @@ def _check_reader_trust(stack: Stack, role: StackResource, own_arn: Any, reader:
                       "its trust policy names that role's ARN alone, with sts:AssumeRole and no condition", role.urn)
 
 
-READER_USERS = frozenset({*IDENTITY_USERS, "aws:s3/bucketObjectv2:BucketObjectv2", "aws:s3/bucketObject:BucketObject"})
-"""Resources that name a model reader without granting it anything: those of the servers' identity, and the boot
-bundle (an S3 object), whose runtime unit names the reader's ARN to assume."""
+READER_USERS = frozenset({*IDENTITY_USERS, "aws:s3/bucketObjectv2:BucketObjectv2", "aws:s3/bucketObject:BucketObject",
+                          AWS_IMAGE_BUILD_COMPONENT})
+"""Resources that name a model reader without granting it anything: those of the servers' identity, the boot bundle
+(an S3 object), whose runtime unit names the reader's ARN to assume, and an image build's component document, which
+names its own reader's (and is built from the servers' settings, which name theirs)."""
 CLOUD_PACKAGES = ("aws:", "gcp:", "alicloud:", "huaweicloud:")
 """Only the clouds' resources can grant anything: components and the stack itself merely pass values on (an
 inferstack component's `identityId` output is the role's ARN)."""
 
 
-def _unknown_grants(stack: Stack, identity: ServerIdentity, users: frozenset[str] = frozenset(IDENTITY_USERS)) -> None:
+def unknown_grants(stack: Stack, identity: ServerIdentity, users: frozenset[str] = frozenset(IDENTITY_USERS)) -> None:
     names = stack.names_of(identity.resource)
     for resource in stack.resources:
         if (resource.urn in identity.granted_by or resource.resource_type in users
@@ -777,19 +741,3 @@ def _unknown_grants(stack: Stack, identity: ServerIdentity, users: frozenset[str
             identity.report(f"{resource.name} ({resource.resource_type}) names the servers' identity "
                             f"{identity.resource.name}, and the pack cannot tell what it grants: grant the server's "
                             "permissions the way inferstack does (docs/policy.md)", resource.urn)
-
-
-def check_server_identity(stack: Stack, report_violation: ReportViolation) -> None:
-    identities = server_identities(stack, report_violation)
-    if not identities:
-        raise NotApplicable(NO_SERVER_IDENTITY)
-    models = {scope for identity in identities for scope in identity.storage}
-    for identity in [*identities, *image_build_identities(stack, models)]:
-        for message, urn in identity.violations:
-            report_violation(message, urn)
-
-
-SERVER_IDENTITY_LEAST_PRIVILEGE = StackRule(
-    "server-identity-least-privilege",
-    "The servers' identity holds only what inferstack grants: its model prefix, its own secrets, the "
-    "managed shell.", check_server_identity)

@@ -159,25 +159,3 @@ def test_the_command_writes_the_file_and_fails_loudly_when_sts_refuses(
         cloud_access.RUNTIME_AUTH_GRACE_S = grace
     assert "STS AssumeRole" in capsys.readouterr().err and not out.exists()
 
-
-def test_an_image_build_hands_the_runtime_its_own_credentials_in_the_same_file(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    asked = []
-    monkeypatch.setattr(cloud_access, "instance_credentials", lambda *args: asked.append(args[:2]) or ASSUMED)
-    out = tmp_path / "inferstack-secrets" / "runtime-credentials.env"
-    argv = ["build-credentials", "--region", "eu-west-1", "--out", str(out), "--metadata-endpoint", "http://md"]
-    assert cloud_access.main(argv) == 0 and asked == [("aws", "http://md")]
-    assert out.read_text() == (f"AWS_ACCESS_KEY_ID={ASSUMED.access_key}\nAWS_SECRET_ACCESS_KEY={ASSUMED.secret_key}\n"
-                               f"AWS_SESSION_TOKEN={ASSUMED.session_token}\nAWS_REGION=eu-west-1\n"
-                               "AWS_DEFAULT_REGION=eu-west-1\n")
-    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and ASSUMED.secret_key not in capsys.readouterr().out
-
-
-def test_build_credentials_that_would_add_a_line_are_refused_and_nothing_is_written(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(cloud_access, "instance_credentials",
-                        lambda *_: Credentials(ACCESS_KEY, "secret\nAWS_ENDPOINT_URL=http://evil", SESSION_TOKEN))
-    out = tmp_path / "runtime-credentials.env"
-    with pytest.raises(AccessError, match="without usable credentials"):
-        cloud_access.build_credentials("eu-west-1", str(out))
-    assert not out.exists()

@@ -246,8 +246,9 @@ def test_a_build_keeping_the_runtimes_caches_syncs_the_model_and_starts_the_serv
     (run_line,) = [c for c in start if c.startswith('"/usr/bin/docker" "run"')]
     # the unit's own command (render.container_command), detached and kept until the build stops it
     assert '"--detach"' in run_line and '"--rm"' not in run_line and '"${MODEL_DIR}"' in run_line
-    assert plan.serving.health_path in " ".join(start) and "docker stop" in start[-2]
-    assert not [c for c in start if "build-credentials" in c]  # the weights are on the disk: no credentials
+    assert plan.serving.health_path in " ".join(start) and any(c.startswith("docker stop") for c in start)
+    assert start[-2] == "docker rm -f inferstack-server"  # removed whatever `docker stop` answered
+    assert not [c for c in start if "credentials" in c]  # the weights are on the disk: no credentials
     cleanup = " ".join(_commands(recording, "CleanUp"))
     assert '${MODEL_ROOT:?}/models' in cleanup and "/etc/inferstack/model.env" in cleanup
     assert "{{" not in _one(recording, COMPONENT).inputs["data"]
@@ -255,15 +256,44 @@ def test_a_build_keeping_the_runtimes_caches_syncs_the_model_and_starts_the_serv
     assert "MODEL_PREFIX=" in settings and "BUNDLE_KEY" not in settings  # built for the model, not the bundle
 
 
-def test_a_streaming_runtime_started_in_the_build_reads_with_the_build_instances_own_credentials(run: Any) -> None:
-    _, recording = _cached_fleet(run, stream=True)
+def test_a_streaming_runtime_started_in_the_build_reads_with_a_model_reader_of_the_builds_own(run: Any) -> None:
+    plan, recording = _cached_fleet(run, stream=True)
+    reader = recording.named("chat-image-build-reader")
+    trust = json.loads(reader.inputs["assumeRolePolicy"])["Statement"]
+    assert trust == [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                      "Principal": {"AWS": recording.named("chat-image-build-role").outputs["arn"]}}]
+    reads = json.loads(recording.named("chat-image-build-reader-model-read").inputs["policy"])
+    assert reads["Statement"][1]["Resource"].endswith(f"/{plan.model.bucket_prefix}*")
     start = _commands(recording, "StartRuntimeOnce")
-    (credentials,) = [c for c in start if "build-credentials" in c]
-    assert "/run/inferstack-secrets/runtime-credentials.env" in credentials
+    # the server's own command, with the build's reader: never the build instance's own credentials
+    (credentials,) = [c for c in start if "cloud_access.py runtime-credentials" in c]
+    assert f"--role-arn {reader.outputs['arn']}" in credentials
+    assert "--out /run/inferstack-secrets/runtime-credentials.env" in credentials
     assert '"--env-file" "/run/inferstack-secrets/runtime-credentials.env"' in " ".join(start)
     assert "/run/inferstack-secrets/runtime-credentials.env" in " ".join(_commands(recording, "CleanUp"))
+    statements = json.loads(recording.named("chat-image-build-boot-script").inputs["policy"])["Statement"]
+    assert statements[-1]["Sid"] == "AssumeModelReader" and statements[-1]["Resource"] == reader.outputs["arn"]
 
 
+def test_the_build_starts_the_runtime_with_the_servers_own_unit_command(run: Any) -> None:
+    """vLLM keys its compile caches by its configuration (the model path and every engine argument): the build's
+    `docker run` is the unit's ExecStart but for detaching, keeping the container until it is removed, and the hub
+    token (an environment variable, outside the key)."""
+    import shlex
+
+    from inferstack.bootstrap.options import BootstrapOptions
+    from inferstack.bootstrap.render import render
+
+    for stream in (False, True):
+        plan, recording = _cached_fleet(run, stream)
+        (run_line,) = [c for c in _commands(recording, "StartRuntimeOnce") if c.startswith('"/usr/bin/docker" "run"')]
+        options = BootstrapOptions(region="us-east-1", model_bucket="models-bucket", model_reader_role=(
+            "arn:aws:iam::123456789012:role/reader" if stream else None))
+        unit = next(f["content"] for f in json.loads(render(plan, "aws", options).bundle)["files"]
+                    if f["path"].endswith("inferstack-server.service"))
+        (exec_start,) = [line.removeprefix("ExecStart=") for line in unit.splitlines() if line.startswith("ExecStart=")]
+        built = [word for word in shlex.split(run_line) if word != "--detach"]
+        assert built == [word for word in exec_start.split() if word != "--rm"]
 def test_the_cache_builds_identity_reads_the_model_prefix_as_its_readers_do(run: Any) -> None:
     plan, recording = _cached_fleet(run)
     statements = json.loads(recording.named("chat-image-build-boot-script").inputs["policy"])["Statement"]

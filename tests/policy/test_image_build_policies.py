@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from guardrails.core import PlainResource, Stack
-from guardrails.server_identity import image_build_identities, server_identities
+from guardrails.image_build import image_build_identities
+from guardrails.server_identity import server_identities
 
 from inferstack.plan import DeploymentPlan
 from tests.policy import deployments
@@ -24,14 +25,17 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 
 
-def _baked_plan(caches: bool = False) -> DeploymentPlan:
+def _baked_plan(caches: bool = False, stream: bool = False, revision: str | None = None) -> DeploymentPlan:
     plan = sample_plan("aws", "gpu-llm", "production")
-    return plan.model_copy(update={"startup": plan.startup.model_copy(update={"image": "baked",
-                                                                              "runtime_caches": caches})})
+    if revision:
+        plan = plan.model_copy(update={"model": plan.model.model_copy(update={
+            "revision": revision, "bucket_prefix": f"{plan.model.bucket_prefix}{revision}/"})})
+    return plan.model_copy(update={"startup": plan.startup.model_copy(update={
+        "image": "baked", "runtime_caches": caches, "model_loading": "stream" if stream else "download"})})
 
 
-def _resources(caches: bool = False) -> list[PlainResource]:
-    return deployments.plain_resources(deployments.public_plan_deployment(_baked_plan(caches)))
+def _resources(caches: bool = False, **plan: Any) -> list[PlainResource]:
+    return deployments.plain_resources(deployments.public_plan_deployment(_baked_plan(caches, **plan)))
 
 
 def _builds(stack: Stack) -> list[Any]:
@@ -39,8 +43,8 @@ def _builds(stack: Stack) -> list[Any]:
     return image_build_identities(stack, {scope for identity in servers for scope in identity.storage})
 
 
-def _violations(change: Callable[[list[PlainResource]], None], caches: bool = False) -> list[str]:
-    resources = _resources(caches)
+def _violations(change: Callable[[list[PlainResource]], None], caches: bool = False, **plan: Any) -> list[str]:
+    resources = _resources(caches, **plan)
     change(resources)
     (build,) = _builds(Stack(resources))
     return [message for message, _ in build.violations]
@@ -114,3 +118,42 @@ def test_a_cache_build_may_not_read_beyond_the_servers_model_prefix() -> None:
 
     assert any("not one model prefix of one bucket" in m for m in _violations(
         lambda resources: _edit_policy(resources, "image-build-boot-script", whole_bucket), caches=True))
+
+
+def test_a_cache_build_of_a_pinned_revision_reads_within_the_servers_model_prefix_and_passes() -> None:
+    """The servers read every revision of the model (revisions_prefix); the build reads its own revision's folder."""
+    plan = _baked_plan(caches=True, revision="r2")
+    report = check_recording(deployments.public_plan_deployment(plan))
+    assert report.mandatory() == [], report.messages()
+    (build,) = _builds(Stack(_resources(caches=True, revision="r2")))
+    assert any(scope.endswith(f"/{plan.model.bucket_prefix}*") for scope in build.storage)
+
+
+def test_a_build_that_starts_no_runtime_may_not_read_the_model() -> None:
+    def read_servers_model(resources: list[PlainResource]) -> None:
+        stack = Stack(resources)
+        (server,) = server_identities(stack, lambda message, urn=None: None)
+        (model,) = [scope for scope in server.storage if "/inferstack/bootstrap/" not in scope]
+
+        def add(document: dict[str, Any]) -> None:
+            document["Statement"].append({"Effect": "Allow", "Action": "s3:GetObject",
+                                          "Resource": f"arn:aws:s3:::{model}"})
+
+        _edit_policy(resources, "image-build-boot-script", add)
+
+    assert any("for a build that starts the runtime" in m for m in _violations(read_servers_model))
+
+
+def test_a_streaming_cache_build_assumes_a_reader_of_its_own_that_only_it_may_assume() -> None:
+    report = check_recording(deployments.public_plan_deployment(_baked_plan(caches=True, stream=True)))
+    assert report.mandatory() == [], report.messages()
+    resources = _resources(caches=True, stream=True)
+    (build,) = _builds(Stack(resources))
+    assert [role.name for role, _ in build.readers] == ["server-image-build-reader"]
+
+    def trust_anyone(resources: list[PlainResource]) -> None:
+        reader = named(resources, "aws:iam/role:Role", "image-build-reader")
+        reader.props["assumeRolePolicy"] = json.dumps({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"AWS": "*"}}]})
+
+    assert any("may be assumed by more than" in m for m in _violations(trust_anyone, caches=True, stream=True))

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 from guardrails.core import PlainResource, Stack
+from guardrails.image_build import IMAGE_BUILD
 from guardrails.networks import DEFAULT_SERVING_PORTS
 from guardrails.resource_types import (
     ALI_BUCKET,
@@ -36,7 +37,6 @@ from guardrails.resource_types import (
 )
 from guardrails.server_identity import (
     BOOT_BUNDLE_PREFIX,
-    IMAGE_BUILD,
     SERVER_GRANTS,
     ServerIdentity,
     server_identities,

@@ -705,26 +705,15 @@ def runtime_credentials(region: str, role_arn: str, out: str, metadata_endpoint:
     return f"wrote credentials of {role_arn} for the runtime to {out} ({RUNTIME_SESSION_S} s)"
 
 
-def build_credentials(region: str, out: str, metadata_endpoint: str | None = None, retry: Retry = Retry()) -> str:
-    """An image build's runtime start (components/aws/image.py): the build instance's own credentials (its role reads
-    the model's prefix, as a streaming server's reader does) in the runtime's env file, which the build removes."""
-    credentials = instance_credentials("aws", metadata_endpoint, retry)
-    if not env_file_safe(credentials):
-        raise AccessError("the metadata server answered without usable credentials")
-    write_runtime_env(out, credentials, region)
-    return f"wrote the build instance's credentials for the runtime to {out}"
-
-
 def main(argv: list[str] | None = None) -> int:
     """`cloud_access.py complete-lifecycle-action --region R [--cloud aws --hook H]`: the boot's last step on a server
     of an Alibaba fleet or of an AWS group with a warm pool; `cloud_access.py target-lifecycle-state`: where Auto
     Scaling takes this AWS server (boot.sh prepares only, for the warm pool, on Warmed:*); `cloud_access.py
     runtime-credentials --region R --role-arn ARN --out FILE`: a streaming runtime's own credentials (render.py, the
-    runtime unit's ExecStartPre, as root); `cloud_access.py build-credentials --region R --out FILE`: the same file
-    with an image build instance's own credentials."""
+    runtime unit's ExecStartPre, as root; an image build's runtime start, with the build's own reader role)."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("command", choices=["complete-lifecycle-action", "target-lifecycle-state",
-                                            "runtime-credentials", "build-credentials"])
+                                            "runtime-credentials"])
     parser.add_argument("--cloud", choices=["alibaba", "aws"], default="alibaba")
     parser.add_argument("--region")
     parser.add_argument("--hook", help="the AWS launch hook's name")
@@ -737,10 +726,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "target-lifecycle-state":
             print(aws_target_lifecycle_state(args.metadata_endpoint, retry))
-        elif args.command == "build-credentials":
-            if not args.region or not args.out:
-                parser.error("build-credentials needs --region and --out")
-            print(build_credentials(args.region, args.out, args.metadata_endpoint, retry))
         elif args.command == "runtime-credentials":
             if not args.region or not args.role_arn or not args.out:
                 parser.error("runtime-credentials needs --region, --role-arn and --out")

@@ -80,10 +80,11 @@ def create_identity(parent: pulumi.Resource, name: str, request: IdentityRequest
                                      "Resource": list(request.secret_ids)}]
     if request.telemetry_grants:
         policies["telemetry-write"] = telemetry_statements(*request.telemetry_grants)
-    reader = _model_reader(parent, name, request, role, bucket_arn) if request.model_reader else None
+    reader = model_reader(parent, f"{name}-reader", role, bucket_arn, request.model_prefix, request.tags,
+                          "inferstack runtime: stream its model prefix (assumed by the servers' role)") \
+        if request.model_reader else None
     if reader is not None:
-        policies["assume-model-reader"] = [{"Sid": "AssumeModelReader", "Effect": "Allow",
-                                            "Action": ASSUME_READER_ACTIONS, "Resource": reader.arn}]
+        policies["assume-model-reader"] = assume_reader_statements(reader)
     attached = [aws.iam.RolePolicy(f"{name}-{label}", role=role.id, opts=opts, policy=pulumi.Output.json_dumps(
         {"Version": "2012-10-17", "Statement": statements})) for label, statements in policies.items()]
     profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=request.tags, opts=opts)
@@ -112,19 +113,25 @@ class _Reader:
         self.ready: StrOutput = pulumi.Output.all(role.arn, policy.id).apply(lambda ids: ids[0])
 
 
-def _model_reader(parent: pulumi.Resource, name: str, request: IdentityRequest, server_role: aws.iam.Role,
-                  bucket_arn: StrOutput) -> _Reader:
-    """The runtime's own role: trusted by the servers' role alone (Principal: its ARN; neither the account nor a
-    service), an hour's sessions, and it may only read the model's prefix (model_reader_statements)."""
+def model_reader(parent: pulumi.Resource, name: str, trusted: aws.iam.Role, bucket_arn: StrOutput, model_prefix: str,
+                 tags: Mapping[str, str], description: str) -> _Reader:
+    """A streaming runtime's own role: trusted by `trusted` alone (Principal: its ARN; neither the account nor a
+    service), an hour's sessions, and it may only read the model's prefix (model_reader_statements). The servers'
+    role has one; an image build that starts a streaming runtime has its own (components/aws/image.py)."""
     opts = child_options(parent)
     role = aws.iam.Role(
-        f"{name}-reader", description="inferstack runtime: stream its model prefix (assumed by the servers' role)",
+        name, description=description,
         assume_role_policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": [{
-            "Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"AWS": server_role.arn}}]}),
-        max_session_duration=READER_SESSION_S, tags=request.tags, opts=opts)
-    policy = aws.iam.RolePolicy(f"{name}-reader-model-read", role=role.id, opts=opts, policy=pulumi.Output.json_dumps(
-        {"Version": "2012-10-17", "Statement": model_reader_statements(bucket_arn, request.model_prefix)}))
+            "Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"AWS": trusted.arn}}]}),
+        max_session_duration=READER_SESSION_S, tags=tags, opts=opts)
+    policy = aws.iam.RolePolicy(f"{name}-model-read", role=role.id, opts=opts, policy=pulumi.Output.json_dumps(
+        {"Version": "2012-10-17", "Statement": model_reader_statements(bucket_arn, model_prefix)}))
     return _Reader(role, policy)
+
+
+def assume_reader_statements(reader: _Reader) -> list[dict[str, Any]]:
+    """What lets the trusted role take the reader's credentials: sts:AssumeRole on that one role."""
+    return [{"Sid": "AssumeModelReader", "Effect": "Allow", "Action": ASSUME_READER_ACTIONS, "Resource": reader.arn}]
 
 
 def model_reader_statements(bucket_arn: StrOutput, model_prefix: str) -> list[dict[str, Any]]:

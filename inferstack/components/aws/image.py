@@ -24,8 +24,11 @@ container_command), until it answers its health path: the compile and kernel cac
 user's home stay in the image; the weights, the model's settings and the credentials do not (`CleanUp`). vLLM keys
 those caches by its configuration (the model's path and every engine argument) and its version, so the image is
 built for the plan's model and arguments: a change to either builds a new one. The build instance's role then also
-reads the model's prefix (identity.model_reader_statements), and a streaming runtime gets the build instance's own
-credentials (cloud_access.py build-credentials) in place of the reader role's.
+reads the model's prefix (identity.model_reader_statements), and a streaming runtime gets the credentials of a model
+reader of the build's own (identity.model_reader, trusted by the build's role alone), written by the server's own
+`cloud_access.py runtime-credentials`: never the build instance's, whose role also holds Image Builder's and the
+Systems Manager agent's grants. A streaming build syncs the weights too (its check of each file's sha256), which
+costs the build their download.
 """
 
 from __future__ import annotations
@@ -50,8 +53,14 @@ from inferstack.bootstrap.render import (
     shipped_copy,
     streams,
 )
-from inferstack.bootstrap.runtimes import runtime_processes
-from inferstack.components.aws.identity import SESSION_MANAGER_ACTIONS, instance_role, model_reader_statements
+from inferstack.bootstrap.runtimes import RUNTIME_HOME, runtime_processes
+from inferstack.components.aws.identity import (
+    SESSION_MANAGER_ACTIONS,
+    assume_reader_statements,
+    instance_role,
+    model_reader,
+    model_reader_statements,
+)
 from inferstack.components.aws.lookups import partition
 from inferstack.components.aws.servers import (
     METADATA_HOP_LIMIT,
@@ -148,12 +157,16 @@ def bake(parent: pulumi.Resource, name: str, build: ImageBuild) -> ServerImage:
         bucket=bucket, key=shipped_key(file, text),
         content=text, content_type="text/x-shellscript" if file.endswith(".sh") else "text/x-python",
         server_side_encryption="AES256", tags=build.tags, opts=opts) for file, text in files.items()}
-    document = pulumi.Output.all(bucket, install).apply(
-        lambda values: component_document(values[0], files, values[1], plan if caches else None))
+    identity = build_identity(parent, name, list(objects.values()), build.tags,
+                              model_prefix=plan.model.bucket_prefix if caches else None,
+                              stream=caches and streams(plan))
+    document = pulumi.Output.all(bucket, install, identity.reader_arn).apply(
+        lambda values: component_document(values[0], files, values[1], plan if caches else None, values[2]))
     component = aws.imagebuilder.Component(
         f"{name}-image-component", name=physical_name(name, "boot-phases"), platform="Linux",
         version=document.apply(lambda text: semantic_version(text)), data=document,
-        description=f"inferstack boot phases {', '.join(BUILD_PHASES)}, run by the server's own boot.sh",
+        description=f"inferstack boot phases {', '.join(BUILD_PHASES + (CACHE_PHASES if caches else ()))}, run by "
+                    "the server's own boot.sh" + (", then the runtime started once" if caches else ""),
         tags=build.tags, opts=opts)
     root_gib = base.root_volume_size(plan)
     recipe_inputs = pulumi.Output.all(base.image_id, component.arn, base.root_device_name, root_gib)
@@ -165,12 +178,12 @@ def bake(parent: pulumi.Resource, name: str, build: ImageBuild) -> ServerImage:
             "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true", "volume_size": root_gib}}],
         # Servers are reached by Session Manager (Capability.MANAGED_SHELL): the agent stays in the image.
         systems_manager_agent={"uninstall_after_build": False},
-        description=f"inferstack {plan.serving.runtime} on {plan.device}: {', '.join(BUILD_PHASES)} installed",
+        description=f"inferstack {plan.serving.runtime} on {plan.device}: {', '.join(BUILD_PHASES)} installed"
+                    + (", the runtime's caches kept" if caches else ""),
         tags=build.tags, opts=opts)
     infrastructure = aws.imagebuilder.InfrastructureConfiguration(
         f"{name}-image-build", name=physical_name(name, "image-build"),
-        instance_profile_name=build_profile(parent, name, list(objects.values()), build.tags,
-                                            model_prefix=plan.model.bucket_prefix if caches else None),
+        instance_profile_name=identity.profile_name,
         instance_types=[plan.instance_type], subnet_id=build.subnet_id, security_group_ids=list(build.firewall_ids),
         instance_metadata_options={"http_tokens": "required", "http_put_response_hop_limit": METADATA_HOP_LIMIT},
         terminate_instance_on_failure=True, resource_tags=build.tags,
@@ -215,11 +228,21 @@ def semantic_version(content: str) -> str:
 #### The build instance's identity ####
 
 
-def build_profile(parent: pulumi.Resource, name: str, shipped: Sequence[aws.s3.BucketObjectv2],
-                  tags: Mapping[str, str], *, model_prefix: str | None) -> StrOutput:
+@dataclass(frozen=True)
+class BuildIdentity:
+    profile_name: StrOutput
+    """The build instance's profile, named once every grant is attached."""
+    reader_arn: pulumi.Input[str | None]
+    """The build's own model reader role, for a streaming runtime started in the build; None without one."""
+
+
+def build_identity(parent: pulumi.Resource, name: str, shipped: Sequence[aws.s3.BucketObjectv2],
+                   tags: Mapping[str, str], *, model_prefix: str | None, stream: bool) -> BuildIdentity:
     """An instance profile for the build instance only: Image Builder's managed policy, the Systems Manager agent's
     own calls, s3:GetObject on the objects it downloads (boot.sh; the cache build's programs) and, for a build that
-    starts the runtime (`model_prefix`), the model's prefix as its readers read it."""
+    starts the runtime (`model_prefix`), the model's prefix as its readers read it. A streaming runtime started in
+    the build gets credentials of a model reader of its own (`stream`), never the build instance's: their role also
+    holds Image Builder's and the Systems Manager agent's grants."""
     opts = child_options(parent)
     partition_name, _ = partition(parent)
     role = instance_role(parent, f"{name}-image-build-role",
@@ -233,8 +256,13 @@ def build_profile(parent: pulumi.Resource, name: str, shipped: Sequence[aws.s3.B
         "Sid": "ReadBootScript", "Effect": "Allow", "Action": "s3:GetObject",
         "Resource": [pulumi.Output.concat(bucket_arn, "/", item.key) for item in shipped] if len(shipped) > 1
         else pulumi.Output.concat(bucket_arn, "/", shipped[0].key)}]
+    reader = None
     if model_prefix is not None:
         statements += model_reader_statements(bucket_arn, model_prefix)
+        if stream:
+            reader = model_reader(parent, f"{name}-image-build-reader", role, bucket_arn, model_prefix, tags,
+                                  "inferstack image build: its runtime streams the model prefix")
+            statements += assume_reader_statements(reader)
     read = aws.iam.RolePolicy(f"{name}-image-build-boot-script", role=role.id, opts=opts,
                               policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": statements}))
     agent = aws.iam.RolePolicy(f"{name}-image-build-systems-manager", role=role.id, opts=opts,
@@ -243,8 +271,10 @@ def build_profile(parent: pulumi.Resource, name: str, shipped: Sequence[aws.s3.B
                                    "Action": list(SYSTEMS_MANAGER_AGENT_ACTIONS), "Resource": "*"}]}))
     profile = aws.iam.InstanceProfile(f"{name}-image-build-profile", role=role.name, tags=tags, opts=opts)
     # As the servers' profile: named once every grant is attached, so the build can read its script at once.
-    return pulumi.Output.all(profile.name, read.id, agent.id, *(a.id for a in attached)).apply(
-        lambda ids: str(ids[0]))
+    return BuildIdentity(
+        profile_name=pulumi.Output.all(profile.name, read.id, agent.id, *(a.id for a in attached)).apply(
+            lambda ids: str(ids[0])),
+        reader_arn=reader.ready if reader else None)
 
 
 #### What the build runs ####
@@ -281,7 +311,7 @@ def install_settings(settings: Mapping[str, str], *, caches: bool = False) -> di
 
 
 def component_document(bucket: str, files: Mapping[str, str], settings: Mapping[str, str],
-                       caches_for: DeploymentPlan | None = None) -> str:
+                       caches_for: DeploymentPlan | None = None, reader_arn: str | None = None) -> str:
     """The component (schemaVersion 1.0): build downloads boot.sh (and, for a build that keeps the runtime's caches,
     `caches_for` the plan, the server programs it runs), checks each, writes the settings, runs the phases, starts the
     runtime once where it keeps caches, writes the manifest and cleans up; validate checks what the image must
@@ -312,7 +342,7 @@ def component_document(bucket: str, files: Mapping[str, str], settings: Mapping[
         "exit \"${code:-0}\""]}} for phase in phases]
     if caches_for:
         build.append({"name": "StartRuntimeOnce", "action": "ExecuteBash",
-                      "inputs": {"commands": runtime_start_commands(caches_for, settings)}})
+                      "inputs": {"commands": runtime_start_commands(caches_for, settings, reader_arn)}})
     build += [
         {"name": "WriteManifest", "action": "ExecuteBash", "inputs": {"commands": manifest_commands(script, settings)}},
         {"name": "CleanUp", "action": "ExecuteBash", "inputs": {"commands": cleanup_commands(files)}},
@@ -331,11 +361,13 @@ def component_document(bucket: str, files: Mapping[str, str], settings: Mapping[
     return text
 
 
-def runtime_start_commands(plan: DeploymentPlan, settings: Mapping[str, str]) -> list[str]:
+def runtime_start_commands(plan: DeploymentPlan, settings: Mapping[str, str],
+                           reader_arn: str | None = None) -> list[str]:
     """The runtime's first start, as a server's unit starts it (its first process: the others share its caches),
-    with the model the model_sync phase placed and model.env names; detached, waited for on its health path, then
-    stopped. A streaming runtime reads the bucket with the build instance's own credentials, in the file a server's
-    unit writes the reader role's to."""
+    with the model the model_sync phase placed and model.env names; detached, waited for on its health path (each
+    request at most 5 s, as boot.sh's), then stopped and removed. A streaming runtime reads the bucket with the
+    build's own model reader's credentials (`reader_arn`), written by the server's own cloud_access.py
+    runtime-credentials into the file a server's unit writes its reader's to."""
     process = runtime_processes(plan)[0]
     words = container_command(plan, process, hub_token=False)
     run = [words[0], words[1], "--detach", *(word for word in words[2:] if word != "--rm")]
@@ -344,18 +376,22 @@ def runtime_start_commands(plan: DeploymentPlan, settings: Mapping[str, str]) ->
     commands = [STRICT, f"set -a; . {CONFIG_DIR}/model.env; set +a",
                 f"docker rm -f {process.name} >/dev/null 2>&1 || true"]
     if streams(plan):
-        commands.append(f"python3 {LIB_DIR}/cloud_access.py build-credentials --region "
-                        f"{settings['INFERSTACK_REGION']} --out {RUNTIME_CREDENTIALS}")
+        if not reader_arn:
+            raise ValueError("a streaming runtime started in the image build needs the build's model reader role")
+        commands.append(f"python3 {LIB_DIR}/cloud_access.py runtime-credentials --region "
+                        f"{settings['INFERSTACK_REGION']} --role-arn {reader_arn} --out {RUNTIME_CREDENTIALS}")
     return [*commands,
         shell_line(run),
-        f"for _ in $(seq {tries}); do curl -fs -o /dev/null {health} && break; "
+        f"for _ in $(seq {tries}); do curl -fs --max-time 5 -o /dev/null {health} && break; "
         # (no Go template: AWSTOE reads double braces as its own variables)
         f"[ -n \"$(docker ps -q --filter 'name=^{process.name}$' --filter status=running)\" ] || break; sleep 5; "
         "done",
-        f"if ! curl -fsS -o /dev/null {health}; then docker logs --tail 100 {process.name}; "
+        f"if ! curl -fsS --max-time 5 -o /dev/null {health}; then docker logs --tail 100 {process.name}; "
         f"docker rm -f {process.name}; echo 'the runtime did not answer {health}'; exit 1; fi",
-        f"docker stop -t 30 {process.name} && docker rm {process.name}",
-        f"echo \"runtime caches: $(du -sh {settings.get('RUNTIME_HOME', '')} | cut -f1)\""]
+        # stopped whatever `docker stop` answers, then removed: a container left behind would keep its environment
+        # (the credentials file's values) under /var/lib/docker in the image
+        f"docker stop -t 30 {process.name} || true", f"docker rm -f {process.name}",
+        f"echo \"runtime caches: $(du -sh {RUNTIME_HOME} | cut -f1)\""]
 
 
 def cleanup_commands(files: Mapping[str, str]) -> list[str]:
@@ -365,6 +401,9 @@ def cleanup_commands(files: Mapping[str, str]) -> list[str]:
     if len(files) > 1:
         commands += [f"if [ -f {CONFIG_DIR}/model.env ]; then . {CONFIG_DIR}/model.env; "
                      "rm -rf \"${MODEL_ROOT:?}/models\" \"${MODEL_ROOT:?}/triton-repo\"; fi",
+                     # the configuration and tokenizer files a streaming vLLM pulled beside its caches (each
+                     # start pulls them again)
+                     f"rm -rf {RUNTIME_HOME}/.cache/vllm/assets/model_streamer",
                      f"rm -f {CONFIG_DIR}/model.env {RUNTIME_CREDENTIALS} "
                      + " ".join(f"{LIB_DIR}/{file}" for file in files if file != "boot.sh"),
                      f"rmdir --ignore-fail-on-non-empty {LIB_DIR}"]
@@ -409,7 +448,8 @@ def validate_commands(settings: Mapping[str, str]) -> list[str]:
         checks.append(f"docker image inspect --format=ok {settings['RUNTIME_IMAGE']}")
     if settings.get("DEVICE") == "gpu":
         checks.append("nvidia-smi")
-    if "MODEL_NAME" in settings:  # a build that started the runtime: its caches, and none of the model's files
-        checks += [f"test -n \"$(ls -A {settings['RUNTIME_HOME']})\"", f"test ! -e {CONFIG_DIR}/model.env",
+    if "MODEL_NAME" in settings:  # a build that started the runtime: its compile caches, no container, no credential
+        checks += [f"test -n \"$(ls -A {RUNTIME_HOME}/.cache/vllm/torch_compile_cache)\"",
+                   "test -z \"$(docker ps -aq)\"", f"test ! -e {CONFIG_DIR}/model.env",
                    f"test ! -e {RUNTIME_CREDENTIALS}"]
     return checks
