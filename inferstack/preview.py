@@ -75,6 +75,8 @@ class RegisteredResource:
     ignore_changes: tuple[str, ...]
     provider: str
     """Reference (`urn::id`) of the provider an explicit `provider`/`providers` option chose; "" for the default."""
+    retain_on_delete: bool = False
+    """Pulumi's `retain_on_delete`: the engine leaves the cloud resource in place when it replaces or deletes it."""
 
     @property
     def inputs(self) -> dict[str, Any]:
@@ -152,7 +154,7 @@ def record(program: Callable[[], Any], *, config: Mapping[str, Any] | None = Non
     resources = [RegisteredResource(
         urn=r.urn, type=r.type, name=r.name, parent=_parent(r.parent_urn), custom=r.custom, id=r.id,
         raw_inputs=r.wire_inputs, outputs=r.outputs, protect=r.protect, ignore_changes=r.ignore_changes,
-        provider=r.provider) for r in registrations]
+        provider=r.provider, retain_on_delete=r.retain_on_delete) for r in registrations]
     return Recording(resources=resources, invokes=answers.invokes, value=value)
 
 

@@ -54,6 +54,7 @@ class Registration:
     ignore_changes: tuple[str, ...]
     provider: str
     """For a component, `outputs` are those it registers (`register_outputs`), added when it does."""
+    retain_on_delete: bool = False
 
 
 class Answers(Protocol):
@@ -183,7 +184,8 @@ class RecordingMonitor(MockMonitor):
                 urn=response.urn, type=request.type, name=request.name, parent_urn=request.parent,
                 custom=request.custom, id=response.id, wire_inputs=rpc.deserialize_properties(request.object),
                 outputs=self.get_registered_resources()[response.urn].state, protect=request.protect,
-                ignore_changes=tuple(request.ignoreChanges), provider=request.provider))
+                ignore_changes=tuple(request.ignoreChanges), provider=request.provider,
+                retain_on_delete=bool(request.retainOnDelete)))
         return response
 
     def RegisterResourceOutputs(self, request: Any) -> Any:

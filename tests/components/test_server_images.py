@@ -324,3 +324,24 @@ def test_each_build_step_passes_shellcheck(run: Any, tmp_path: Path, stream: boo
         checked = subprocess.run(["shellcheck", "--shell=bash", "--exclude=SC1091", str(script)],
                                  capture_output=True, text=True)
         assert checked.returncode == 0, f"{step['name']}:\n{checked.stdout}"
+
+
+def test_replaced_images_are_left_to_a_lifecycle_policy_that_keeps_the_two_newest(run: Any) -> None:
+    """Image Builder's DeleteImage leaves the AMI and its snapshot behind: a replaced image stays (retain_on_delete)
+    and the stack's lifecycle policy deletes all but the newest two, AMIs and snapshots included."""
+    _, recording = _baked_fleet(run)
+    image = _one(recording, IMAGE)
+    assert image.retain_on_delete
+    policy = _one(recording, "aws:imagebuilder/lifecyclePolicy:LifecyclePolicy").inputs
+    assert policy["resourceType"] == "AMI_IMAGE"
+    assert policy["policyDetails"] == [{"action": {"type": "DELETE", "includeResources": {"amis": True,
+                                                                                         "snapshots": True}},
+                                        "filter": {"type": "COUNT", "value": 2}}]
+    (selected,) = policy["resourceSelection"]["tagMap"].items()
+    assert image.inputs["tags"][selected[0]] == selected[1]  # it selects this stack's images by their tag
+    role = recording.named("chat-image-lifecycle-role")
+    assert policy["executionRole"] == role.outputs["arn"]
+    assert json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Principal"] == {
+        "Service": "imagebuilder.amazonaws.com"}
+    attached = recording.named("chat-image-lifecycle-execution").inputs["policyArn"]
+    assert attached == "arn:aws:iam::aws:policy/service-role/EC2ImageBuilderLifecycleExecutionPolicy"

@@ -103,6 +103,13 @@ GATEWAY_CONFIG = f"{CONFIG_DIR}/gateway.conf"
 bundle brings its own), so the build places an empty one for the check and removes it."""
 COMPONENT_DATA_LIMIT = 16_000
 """Image Builder CreateComponent: inline `data` is at most 16,000 characters (API reference, CreateComponent)."""
+LIFECYCLE_TAG = "inferstack-image"
+"""The tag on the stack's Image Builder images its lifecycle policy selects them by (the value: the image's name)."""
+KEPT_IMAGES = 2
+"""The newest images kept: the one the servers boot and the one before it, which a fleet rolled back to its previous
+template version boots."""
+LIFECYCLE_EXECUTION_POLICY = "service-role/EC2ImageBuilderLifecycleExecutionPolicy"
+"""AWS's managed policy for Image Builder's lifecycle actions (AWS managed policy reference)."""
 REBOOT_REQUESTED = 100  # boot.sh: a phase that needs a reboot (a driver installed but not loaded) exits with it
 TOE_REBOOT = 194
 """AWSTOE ExecuteBash: exit code 194 reboots the build instance and runs the step again (AWSTOE action modules)."""
@@ -188,11 +195,16 @@ def bake(parent: pulumi.Resource, name: str, build: ImageBuild) -> ServerImage:
         instance_metadata_options={"http_tokens": "required", "http_put_response_hop_limit": METADATA_HOP_LIMIT},
         terminate_instance_on_failure=True, resource_tags=build.tags,
         description="inferstack image build: the servers' subnet and security groups", tags=build.tags, opts=opts)
+    image_tag = {LIFECYCLE_TAG: physical_name(name, "image")}
     image = aws.imagebuilder.Image(
         f"{name}-image", image_recipe_arn=recipe.arn, infrastructure_configuration_arn=infrastructure.arn,
         # No test phase: its instance would be a second GPU server; the component's validate phase checks the build.
-        image_tests_configuration={"image_tests_enabled": False}, tags=build.tags,
-        opts=child_options(parent, custom_timeouts=pulumi.CustomTimeouts(create=BUILD_TIMEOUT)))
+        image_tests_configuration={"image_tests_enabled": False}, tags={**build.tags, **image_tag},
+        # A replaced image is left to the lifecycle policy (keep_images): Image Builder's DeleteImage would drop the
+        # image's record but leave its AMI and snapshot behind, where nothing would delete them.
+        opts=child_options(parent, custom_timeouts=pulumi.CustomTimeouts(create=BUILD_TIMEOUT),
+                           retain_on_delete=True))
+    keep_images(parent, name, image_tag, build.tags)
     baked = ServerImage(image_id=image.output_resources.apply(baked_ami_id), root_device_name=base.root_device_name,
                         root_volume_gib=root_gib)
     use_baked_image(parent, plan, baked)
@@ -223,6 +235,33 @@ def semantic_version(content: str) -> str:
     sha256, each node under Image Builder's 2^30 - 1) is new exactly when the content is."""
     digest = hashlib.sha256(content.encode()).hexdigest()
     return f"1.{int(digest[:7], 16)}.{int(digest[7:14], 16)}"
+
+
+#### Old images ####
+
+
+def keep_images(parent: pulumi.Resource, name: str, image_tag: Mapping[str, str], tags: Mapping[str, str]) -> None:
+    """An Image Builder lifecycle policy that deletes all but the KEPT_IMAGES newest images of this stack's build
+    (selected by `image_tag`), their AMIs and snapshots included, run by a role only Image Builder may assume, with
+    AWS's EC2ImageBuilderLifecycleExecutionPolicy (it acts only on resources tagged CreatedBy: EC2 Image Builder)."""
+    opts = child_options(parent)
+    partition_name, dns_suffix = partition(parent)
+    role = aws.iam.Role(
+        f"{name}-image-lifecycle-role", description="inferstack image build: delete the stack's old images",
+        assume_role_policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Action": "sts:AssumeRole",
+            "Principal": {"Service": dns_suffix.apply(lambda suffix: f"imagebuilder.{suffix}")}}]}),
+        tags=tags, opts=opts)
+    attached = aws.iam.RolePolicyAttachment(
+        f"{name}-image-lifecycle-execution", role=role.name, opts=opts,
+        policy_arn=pulumi.Output.concat("arn:", partition_name, ":iam::aws:policy/", LIFECYCLE_EXECUTION_POLICY))
+    aws.imagebuilder.LifecyclePolicy(
+        f"{name}-image-lifecycle", name=physical_name(name, "image-lifecycle"), resource_type="AMI_IMAGE",
+        description=f"inferstack: keep the {KEPT_IMAGES} newest images of the stack's build, delete the others",
+        execution_role=pulumi.Output.all(role.arn, attached.id).apply(lambda values: str(values[0])),
+        policy_details=[{"action": {"type": "DELETE", "include_resources": {"amis": True, "snapshots": True}},
+                         "filter": {"type": "COUNT", "value": KEPT_IMAGES}}],
+        resource_selection={"tag_map": dict(image_tag)}, tags=tags, opts=opts)
 
 
 #### The build instance's identity ####
