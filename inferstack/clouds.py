@@ -43,7 +43,6 @@ from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
 Cloud = Literal["aws", "gcp", "alibaba", "huawei"]
-WarmPoolKind = Literal["prepared", "recycled"]
 """The clouds inferstack knows; each one's facts are its entry in CLOUD_FACTS."""
 
 
@@ -100,11 +99,10 @@ class CloudFacts(NamedTuple):
     """Whether its servers' runtime may stream the weights from its bucket (workload `startup.model_loading: stream`):
     the components give the runtime credentials of its own, limited to reading the model; the capability tables
     (`Capability.MODEL_STREAMING`) give the reasons where not."""
-    warm_pool: WarmPoolKind | None
-    """How its managed group keeps stopped servers for scale-out, if it does: "prepared" (AWS Auto Scaling warm pools:
-    servers booted ahead into the pool), "recycled" (Alibaba ESS economical mode: servers removed by scale-in are
-    stopped and started first at the next scale-out). The planner writes `plan.startup.warm_pool` only where it can,
-    and the capability tables (`Capability.WARM_POOL`) give the reasons where not."""
+    warm_pool: bool
+    """Whether its managed group can keep servers prepared and stopped for scale-out (AWS Auto Scaling warm pools):
+    the planner writes `plan.startup.warm_pool` only where it can, and the capability tables
+    (`Capability.WARM_POOL`) give the reasons."""
     plot_colour: str
     """Its colour in `inferstack plan --plot`."""
 
@@ -160,7 +158,7 @@ AWS = CloudFacts(
     image_id_pattern=re.compile(r"^ami-[0-9a-f]{8}([0-9a-f]{9})?$"),  # ami- and 8 or 17 hex digits (EC2 API)
     baked_image=True,  # EC2 Image Builder
     model_streaming=True,  # S3, credentials from a role of its own (STS AssumeRole)
-    warm_pool="prepared",  # Auto Scaling warm pools
+    warm_pool=True,  # Auto Scaling warm pools
     plot_colour="#ff9900",
 )
 GCP = CloudFacts(
@@ -188,7 +186,7 @@ GCP = CloudFacts(
                                 r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"),
     baked_image=False,  # brought images only: see Capability.BAKED_IMAGE
     model_streaming=False,  # not built: see Capability.MODEL_STREAMING
-    warm_pool=None,  # not built: see Capability.WARM_POOL
+    warm_pool=False,  # not built: see Capability.WARM_POOL
     plot_colour="#4285f4",
 )
 ALIBABA = CloudFacts(
@@ -210,7 +208,7 @@ ALIBABA = CloudFacts(
     image_id_pattern=re.compile(r"^m-[0-9a-z]{10,30}$"),  # custom image ids: m- and letters or digits
     baked_image=False,  # brought images only: see Capability.BAKED_IMAGE
     model_streaming=False,  # not built: see Capability.MODEL_STREAMING
-    warm_pool="recycled",  # ESS economical mode (scaling_policy recycle)
+    warm_pool=False,  # not built: see Capability.WARM_POOL
     plot_colour="#e4393c",
 )
 HUAWEI = CloudFacts(
@@ -235,7 +233,7 @@ HUAWEI = CloudFacts(
     image_id_pattern=re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"),  # IMS image ids
     baked_image=False,  # brought images only: see Capability.BAKED_IMAGE
     model_streaming=False,  # not built: see Capability.MODEL_STREAMING
-    warm_pool=None,  # not built: see Capability.WARM_POOL
+    warm_pool=False,  # not built: see Capability.WARM_POOL
     plot_colour="#7b3fb0",
 )
 

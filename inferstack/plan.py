@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from inferstack.clouds import Cloud, WarmPoolKind
+from inferstack.clouds import Cloud
 from inferstack.errors import InfeasibleError
 from inferstack.runtimes import ArtifactFormat, Backend, HealthPath, Runtime
 from inferstack.spec import (
@@ -335,15 +335,11 @@ ServerImageKind = Literal["default", "baked", "brought"]
 
 
 class WarmPool(_Frozen):
-    """Stopped servers the group starts when the autoscaler adds one. prepared (AWS Auto Scaling warm pool): each
-    boots once into the pool (driver, runtime, model on its disks, the runtime started once), stops, and starts from
-    there; servers removed by scale-in return to it. recycled (Alibaba ESS economical mode): servers removed by
-    scale-in are stopped, their compute released, and started first at the next scale-out; none is prepared ahead."""
+    """Servers prepared ahead and kept stopped (AWS Auto Scaling warm pool): each boots once into the pool (driver,
+    runtime, model on its disks), stops, and starts from there when the autoscaler adds a server; servers removed by
+    scale-in return to it."""
 
-    kind: WarmPoolKind = Field(default="prepared", description="prepared: booted ahead into the pool; recycled: "
-                                                               "stopped at scale-in, started first at scale-out.")
-    servers: int = Field(ge=1, description="Stopped servers kept at most: the fleet's burst, max_replicas - "
-                                           "min_replicas.")
+    servers: int = Field(ge=1, description="Stopped servers kept: the fleet's burst, max_replicas - min_replicas.")
     disk_gib: int = Field(ge=1, description="The disk each stopped server keeps (billed while stopped).")
     monthly_storage: Money | None = Field(
         description="What the stopped servers' disks cost a month, in the report's currency (None: no storage price "

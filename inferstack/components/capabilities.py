@@ -129,9 +129,9 @@ def model_streaming(cloud: Cloud, note: str) -> Support:
 
 
 def warm_pool(cloud: Cloud, note: str) -> Support:
-    """Whether the cloud's group keeps stopped servers for scale-out is one fact (`CloudFacts.warm_pool`), which the
+    """Whether the cloud's group keeps prepared, stopped servers is one fact (`CloudFacts.warm_pool`), which the
     planner reads too; the note says how, or why not."""
-    return Support(CLOUD_FACTS[cloud].warm_pool is not None, note)
+    return Support(CLOUD_FACTS[cloud].warm_pool, note)
 
 
 @dataclass(frozen=True)

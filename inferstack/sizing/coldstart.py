@@ -173,18 +173,17 @@ def runtime_caches(image: ServerImageKind, runtime: str, device: str, processes:
 
 
 def warm_start(server: Server) -> ColdStart:
-    """A stopped server's start (an AWS warm pool's, prepared by a whole first boot; an Alibaba group's in economical
-    mode, stopped at scale-in after serving): its first boot installed everything and started the runtime, so its
-    disk holds the driver, the runtime's image and its caches; instance storage is empty after a stop, so a model
-    kept on local NVMe is fetched again."""
+    """A warm-pool server's start from Stopped (AWS Auto Scaling warm pool): its pool boot installed everything and
+    started the runtime once before it stopped, so its disk holds the driver, the runtime's image and its caches;
+    instance storage is empty after a stop, so a model kept on local NVMe is fetched again."""
     vm_s, vm_basis = _vm_boot_figure(server)
     vm = ColdStartPhase(phase="vm_boot", seconds=vm_s, start_s=0, basis=(
         f"start from Stopped; no GPU figure is published (a stopped m7i.large started in 21.2 s against 25.8 s "
         f"launched, brevdev/ec2-coldboot-research 2026-01-31): the launch figure kept, {vm_basis}"))
-    sync = _model_sync(server) if server.local_nvme_gb else _present("model_sync", "on the data disk since its first "
+    sync = _model_sync(server) if server.local_nvme_gb else _present("model_sync", "on the data disk since the pool "
                                                                      "boot; the sync finds its manifest unchanged")
-    return _timeline(server, vm=vm, driver=_present("driver", "on its disk since its first boot"),
-                     runtime=_present("runtime", "on its disk since its first boot"), gateway=_gateway(True), sync=sync,
+    return _timeline(server, vm=vm, driver=_present("driver", "installed in the pool boot"),
+                     runtime=_present("runtime", "installed in the pool boot"), gateway=_gateway(True), sync=sync,
                      load=_model_load(server, cached=True))
 
 

@@ -66,23 +66,19 @@ def model_loading(startup: Startup, cloud: Cloud, runtime: str, device: str) -> 
 
 def warm_pool(startup: Startup, cloud: Cloud, region: str, fleet: Fleet | None, spot: SpotAboveFloor | None,
               disk_gib: int, rates: ExchangeRates, currency: str, *, cold: ColdStart, warm: ColdStart,
-              caches: bool = False, local_storage: bool = False) -> tuple[WarmPool | None, list[str]]:
+              caches: bool = False) -> tuple[WarmPool | None, list[str]]:
     """The fleet's burst kept as stopped servers, where the workload asks, the cloud's group can and a stopped
     server starts faster than a new one (`cold`, `warm`: sizing/coldstart.py; `caches`: a new server's image holds
-    the runtime's caches; `local_storage`: the instance type has instance storage); else why not."""
+    the runtime's caches); else why not."""
     if not startup.warm_pool:
         return None, []
     facts = CLOUD_FACTS[cloud]
     if fleet is None:
         return None, ["startup.warm_pool: one server on its own has no scale-out to prepare for (a fleet only)"]
-    kind = facts.warm_pool
-    if kind is None:
-        return None, [f"startup.warm_pool: {facts.display_name}'s group keeps no stopped servers for scale-out here "
+    if not facts.warm_pool:
+        return None, [f"startup.warm_pool: {facts.display_name}'s group keeps no prepared, stopped servers here "
                       f"(docs/deploy-{cloud}.md, warm-pool)"]
-    if kind == "recycled" and local_storage:
-        return None, ["startup.warm_pool: ECS economical mode does not apply to instance families with local storage "
-                      "(Alibaba Cloud ECS, Economical mode, Requirements): the scaling group releases its servers"]
-    if spot is not None and kind == "prepared":
+    if spot is not None:
         return None, ["startup.warm_pool: AWS refuses a warm pool on a group with a mixed instances policy or spot "
                       "servers (Amazon EC2 Auto Scaling User Guide, warm pools, Limitations): the spot capacity above "
                       "the floor is kept instead"]
@@ -103,7 +99,7 @@ def warm_pool(startup: Startup, cloud: Cloud, region: str, fleet: Fleet | None, 
              f"{price.source_date})" if price else
              f"no {facts.block_volume} price packaged for {region} (sizing/data/storage_prices.csv): the stopped "
              f"servers' {disk_gib * burst} GB are billed at the region's {facts.block_volume} rate")
-    return WarmPool(kind=kind, servers=burst, disk_gib=disk_gib,
+    return WarmPool(servers=burst, disk_gib=disk_gib,
                     monthly_storage=None if monthly is None else Money(amount=monthly, currency=currency),
                     storage_price_basis=basis), []
 
@@ -124,15 +120,7 @@ def startup_line(startup: ServerStartup, fleet: Fleet | None, cold: ColdStart, m
                      "(driver, Docker with the runtime image, nginx; the boot installs whatever it lacks: "
                      f"docs/cold-start.md), so a new server is estimated healthy after {cold.total_s} s")
     pool = startup.warm_pool
-    if pool is not None and pool.kind == "recycled" and fleet is not None and startup.warm_start is not None:
-        storage = f"{pool.monthly_storage}/month of disks" if pool.monthly_storage else "disks at a price not packaged"
-        parts.append(f"Economical mode: servers that scale-in removes are stopped (compute released; up to "
-                     f"{pool.servers} of them, {pool.disk_gib} GiB each, {storage}: {pool.storage_price_basis}) and "
-                     f"started first at the next scale-out, in about {startup.warm_start.total_s} s instead of "
-                     f"{cold.total_s} s; the first scale-out after a deployment launches new servers, so the "
-                     f"autoscaler's warm-up stays the cold start's ({fleet.scale_out_cooldown_s} s). A stopped server "
-                     "may not start again when its zone lacks the capacity: the group then creates a new one")
-    elif pool is not None and fleet is not None and startup.warm_start is not None:
+    if pool is not None and fleet is not None and startup.warm_start is not None:
         storage = f"{pool.monthly_storage}/month of disks" if pool.monthly_storage else "disks at a price not packaged"
         total = ""
         if monthly and pool.monthly_storage and monthly.currency == pool.monthly_storage.currency:

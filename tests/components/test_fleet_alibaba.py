@@ -612,20 +612,3 @@ def test_a_validation_plan_is_one_server_with_its_own_address_and_no_fleet_machi
     assert not [r for r in recording.resources if r.type in fleet_types]
     assert [s.name for s in recording.of_type(SWITCH)] == ["chat-network-vswitch-0"]
     assert recording.named("chat-firewall-sg") and not [r for r in recording.resources if r.name.endswith("-lb-sg")]
-
-
-#### Economical mode: the plan's warm pool ####
-
-
-def test_a_warm_pool_sets_the_groups_economical_mode_and_a_fleet_without_one_releases(run: Any) -> None:
-    from inferstack.plan import WarmPool
-
-    plain = _one(_deploy(run, _fleet_plan()), SCALING_GROUP)
-    assert plain.inputs["scalingPolicy"] == "release"
-    plan = _fleet_plan()
-    pool = WarmPool(kind="recycled", servers=3, disk_gib=plan.disk_gib, monthly_storage=None,
-                    storage_price_basis="no ESSD PL1 price packaged")
-    pooled = _fleet_plan(startup=plan.startup.model_copy(update={"warm_pool": pool}))
-    group = _one(_deploy(run, pooled), SCALING_GROUP)
-    # economical mode: scale-in stops servers (compute released) and scale-out starts them first
-    assert group.inputs["scalingPolicy"] == "recycle"

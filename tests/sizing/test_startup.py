@@ -144,30 +144,3 @@ def _rates():  # type: ignore[no-untyped-def]
     from inferstack.sizing.catalog import default_exchange_rates
 
     return default_exchange_rates()
-
-
-def test_an_alibaba_warm_pool_is_its_groups_economical_mode_with_the_cold_warm_up_kept() -> None:
-    plain = _chosen(_chat({}), "alibaba")
-    pooled = _chosen(_chat({"warm_pool": True}), "alibaba")
-    pool, fleet = pooled.startup.warm_pool, pooled.fleet
-    assert pool is not None and pool.kind == "recycled" and fleet is not None
-    assert pooled.startup.warm_start is not None and pooled.cold_start is not None
-    # a recycled server has its driver, runtime, caches and model on its disks: minutes sooner than a new one
-    assert pooled.startup.warm_start.total_s < pooled.cold_start.total_s / 2
-    # none is prepared ahead: the first scale-out after a deployment is cold, so the warm-up stays the cold start's
-    assert fleet.scale_out_cooldown_s == plain.fleet.scale_out_cooldown_s  # type: ignore[union-attr]
-    assert pool.monthly_storage is None and "no ESSD PL1 price packaged" in pool.storage_price_basis
-    assert any("Economical mode" in line and "first scale-out after a deployment" in line
-               for line in pooled.rationale)
-
-
-def test_no_economical_mode_for_instance_families_with_local_storage() -> None:
-    from inferstack.sizing.coldstart import Server, cold_start, warm_start
-    from inferstack.sizing.startup import warm_pool
-
-    plan = _chosen(_chat({"warm_pool": True}), "alibaba")
-    server = Server(cloud="alibaba", runtime="vllm", device="gpu", model_gib=15.0, network_gbps=16.0,
-                    local_nvme_gb=None, disk_gib=130)
-    pool, notes = warm_pool(_chat({"warm_pool": True}).startup, "alibaba", "cn-hangzhou", plan.fleet, None, 130,
-                            _rates(), "CNY", cold=cold_start(server), warm=warm_start(server), local_storage=True)
-    assert pool is None and "local storage" in notes[0]

@@ -173,13 +173,8 @@ class AlibabaBackend(CloudBackend):
             "alibaba", "OSS through its S3-compatible endpoint with a credential limited to the model is not built "
                        "(Run:ai documents S3-compatible stores, not OSS by name): the server downloads the weights"),
         Capability.WARM_POOL: warm_pool(
-            "alibaba", "startup.warm_pool: true sets the scaling group's economical mode (scaling_policy recycle): "
-                       "servers that scale-in removes are stopped, compute released and disks kept (and billed), "
-                       "and started first at the next scale-out; none is prepared ahead, so the first scale-out "
-                       "after a deployment launches new servers and the autoscaler's warm-up stays the cold start's. "
-                       "Not for instance families with local storage (ECS economical mode); the Auto Scaling guide "
-                       "says a group's reclaim mode cannot be changed from economical mode back to release: turning "
-                       "it off needs a new scaling group"),
+            "alibaba", "ESS economical mode (scaling_policy recycle) stops servers on scale-in and starts them first "
+                       "on scale-out, but keeps no pool prepared ahead; not built"),
         Capability.ROLLING_UPDATE: rolling_update("alibaba",
             "ESS instance refresh (ess.InstanceRefresh, StartInstanceRefresh) serves only scaling groups whose "
             "scale-out policy is Priority (Auto Scaling API reference, StartInstanceRefresh, read 2026-12-01); the "

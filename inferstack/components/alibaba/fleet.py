@@ -114,11 +114,8 @@ def _scaling_group(parent: pulumi.Resource, name: str, request: FleetRequest,
         vswitch_ids=list(request.server_subnet_ids),
         **_spot_above_floor(plan), launch_template_id=template.id, launch_template_version="Latest",
         # ECS: a stopped or released server; LOAD_BALANCER: one that fails ALB's health check. Either is
-        # removed, and a new one created to keep min_size. Servers that scale-in removes are released, or, with the
-        # plan's warm pool (economical mode, recycle), stopped with their compute released and started first at the
-        # next scale-out (Auto Scaling, "Use the Economical Mode feature to scale instances faster").
-        health_check_types=["ECS", "LOAD_BALANCER"],
-        scaling_policy="recycle" if plan.startup.warm_pool is not None else "release",
+        # removed and released (scaling_policy), and a new one created to keep min_size.
+        health_check_types=["ECS", "LOAD_BALANCER"], scaling_policy="release",
         default_cooldown=fleet.scale_out_cooldown_s,
         removal_policies=["OldestScalingConfiguration", "OldestInstance"],
         spot_instance_remedy=True if plan.interruptible else None,
