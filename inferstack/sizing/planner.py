@@ -522,7 +522,8 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     spot_floor = _spot_above_floor(demand, priced, ranked, fleet, book)
     warm = warm_start(server)
     pool, pool_notes = warm_pool(spec.startup, cloud, priced.region, fleet, spot_floor, disk_gib, book.rates,
-                                 spec.placement.currency, cold=start, warm=warm, caches=server.caches)
+                                 spec.placement.currency, cold=start, warm=warm, caches=server.caches,
+                                 local_storage=bool(offer.local_nvme_gb))
     if pool is not None and fleet is not None:  # the autoscaler waits for a pool server's start
         fleet = fleet.model_copy(update={"scale_out_cooldown_s": fleet_cold_start_s(warm)})
     startup = image.model_copy(update={"runtime_caches": server.caches,

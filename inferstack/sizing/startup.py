@@ -66,10 +66,11 @@ def model_loading(startup: Startup, cloud: Cloud, runtime: str, device: str) -> 
 
 def warm_pool(startup: Startup, cloud: Cloud, region: str, fleet: Fleet | None, spot: SpotAboveFloor | None,
               disk_gib: int, rates: ExchangeRates, currency: str, *, cold: ColdStart, warm: ColdStart,
-              caches: bool = False) -> tuple[WarmPool | None, list[str]]:
+              caches: bool = False, local_storage: bool = False) -> tuple[WarmPool | None, list[str]]:
     """The fleet's burst kept as stopped servers, where the workload asks, the cloud's group can and a stopped
     server starts faster than a new one (`cold`, `warm`: sizing/coldstart.py; `caches`: a new server's image holds
-    the runtime's caches); else why not."""
+    the runtime's caches; `local_storage`: the model is kept on instance storage, empty after a stop); else why
+    not."""
     if not startup.warm_pool:
         return None, []
     facts = CLOUD_FACTS[cloud]

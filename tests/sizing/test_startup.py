@@ -136,8 +136,9 @@ def test_no_warm_pool_where_a_stopped_server_starts_no_sooner_than_a_new_one() -
     cold, warm = cold_start(server), warm_start(server)
     assert warm.total_s >= cold.total_s
     pool, notes = warm_pool(_chat({"warm_pool": True}).startup, "aws", "us-east-1", plan.fleet, None, 40,
-                            _rates(), "USD", cold=cold, warm=warm)
+                            _rates(), "USD", cold=cold, warm=warm, local_storage=True)
     assert pool is None and "no sooner than a new one" in notes[0]
+    assert "instance storage is fetched again" in notes[0]  # the reason, where it is the reason
 
 
 def _rates():  # type: ignore[no-untyped-def]

@@ -174,7 +174,11 @@ class AlibabaBackend(CloudBackend):
                        "(Run:ai documents S3-compatible stores, not OSS by name): the server downloads the weights"),
         Capability.WARM_POOL: warm_pool(
             "alibaba", "ESS economical mode (scaling_policy recycle) stops servers on scale-in and starts them first "
-                       "on scale-out, but keeps no pool prepared ahead; not built"),
+                       "on scale-out, but keeps no pool prepared ahead, and a stopped server keeps the launch "
+                       "template version it was created with: after a rollout (a new model revision, bootstrap or "
+                       "image) the stopped servers of the old version would be the first the group starts again, and "
+                       "nothing releases them; the group's reclaim mode cannot be changed back to release either "
+                       "(Auto Scaling, economical mode). Not built"),
         Capability.ROLLING_UPDATE: rolling_update("alibaba",
             "ESS instance refresh (ess.InstanceRefresh, StartInstanceRefresh) serves only scaling groups whose "
             "scale-out policy is Priority (Auto Scaling API reference, StartInstanceRefresh, read 2026-12-01); the "
