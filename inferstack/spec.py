@@ -331,8 +331,9 @@ class ModelSpec(_Strict):
 
 MAX_DIFFUSION_STEPS = 1000
 """A diffusion pipeline's step count is a few to a few hundred; 1000 is the usual training schedule's length."""
-MAX_AUDIO_SECONDS = 4 * 3600
-"""A clip of up to four hours (a long meeting); longer recordings are split by the caller."""
+MAX_AUDIO_SECONDS = 64 * 30
+"""32 minutes: a clip's 30-second windows are decoded as one batch, and a batch holds at most 64 (sizing/items.py
+MAX_BATCH); longer recordings are split by the caller into clips of at most this."""
 MAX_TOKENS_PER_AUDIO_SECOND = 20.0
 """Fast speech is about 4 words a second; a speech model's own window limit is checked when planning."""
 
@@ -394,7 +395,8 @@ class Traffic(_Strict):
         gt=0,
         le=MAX_AUDIO_SECONDS,
         description="Seconds of audio per clip (speech models with a decoder, e.g. whisper-large-v3; default: the "
-        "entry's window, 30 s). Longer clips are decoded as windows of the model's length.",
+        "entry's window, 30 s), decoded as one batch of the model's windows: at most 1920 (32 minutes, 64 windows); "
+        "split longer recordings into clips.",
     )
     tokens_per_audio_second: float | None = Field(
         default=None,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from inferstack.sizing.catalog import Offer
 from inferstack.sizing.demand import Demand
-from inferstack.sizing.items import ItemServer
+from inferstack.sizing.items import MAX_BATCH, ItemServer
 from inferstack.sizing.latency import TokenLatency, token_latency
 from inferstack.sizing.llm import GIB, LlmReplica
 from inferstack.sizing.queueing import (
@@ -673,6 +673,9 @@ def _size_items(demand: Demand, candidate: Candidate) -> Sizing:
         tokens_per_audio_second=demand.spec.traffic.tokens_per_audio_second,
     )
     items = demand.items_per_request * server.windows_per_item  # a speech decoder's clip: its audio windows
+    if items > MAX_BATCH:
+        return _blocked(candidate, "batch", f"one request is {items} items (windows of audio, for a speech model), "
+                                            f"more than the {MAX_BATCH} one batch holds: split it")
     max_batch = server.max_batch()
     if max_batch < items:
         return _blocked(

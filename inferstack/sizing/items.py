@@ -8,9 +8,10 @@ A speech model with a decoder (Whisper: `ResolvedModel.decoder`) works by audio 
 ceil(audio_seconds / window) windows, decoded as one batch (chunked long-form transcription). A batch of b windows
 runs the encoder once over all of them (a roofline of the encoder's weights and b windows' encoder work), then the
 decoder's steps one token at a time, as many as the longest window writes: each step reads the decoder's weights
-and the b windows' cross-attention keys and values, computes b tokens, and pays the engine's per-layer step
-overhead (`EngineProfile.step_overhead_ms_per_layer`, the LLM path's own). The decoder's self-attention cache (a few
-MB a window) is left out.
+(but the cross-attention key and value projections, which run once a window) and the b windows' cross-attention keys
+and values, computes b tokens, and pays the engine's per-layer step overhead
+(`EngineProfile.step_overhead_ms_per_layer`, the LLM path's own). The decoder's self-attention cache (a few MB a
+window) is left out.
 
 int8 here means weights and activations in int8 (ONNX Runtime / OpenVINO / IPEX quantized models), so its
 matmuls run at the int8 peak: VNNI on AVX-512 CPUs, AMX tiles on 4th/5th-gen Xeon, int8 tensor cores on GPUs.
@@ -148,10 +149,10 @@ class ItemServer:
         decoder = self.model.decoder
         assert decoder is not None
         bytes_per_weight = self.weights_gib * GIB / self.model.params
-        decoder_bytes = decoder.params * bytes_per_weight
-        encoder_bytes = self.weights_gib * GIB - decoder_bytes
-        # the cross-attention keys and values are activations: 16 bit whatever the weights' format
-        cross_bytes = decoder.cross_kv_values * 2
+        decoder_bytes = decoder.step_params * bytes_per_weight  # what each step reads
+        encoder_bytes = self.weights_gib * GIB - decoder_bytes  # read once a batch: encoder, cross-attention K/V
+        # the cross-attention keys and values are activations: 32 bit in an fp32 run, else 16 bit
+        cross_bytes = decoder.cross_kv_values * (4 if self.compute_kind == "fp32" else 2)
         encoder_flops, token_flops = decoder.gflops_per_window * 1e9, decoder.gflops_per_token * 1e9
         if self.gpu:
             memory_s, flops_per_s, p = self._gpu_rates

@@ -78,6 +78,9 @@ class SpeechDecoder(NamedTuple):
     layers: int
     params: float
     """The decoder's parameters (self- and cross-attention, MLP, token embedding shared with the output head)."""
+    step_params: float
+    """Those a decoder step reads: all but the cross-attention key and value projections, which run once per window
+    over the encoder's output (in gflops_per_window)."""
     cross_kv_values: int
     """Cross-attention keys and values a window holds: layers x 2 x source positions x d_model."""
 
@@ -97,6 +100,7 @@ def _speech_decoder(entry: dict[str, Any]) -> SpeechDecoder | None:
                          gflops_per_token=float(entry["gflops_per_token"]),
                          default_tokens=int(entry["default_tokens_per_window"]),
                          max_tokens=int(config["max_target_positions"]), layers=layers, params=float(params),
+                         step_params=float(params - layers * 2 * d * d),
                          cross_kv_values=layers * 2 * config["max_source_positions"] * d)
 
 

@@ -340,6 +340,7 @@ BLOCKER_LABELS = {
     "replicas": "needs too many replicas",
     "tensor_parallel": "GPU count does not suit tensor parallelism",
     "cpu_facts": "no CPU facts",
+    "batch": "one request is more than one batch holds",
     "budget": "over the monthly budget",
     "budget_unpriced": "no known price, so not within the monthly budget",
 }

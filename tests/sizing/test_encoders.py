@@ -292,3 +292,33 @@ def test_audio_fields_are_refused_where_they_do_not_apply_or_exceed_the_model():
         plan_workload(parse_workload(llm))
     with pytest.raises(InputError, match=r"traffic\.tokens_per_audio_second: is more than whisper-large-v3 writes"):
         _asr_plan(tokens_per_audio_second=15.5)
+
+
+def test_a_request_larger_than_one_batch_says_so_and_a_clip_over_32_minutes_is_refused_by_name():
+    from inferstack.errors import InputError
+    from inferstack.sizing.planner import plan_workload
+    from inferstack.spec import parse_workload
+
+    spec = {"name": "asr", "model": "whisper-large-v3", "precision": "fp16", "stage": "internal",
+            "traffic": {"requests_per_s": 0.1, "audio_seconds": 1800, "items_per_request": 3},
+            "slo": {"latency_p95_ms": 600000}, "placement": {"clouds": ["aws"]}}
+    outcome = plan_workload(parse_workload(spec)).outcome("aws")
+    assert outcome.chosen is None  # 3 clips of 60 windows: 180, over the 64 a batch holds
+    assert any("one request is more than one batch holds" in line for line in outcome.blocked_by)
+    with pytest.raises(InputError, match=r"traffic\.audio_seconds: .*1920.*split longer recordings"):
+        parse_workload({**spec, "traffic": {"requests_per_s": 0.1, "audio_seconds": 1921}})
+
+
+def test_the_decoder_steps_read_all_but_the_cross_attention_projections_and_fp32_activations_are_wider():
+    from inferstack.sizing.hardware import gpu_spec
+    from inferstack.sizing.items import ItemServer
+    from inferstack.sizing.models import lookup
+    from inferstack.spec import Engine, Precision
+
+    decoder = lookup("whisper-large-v3").decoder
+    assert decoder is not None and decoder.params - decoder.step_params == 32 * 2 * 1280 * 1280
+    half = ItemServer(model=lookup("whisper-large-v3"), precision=Precision.BF16, engine=Engine.ONNXRUNTIME,
+                      gpu=gpu_spec("T4"))
+    full = ItemServer(model=lookup("whisper-large-v3"), precision=Precision.FP32, engine=Engine.ONNXRUNTIME,
+                      gpu=gpu_spec("T4"))
+    assert full.batch_latency_s(8) > 1.9 * half.batch_latency_s(8)  # twice the weights and the cross K/V bytes
