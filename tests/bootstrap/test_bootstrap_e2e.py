@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -127,13 +128,36 @@ def debian_rootfs_tar() -> Path:
     return ROOTFS_TAR
 
 
+DEV_NODES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8), "urandom": (1, 9), "tty": (5, 0)}
+"""The character devices a chroot's /dev holds (Linux's devices.txt numbers)."""
+
+
+def mount_dev(dev: Path) -> None:
+    """A /dev of the chroot's own: a tmpfs with DEV_NODES, the standard links, a devpts instance of its own and a
+    tmpfs /dev/shm. Never the host's /dev bound in: devtmpfs is one instance for the whole machine, so a removal
+    through a mount left behind (a test killed before its teardown) would delete the host's device nodes."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755,nosuid,size=16m", "tmpfs", str(dev)], check=True)
+    for name, (major, minor) in DEV_NODES.items():
+        os.mknod(dev / name, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+        os.chmod(dev / name, 0o666)
+    for name, target in {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+                         "stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"}.items():
+        (dev / name).symlink_to(target)
+    (dev / "pts").mkdir()
+    subprocess.run(["mount", "-t", "devpts", "-o", "newinstance,ptmxmode=0666,mode=0620", "devpts", str(dev / "pts")],
+                   check=True)
+    (dev / "shm").mkdir(mode=0o1777)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", str(dev / "shm")], check=True)
+
+
 def mount_all(root: Path) -> list[Path]:
-    """proc, /dev, and the caches (apt archives, pip's wheels) bound into the chroot; returns the mount points."""
+    """proc, a /dev of its own, and the caches (apt archives, pip's wheels) bound into the chroot; returns the mount
+    points."""
     binds = {CACHE_DIR / "apt-archives": root / "var/cache/apt/archives", CACHE_DIR / "pip": root / "root/.cache/pip"}
     mounted: list[Path] = []
     subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
     mounted.append(root / "proc")
-    subprocess.run(["mount", "--rbind", "/dev", str(root / "dev")], check=True)
+    mount_dev(root / "dev")
     mounted.append(root / "dev")
     for source, target in binds.items():
         (source / "partial").mkdir(parents=True, exist_ok=True)
