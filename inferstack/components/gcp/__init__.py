@@ -174,9 +174,11 @@ class GcpBackend(CloudBackend):
         Capability.WARM_POOL: warm_pool(
             "gcp", "a managed instance group's standby pool (standby_policy mode SCALE_OUT_POOL with "
                    "target_stopped_size, pulumi_gcp 10.2.0) is the equivalent, but a VM the group prepares for it "
-                   "runs for initial_delay_sec as a member of the group behind the load balancer, and neither its "
-                   "metadata nor the guide we could read lets its boot tell it from a serving VM (it would take "
-                   "requests until it is stopped); not built until that window's behaviour is confirmed"),
+                   "runs for initial_delay_sec as a member of the group behind the load balancer, and its boot could "
+                   "tell it from a serving VM only by reading the group's managed instances (ManagedInstance."
+                   "targetStatus STOPPED, Compute API), which the servers' account may not "
+                   "(compute.instanceGroupManagers.get); not built until that read is granted and the window's "
+                   "behaviour confirmed"),
         Capability.ROLLING_UPDATE: rolling_update("gcp",
             "the group's PROACTIVE update policy (minimal action REPLACE, substitute): max surge the plan's surge, max "
             "unavailable 0, a new server ready after its health check and the plan's grace (min_ready_sec)"),
