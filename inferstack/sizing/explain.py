@@ -196,8 +196,8 @@ def _model_line(demand: Demand, chosen: Priced) -> str:
         traffic, decoder = demand.spec.traffic, model.decoder
         seconds = traffic.audio_seconds or decoder.window_s
         rate = traffic.tokens_per_audio_second or decoder.default_tokens_per_s
-        windows = max(1, math.ceil(seconds / decoder.window_s))
-        tokens = min(decoder.max_tokens, math.ceil(rate * min(seconds, decoder.window_s)))
+        windows = decoder.windows(traffic.audio_seconds)
+        tokens = decoder.tokens_per_window(traffic.audio_seconds, traffic.tokens_per_audio_second)
         unset = [name for name in ("audio_seconds", "tokens_per_audio_second") if getattr(traffic, name) is None]
         split += (f", {seconds:g} s of audio per clip: {windows} window(s) of {decoder.window_s:g} s, each the "
                   f"encoder once ({decoder.gflops_per_window:,.1f} GFLOPs) and {tokens} decoder steps at "

@@ -20,7 +20,6 @@ bf16 on an AMX CPU runs on the AMX tiles; everything else on a CPU runs at the f
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -71,19 +70,13 @@ class ItemServer:
     def windows_per_item(self) -> int:
         """Audio windows per clip for a speech model with a decoder; 1 for every other item."""
         decoder = self.model.decoder
-        if decoder is None or self.audio_seconds is None:
-            return 1
-        return max(1, math.ceil(self.audio_seconds / decoder.window_s))
+        return 1 if decoder is None else decoder.windows(self.audio_seconds)
 
     @property
     def tokens_per_window(self) -> int:
         """Decoder steps of a batch: the tokens of its longest window (0 without a decoder)."""
         decoder = self.model.decoder
-        if decoder is None:
-            return 0
-        rate = self.tokens_per_audio_second or decoder.default_tokens_per_s
-        seconds = min(self.audio_seconds or decoder.window_s, decoder.window_s)
-        return min(decoder.max_tokens, math.ceil(rate * seconds))
+        return 0 if decoder is None else decoder.tokens_per_window(self.audio_seconds, self.tokens_per_audio_second)
 
     @property
     def capacity_gib(self) -> float:
@@ -139,8 +132,7 @@ class ItemServer:
         if self.gpu:
             memory_s, flops_per_s, p = self._gpu_rates
             compute_s = -(-batch // self.gpus) * self.flops_per_item / flops_per_s
-            combined: float = (memory_s**p + compute_s**p) ** (1 / p)
-            return combined + FIXED_LATENCY_S
+            return _overlapped(memory_s, compute_s, p) + FIXED_LATENCY_S
         flops_per_s, bytes_per_s = self._cpu_rates
         return batch * self.flops_per_item / flops_per_s + self.weights_gib * GIB / bytes_per_s + FIXED_LATENCY_S
 
@@ -158,11 +150,10 @@ class ItemServer:
             memory_s, flops_per_s, p = self._gpu_rates
             bytes_per_s = self.weights_gib * GIB / memory_s
             per_gpu = -(-batch // self.gpus)
-            encoder_s: float = ((encoder_bytes / bytes_per_s) ** p
-                                + (per_gpu * encoder_flops / flops_per_s) ** p) ** (1 / p)
-            step_s: float = (((decoder_bytes + per_gpu * cross_bytes) / bytes_per_s) ** p
-                      + (per_gpu * token_flops / flops_per_s) ** p) ** (1 / p)
-            step_s += decoder.layers * GPU_PROFILES[self.engine].step_overhead_ms_per_layer / 1e3
+            encoder_s = _overlapped(encoder_bytes / bytes_per_s, per_gpu * encoder_flops / flops_per_s, p)
+            step_s = (_overlapped((decoder_bytes + per_gpu * cross_bytes) / bytes_per_s,
+                                  per_gpu * token_flops / flops_per_s, p)
+                      + decoder.layers * GPU_PROFILES[self.engine].step_overhead_ms_per_layer / 1e3)
         else:
             flops_per_s, bytes_per_s = self._cpu_rates
             encoder_s = batch * encoder_flops / flops_per_s + encoder_bytes / bytes_per_s
@@ -189,3 +180,9 @@ class ItemServer:
             self.cpu.cores * cpu_profile.bandwidth_per_core_gbps,
         )
         return self.cpu_matmul_ops_per_s(), bandwidth_gbps * 1e9
+
+
+def _overlapped(memory_s: float, compute_s: float, p: float) -> float:
+    """Memory and compute time of one GPU pass, combined as (m^p + c^p)^(1/p) (EngineProfile.overlap_exponent)."""
+    combined: float = (memory_s**p + compute_s**p) ** (1 / p)
+    return combined

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -87,6 +88,16 @@ class SpeechDecoder(NamedTuple):
     @property
     def default_tokens_per_s(self) -> float:
         return self.default_tokens / self.window_s
+
+    def windows(self, audio_seconds: float | None) -> int:
+        """The windows a clip of `audio_seconds` is decoded as (None: one, the entry's basis)."""
+        return 1 if audio_seconds is None else max(1, math.ceil(audio_seconds / self.window_s))
+
+    def tokens_per_window(self, audio_seconds: float | None, tokens_per_s: float | None) -> int:
+        """The decoder steps of a clip's batch of windows: the tokens its longest window writes at `tokens_per_s`
+        (None: the entry's basis), at most `max_tokens`."""
+        seconds = min(audio_seconds or self.window_s, self.window_s)
+        return min(self.max_tokens, math.ceil((tokens_per_s or self.default_tokens_per_s) * seconds))
 
 
 def _speech_decoder(entry: dict[str, Any]) -> SpeechDecoder | None:
