@@ -345,3 +345,17 @@ def test_replaced_images_are_left_to_a_lifecycle_policy_that_keeps_the_two_newes
         "Service": "imagebuilder.amazonaws.com"}
     attached = recording.named("chat-image-lifecycle-execution").inputs["policyArn"]
     assert attached == "arn:aws:iam::aws:policy/service-role/EC2ImageBuilderLifecycleExecutionPolicy"
+
+
+@pytest.mark.parametrize("reader_arn", [None, "arn:aws:iam::123456789012:role/reader; curl evil", "reader"])
+def test_a_streaming_build_refuses_a_reader_that_is_not_an_iam_role_arn(reader_arn: str | None) -> None:
+    """The reader's ARN is written into the build's shell step: only an IAM role ARN's characters reach it."""
+    from inferstack.components.aws.image import runtime_start_commands
+
+    plan = sample_plan("aws", "gpu-llm", "production")
+    plan = plan.model_copy(update={"startup": plan.startup.model_copy(update={
+        "image": "baked", "runtime_caches": True, "model_loading": "stream"})})
+    with pytest.raises(ValueError, match="IAM role ARN"):
+        runtime_start_commands(plan, {"INFERSTACK_REGION": "us-east-1"}, reader_arn)
+    assert runtime_start_commands(plan, {"INFERSTACK_REGION": "us-east-1"},
+                                  "arn:aws:iam::123456789012:role/reader")

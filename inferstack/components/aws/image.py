@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,7 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
+from inferstack.bootstrap.files.cloud_access import ROLE_ARN_PATTERN
 from inferstack.bootstrap.render import (
     BUNDLE_PREFIX,
     CONFIG_DIR,
@@ -415,8 +417,9 @@ def runtime_start_commands(plan: DeploymentPlan, settings: Mapping[str, str],
     commands = [STRICT, f"set -a; . {CONFIG_DIR}/model.env; set +a",
                 f"docker rm -f {process.name} >/dev/null 2>&1 || true"]
     if streams(plan):
-        if not reader_arn:
-            raise ValueError("a streaming runtime started in the image build needs the build's model reader role")
+        if not reader_arn or not re.fullmatch(ROLE_ARN_PATTERN, reader_arn):
+            raise ValueError(f"a streaming runtime started in the image build needs the build's model reader role, "
+                             f"an IAM role ARN (got {reader_arn!r:.80})")
         commands.append(f"python3 {LIB_DIR}/cloud_access.py runtime-credentials --region "
                         f"{settings['INFERSTACK_REGION']} --role-arn {reader_arn} --out {RUNTIME_CREDENTIALS}")
     return [*commands,
