@@ -152,6 +152,7 @@ QUANTITIES: tuple[_Quantity, ...] = (
     _Quantity("spot", "capacity (on-demand / spot)", lambda p: capacity_mix(p)),
     _Quantity("precision", "precision", lambda p: p.precision),
     _Quantity("tensor_parallel", "tensor parallel", lambda p: p.tensor_parallel),
+    _Quantity("replica_nodes.nodes", "servers per replica", lambda p: p.nodes_per_replica),
     _Quantity("serving.max_model_len", "max sequence (tokens)", lambda p: p.serving.max_model_len),
     _Quantity("memory.weights_gib", "weights per device (GiB)", lambda p: p.memory.weights_gib, "GiB", 1),
     _Quantity(

@@ -47,6 +47,9 @@ LONGEST_ANSWER_MARGIN = 1.25
 # The most model processes one server runs (`sizing/processes.py`): the most GPUs a plannable catalog server has,
 # one process each. It bounds a value that becomes systemd unit names and loopback ports on the server.
 MAX_PROCESSES_PER_SERVER = 8
+# The most servers one replica spans (`sizing/nodes.py`). Every one of them must be up for the replica to serve, so
+# each more is one more way to lose it; four 8-GPU servers of 80 GB cards hold 2.3 TB, twice DeepSeek-V3 in bf16.
+MAX_NODES_PER_REPLICA = 4
 
 Quantization = Literal["fp8", "compressed-tensors", "awq", "gptq", "mxfp4", "gguf"]
 """The engines' own names for quantized weights (vLLM `--quantization`; gguf for llama.cpp files)."""
@@ -229,6 +232,10 @@ class Serving(_Frozen):
         default=None, gt=0, le=1, description="Fraction of GPU memory the engine takes (vLLM)."
     )
     tensor_parallel: int = Field(default=1, ge=1)
+    pipeline_parallel: int = Field(
+        default=1, ge=1, le=MAX_NODES_PER_REPLICA,
+        description="Pipeline stages, one per server of a replica across servers (vLLM --pipeline-parallel-size, on "
+                    "Ray); 1: the replica is one server.")
     processes: int = Field(
         default=1, ge=1, le=MAX_PROCESSES_PER_SERVER,
         description="Model processes on each server, each with its own weights and KV cache, pinned to its own "
@@ -512,6 +519,25 @@ def answer_cap_sentence(performance: Performance, max_model_len: int, cap: int, 
             f"({LONGEST_ANSWER_MARGIN:g}x margin kept).")
 
 
+NodeTransport = Literal["efa", "gpudirect-tcpx", "gpudirect-tcpxo", "rdma", "erdma", "roce", "tcp"]
+"""How a replica's servers pass data between them (node_links.csv): AWS EFA, GCP GPUDirect-TCPX/-TCPXO or RDMA,
+Alibaba eRDMA, RoCE, or TCP through the servers' network."""
+
+
+class ReplicaNodes(_Frozen):
+    """A replica across servers: tensor parallel over each server's GPUs, pipeline parallel across the servers, one
+    Ray cluster per replica (`sizing/nodes.py`)."""
+
+    nodes: int = Field(ge=2, le=MAX_NODES_PER_REPLICA, description="Servers per replica, one pipeline stage each.")
+    transport: NodeTransport
+    network_gbps: float = Field(gt=0, description="Bandwidth between two of its servers, Gbit/s per server.")
+    latency_us: float = Field(ge=0, description="One small message between two of its servers.")
+    hand_over_ms: float = Field(
+        ge=0, description="What one token's trip through the pipeline spends on the network at the planned "
+                          "concurrency: nodes - 1 hand-overs of its micro-batch's activations.")
+    source: str = Field(description="Where the network figures come from (node_links.csv).")
+
+
 class DeploymentPlan(_Frozen):
     """One deployment on one cloud: what to create, what it costs, how it will perform, and why."""
 
@@ -526,8 +552,11 @@ class DeploymentPlan(_Frozen):
         pattern=r"^[a-z0-9][a-z0-9.-]{0,62}(\+[0-9]{1,2}x [a-z0-9-]{1,63})?$",
         description="The catalog row this plan uses (equals instance_type except for GPUs attached to a VM)."
     )
-    instance_count: int = Field(ge=1, description="Instances to create: one per replica.")
+    instance_count: int = Field(ge=1, description="Instances to create: one per replica, or `replica_nodes.nodes` "
+                                                 "per replica.")
     replicas: int = Field(ge=1)
+    replica_nodes: ReplicaNodes | None = Field(
+        default=None, description="The servers one replica spans and their network; None: a replica is one server.")
     zones: int = Field(ge=1, description="Distinct availability zones to spread the replicas over.")
     spot: bool = False
     device: Literal["gpu", "cpu"]
@@ -574,6 +603,19 @@ class DeploymentPlan(_Frozen):
         default=None, description="How a new model revision, plan or bootstrap replaces the servers, and how long it "
                                   "takes. The planner writes it on every plan; None only in plans written before it "
                                   "existed (`rolling_update` then derives it).")
+
+    @model_validator(mode="after")
+    def _servers_per_replica(self) -> DeploymentPlan:
+        nodes = self.nodes_per_replica
+        if self.instance_count != self.replicas * nodes or self.serving.pipeline_parallel != nodes:
+            raise ValueError(f"a plan of {self.replicas} replica(s) of {nodes} server(s) creates "
+                             f"{self.replicas * nodes} instances with pipeline_parallel {nodes}, not "
+                             f"{self.instance_count} with {self.serving.pipeline_parallel}")
+        return self
+
+    @property
+    def nodes_per_replica(self) -> int:
+        return self.replica_nodes.nodes if self.replica_nodes else 1
 
     @property
     def interruptible(self) -> bool:

@@ -168,9 +168,11 @@ def _plan_column(plan: DeploymentPlan | None) -> list[Cell]:
         plan.region,
         plan.device.upper(),
         gpus,
-        str(plan.tensor_parallel),
+        str(plan.tensor_parallel) + (f" x pipeline {plan.serving.pipeline_parallel}"
+                                     if plan.serving.pipeline_parallel > 1 else ""),
         str(plan.serving.processes),
-        f"{plan.replicas} in {plan.zones} zone(s)",
+        f"{plan.replicas}" + (f" of {plan.nodes_per_replica} servers" if plan.replica_nodes else "")
+        + f" in {plan.zones} zone(s)",
         _memory_cell(memory),
         _ms(performance.ttft_p95_ms),
         _ms(performance.tpot_p95_ms),

@@ -74,6 +74,9 @@ class Capability(str, Enum):
     WARM_POOL = "warm-pool"
     """`startup.warm_pool: true`: the fleet's burst kept as prepared, stopped servers that scale-out starts instead of
     launching new ones, and scale-in returns to (`DeploymentPlan.startup.warm_pool`)."""
+    MULTI_NODE_REPLICAS = "multi-node-replicas"
+    """A replica across servers (`DeploymentPlan.replica_nodes`): its servers placed close, one Ray head and its
+    workers, the load balancer on heads only, replaced as one; firewall rules for Ray and NCCL among its own servers."""
     ROLLING_UPDATE = "rolling-update"
     """A new template (model revision, plan or bootstrap) replaces the fleet's running servers by the plan's rollout:
     `surge` new servers at a time above the group's size, an old one removed only once a new one passes the load

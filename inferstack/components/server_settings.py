@@ -381,6 +381,8 @@ def _capability_problems(checked: Mapping[str, Any], plan: DeploymentPlan, backe
         (Capability.SPOT_CAPACITY, plan.spot, "plan without spot capacity"),
         (Capability.SECRET_STORE, _has_secrets(checked, plan), "leave the secrets out"),
         (Capability.MANAGED_CACHE, plan.cache is not None, "remove `cache:` from the workload and re-plan"),
+        (Capability.MULTI_NODE_REPLICAS, plan.replica_nodes is not None,
+         "plan the model where one server holds it (a larger GPU in placement.gpus_allow, or a smaller precision)"),
     ):
         problem = backend.require(capability, field=f"{name}.{capability.value}", fix=fix) if wanted else None
         if problem:

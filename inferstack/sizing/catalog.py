@@ -25,6 +25,7 @@ from inferstack.sizing.hardware import (
     UNSUPPORTED_ACCELERATORS,
     CpuSpec,
     GpuSpec,
+    NodeLink,
     gpu_specs,
 )
 from inferstack.spec import CLOUDS, CURRENCY_PATTERN, REGION_PATTERN
@@ -53,6 +54,7 @@ class Offer(NamedTuple):
     spec_source: str
     spec_date: str
     cpu: CpuSpec | None  # host CPU, when cpu_families.csv knows the family
+    link: NodeLink | None = None  # the network between two such servers (node_links.csv); None: not known
 
     @property
     def has_gpu(self) -> bool:
@@ -125,6 +127,36 @@ def _gpu_for(row: dict[str, str]) -> GpuSpec | None:
     return spec if spec.memory_gb == memory else spec.with_memory(memory)
 
 
+# A hand-over's latency where none is published for the type (node_links.csv leaves it empty): bounded by a whole
+# two-server all-reduce of 8 bytes over 16 GPUs of p4de.24xlarge (EFA), 164.3 us in published nccl-tests output
+# (aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/README.md @7217859f): that collective makes
+# two network steps and fourteen within the servers, one hand-over makes one network step. No figure is published
+# for TCP between cloud GPU servers; the bound is taken for them too, and said so in every plan that uses it.
+UNPUBLISHED_LATENCY_BOUND_US = 164.3
+_LATENCY_BOUND_SOURCE = (
+    "latency not published for this type: bounded by a two-server 8-byte all-reduce on 2x p4de.24xlarge, 164.3 us "
+    "(aws-samples/awsome-distributed-training nccl-tests README @7217859f)")
+
+
+@cache
+def node_links() -> dict[tuple[str, str], NodeLink]:
+    """The network between two servers of each multi-GPU type, by (cloud, instance type): node_links.csv rows with a
+    bandwidth and a construct that places servers close. A row without either stays in the file with its reason and
+    plans no replica across servers; one without a latency gets UNPUBLISHED_LATENCY_BOUND_US, said in its source."""
+    links = {}
+    for row in _read_csv(DATA_DIR / "node_links.csv"):
+        if not row["gbps"].strip() or row["cluster_placement"].strip() in ("", "none"):
+            continue
+        latency = row["latency_us"].strip()
+        links[(row["cloud"], row["instance_type"])] = NodeLink(
+            transport=row["transport"], gbps=float(row["gbps"]),
+            latency_us=float(latency) if latency else UNPUBLISHED_LATENCY_BOUND_US,
+            placement=row["cluster_placement"],
+            source=row["source"] if latency else f"{row['source']}; {_LATENCY_BOUND_SOURCE}",
+            latency_bound=not latency)
+    return links
+
+
 @cache
 def instance_rows() -> tuple[dict[str, str], ...]:
     """The rows of instances.csv, as written."""
@@ -153,6 +185,7 @@ def offer_of(row: dict[str, str]) -> Offer:
         spec_source=row["spec_source"],
         spec_date=row["spec_date"],
         cpu=host_cpu(row["cloud"], row["family"], vcpus),
+        link=node_links().get((row["cloud"], row["instance_type"])),
     )
 
 

@@ -81,6 +81,8 @@ class Candidate(NamedTuple):
     # Model processes per server, each a replica of its own behind the server's gateway (LLMs): on its own
     # offer.gpu_count / processes GPUs, or on its own share of the CPU cores and RAM (`processes.py`).
     processes: int = 1
+    # Servers one replica spans (LLMs on vLLM): tensor parallel within each, pipeline parallel across (`nodes.py`).
+    nodes: int = 1
 
     @property
     def on_gpu(self) -> bool:
@@ -107,7 +109,7 @@ class Sizing(NamedTuple):
 
     candidate: Candidate
     blocked: Blocker | None
-    replicas: int = 0  # servers
+    replicas: int = 0  # servers; with `Candidate.nodes` > 1, replicas of that many servers each (`servers`)
     processes: int = 1  # model processes per server; slots, concurrency, utilization and memory are per process
     slots: int = 0  # batch slots per replica (max_num_seqs, llama.cpp --parallel, Triton max batch)
     concurrency_per_replica: int = 0
@@ -140,6 +142,11 @@ class Sizing(NamedTuple):
     @property
     def feasible(self) -> bool:
         return self.blocked is None
+
+    @property
+    def servers(self) -> int:
+        """Servers the deployment runs: each replica's servers (`Candidate.nodes`), or the replicas themselves."""
+        return self.replicas * self.candidate.nodes
 
 
 def highest_feasible_rate(low: float, high: float, feasible: Callable[[float], bool]) -> float:
@@ -177,7 +184,7 @@ def calibration_row(demand: Demand, candidate: Candidate) -> CalibrationRow | No
     return demand.calibration.match(demand.model.name, candidate.precision.value, candidate.engine.value, hardware)
 
 
-def _llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
+def llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
     offer, processes = candidate.offer, candidate.processes
     assert demand.model.arch is not None
     measured = calibration_row(demand, candidate)
@@ -193,6 +200,8 @@ def _llm_replica(demand: Demand, candidate: Candidate) -> LlmReplica:
         processes=1 if offer.has_gpu else processes,
         prefill_time_factor=measured.ttft_factor if measured else 1.0,
         decode_time_factor=measured.tpot_factor if measured else 1.0,
+        nodes=candidate.nodes,
+        node_link=offer.link if candidate.nodes > 1 else None,
     )
 
 
@@ -203,7 +212,7 @@ def with_autoscaling(sizing: Sizing) -> Sizing:
 
 
 def _size_llm(demand: Demand, candidate: Candidate) -> Sizing:
-    replica = _llm_replica(demand, candidate)
+    replica = llm_replica(demand, candidate)
     if candidate.on_gpu and (problem := replica.arch.tensor_parallel_problem(replica.tensor_parallel)):
         return _blocked(candidate, "tensor_parallel", problem)
     if not candidate.on_gpu and replica.cpu is None:
@@ -332,7 +341,7 @@ def predict_llm_replica(
     demand: Demand, candidate: Candidate, arrival_rps: float, slots: int | None = None
 ) -> ReplicaPrediction:
     """The planner's p95 TTFT/TPOT/end-to-end for one replica at `arrival_rps` (slots: the planner's unless given)."""
-    replica = _llm_replica(demand, candidate)
+    replica = llm_replica(demand, candidate)
     model, slots = _load_model(demand, candidate, replica, slots)
     concurrency = model.concurrency_at(arrival_rps, slots)
     ttft_s = model.ttft_p95_s(concurrency, arrival_rps, slots)

@@ -52,6 +52,8 @@ def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]
         )
     lines.append(_device_line(demand, chosen, ranked))
     lines.append(_replica_line(demand, sizing))
+    if sizing.candidate.nodes > 1:
+        lines.append(_nodes_line(demand, sizing))
     lines.append(_memory_line(demand, sizing))
     if model.is_llm:
         lines.append(
@@ -141,11 +143,13 @@ def fleet_line(fleet: Fleet, sizing: Sizing, demand: Demand, estimate: ColdStart
               else f"the {demand.latency_p95_ms:g} ms latency target" if demand.latency_p95_ms is not None
               else "its targets")
     saturation = sizing.capacity_rps / sizing.replicas
+    nodes = sizing.candidate.nodes
+    unit, one = ("servers", "server") if nodes == 1 else (f"replicas of {nodes} servers", "replica")
     return (
-        f"Fleet: {fleet.min_replicas} to {fleet.max_replicas} servers behind one HTTPS load balancer; the autoscaler "
-        f"holds {fleet.target_requests_per_s:.3g} requests/s per server ({fleet.target_requests_per_s * 60:.0f} a "
+        f"Fleet: {fleet.min_replicas} to {fleet.max_replicas} {unit} behind one HTTPS load balancer; the autoscaler "
+        f"holds {fleet.target_requests_per_s:.3g} requests/s per {one} ({fleet.target_requests_per_s * 60:.0f} a "
         f"minute), the most one carries within {target} at {fleet.target_requests_per_s / saturation:.0%} of its "
-        f"saturation. A new server is estimated healthy after {_minutes(fleet.cold_start_s)} ({describe(estimate)}): "
+        f"saturation. A new {one} is estimated healthy after {_minutes(fleet.cold_start_s)} ({describe(estimate)}): "
         f"health checks wait {_minutes(fleet.health_check_grace_s)}, scale-out waits "
         f"{_minutes(fleet.scale_out_cooldown_s)} between steps, scale-in {_minutes(fleet.scale_in_cooldown_s)}."
     )
@@ -294,6 +298,34 @@ def _replica_line(demand: Demand, sizing: object) -> str:
             f"spread over {rules.min_zones} zones"
         )
     return line + "."
+
+
+def _nodes_line(demand: Demand, sizing: object) -> str:
+    """Why and how a replica spans servers, and what their network costs each token."""
+    from inferstack.sizing.evaluate import Sizing, llm_replica
+    from inferstack.sizing.nodes import replica_nodes
+
+    assert isinstance(sizing, Sizing)
+    candidate, offer = sizing.candidate, sizing.candidate.offer
+    nodes = replica_nodes(demand, sizing)
+    one = llm_replica(demand, candidate._replace(nodes=1))
+    assert nodes is not None and offer.gpu is not None and offer.link is not None
+    tpot = f" of its {sizing.tpot_p95_ms:.0f} ms p95 TPOT" if sizing.tpot_p95_ms else ""
+    return (
+        f"Each replica spans {nodes.nodes} {offer.name} servers: one holds {one.usable_gib * offer.gpu_count:.0f} GiB "
+        f"on its {offer.gpu_count}x {offer.gpu.id}, less than the weights' {one.weight_bytes / 2**30:.0f} GiB. vLLM "
+        f"runs tensor parallel {candidate.offer.gpu_count} within each server and pipeline parallel {nodes.nodes} "
+        f"across them, on a Ray cluster of the replica's servers, placed close ({offer.link.placement}). Between "
+        f"them: {nodes.transport} at {nodes.network_gbps:,.0f} Gbit/s, {nodes.latency_us:g} µs a message "
+        + ("(no latency is published for this type: a bound, a whole two-server all-reduce on p4de.24xlarge; "
+           if offer.link.latency_bound else "(")
+        + f"sources in node_links.csv and the plan's replica_nodes.source); a token's {nodes.nodes - 1} "
+        f"hand-over(s) of its micro-batch's activations take "
+        f"{nodes.hand_over_ms:.2f} ms{tpot}. A token passes every stage in turn, so a replica across servers "
+        "decodes no faster than one server would; its throughput comes from one micro-batch per stage in flight. "
+        "Each server downloads the whole model (vLLM's loader reads every file and keeps its stage's layers), so "
+        "its cold start is one server's; fleets, rollouts and healing count whole replicas."
+    )
 
 
 def _memory_line(demand: Demand, sizing: object) -> str:

@@ -41,6 +41,18 @@ def link_bandwidth_gbps(interconnect: str) -> float:
     return _PCIE_X16_GBPS.get(pcie.group(1), 15.75) if pcie else 15.75
 
 
+class NodeLink(NamedTuple):
+    """The network between two servers of one instance type as NCCL uses it (data/node_links.csv): what a replica
+    across servers (pipeline parallel) hands its activations over."""
+
+    transport: str  # efa | gpudirect-tcpx | gpudirect-tcpxo | rdma | erdma | roce | tcp
+    gbps: float  # per server, for GPU traffic between servers
+    latency_us: float  # one small message between two servers
+    placement: str  # the cloud's construct that places the servers close
+    source: str
+    latency_bound: bool = False  # no latency published for the type: catalog.UNPUBLISHED_LATENCY_BOUND_US
+
+
 class GpuSpec(NamedTuple):
     """One accelerator model (a row of gpus.csv)."""
 

@@ -5,6 +5,16 @@ each GPU; weights, the CUDA context and the activation peak of the profiling pas
 left holds the KV cache in 16-token blocks. Speed is a roofline: decode streams the weights and every
 sequence's KV cache once per step (bandwidth bound), prefill runs 2·params·tokens FLOPs (compute bound);
 tensor parallelism adds two all-reduces per layer. Engine efficiencies live in `efficiency.py`.
+
+A replica may span several servers (`nodes`): tensor parallel over each server's GPUs, pipeline parallel across the
+servers, as vLLM serves a model larger than one server (its distributed serving docs: TP inside a node, PP across
+nodes, on Ray). Each stage holds ceil(layers / nodes) layers (vLLM's even split, the largest stage counted) with
+their weights and KV cache. A forward pass goes through every stage in turn and hands the activations to the next
+server at each boundary (`NodeLink`: hidden states and residual, 16 bit, as vLLM's IntermediateTensors carry them);
+vLLM keeps one batch in flight per stage (vllm/v1/engine/core.py step_with_batch_queue: a queue of the executor's
+max_concurrent_batches, the pipeline's size), so at concurrency c each micro-batch holds c / nodes sequences and a
+token takes every stage's step of its micro-batch plus the hand-overs. A prompt's prefill passes the stages as one
+batch (chunks of other prompts' prefills are not overlapped with it: a bound on the high side).
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from typing import NamedTuple
 
 from inferstack.sizing.architecture import LlmArchitecture
 from inferstack.sizing.efficiency import CPU_PROFILES, GPU_PROFILES, CpuProfile, EngineProfile, ServingOverhead
-from inferstack.sizing.hardware import CpuSpec, GpuSpec
+from inferstack.sizing.hardware import CpuSpec, GpuSpec, NodeLink
 from inferstack.sizing.precision import FORMATS, kv_bytes_per_element, quantized_share, weight_bytes
 from inferstack.spec import Engine, KvCacheDtype, Precision
 
@@ -66,6 +76,9 @@ class LlmReplica:
     # Measured over modelled step times for this deployment (sizing/calibration.py); 1.0 where none was measured.
     prefill_time_factor: float = 1.0
     decode_time_factor: float = 1.0
+    # Servers the replica spans, one pipeline stage each, and the network between them (GPU replicas only).
+    nodes: int = 1
+    node_link: NodeLink | None = None
 
     @cached_property
     def on_gpu(self) -> bool:
@@ -74,6 +87,16 @@ class LlmReplica:
     @cached_property
     def tensor_parallel(self) -> int:
         return self.gpus if self.on_gpu else 1
+
+    @cached_property
+    def pipeline_parallel(self) -> int:
+        return self.nodes if self.on_gpu else 1
+
+    @cached_property
+    def stage_share(self) -> float:
+        """The share of the model's layers the largest pipeline stage holds (1.0 without pipeline parallelism)."""
+        pp = self.pipeline_parallel
+        return math.ceil(self.arch.layers / pp) / self.arch.layers if pp > 1 else 1.0
 
     @cached_property
     def gpu_profile(self) -> EngineProfile:
@@ -96,7 +119,7 @@ class LlmReplica:
 
     @property
     def weights_gib_per_device(self) -> float:
-        return self.weight_bytes / self.tensor_parallel / GIB
+        return self.weight_bytes * self.stage_share / self.tensor_parallel / GIB
 
     @cached_property
     def kv_bytes_per_element(self) -> float:
@@ -104,14 +127,15 @@ class LlmReplica:
 
     @property
     def kv_bytes_per_token_per_device(self) -> float:
-        """Full-attention KV bytes per token on one device (all layers)."""
+        """Full-attention KV bytes per token on one device (its stage's layers)."""
         elements = self.arch.kv_elements_per_token_per_layer(self.tensor_parallel)
-        return elements * self.kv_bytes_per_element * self.arch.layers
+        return elements * self.kv_bytes_per_element * self.arch.layers * self.stage_share
 
     @property
     def kv_bytes_per_token(self) -> int:
-        """KV bytes per token summed over the tensor-parallel group (replicated heads counted)."""
-        return round(self.kv_bytes_per_token_per_device * self.tensor_parallel)
+        """KV bytes per token summed over the replica's GPUs (replicated heads counted)."""
+        elements = self.arch.kv_elements_per_token_per_layer(self.tensor_parallel)
+        return round(elements * self.kv_bytes_per_element * self.arch.layers * self.tensor_parallel)
 
     @cached_property
     def _kv_bytes_per_layer_token(self) -> float:
@@ -120,7 +144,7 @@ class LlmReplica:
     def kv_bytes_per_sequence_per_device(self, sequence_tokens: int) -> float:
         """KV bytes one sequence occupies on one device, in whole blocks, sliding windows capped."""
         blocks = math.ceil(sequence_tokens / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
-        return self.arch.kv_cached_tokens(blocks) * self._kv_bytes_per_layer_token
+        return self.arch.kv_cached_tokens(blocks) * self._kv_bytes_per_layer_token * self.stage_share
 
     @cached_property
     def capacity_gib(self) -> float:
@@ -208,19 +232,40 @@ class LlmReplica:
         if share < 1:  # the modules the checkpoint keeps in 16 bit run at the 16-bit rate
             sixteen_bit = gpu.peak_tflops("fp16") * 1e12 * profile.matmul_utilization * hopper * tp
             flops_per_s = 1 / (share / flops_per_s + (1 - share) / sixteen_bit)
-        # Two ring all-reduces of the activations per layer across the tensor-parallel group.
-        allreduces = 2 * self.arch.layers if tp > 1 else 0
+        # Two ring all-reduces of the activations per layer across the tensor-parallel group; a pipeline stage runs
+        # its own layers' launches and all-reduces.
+        layers = self.arch.layers * self.stage_share
+        allreduces = 2 * layers if tp > 1 else 0
         return _GpuRates(
             kv_bytes_per_s=bandwidth,
             weight_bytes_per_s=weight_bandwidth * tp,
             flops_per_s=flops_per_s,
             overlap_exponent=profile.overlap_exponent,
-            fixed_s=self.arch.layers * profile.step_overhead_ms_per_layer / 1e3
+            fixed_s=layers * profile.step_overhead_ms_per_layer / 1e3
             + allreduces * profile.allreduce_latency_us / 1e6,
             allreduce_s_per_token=allreduces * 2 * (tp - 1) / tp * self.arch.hidden_size * 2 / (gpu.link_gbps * 1e9),
         )
 
     def _gpu_seconds(self, flops: float, weight_bytes: float, kv_bytes: float, tokens: int) -> float:
+        """One forward pass of `tokens` tokens: through one server, or through every stage of a pipeline in turn
+        (each stage's share of the FLOPs and weights, the KV bytes per device already a stage's) with a hand-over
+        to the next server at each of the nodes - 1 boundaries."""
+        pp = self.pipeline_parallel
+        if pp == 1:
+            return self._stage_seconds(flops, weight_bytes, kv_bytes, tokens)
+        share = self.stage_share
+        stage = self._stage_seconds(flops * share, weight_bytes * share, kv_bytes, tokens)
+        return pp * stage + (pp - 1) * self.hand_over_s(tokens)
+
+    def hand_over_s(self, tokens: int) -> float:
+        """Seconds to pass `tokens` tokens' activations to the next pipeline stage over the servers' network:
+        the link's latency plus hidden states and residual (16 bit each) at its bandwidth."""
+        link = self.node_link
+        assert link is not None, "a replica across servers needs their network (NodeLink)"
+        size = tokens * 2 * self.arch.hidden_size * 2
+        return link.latency_us / 1e6 + size * 8 / (link.gbps * 1e9)
+
+    def _stage_seconds(self, flops: float, weight_bytes: float, kv_bytes: float, tokens: int) -> float:
         rates = self._gpu_rates
         memory_s = weight_bytes / rates.weight_bytes_per_s + kv_bytes / rates.kv_bytes_per_s
         compute_s = flops / rates.flops_per_s
@@ -260,6 +305,8 @@ class LlmReplica:
 
     def engine_decode_step_s(self, batch: int, context_tokens: int) -> float:
         """The engine's forward pass alone (the roofline), without the server around it."""
+        if self.pipeline_parallel > 1:  # one micro-batch per stage in flight: a token waits for its own
+            batch = math.ceil(batch / self.pipeline_parallel)
         kv_bytes = batch * self.kv_bytes_per_sequence_per_device(context_tokens)
         flops = batch * self.arch.decode_flops(context_tokens)
         weights = self.weights_read_bytes(batch)

@@ -65,6 +65,7 @@ from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate, with_a
 from inferstack.sizing.hardware import gpu_specs
 from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.models import resolve
+from inferstack.sizing.nodes import replica_nodes, size_nodes
 from inferstack.sizing.precision import FORMATS, accuracy_sentence, lossless_precisions, weight_bytes
 from inferstack.sizing.processes import size_processes
 from inferstack.sizing.ranking import Priced, rank_key, ranking_cost
@@ -266,6 +267,7 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], catalog: Catal
                 excluded[candidate_or_reason] += 1
                 continue
             sizing = size_processes(demand, candidate_or_reason, lambda c: _size(demand, c, shared))
+            sizing = size_nodes(demand, candidate_or_reason, sizing, lambda c: _size(demand, c, shared))
             if sizing.blocked is not None:
                 blockers.setdefault(sizing.blocked.kind, []).append(
                     (sizing.blocked.gap, f"{offer.name}: {sizing.blocked}"))
@@ -299,7 +301,7 @@ def shared_sizing_key(candidate: Candidate) -> tuple[object, ...] | None:
     if offer.gpu is None:
         return None
     return (offer.gpu, offer.gpu_count, candidate.engine, candidate.precision, candidate.dtype, candidate.notes,
-            candidate.processes)
+            candidate.processes, candidate.nodes, offer.link if candidate.nodes > 1 else None)
 
 
 def _size(demand: Demand, candidate: Candidate, shared: dict[tuple[object, ...], Sizing]) -> Sizing:
@@ -322,7 +324,7 @@ def _over_budget(demand: Demand, sizing: Sizing, region: str, price: Price) -> t
     if budget is None:
         return None
     currency = demand.spec.placement.currency
-    what = f"{sizing.replicas}x {sizing.candidate.offer.name} in {region}"
+    what = f"{sizing.servers}x {sizing.candidate.offer.name} in {region}"
     if price.monthly_ranking is None:
         reason = "no price known" if price.monthly is None else f"no exchange rate for {price.monthly.currency}"
         return "budget_unpriced", (math.inf, f"{what}: {reason}, so it cannot be shown to meet the budget")
@@ -461,7 +463,7 @@ def _price(demand: Demand, sizing: Sizing, region: str, book: PriceBook, today: 
         )
     listed, substitute = found
     age = price_age_days(listed.source_date, today)
-    monthly = listed.amount_per_hour * HOURS_PER_MONTH * sizing.replicas
+    monthly = listed.amount_per_hour * HOURS_PER_MONTH * sizing.servers
     currency = demand.spec.placement.currency
     converted = book.rates.convert(monthly, listed.currency, currency)
     per_million = None
@@ -554,6 +556,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         max_answer_tokens=answer_cap,
         gpu_memory_utilization=runtime.gpu_memory_fraction,
         tensor_parallel=tp,
+        pipeline_parallel=candidate.nodes,
         processes=processes,
         dtype=candidate.served_dtype.value,
         quantization=fmt.engine_flag,
@@ -596,8 +599,9 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         region=priced.region,
         instance_type=offer.machine_type,
         offer=offer.name,
-        instance_count=sizing.replicas,
+        instance_count=sizing.servers,
         replicas=sizing.replicas,
+        replica_nodes=replica_nodes(demand, sizing),
         zones=zones,
         spot=spec.placement.spot and spec.stage != "production",
         device=device,

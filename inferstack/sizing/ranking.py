@@ -39,5 +39,5 @@ def rank_key(p: Priced) -> tuple[int, float, float, float]:
     if p.price.monthly_ranking is not None:
         bits = FORMATS[p.sizing.candidate.precision].bits_per_weight
         return (0, ranking_cost(p.price), -bits, p.sizing.latency_p95_ms)
-    size = p.sizing.replicas * (offer.gpu_count * 1000 + offer.vcpus)
+    size = p.sizing.servers * (offer.gpu_count * 1000 + offer.vcpus)
     return (1, 0.0, size, offer.memory_gib)

@@ -101,7 +101,8 @@ def test_every_capability_is_stated_with_a_reason() -> None:
     assert all(len(support.note) > 20 for support in backend.capabilities.values())
     missing = {c for c, support in backend.capabilities.items() if not support.available}
     assert missing == {Capability.DRIVER_READY_IMAGE, Capability.CDN_DEFAULT_HOSTNAME, Capability.ROLLING_UPDATE,
-                       Capability.BAKED_IMAGE, Capability.MODEL_STREAMING, Capability.WARM_POOL}
+                       Capability.BAKED_IMAGE, Capability.MODEL_STREAMING, Capability.WARM_POOL,
+                       Capability.MULTI_NODE_REPLICAS}
     assert "bootstrap installs" in backend.support(Capability.DRIVER_READY_IMAGE).note
     assert "Priority" in backend.support(Capability.ROLLING_UPDATE).note  # why ESS instance refresh is not used
 

@@ -92,7 +92,7 @@ def test_capability_table_names_what_google_cloud_lacks_with_reasons() -> None:
     missing = {c for c, support in backend.capabilities.items() if not support.available}
     assert missing == {Capability.METADATA_HARDENING, Capability.MANAGED_SHELL, Capability.TLS_ONLY_STORAGE,
                        Capability.CDN_DEFAULT_HOSTNAME, Capability.SPOT_ABOVE_FLOOR, Capability.BAKED_IMAGE,
-                       Capability.MODEL_STREAMING, Capability.WARM_POOL}
+                       Capability.MODEL_STREAMING, Capability.WARM_POOL, Capability.MULTI_NODE_REPLICAS}
     assert "one provisioning model" in backend.support(Capability.SPOT_ABOVE_FLOOR).note
     assert "storage.secureHttpTransport" in backend.support(Capability.TLS_ONLY_STORAGE).note
     assert "Metadata-Flavor: Google" in backend.support(Capability.METADATA_HARDENING).note

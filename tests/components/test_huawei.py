@@ -85,7 +85,7 @@ def test_the_capability_table_states_what_the_provider_cannot_do_with_reasons() 
                        Capability.CDN_DEFAULT_HOSTNAME, Capability.MANAGED_SHELL, Capability.SECRET_SCOPED_GRANTS,
                        Capability.TERMINATION_PROTECTION, Capability.LOCAL_NVME_CACHE, Capability.ROLLING_UPDATE,
                        Capability.SPOT_ABOVE_FLOOR, Capability.BAKED_IMAGE,
-                       Capability.MODEL_STREAMING, Capability.WARM_POOL}
+                       Capability.MODEL_STREAMING, Capability.WARM_POOL, Capability.MULTI_NODE_REPLICAS}
     assert "instance refresh" in backend.support(Capability.ROLLING_UPDATE).note
     assert "0.0.12" in backend.support(Capability.METADATA_HARDENING).note
     assert "public-access-block" in backend.support(Capability.BUCKET_PUBLIC_ACCESS_BLOCK).note

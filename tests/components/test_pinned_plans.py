@@ -119,7 +119,7 @@ def test_a_hand_edited_pin_is_refused_by_the_program_with_the_fields_that_differ
 
 
 @pytest.mark.parametrize("edit", [
-    lambda chosen: chosen.update(instance_count=chosen["instance_count"] + 1),
+    lambda chosen: chosen.update(instance_count=chosen["instance_count"] + 1, replicas=chosen["replicas"] + 1),
     lambda chosen: chosen["serving"].update(port=8080),
     lambda chosen: chosen.update(zones=1),
     lambda chosen: chosen["price"].update(substitute=True),

@@ -15,7 +15,7 @@ from inferstack.sizing import plan_workload
 from inferstack.sizing.catalog import offers
 from inferstack.sizing.coldstart import MIN_SCALE_IN_COOLDOWN_S
 from inferstack.sizing.demand import demand_of
-from inferstack.sizing.evaluate import Candidate, _llm_replica, _LlmLoadModel, highest_feasible_rate
+from inferstack.sizing.evaluate import Candidate, _LlmLoadModel, highest_feasible_rate, llm_replica
 from inferstack.sizing.models import resolve
 from inferstack.spec import Engine, Precision, WorkloadSpec, load_workload
 
@@ -78,7 +78,7 @@ def load_model(spec: WorkloadSpec, plan: DeploymentPlan) -> tuple[_LlmLoadModel,
     offer = next(o for o in offers() if o.cloud == plan.cloud and o.name == plan.offer and o.region == plan.region)
     candidate = Candidate(offer, Engine(plan.serving.engine), Precision(plan.precision))
     assert plan.serving.max_num_seqs is not None
-    return _LlmLoadModel(demand, _llm_replica(demand, candidate)), plan.serving.max_num_seqs
+    return _LlmLoadModel(demand, llm_replica(demand, candidate)), plan.serving.max_num_seqs
 
 
 def ttft_ms(model: _LlmLoadModel, slots: int, rate: float) -> float:

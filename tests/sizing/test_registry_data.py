@@ -248,7 +248,7 @@ def test_mistral_small_kv_cache_matches_the_163840_bytes_per_token_vllm_measured
 @pytest.mark.parametrize("entry", entries_of_kind("llm"), ids=lambda entry: entry["name"])
 def test_moe_active_parameters_are_a_fraction_of_the_total(entry: dict[str, Any]) -> None:
     config = language_config(entry)
-    experts = config.get("num_local_experts") or config.get("n_routed_experts")
+    experts = config.get("num_local_experts") or config.get("n_routed_experts") or config.get("num_experts")
     if experts is None:
         assert "published_active_params_b" not in entry
         return

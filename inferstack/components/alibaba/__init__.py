@@ -179,6 +179,10 @@ class AlibabaBackend(CloudBackend):
                        "image) the stopped servers of the old version would be the first the group starts again, and "
                        "nothing releases them; the group's reclaim mode cannot be changed back to release either "
                        "(Auto Scaling, economical mode). Not built"),
+        Capability.MULTI_NODE_REPLICAS: unsupported(
+            "planned (sizing/nodes.py), not provisioned yet: a deployment set, eRDMA, Ray units and the replica "
+            "healed as one are still to be built, so a plan whose replica spans servers is refused before "
+            "anything is created"),
         Capability.ROLLING_UPDATE: rolling_update("alibaba",
             "ESS instance refresh (ess.InstanceRefresh, StartInstanceRefresh) serves only scaling groups whose "
             "scale-out policy is Priority (Auto Scaling API reference, StartInstanceRefresh, read 2026-12-01); the "

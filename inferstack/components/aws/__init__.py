@@ -53,6 +53,7 @@ from inferstack.components.capabilities import (
     rolling_update,
     spot_above_floor,
     supported,
+    unsupported,
     warm_pool,
 )
 from inferstack.components.contract import (
@@ -152,6 +153,10 @@ class AwsBackend(CloudBackend):
             "aws", "an Auto Scaling warm pool (Stopped, reused on scale-in) of max - desired servers, each prepared by "
                    "a whole boot held in a launch lifecycle hook that the server completes; not beside a mixed "
                    "instances policy (spot above the floor), which AWS refuses"),
+        Capability.MULTI_NODE_REPLICAS: unsupported(
+            "planned (sizing/nodes.py), not provisioned yet: a cluster placement group and EFA interfaces in the "
+            "head's and workers' launch templates, Ray units and the replica healed as one are still to be built, "
+            "so a plan whose replica spans servers is refused before anything is created"),
         Capability.ROLLING_UPDATE: rolling_update("aws",
             "an instance refresh, started by each new launch template version: min healthy 100 %, max healthy 100 % + "
             "the plan's surge, health-gated (ELB health check type, the plan's warm-up), skip matching"),

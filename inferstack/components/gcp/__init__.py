@@ -179,6 +179,10 @@ class GcpBackend(CloudBackend):
                    "targetStatus STOPPED, Compute API), which the servers' account may not "
                    "(compute.instanceGroupManagers.get); not built until that read is granted and the window's "
                    "behaviour confirmed"),
+        Capability.MULTI_NODE_REPLICAS: unsupported(
+            "planned (sizing/nodes.py), not provisioned yet: a compact placement policy, GPUDirect networks, Ray "
+            "units and the replica healed as one are still to be built, so a plan whose replica spans servers is "
+            "refused before anything is created"),
         Capability.ROLLING_UPDATE: rolling_update("gcp",
             "the group's PROACTIVE update policy (minimal action REPLACE, substitute): max surge the plan's surge, max "
             "unavailable 0, a new server ready after its health check and the plan's grace (min_ready_sec)"),

@@ -163,6 +163,10 @@ class HuaweiBackend(CloudBackend):
         Capability.WARM_POOL: warm_pool(
             "huawei", "Auto Scaling keeps no stopped or standby servers (pulumi_huaweicloud 0.0.12 as_ has no such "
                       "argument)"),
+        Capability.MULTI_NODE_REPLICAS: unsupported(
+            "ECS server groups place servers apart (anti-affinity only), not close, so the planner splits no Huawei "
+            "type across servers (node_links.csv); head and worker templates, Ray units and healing a replica as one "
+            "are not built either, and such a plan is refused before anything is created"),
         Capability.ROLLING_UPDATE: rolling_update("huawei",
             "Auto Scaling has no instance refresh (neither the AS API nor pulumi_huaweicloud 0.0.12: as_ has group, "
             "configuration, policy, lifecycle hook, bandwidth policy): a new AS configuration applies to servers "

@@ -1,0 +1,187 @@
+"""Replicas across servers: a model larger than one server is planned on several, tensor parallel within each and
+pipeline parallel across them (vLLM on Ray), with the servers' network in the speed model and the plan."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from inferstack.plan import MAX_NODES_PER_REPLICA, DeploymentPlan
+from inferstack.sizing import planner
+from inferstack.sizing.catalog import UNPUBLISHED_LATENCY_BOUND_US, load_catalog, node_links, offers
+from inferstack.sizing.demand import Demand, demand_of
+from inferstack.sizing.evaluate import Candidate, llm_replica
+from inferstack.sizing.models import resolve
+from inferstack.sizing.nodes import multi_node_problem, node_counts
+from inferstack.spec import Engine, Precision, WorkloadSpec, parse_workload
+
+
+def workload(model: str = "llama-3.1-405b", precision: str = "bf16", gpus: list[str] | None = None,
+             engine: str = "auto", clouds: list[str] | None = None) -> WorkloadSpec:
+    return parse_workload({
+        "name": "big", "model": model, "precision": precision, "engine": engine, "stage": "internal",
+        "traffic": {"requests_per_s": 1, "prompt_tokens": {"mean": 1000, "p95": 2000},
+                    "output_tokens": {"mean": 200, "p95": 400}},
+        "placement": {"gpus_allow": gpus or ["H100"], **({"clouds": clouds} if clouds else {})}})
+
+
+def demand(spec: WorkloadSpec) -> Demand:
+    return demand_of(spec, resolve(spec.model))
+
+
+def p5() -> Candidate:
+    offer = next(o for o in offers() if o.name == "p5.48xlarge")
+    return Candidate(offer, Engine.VLLM, Precision.BF16)
+
+
+def test_405b_in_bf16_on_h100_is_planned_as_two_server_replicas_on_aws_and_gcp():
+    report = planner.plan_workload(workload(), clouds=["aws", "gcp"])
+    for cloud in ("aws", "gcp"):
+        plan = report.outcome(cloud).chosen
+        assert plan is not None, report.outcome(cloud).blocked_by
+        assert plan.replica_nodes is not None and plan.replica_nodes.nodes == 2
+        assert plan.serving.pipeline_parallel == 2 and plan.tensor_parallel == 8
+        assert plan.instance_count == 2 * plan.replicas
+        assert plan.price.hourly_per_instance is not None and plan.price.monthly is not None
+        assert plan.price.monthly.amount == pytest.approx(plan.price.hourly_per_instance.amount * 730
+                                                          * plan.instance_count)
+        assert plan.memory.weights_gib == pytest.approx(756.0 / 16, rel=0.01)  # half the layers on each server
+        assert any("spans 2" in line and "pipeline parallel 2" in line and "Gbit/s" in line
+                   for line in plan.rationale)
+
+
+def test_a_model_that_fits_one_server_keeps_one_server_per_replica():
+    plan = planner.plan_workload(workload(model="llama-3.3-70b"), clouds=["aws"]).outcome("aws").chosen
+    assert plan is not None and plan.replica_nodes is None and plan.serving.pipeline_parallel == 1
+    assert plan.instance_count == plan.replicas
+
+
+def test_the_fewest_servers_that_hold_the_weights_and_one_more_are_sized():
+    d = demand(workload())
+    assert node_counts(d, p5()) == [2, 3]
+    one = llm_replica(d, p5())
+    two = llm_replica(d, p5()._replace(nodes=2))
+    assert one.kv_cache_gib < 0 < two.kv_cache_gib
+    # 126 layers: 63 a stage, each GPU holds a sixteenth of the weights
+    assert two.weights_gib_per_device == pytest.approx(one.weights_gib_per_device / 2)
+    assert two.kv_bytes_per_token_per_device == pytest.approx(one.kv_bytes_per_token_per_device / 2)
+    assert two.kv_bytes_per_token == one.kv_bytes_per_token  # summed over the replica
+
+
+def test_an_uneven_split_is_sized_by_its_largest_stage():
+    d = demand(workload())
+    three = llm_replica(d, p5()._replace(nodes=3))  # 126 layers: 42 a stage
+    four = llm_replica(d, p5()._replace(nodes=4))  # 32 + 32 + 31 + 31: the largest holds 32
+    assert three.stage_share == pytest.approx(42 / 126)
+    assert four.stage_share == pytest.approx(32 / 126)
+
+
+def test_a_token_passes_every_stage_and_each_hand_over():
+    d = demand(workload())
+    two = llm_replica(d, p5()._replace(nodes=2))
+    link = two.node_link
+    assert link is not None
+    # one sequence: both stages in turn (no faster than a replica of one server would be) plus a hand-over
+    hand_over = link.latency_us / 1e6 + 1 * 2 * 16384 * 2 * 8 / (link.gbps * 1e9)
+    assert two.hand_over_s(1) == pytest.approx(hand_over)
+
+    def stage(batch: int) -> float:
+        return two._stage_seconds(batch * two.arch.decode_flops(1200) * two.stage_share,
+                                  two.weights_read_bytes(batch) * two.stage_share,
+                                  batch * two.kv_bytes_per_sequence_per_device(1200), batch)
+
+    assert two.engine_decode_step_s(1, 1200) == pytest.approx(2 * stage(1) + hand_over)
+    # 64 sequences: one micro-batch of 32 per stage in flight; a token waits for its own micro-batch's steps only
+    assert two.engine_decode_step_s(64, 1200) == pytest.approx(2 * stage(32) + two.hand_over_s(32))
+    assert two.engine_decode_step_s(63, 1200) == pytest.approx(two.engine_decode_step_s(64, 1200))
+
+
+def test_a_slower_network_makes_every_token_slower():
+    d = demand(workload())
+    two = llm_replica(d, p5()._replace(nodes=2))
+    link = two.node_link
+    assert link is not None
+    slow_offer = p5().offer._replace(link=link._replace(gbps=10.0, latency_us=1000.0))
+    slow = llm_replica(d, p5()._replace(nodes=2, offer=slow_offer))
+    assert slow.engine_decode_step_s(32, 1200) - two.engine_decode_step_s(32, 1200) == pytest.approx(
+        slow.hand_over_s(16) - two.hand_over_s(16))
+    assert slow.engine_prefill_s(1, 2000) > two.engine_prefill_s(1, 2000) + 0.9e-3
+
+
+def test_only_vllm_on_a_type_with_network_facts_spans_servers():
+    d = demand(workload())
+    assert multi_node_problem(d, p5()) is None
+    assert "llamacpp" in str(multi_node_problem(d, p5()._replace(engine=Engine.LLAMACPP)))
+    unknown = p5()._replace(offer=p5().offer._replace(link=None))
+    assert "node_links.csv" in str(multi_node_problem(d, unknown))
+    assert node_counts(d, unknown) == []
+
+
+def test_a_type_without_network_facts_stays_blocked_by_memory(monkeypatch):
+    catalog = load_catalog()
+    stripped = tuple(o._replace(link=None) for o in catalog.offers)
+    report = planner.plan_workload(workload(clouds=["aws"]), catalog=catalog._replace(offers=stripped))
+    outcome = report.outcome("aws")
+    assert outcome.chosen is None
+    assert any(line.startswith("does not fit in memory") for line in outcome.blocked_by)
+
+
+def test_no_replica_spans_more_than_the_bound():
+    # Llama-3.1-405B in fp32 (1.5 TiB) on 8x A100-40GB servers: more than four of them
+    d = demand(workload(precision="fp32", gpus=["A100-SXM4-40GB"]))
+    offer = next(o for o in offers() if o.name == "p4d.24xlarge")
+    if offer.link is None:
+        pytest.skip("no network facts for p4d.24xlarge")
+    candidate = Candidate(offer, Engine.VLLM, Precision.FP32)
+    assert llm_replica(d, candidate._replace(nodes=MAX_NODES_PER_REPLICA)).kv_cache_gib < 0
+    assert node_counts(d, candidate) == []
+
+
+def test_every_network_row_names_its_source_and_a_known_instance_type():
+    types = {(o.cloud, o.name) for o in offers()}
+    assert node_links(), "node_links.csv has no usable row"
+    for key, link in node_links().items():
+        assert key in types, key
+        assert link.source.strip() and link.gbps > 0 and link.latency_us >= 0 and link.placement.strip()
+
+
+def test_a_plan_whose_instances_disagree_with_its_replicas_is_refused():
+    plan = planner.plan_workload(workload(), clouds=["aws"]).outcome("aws").chosen
+    assert plan is not None
+    data = plan.model_dump(mode="json")
+    DeploymentPlan.model_validate(data)
+    for change in ({"instance_count": plan.replicas},
+                   {"serving": {**data["serving"], "pipeline_parallel": 1}},
+                   {"replica_nodes": None}):
+        with pytest.raises(ValidationError, match="replica"):
+            DeploymentPlan.model_validate({**data, **change})
+
+
+def test_deepseek_v3_in_fp8_is_planned_across_servers_on_alibaba():
+    spec = parse_workload({
+        "name": "ds", "model": "deepseek-v3", "precision": "fp8", "stage": "internal",
+        "traffic": {"requests_per_s": 1, "prompt_tokens": 1000, "output_tokens": 200},
+        "placement": {"clouds": ["alibaba"]}})
+    plan = planner.plan_workload(spec).outcome("alibaba").chosen
+    assert plan is not None and plan.replica_nodes is not None
+    assert plan.replica_nodes.nodes >= 2 and plan.instance_count == plan.replicas * plan.replica_nodes.nodes
+    assert plan.replica_nodes.transport in ("erdma", "tcp")
+
+
+def test_a_type_without_a_published_latency_takes_the_stated_bound():
+    link = node_links()[("gcp", "a3-highgpu-8g")]
+    assert link.latency_bound and link.latency_us == UNPUBLISHED_LATENCY_BOUND_US and "164.3" in link.source
+    published = node_links()[("aws", "p5.48xlarge")]
+    assert not published.latency_bound and published.latency_us == 20
+    plan = planner.plan_workload(workload(clouds=["gcp"])).outcome("gcp").chosen
+    assert plan is not None and any("no latency is published for this type" in line for line in plan.rationale)
+
+
+def test_a_pull_request_diff_shows_the_servers_per_replica():
+    from inferstack.diff import diff_reports, render_markdown
+
+    base = planner.plan_workload(workload(gpus=["H200"], clouds=["aws"]))
+    head = planner.plan_workload(workload(clouds=["aws"]))
+    markdown = render_markdown(diff_reports(base, head))
+    assert "| servers per replica | 1 | 2 | +1 |" in markdown
+    assert "**Rollout: server instance type, offer, accelerator, serving," in markdown  # pipeline_parallel
