@@ -476,16 +476,18 @@ class Rollout(_Frozen):
                                               "(servers × cold start ÷ surge), with the group at its floor.")
 
 
-def rollout_for(instance_count: int, zones: int, fleet: Fleet | None, cold_start_s: int) -> Rollout:
-    """The rollout of a plan's servers: rolling with surge for a fleet, delete-first for one server."""
+def rollout_for(instance_count: int, zones: int, fleet: Fleet | None, cold_start_s: int, nodes: int = 1) -> Rollout:
+    """The rollout of a plan's servers: rolling with surge for a fleet, delete-first for one server; a replica across
+    `nodes` servers is replaced whole (the fleet counts replicas)."""
     if fleet is None:
+        replicas = instance_count // nodes
         return Rollout(strategy="replace", servers=instance_count, surge=0, min_healthy_percent=0,
-                       batches=instance_count, duration_s=instance_count * cold_start_s)
-    servers = fleet.min_replicas
-    surge = min(servers, max(zones, math.ceil(servers * ROLLOUT_SURGE_FRACTION)))
-    batches = math.ceil(servers / surge)
-    return Rollout(strategy="rolling", servers=servers, surge=surge, min_healthy_percent=100, batches=batches,
-                   duration_s=batches * fleet.cold_start_s)
+                       batches=replicas, duration_s=replicas * cold_start_s)
+    replicas = fleet.min_replicas
+    surge = min(replicas, max(zones, math.ceil(replicas * ROLLOUT_SURGE_FRACTION)))
+    batches = math.ceil(replicas / surge)
+    return Rollout(strategy="rolling", servers=replicas * nodes, surge=surge * nodes, min_healthy_percent=100,
+                   batches=batches, duration_s=batches * fleet.cold_start_s)
 
 
 def answer_seconds(performance: Performance, tokens: int) -> float:
@@ -534,7 +536,8 @@ class ReplicaNodes(_Frozen):
     latency_us: float = Field(ge=0, description="One small message between two of its servers.")
     hand_over_ms: float = Field(
         ge=0, description="What one token's trip through the pipeline spends on the network at the planned "
-                          "concurrency: nodes - 1 hand-overs of its micro-batch's activations.")
+                          "concurrency: nodes - 1 hand-overs of its micro-batch's activations from every "
+                          "tensor-parallel rank, and the sampled tokens back to the head.")
     source: str = Field(description="Where the network figures come from (node_links.csv).")
 
 
@@ -646,7 +649,7 @@ class DeploymentPlan(_Frozen):
         if self.rollout is not None:
             return self.rollout
         cold_start_s = self.fleet.cold_start_s if self.fleet else self.cold_start.total_s if self.cold_start else 1
-        return rollout_for(self.instance_count, self.zones, self.fleet, cold_start_s)
+        return rollout_for(self.instance_count, self.zones, self.fleet, cold_start_s, self.nodes_per_replica)
 
     @property
     def gpus_per_instance(self) -> int:

@@ -134,6 +134,30 @@ class LlmArchitecture:
         """All parameters."""
         return self.embedding_params + self._block_params(self.routed_experts)
 
+    def largest_stage_share(self, stages: int) -> float:
+        """The share of the parameters the largest of `stages` pipeline stages holds, split as vLLM splits the layers
+        (vllm/distributed/utils.py get_pp_indices: layers // stages each, the remainder one each to the stages before
+        the last), the input embedding on the first stage and the output head on the last."""
+        per_layer = self.attention_params_per_layer + self.norm_params_per_layer
+        moe_layer = per_layer + (self.routed_experts + self.shared_experts) * self.expert_params \
+            + self.hidden_size * self.routed_experts
+        dense_layer = per_layer + self.dense_mlp_params
+        sizes = [self.layers // stages] * stages
+        for index in range(2, self.layers % stages + 2):
+            sizes[-index] += 1
+        head = self.vocab_size * self.hidden_size
+        totals, first = [], 0
+        for stage, size in enumerate(sizes):
+            layers = range(first, first + size)
+            total = sum(moe_layer if self.is_moe and layer >= self.dense_layers else dense_layer for layer in layers)
+            if stage == 0:  # the input embedding (a tied head is its own copy on the last stage)
+                total += self.embedding_params - (0 if self.tied_embeddings else head)
+            if stage == stages - 1:  # the final norm and the output head
+                total += self.hidden_size + head
+            totals.append(total)
+            first += size
+        return max(totals) / self.params
+
     @cached_property
     def linear_modules(self) -> tuple[tuple[str, int], ...]:
         """The blocks' linear modules by Hugging Face name (Llama/Qwen naming: self_attn.{q,k,v,o}_proj,

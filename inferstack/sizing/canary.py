@@ -102,7 +102,7 @@ def share_of(plan: DeploymentPlan, percent: int, *, role: str) -> DeploymentPlan
     serving_now = max(1, replicas - rules.spare_replicas) if percent else 1
     per_replica_ratio = share * serving_full / serving_now
     return plan.model_copy(update={
-        "instance_count": replicas,
+        "instance_count": replicas * plan.nodes_per_replica,
         "replicas": replicas,
         "fleet": Fleet(**{**fleet.model_dump(), "min_replicas": replicas, "max_replicas": ceiling}),
         "price": _scaled_price(plan.price, scale, share),

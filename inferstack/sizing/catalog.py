@@ -127,14 +127,15 @@ def _gpu_for(row: dict[str, str]) -> GpuSpec | None:
     return spec if spec.memory_gb == memory else spec.with_memory(memory)
 
 
-# A hand-over's latency where none is published for the type (node_links.csv leaves it empty): bounded by a whole
-# two-server all-reduce of 8 bytes over 16 GPUs of p4de.24xlarge (EFA), 164.3 us in published nccl-tests output
-# (aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/README.md @7217859f): that collective makes
-# two network steps and fourteen within the servers, one hand-over makes one network step. No figure is published
-# for TCP between cloud GPU servers; the bound is taken for them too, and said so in every plan that uses it.
-UNPUBLISHED_LATENCY_BOUND_US = 164.3
+# A hand-over's latency where none is published for the type (node_links.csv leaves it empty): an assumption, the
+# largest small-message figure published for two cloud GPU servers that we found, a whole two-server all-reduce of 8
+# bytes over 16 GPUs of p4de.24xlarge (EFA), 164.3 us in nccl-tests output (aws-samples/awsome-distributed-training
+# micro-benchmarks/nccl-tests/README.md @7217859f), where one hand-over is a single message. Nothing published shows
+# TCP between cloud GPU servers below it: it is not a bound, and every plan that uses it says so. Its weight is small
+# (0.2 ms of a 49 ms token on the Alibaba DeepSeek-V3 plan).
+ASSUMED_LATENCY_US = 164.3
 _LATENCY_BOUND_SOURCE = (
-    "latency not published for this type: bounded by a two-server 8-byte all-reduce on 2x p4de.24xlarge, 164.3 us "
+    "latency not published for this type: assumed 164.3 us, a two-server 8-byte all-reduce on 2x p4de.24xlarge "
     "(aws-samples/awsome-distributed-training nccl-tests README @7217859f)")
 
 
@@ -142,7 +143,7 @@ _LATENCY_BOUND_SOURCE = (
 def node_links() -> dict[tuple[str, str], NodeLink]:
     """The network between two servers of each multi-GPU type, by (cloud, instance type): node_links.csv rows with a
     bandwidth and a construct that places servers close. A row without either stays in the file with its reason and
-    plans no replica across servers; one without a latency gets UNPUBLISHED_LATENCY_BOUND_US, said in its source."""
+    plans no replica across servers; one without a latency gets ASSUMED_LATENCY_US, said in its source."""
     links = {}
     for row in _read_csv(DATA_DIR / "node_links.csv"):
         if not row["gbps"].strip() or row["cluster_placement"].strip() in ("", "none"):
@@ -150,10 +151,10 @@ def node_links() -> dict[tuple[str, str], NodeLink]:
         latency = row["latency_us"].strip()
         links[(row["cloud"], row["instance_type"])] = NodeLink(
             transport=row["transport"], gbps=float(row["gbps"]),
-            latency_us=float(latency) if latency else UNPUBLISHED_LATENCY_BOUND_US,
+            latency_us=float(latency) if latency else ASSUMED_LATENCY_US,
             placement=row["cluster_placement"],
             source=row["source"] if latency else f"{row['source']}; {_LATENCY_BOUND_SOURCE}",
-            latency_bound=not latency)
+            latency_assumed=not latency)
     return links
 
 

@@ -310,21 +310,27 @@ def _nodes_line(demand: Demand, sizing: object) -> str:
     nodes = replica_nodes(demand, sizing)
     one = llm_replica(demand, candidate._replace(nodes=1))
     assert nodes is not None and offer.gpu is not None and offer.link is not None
+    gpus = f"{offer.gpu_count}x {offer.gpu.id}"
+    if one.kv_cache_gib <= 0:
+        why = (f"one server's {gpus} hold {one.usable_gib * offer.gpu_count:.0f} GiB, less than the weights and "
+               f"overhead ({(one.weights_gib_per_device + one.overhead_gib) * offer.gpu_count:.0f} GiB)")
+    else:
+        why = (f"on one server's {gpus} the KV cache ({one.kv_cache_gib:.1f} GiB a GPU) cannot hold one "
+               f"{demand.max_model_len}-token sequence")
     tpot = f" of its {sizing.tpot_p95_ms:.0f} ms p95 TPOT" if sizing.tpot_p95_ms else ""
+    latency = ("no latency is published for this type: an assumed figure, a whole two-server all-reduce on "
+               "p4de.24xlarge; " if offer.link.latency_assumed else "")
     return (
-        f"Each replica spans {nodes.nodes} {offer.name} servers: one holds {one.usable_gib * offer.gpu_count:.0f} GiB "
-        f"on its {offer.gpu_count}x {offer.gpu.id}, less than the weights' {one.weight_bytes / 2**30:.0f} GiB. vLLM "
-        f"runs tensor parallel {candidate.offer.gpu_count} within each server and pipeline parallel {nodes.nodes} "
-        f"across them, on a Ray cluster of the replica's servers, placed close ({offer.link.placement}). Between "
-        f"them: {nodes.transport} at {nodes.network_gbps:,.0f} Gbit/s, {nodes.latency_us:g} µs a message "
-        + ("(no latency is published for this type: a bound, a whole two-server all-reduce on p4de.24xlarge; "
-           if offer.link.latency_bound else "(")
-        + f"sources in node_links.csv and the plan's replica_nodes.source); a token's {nodes.nodes - 1} "
-        f"hand-over(s) of its micro-batch's activations take "
-        f"{nodes.hand_over_ms:.2f} ms{tpot}. A token passes every stage in turn, so a replica across servers "
-        "decodes no faster than one server would; its throughput comes from one micro-batch per stage in flight. "
-        "Each server downloads the whole model (vLLM's loader reads every file and keeps its stage's layers), so "
-        "its cold start is one server's; fleets, rollouts and healing count whole replicas."
+        f"Each replica spans {nodes.nodes} {offer.name} servers: {why}. vLLM runs tensor parallel "
+        f"{offer.gpu_count} within each server and pipeline parallel {nodes.nodes} across them, on a Ray cluster of "
+        f"the replica's servers, placed close ({offer.link.placement}). Between them: {nodes.transport} at "
+        f"{nodes.network_gbps:,.0f} Gbit/s, {nodes.latency_us:g} µs a message ({latency}sources in node_links.csv "
+        f"and the plan's replica_nodes.source); a token's {nodes.nodes - 1} hand-over(s) of its micro-batch's "
+        f"activations from each of the {offer.gpu_count} ranks, and its sampled tokens back to the head, take "
+        f"{nodes.hand_over_ms:.2f} ms{tpot}. A token passes every stage in turn, so a replica across servers decodes "
+        "no faster than one server would; its throughput comes from one micro-batch per stage in flight. Each "
+        "server downloads the whole model (vLLM's loader reads every file and keeps its stage's layers), so its "
+        "cold start is one server's; fleets, rollouts and healing count whole replicas."
     )
 
 

@@ -50,7 +50,7 @@ class NodeLink(NamedTuple):
     latency_us: float  # one small message between two servers
     placement: str  # the cloud's construct that places the servers close
     source: str
-    latency_bound: bool = False  # no latency published for the type: catalog.UNPUBLISHED_LATENCY_BOUND_US
+    latency_assumed: bool = False  # no latency published for the type: catalog.ASSUMED_LATENCY_US instead
 
 
 class GpuSpec(NamedTuple):

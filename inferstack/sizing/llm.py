@@ -13,8 +13,10 @@ their weights and KV cache. A forward pass goes through every stage in turn and 
 server at each boundary (`NodeLink`: hidden states and residual, 16 bit, as vLLM's IntermediateTensors carry them);
 vLLM keeps one batch in flight per stage (vllm/v1/engine/core.py step_with_batch_queue: a queue of the executor's
 max_concurrent_batches, the pipeline's size), so at concurrency c each micro-batch holds c / nodes sequences and a
-token takes every stage's step of its micro-batch plus the hand-overs. A prompt's prefill passes the stages as one
-batch (chunks of other prompts' prefills are not overlapped with it: a bound on the high side).
+token takes every stage's step of its micro-batch plus the hand-overs. vLLM 0.12's scheduler does not balance the
+micro-batches (it skips sequences in flight; vllm#41682, open): even ones are a bound on the low side. A prompt's
+prefill passes the stages as one batch (chunks of other prompts' prefills are not overlapped with it: a bound on the
+high side).
 """
 
 from __future__ import annotations
@@ -94,7 +96,14 @@ class LlmReplica:
 
     @cached_property
     def stage_share(self) -> float:
-        """The share of the model's layers the largest pipeline stage holds (1.0 without pipeline parallelism)."""
+        """The share of the weights (and of a pass's FLOPs) the largest pipeline stage holds, as vLLM splits the layers
+        (`LlmArchitecture.largest_stage_share`); 1.0 without pipeline parallelism. The pipeline runs at its pace."""
+        pp = self.pipeline_parallel
+        return self.arch.largest_stage_share(pp) if pp > 1 else 1.0
+
+    @cached_property
+    def stage_layers_share(self) -> float:
+        """The share of the layers the stage with the most holds: its KV cache, launches and all-reduces."""
         pp = self.pipeline_parallel
         return math.ceil(self.arch.layers / pp) / self.arch.layers if pp > 1 else 1.0
 
@@ -129,7 +138,7 @@ class LlmReplica:
     def kv_bytes_per_token_per_device(self) -> float:
         """Full-attention KV bytes per token on one device (its stage's layers)."""
         elements = self.arch.kv_elements_per_token_per_layer(self.tensor_parallel)
-        return elements * self.kv_bytes_per_element * self.arch.layers * self.stage_share
+        return elements * self.kv_bytes_per_element * self.arch.layers * self.stage_layers_share
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -144,7 +153,7 @@ class LlmReplica:
     def kv_bytes_per_sequence_per_device(self, sequence_tokens: int) -> float:
         """KV bytes one sequence occupies on one device, in whole blocks, sliding windows capped."""
         blocks = math.ceil(sequence_tokens / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
-        return self.arch.kv_cached_tokens(blocks) * self._kv_bytes_per_layer_token * self.stage_share
+        return self.arch.kv_cached_tokens(blocks) * self._kv_bytes_per_layer_token * self.stage_layers_share
 
     @cached_property
     def capacity_gib(self) -> float:
@@ -234,7 +243,7 @@ class LlmReplica:
             flops_per_s = 1 / (share / flops_per_s + (1 - share) / sixteen_bit)
         # Two ring all-reduces of the activations per layer across the tensor-parallel group; a pipeline stage runs
         # its own layers' launches and all-reduces.
-        layers = self.arch.layers * self.stage_share
+        layers = self.arch.layers * self.stage_layers_share
         allreduces = 2 * layers if tp > 1 else 0
         return _GpuRates(
             kv_bytes_per_s=bandwidth,
@@ -255,14 +264,23 @@ class LlmReplica:
             return self._stage_seconds(flops, weight_bytes, kv_bytes, tokens)
         share = self.stage_share
         stage = self._stage_seconds(flops * share, weight_bytes * share, kv_bytes, tokens)
-        return pp * stage + (pp - 1) * self.hand_over_s(tokens)
+        return pp * stage + self.network_s(tokens)
+
+    def network_s(self, tokens: int) -> float:
+        """What one pass of `tokens` tokens spends on the servers' network: nodes - 1 hand-overs of activations, and
+        the last stage's sampled tokens back to the head (a message: its latency)."""
+        assert self.node_link is not None, "a replica across servers needs their network (NodeLink)"
+        return (self.pipeline_parallel - 1) * self.hand_over_s(tokens) + self.node_link.latency_us / 1e6
 
     def hand_over_s(self, tokens: int) -> float:
-        """Seconds to pass `tokens` tokens' activations to the next pipeline stage over the servers' network:
-        the link's latency plus hidden states and residual (16 bit each) at its bandwidth."""
+        """Seconds to pass `tokens` tokens' activations to the next pipeline stage over the servers' network: the
+        link's latency plus hidden states and residual at the activations' precision, from every tensor-parallel rank
+        (vLLM's Ray executor binds rank i of one stage to rank i of the next, each passing the whole tensors:
+        v1/executor/ray_executor.py _compiled_ray_dag) at the link's bandwidth."""
         link = self.node_link
         assert link is not None, "a replica across servers needs their network (NodeLink)"
-        size = tokens * 2 * self.arch.hidden_size * 2
+        activation_bytes = 4 if self.precision is Precision.FP32 else 2
+        size = tokens * 2 * self.arch.hidden_size * activation_bytes * self.tensor_parallel
         return link.latency_us / 1e6 + size * 8 / (link.gbps * 1e9)
 
     def _stage_seconds(self, flops: float, weight_bytes: float, kv_bytes: float, tokens: int) -> float:

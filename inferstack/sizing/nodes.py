@@ -70,4 +70,4 @@ def replica_nodes(demand: Demand, sizing: Sizing) -> ReplicaNodes | None:
     micro_batch = math.ceil(max(sizing.concurrency_per_replica, 1) / candidate.nodes)
     return ReplicaNodes(
         nodes=candidate.nodes, transport=link.transport, network_gbps=link.gbps, latency_us=link.latency_us,
-        hand_over_ms=round((candidate.nodes - 1) * replica.hand_over_s(micro_batch) * 1e3, 3), source=link.source)
+        hand_over_ms=round(replica.network_s(micro_batch) * 1e3, 3), source=link.source)

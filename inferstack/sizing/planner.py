@@ -251,7 +251,23 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], catalog: Catal
     excluded: Counter[str] = Counter()
     blockers: dict[str, list[tuple[float, str]]] = {}
     priced: list[Priced] = []
+    too_big: list[tuple[Candidate, Sizing, list[str]]] = []  # one server holds too little: for replicas across servers
     checked = 0
+
+    def add(sizing: Sizing, sold_in: list[str]) -> None:
+        if sizing.blocked is not None:
+            nodes = sizing.candidate.nodes
+            what = sizing.candidate.offer.name + (f" across {nodes} servers a replica" if nodes > 1 else "")
+            blockers.setdefault(sizing.blocked.kind, []).append((sizing.blocked.gap, f"{what}: {sizing.blocked}"))
+            return
+        for region in sold_in:
+            price = _price(demand, sizing, region, catalog.prices, catalog.today)
+            over = _over_budget(demand, sizing, region, price)
+            if over is not None:
+                blockers.setdefault(over[0], []).append(over[1])
+                continue
+            priced.append(Priced(sizing, region, price))
+
     for offer in catalog.offers:
         if offer.cloud != cloud:
             continue
@@ -267,18 +283,16 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], catalog: Catal
                 excluded[candidate_or_reason] += 1
                 continue
             sizing = size_processes(demand, candidate_or_reason, lambda c: _size(demand, c, shared))
-            sizing = size_nodes(demand, candidate_or_reason, sizing, lambda c: _size(demand, c, shared))
-            if sizing.blocked is not None:
-                blockers.setdefault(sizing.blocked.kind, []).append(
-                    (sizing.blocked.gap, f"{offer.name}: {sizing.blocked}"))
-                continue
-            for region in sold_in:
-                price = _price(demand, sizing, region, catalog.prices, catalog.today)
-                over = _over_budget(demand, sizing, region, price)
-                if over is not None:
-                    blockers.setdefault(over[0], []).append(over[1])
-                    continue
-                priced.append(Priced(sizing, region, price))
+            if sizing.blocked is not None and sizing.blocked.kind == "memory":
+                too_big.append((candidate_or_reason, sizing, sold_in))
+            add(sizing, sold_in)
+    # Replicas across servers are planned, not provisioned yet (MULTI_NODE_REPLICAS): sized only where no replica of
+    # one server serves the workload on this cloud, so that they never displace one that can be deployed.
+    if not priced:
+        for candidate, single, sold_in in too_big:
+            across = size_nodes(demand, candidate, single, lambda c: _size(demand, c, shared))
+            if across is not single:
+                add(across, sold_in)
     ranked = sorted(priced, key=rank_key)
     shown = len(ranked) if alternatives is None else alternatives + 1
     ranked[:shown] = [p._replace(sizing=with_autoscaling(p.sizing)) for p in ranked[:shown]]
@@ -526,7 +540,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     warm = warm_start(server)
     pool, pool_notes = warm_pool(spec.startup, cloud, priced.region, fleet, spot_floor, disk_gib, book.rates,
                                  spec.placement.currency, cold=start, warm=warm, caches=server.caches,
-                                 local_storage=bool(offer.local_nvme_gb))
+                                 local_storage=bool(offer.local_nvme_gb), nodes=candidate.nodes)
     if pool is not None and fleet is not None:  # the autoscaler waits for a pool server's start
         fleet = fleet.model_copy(update={"scale_out_cooldown_s": fleet_cold_start_s(warm)})
     startup = image.model_copy(update={"runtime_caches": server.caches,
@@ -586,7 +600,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
     )
 
     zones = min(sizing.replicas, demand.stage.min_zones) if sizing.replicas > 1 else 1
-    rollout = rollout_for(sizing.replicas, zones, fleet, fleet_cold_start_s(start))
+    rollout = rollout_for(sizing.servers, zones, fleet, fleet_cold_start_s(start), candidate.nodes)
     fleet_notes = [fleet_line(fleet, sizing, demand, start)] if fleet else [cold_start_line(start)]
     fleet_notes.append(rollout_line(rollout, spec.model_revision, cloud))
     started = startup_line(startup, fleet, start, priced.price.monthly_ranking)
@@ -673,7 +687,8 @@ def _spot_above_floor(demand: Demand, priced: Priced, ranked: list[Priced], flee
         and shared_sizing_key(p.sizing.candidate) == key and p.sizing.replicas == sizing.replicas
         and p.sizing.candidate.offer.vcpus >= offer.vcpus and p.sizing.candidate.offer.memory_gib >= offer.memory_gib]
     spot = book.spot_price(offer.cloud, priced.region, offer.name)
-    base, above = fleet.min_replicas, fleet.max_replicas - fleet.min_replicas
+    nodes = sizing.candidate.nodes  # servers per replica: the fleet counts replicas
+    base, above = fleet.min_replicas * nodes, (fleet.max_replicas - fleet.min_replicas) * nodes
     # A borrowed on-demand price (another region's) is not blended with this region's spot price.
     hourly = None if priced.price.substitute else priced.price.hourly_per_instance
     currency = spec.placement.currency

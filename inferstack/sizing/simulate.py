@@ -185,8 +185,9 @@ def simulate_plan(spec: WorkloadSpec, plan: DeploymentPlan, requests: int = 4000
     """Simulate one replica of an LLM plan at its planned per-replica peak rate, beside what the plan predicts."""
     demand = demand_of(spec, resolve(spec.model))
     offer = next(o for o in offers() if (o.cloud, o.name) == (plan.cloud, plan.offer))  # specs: one per type
+    # A replica is one process (its GPUs or its share of the CPU), or the servers one replica spans
     candidate = Candidate(offer, Engine(plan.serving.engine), Precision(plan.precision),
-                          processes=plan.serving.processes)  # a replica is one process: its GPUs or share of the CPU
+                          processes=plan.serving.processes, nodes=plan.nodes_per_replica)
     perf, slots = plan.performance, plan.serving.max_num_seqs
     if slots is None or perf.ttft_p95_ms is None or perf.tpot_p95_ms is None:
         raise ValueError(f"{plan.workload} is not an LLM plan: nothing to simulate")

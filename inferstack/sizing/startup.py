@@ -66,7 +66,7 @@ def model_loading(startup: Startup, cloud: Cloud, runtime: str, device: str) -> 
 
 def warm_pool(startup: Startup, cloud: Cloud, region: str, fleet: Fleet | None, spot: SpotAboveFloor | None,
               disk_gib: int, rates: ExchangeRates, currency: str, *, cold: ColdStart, warm: ColdStart,
-              caches: bool = False, local_storage: bool = False) -> tuple[WarmPool | None, list[str]]:
+              caches: bool = False, local_storage: bool = False, nodes: int = 1) -> tuple[WarmPool | None, list[str]]:
     """The fleet's burst kept as stopped servers, where the workload asks, the cloud's group can and a stopped
     server starts faster than a new one (`cold`, `warm`: sizing/coldstart.py; `caches`: a new server's image holds
     the runtime's caches; `local_storage`: the model is kept on instance storage, empty after a stop); else why
@@ -83,7 +83,7 @@ def warm_pool(startup: Startup, cloud: Cloud, region: str, fleet: Fleet | None, 
         return None, ["startup.warm_pool: AWS refuses a warm pool on a group with a mixed instances policy or spot "
                       "servers (Amazon EC2 Auto Scaling User Guide, warm pools, Limitations): the spot capacity above "
                       "the floor is kept instead"]
-    burst = fleet.max_replicas - fleet.min_replicas
+    burst = (fleet.max_replicas - fleet.min_replicas) * nodes  # servers: a replica across servers stops whole
     if burst <= 0:
         return None, [f"startup.warm_pool: the fleet is fixed at {fleet.min_replicas} servers (scaling.max_replicas); "
                       "there is no burst to keep ready"]
