@@ -99,6 +99,7 @@ lock: $(UV)
 	$(COMPILE) pyproject.toml requirements/build.in --extra dev -o requirements/dev.lock
 	$(COMPILE) pyproject.toml requirements/build.in --extra aws -o requirements/demo.lock
 	$(COMPILE) pyproject.toml requirements/build.in requirements/policy.in --extra all -o requirements/policy.lock
+	$(COMPILE) requirements/ray.in -o requirements/ray.lock
 
 $(UV):
 	$(PYTHON) -m venv $(LOCK_VENV)

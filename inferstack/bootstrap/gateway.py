@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from inferstack.bootstrap import interruption
+from inferstack.bootstrap import interruption, replica
 from inferstack.bootstrap.runtimes import image_for, native_install, runtime_processes
 from inferstack.plan import DeploymentPlan
 from inferstack.runtimes import RUNTIME_FACTS, Mode
@@ -204,7 +204,7 @@ def _error(message: str, error_type: str) -> str:
     return "'" + json.dumps({"error": {"message": message, "type": error_type}}, separators=(",", ":")) + "'"
 
 
-def _health_location(health_path: str, drains: bool) -> str:
+def _health_location(health_path: str, drains: bool, replica_head: bool = False) -> str:
     """The key-free health path: GET or HEAD without a body, forwarded as a bare GET of itself: `rewrite ... ?` drops
     the query and replaces the raw path with the normalised one, and no header or body of the client's goes along.
     HEAD goes as GET: vLLM's /health is a FastAPI GET route (vllm/entrypoints/serve/instrumentator/health.py), and
@@ -218,6 +218,12 @@ def _health_location(health_path: str, drains: bool) -> str:
     drain_check = (f"            if (-f {interruption.DRAIN_FLAG}) {{\n"
                    f"                return 503 {draining};\n"
                    "            }\n") if drains else ""
+    if replica_head:  # a replica across servers: out of the balancer while the head's watch finds a worker lost
+        degraded = _error("this replica has lost one of its servers: send requests to another replica",
+                          "service_unavailable")
+        drain_check += (f"            if (-f {replica.DRAIN_FLAG}) {{\n"
+                        f"                return 503 {degraded};\n"
+                        "            }\n")
     return (
         f"        location = {health_path} {{\n"
         "            if ($request_method !~ ^(GET|HEAD)$) {\n"
@@ -302,7 +308,8 @@ def gateway_config(plan: DeploymentPlan, *, api_key: bool, mode: Mode, group: Se
     balance = "        least_conn;\n" if len(ports) > 1 else ""
     upstreams = "".join(f"        server 127.0.0.1:{port};\n" for port in ports)
     listens = f"127.0.0.1:{ports[0]}" + (f" to {ports[-1]} ({len(ports)} model processes)" if len(ports) > 1 else "")
-    locations = _health_location(plan.serving.health_path, interruption.watched(plan)) + "".join(
+    locations = _health_location(plan.serving.health_path, interruption.watched(plan),
+                                 plan.replica_nodes is not None) + "".join(
         f"        location {prefix} {{\n{key_check}{_CACHE_HANDLERS if cache else ''}"
         "            proxy_pass http://inferstack_runtime;\n"
         "        }\n" for prefix in RUNTIME_FACTS[plan.serving.runtime].api_prefixes)

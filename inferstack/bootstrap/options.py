@@ -17,6 +17,7 @@ from inferstack.bootstrap.gateway import CacheEndpoint, ServerGroup
 from inferstack.bootstrap.telemetry import TelemetryTarget
 from inferstack.clouds import CLOUD_FACTS, Cloud
 from inferstack.errors import Problem
+from inferstack.plan import MAX_NODES_PER_REPLICA
 from inferstack.spec import REGION_PATTERN
 
 InstallMode = Literal["auto", "container", "native"]
@@ -42,6 +43,22 @@ def bucket_problem(cloud: Cloud, bucket: str, field: str) -> Problem | None:
     return Problem(field, f"is not a bucket name that {cloud} accepts", value=bucket,
                    fix="give the bucket's name alone (3-63 lowercase letters, digits and hyphens; no scheme, "
                        "host, path or credentials)")
+
+
+# A private IPv4 address as the clouds give their servers (dotted decimal, no leading zeros): a word in unit files.
+IPV4_PATTERN = r"^(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3}$"
+IPv4 = Annotated[str, StringConstraints(pattern=IPV4_PATTERN)]
+
+
+class ReplicaMembers(BaseModel):
+    """The private addresses of one replica's servers, for a plan whose replica spans servers (`bootstrap/replica.py`):
+    the components give each member a fixed address, so that each server knows its head and its peers at boot."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    head: IPv4 = Field(description="The head's address: the Ray head, vLLM and the gateway run there.")
+    workers: list[IPv4] = Field(min_length=1, max_length=MAX_NODES_PER_REPLICA - 1,
+                                description="The workers' addresses: a Ray worker each.")
 
 
 class BootstrapOptions(BaseModel):
@@ -97,6 +114,10 @@ class BootstrapOptions(BaseModel):
                     "the role that may only read the model's prefix, which the server assumes at each start of the "
                     "runtime to hand the runtime credentials of its own (never the instance's). None otherwise.",
     )
+    replica: ReplicaMembers | None = Field(
+        default=None,
+        description="A plan whose replica spans servers (`plan.replica_nodes`): the addresses of its servers, head "
+                    "first. None otherwise.")
     group: ServerGroup = Field(
         default="main",
         description="The server group this bootstrap is for: `main`, or `canary` for the canary's group beside it. "

@@ -27,7 +27,7 @@ from importlib import resources
 
 import yaml
 
-from inferstack.bootstrap import gateway, interruption, telemetry
+from inferstack.bootstrap import gateway, interruption, replica, telemetry
 from inferstack.bootstrap.options import BootstrapOptions, bucket_problem
 from inferstack.bootstrap.runtimes import (
     DOCKER_VERSION_PIN,
@@ -155,6 +155,29 @@ def _check_inputs(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions)
         raise input_error("plan.model.artifact_format", f"{plan.serving.runtime} cannot serve this format",
                           value=plan.model.artifact_format, fix=f"use {expected_format} files")
     _check_streaming(plan, cloud, options)
+    _check_replica(plan, options)
+
+
+def _check_replica(plan: DeploymentPlan, options: BootstrapOptions) -> None:
+    """A replica across servers needs its members' addresses, as many as its servers, all different; they are refused
+    for a plan whose replica is one server."""
+    if plan.replica_nodes is None:
+        if options.replica is not None:
+            raise input_error("options.replica", "is given for a plan whose replica is one server",
+                              value=options.replica.head, fix="leave the replica's members out")
+        return
+    members = options.replica
+    nodes = plan.replica_nodes.nodes
+    if members is None:
+        raise input_error("options.replica", f"is missing: each replica spans {nodes} servers, whose addresses the "
+                          "boot needs", value=None, fix="give the head's and the workers' private addresses")
+    addresses = [members.head, *members.workers]
+    if len(addresses) != nodes or len(set(addresses)) != nodes:
+        raise input_error("options.replica", f"names {len(set(addresses))} different server(s) for a replica of "
+                          f"{nodes}", value=",".join(addresses), fix=f"give {nodes} different addresses, head first")
+    if plan.serving.runtime != "vllm" or plan.device != "gpu":
+        raise input_error("plan.serving.runtime", "spans servers, which only vLLM on GPU servers does (on Ray)",
+                          value=plan.serving.runtime, fix="plan again: the planner splits vLLM replicas only")
 
 
 def streams(plan: DeploymentPlan) -> bool:
@@ -265,10 +288,15 @@ def container_command(plan: DeploymentPlan, process: RuntimeProcess, *, hub_toke
     words: list[Word] = [
         "/usr/bin/docker", "run", "--rm", "--name", process.name, "--init",
         ("--user=", Env("RUNTIME_UID"), ":", Env("RUNTIME_GID")), "--cap-drop=ALL",
-        "--security-opt=no-new-privileges", "--ulimit", "memlock=-1",
-        "-p", f"127.0.0.1:{port}:{port}"]
-    if plan.serving.metrics_port:
-        words += ["-p", f"127.0.0.1:{plan.serving.metrics_port}:{plan.serving.metrics_port}"]  # the agent's, local
+        "--security-opt=no-new-privileges", "--ulimit", "memlock=-1"]
+    if plan.replica_nodes:  # a replica's head: the host's network for Ray and NCCL (vLLM listens on loopback there)
+        words += ["--network=host", "-v", f"{replica.RAY_DIR}:{replica.CONTAINER_RAY_DIR}",
+                  "-e", ("RAY_ADDRESS=", Env("REPLICA_HEAD"), f":{replica.RAY_PORTS['gcs']}"),
+                  "-e", ("VLLM_HOST_IP=", Env("REPLICA_HEAD"))]
+    else:
+        words += ["-p", f"127.0.0.1:{port}:{port}"]
+        if plan.serving.metrics_port:  # the agent's, local
+            words += ["-p", f"127.0.0.1:{plan.serving.metrics_port}:{plan.serving.metrics_port}"]
     if plan.device == "gpu":
         words += ["--gpus", "all", "--ipc=host"]
     if process.gpus:  # every GPU is mapped; the process uses its own (docker's --gpus list needs shell quoting)
@@ -320,11 +348,15 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
             ("ConditionPathExists", f"{CONFIG_DIR}/model.env")]
     if container:
         unit.append(("Requires", "docker.service"))
+    if plan.replica_nodes:  # a replica's head: vLLM joins this server's Ray node
+        unit += [("Requires", f"{replica.RAY_UNIT}-head.service"), ("After", f"{replica.RAY_UNIT}-head.service")]
     service = [("Type", "exec")]
     if not container:
         service += [("User", RUNTIME_USER), ("Group", RUNTIME_USER), ("Environment", f"HOME={RUNTIME_HOME}"),
                     ("WorkingDirectory", RUNTIME_HOME)]
     service.append(("EnvironmentFile", f"{CONFIG_DIR}/model.env"))
+    if plan.replica_nodes:
+        service.append(("EnvironmentFile", replica.REPLICA_ENV))
     service += _pinning(process, container)
     # The host's metadata rules are gone after a reboot: the server never starts without them.
     service.append(("ExecStartPre", f"+{LIB_DIR}/boot.sh --phase metadata_firewall"))
@@ -335,6 +367,10 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
                                                           SERVER_SECRETS, "env", own_unit=not container))]
     if streams(plan) and options.model_reader_role:
         service.append(("ExecStartPre", runtime_credentials_command(options, options.model_reader_role)))
+    if plan.replica_nodes:  # every worker joined first: vLLM places its pipeline's stages on them
+        service += [("ExecStartPre", f"-/usr/bin/docker rm -f {replica.RAY_UNIT}-gate"),
+                    ("ExecStartPre", command_line(ray_container(plan, f"{replica.RAY_UNIT}-gate", "python3",
+                                                                replica.gate_command(plan, LIB_DIR))))]
     if container:
         service += [("ExecStartPre", f"-/usr/bin/docker rm -f {process.name}"),
                     ("ExecStart", command_line(container_command(plan, process,
@@ -342,7 +378,8 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
                     ("ExecStop", f"/usr/bin/docker stop -t 30 {process.name}")]
     else:
         service.append(("ExecStart", command_line(native_command(plan, process))))
-    service += [("Restart", "on-failure"), ("RestartSec", "10"), ("TimeoutStartSec", "600"),
+    start_timeout = 600 + (replica.GATE_TIMEOUT_S if plan.replica_nodes else 0)
+    service += [("Restart", "on-failure"), ("RestartSec", "10"), ("TimeoutStartSec", str(start_timeout)),
                 ("TimeoutStopSec", "60"), ("LimitNOFILE", "1048576"), ("LimitMEMLOCK", "infinity"),
                 ("NoNewPrivileges", "yes"), ("PrivateTmp", "yes")]
     if not container:  # the docker client (root) talks to the daemon; the runtime process is sandboxed here
@@ -350,6 +387,56 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
                     ("RestrictSUIDSGID", "yes"), ("IPAddressDeny", " ".join(CLOUD_FACTS[cloud].metadata_addresses))]
     service.append(("SyslogIdentifier", process.name))
     return unit_file({"Unit": unit, "Service": service, "Install": [("WantedBy", "multi-user.target")]})
+
+
+def ray_container(plan: DeploymentPlan, name: str, entrypoint: str, args: Sequence[Word]) -> list[Word]:
+    """`docker run` of a program of the runtime's image beside a replica's Ray node: on the host's network, as the
+    runtime user with no capabilities, with the GPUs, Ray's session files and our programs (read-only)."""
+    return [
+        "/usr/bin/docker", "run", "--rm", "--name", name, "--init", "--network=host",
+        ("--user=", Env("RUNTIME_UID"), ":", Env("RUNTIME_GID")), "--cap-drop=ALL",
+        "--security-opt=no-new-privileges", "--ulimit", "memlock=-1", "--gpus", "all", "--ipc=host",
+        "-e", f"HOME={CONTAINER_HOME}", "-v", f"{RUNTIME_HOME}:{CONTAINER_HOME}",
+        "-v", f"{replica.RAY_DIR}:{replica.CONTAINER_RAY_DIR}", "-v", f"{LIB_DIR}:{LIB_DIR}:ro",
+        "-v", (Env("MODEL_ROOT"), ":", Env("MODEL_ROOT"), ":ro"), f"--entrypoint={entrypoint}", image_for(plan),
+        *args]
+
+
+def ray_unit(plan: DeploymentPlan, role: replica.Role) -> str:
+    """This server's Ray node in a replica across servers: the head's, or a worker's (boot.sh starts the one its role
+    names). Its address, and the head's, come from the replica phase's file."""
+    name = f"{replica.RAY_UNIT}-{role}"
+    unit = [("Description", f"inferstack Ray {role} of a replica across servers"),
+            ("Wants", "network-online.target"), ("After", "network-online.target docker.service"),
+            ("Requires", "docker.service"), ("ConditionPathExists", replica.REPLICA_ENV)]
+    service = [("Type", "exec"), ("EnvironmentFile", f"{CONFIG_DIR}/model.env"),
+               ("EnvironmentFile", replica.REPLICA_ENV),
+               ("ExecStartPre", f"+{LIB_DIR}/boot.sh --phase metadata_firewall"),
+               ("ExecStartPre", "+/usr/bin/install -d -o ${RUNTIME_UID} -g ${RUNTIME_GID} -m 0700 "
+                                f"{replica.RAY_DIR}"),
+               ("ExecStartPre", f"-/usr/bin/docker rm -f {name}"),
+               ("ExecStart", command_line(ray_container(plan, name, "ray", replica.ray_command(role)))),
+               ("ExecStop", f"/usr/bin/docker stop -t 30 {name}"),
+               ("Restart", "on-failure"), ("RestartSec", "10"), ("TimeoutStartSec", "600"), ("TimeoutStopSec", "60"),
+               ("NoNewPrivileges", "yes"), ("PrivateTmp", "yes"), ("SyslogIdentifier", name)]
+    return unit_file({"Unit": unit, "Service": service, "Install": [("WantedBy", "multi-user.target")]})
+
+
+def replica_watch_unit(options: BootstrapOptions) -> str:
+    """The head's watch over its workers (`replica_watch.py`): it drains the gateway's health path while one does not
+    answer on its Ray node-manager port. As root: only root makes or removes the flag."""
+    assert options.replica is not None
+    words: list[Word] = [
+        "/usr/bin/python3", f"{LIB_DIR}/{replica.WATCHER}", "--workers", ",".join(options.replica.workers),
+        "--port", str(replica.RAY_PORTS["node_manager"]), "--drain-flag", replica.DRAIN_FLAG]
+    return unit_file({
+        "Unit": [("Description", "inferstack replica watch: drains the head while a worker is lost"),
+                 ("After", f"{replica.RAY_UNIT}-head.service")],
+        "Service": [("Type", "exec"), ("ExecStart", command_line(words)), ("Restart", "always"), ("RestartSec", "5"),
+                    ("RuntimeDirectory", "inferstack-replica"), ("RuntimeDirectoryMode", "0755"),
+                    ("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("ProtectHome", "yes"),
+                    ("PrivateTmp", "yes"), ("SyslogIdentifier", replica.WATCH_UNIT)],
+        "Install": [("WantedBy", "multi-user.target")]})
 
 
 def gateway_unit(cloud: Cloud, options: BootstrapOptions, runtimes: Sequence[str]) -> str:
@@ -453,6 +540,9 @@ def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions,
         settings["MODEL_READER_ROLE"] = options.model_reader_role or ""
     if cloud == "aws" and plan.fleet is not None and plan.startup.warm_pool is not None:
         settings["LIFECYCLE_HOOK"] = AWS_LAUNCH_HOOK  # boot.sh: prepare only for the pool, then complete the hook
+    if options.replica:  # boot.sh's replica phase: which member this server is
+        settings["REPLICA_HEAD"] = options.replica.head
+        settings["REPLICA_WORKERS"] = ",".join(options.replica.workers)
     if options.cache:  # the gateway's caching path: Debian's and Ubuntu's packages (gateway.CACHE_APT_PACKAGES)
         settings["GATEWAY_APT_PACKAGES"] = ",".join(gateway.CACHE_APT_PACKAGES)
     for key, value in settings.items():
@@ -490,6 +580,12 @@ def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, 
         FileSpec(f"{UNIT_DIR}/inferstack-gateway.service",
                  gateway_unit(cloud, options, [process.name for process in runtime_processes(plan)]), "0644"),
     ]
+    if plan.replica_nodes:  # both Ray units (boot.sh starts its role's), the gate and the head's watch
+        files += [FileSpec(f"{UNIT_DIR}/{replica.RAY_UNIT}-{role}.service", ray_unit(plan, role), "0644")
+                  for role in ("head", "worker")]
+        files += [FileSpec(f"{LIB_DIR}/{replica.GATE}", shipped_copy(replica.GATE), "0644"),
+                  FileSpec(f"{LIB_DIR}/{replica.WATCHER}", shipped_copy(replica.WATCHER), "0755"),
+                  FileSpec(f"{UNIT_DIR}/{replica.WATCH_UNIT}.service", replica_watch_unit(options), "0644")]
     if interruption.watched(plan):  # a server that may run on spot capacity, on a cloud that posts a notice
         files += [FileSpec(f"{LIB_DIR}/{interruption.WATCHER}", shipped_copy(interruption.WATCHER), "0755"),
                   FileSpec(f"{UNIT_DIR}/{interruption.UNIT}.service", interruption_unit(cloud, options), "0644")]

@@ -133,7 +133,8 @@ def runtime_processes(plan: DeploymentPlan) -> list[RuntimeProcess]:
 class Env:
     """A reference to an environment variable of the service, expanded by systemd as one word: `${NAME}`."""
 
-    name: Literal["MODEL_DIR", "MODEL_FILE", "TRITON_REPO", "MODEL_ROOT", "RUNTIME_UID", "RUNTIME_GID"]
+    name: Literal["MODEL_DIR", "MODEL_FILE", "TRITON_REPO", "MODEL_ROOT", "RUNTIME_UID", "RUNTIME_GID", "REPLICA_SELF",
+                  "REPLICA_HEAD"]
 
 
 Word = str | Env | tuple[str | Env, ...]
@@ -149,10 +150,14 @@ def listen_host(mode: Mode) -> str:
 
 def vllm_args(plan: DeploymentPlan, mode: Mode, port: int = RUNTIME_PORT) -> list[Word]:
     serving = plan.serving
+    # A replica's head runs on the host's network (its Ray node and NCCL reach the other servers): loopback there.
+    host = "127.0.0.1" if plan.replica_nodes else listen_host(mode)
     args: list[Word] = [
-        "--model", Env("MODEL_DIR"), "--served-model-name", plan.model.name, "--host", listen_host(mode),
+        "--model", Env("MODEL_DIR"), "--served-model-name", plan.model.name, "--host", host,
         "--port", str(port), "--tensor-parallel-size", str(serving.tensor_parallel),
         "--dtype", _VLLM_DTYPES.get(serving.dtype, "auto")]
+    if plan.replica_nodes:  # the Ray executor over the replica's servers (RAY_ADDRESS: this server's Ray node)
+        args += ["--distributed-executor-backend", "ray", "--pipeline-parallel-size", str(serving.pipeline_parallel)]
     if serving.max_model_len:
         args += ["--max-model-len", str(serving.max_model_len)]
     if serving.max_num_seqs:

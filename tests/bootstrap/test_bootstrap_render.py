@@ -88,6 +88,23 @@ def written_files(result: RenderedBootstrap) -> dict[str, str]:
     return files
 
 
+def boot_sh_under(tmp_path: Path, files: dict[str, str], moved: dict[str, str],
+                  stubs: str) -> tuple[Path, dict[str, str]]:
+    """boot.sh as shipped, each of its `moved` fixed paths replaced (a path to its stand-in; "" puts it under tmp_path,
+    /a/b becoming tmp_path/a-b) and `stubs` (shell functions standing in for commands) sourced before its phase
+    dispatch, with its bootstrap.env beside it. Returns the script and the environment that points it there."""
+    script = files["/usr/local/lib/inferstack/boot.sh"]
+    for fixed, stand_in in moved.items():
+        assert fixed in script, fixed
+        script = script.replace(fixed, stand_in or str(tmp_path / fixed.strip("/").replace("/", "-")))
+    (tmp_path / "stubs.sh").write_text(stubs)
+    dispatch = 'if [ "${1:-}" = --phase ]; then'
+    script = script.replace(dispatch, f". {tmp_path / 'stubs.sh'}\n{dispatch}", 1)
+    (tmp_path / "boot.sh").write_text(script)
+    (tmp_path / "bootstrap.env").write_text(files["/etc/inferstack/bootstrap.env"])
+    return tmp_path / "boot.sh", {**os.environ, "INFERSTACK_CONFIG": str(tmp_path / "bootstrap.env")}
+
+
 def golden_view(result: RenderedBootstrap) -> str:
     """Each file with its path, the shipped programs (the same in every variant) reduced to their sha256."""
     sections = [f"# user data: {result.user_data.splitlines()[1]}"]

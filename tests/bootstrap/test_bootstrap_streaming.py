@@ -4,14 +4,19 @@ and hands to the container in a root-only file, what is refused, and the model p
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 from sample_plans import sample_plan
-from test_bootstrap_render import assert_units_pass_systemd_analyze_verify, settings_of, unit_settings, written_files
+from test_bootstrap_render import (
+    assert_units_pass_systemd_analyze_verify,
+    boot_sh_under,
+    settings_of,
+    unit_settings,
+    written_files,
+)
 
 from inferstack.bootstrap import BootstrapOptions, render_bootstrap
 from inferstack.bootstrap.render import LIB_DIR, RUNTIME_CREDENTIALS, RenderedBootstrap
@@ -145,23 +150,14 @@ def test_a_reader_role_that_is_not_a_roles_arn_is_refused(role: str) -> None:
 def _run_phase(tmp_path: Path, result: RenderedBootstrap, phase: str) -> str:
     """boot.sh --phase `phase`, as shipped, its fixed paths under tmp_path: systemctl, id and the sync program stand
     in (the sync says it verified the files). Returns the model.env it wrote."""
-    files = written_files(result)
     lib = tmp_path / "lib"
     lib.mkdir(exist_ok=True)
     (lib / "model_sync.py").write_text("print('synced and verified')\n")
-    stubs = tmp_path / "stubs.sh"
-    stubs.write_text("systemctl() { return 0; }\nid() { echo 1000; }\n")
-    script = files[f"{LIB_DIR}/boot.sh"].replace(LIB_DIR, str(lib))
-    for fixed in ("/etc/inferstack/model.env", "/var/lib/inferstack", "/run/inferstack-boot", "/var/log/inferstack"):
-        assert fixed in script, fixed
-        script = script.replace(fixed, str(tmp_path / fixed.strip("/").replace("/", "-")))
-    dispatch = 'if [ "${1:-}" = --phase ]; then'
-    script = script.replace(dispatch, f". {stubs}\n{dispatch}", 1)
-    (tmp_path / "boot.sh").write_text(script)
-    (tmp_path / "bootstrap.env").write_text(files["/etc/inferstack/bootstrap.env"])
-    env = {**os.environ, "INFERSTACK_CONFIG": str(tmp_path / "bootstrap.env")}
-    run = subprocess.run(["bash", str(tmp_path / "boot.sh"), "--phase", phase], env=env, capture_output=True,
-                         text=True)
+    moved = {LIB_DIR: str(lib), **dict.fromkeys(("/etc/inferstack/model.env", "/var/lib/inferstack",
+                                                 "/run/inferstack-boot", "/var/log/inferstack"), "")}
+    stubs = "systemctl() { return 0; }\nid() { echo 1000; }\n"
+    script, env = boot_sh_under(tmp_path, written_files(result), moved, stubs)
+    run = subprocess.run(["bash", str(script), "--phase", phase], env=env, capture_output=True, text=True)
     rc = (tmp_path / "run-inferstack-boot" / f"{phase}.rc").read_text().strip()
     assert rc == "0", run.stdout + run.stderr
     return (tmp_path / "etc-inferstack-model.env").read_text()

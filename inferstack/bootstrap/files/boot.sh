@@ -31,6 +31,9 @@ GATEWAY=inferstack-gateway.service
 GATEWAY_CONFIG=/etc/inferstack/gateway.conf
 AGENT_UNIT=inferstack-agent.service # telemetry.AGENT_UNIT: the cloud's monitoring agent, when the bundle has it
 INTERRUPTION_UNIT=inferstack-interruption.service # interruption.UNIT: the spot interruption watcher, if bundled
+REPLICA_ENV=/etc/inferstack/replica.env # replica.REPLICA_ENV: this server's place in a replica across servers
+RAY_WORKER_UNIT=inferstack-ray-worker.service # replica.RAY_UNIT, a worker's
+REPLICA_WATCH_UNIT=inferstack-replica-watch.service # replica.WATCH_UNIT: the head's watch over its workers
 REBOOT_REQUESTED=100
 IPV6_STACK=/proc/net/if_inet6 # present when the kernel has IPv6
 RESOLV_CONF=/etc/resolv.conf
@@ -54,6 +57,10 @@ MODEL_LOADING=${MODEL_LOADING:-download} # download, or stream: the runtime read
 # The model processes' units and loopback ports (several when the plan runs several per server), as word lists.
 IFS=, read -r -a SERVICES <<<"$RUNTIME_UNITS"
 IFS=, read -r -a RUNTIME_PORT_LIST <<<"$RUNTIME_PORTS"
+REPLICA_HEAD=${REPLICA_HEAD:-} # set for a replica across servers (bootstrap/replica.py); its role is phase_replica's
+REPLICA_ROLE=""
+[ -n "$REPLICA_HEAD" ] && [ -f "$REPLICA_ENV" ] && REPLICA_ROLE=$(sed -n 's/^REPLICA_ROLE=//p' "$REPLICA_ENV")
+[ "$REPLICA_ROLE" = worker ] && SERVICES=("$RAY_WORKER_UNIT") # a worker serves nothing itself: its Ray node only
 
 log() { printf '%s inferstack %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 # detail: the phase's one-line result, repeated in its summary line
@@ -298,11 +305,35 @@ phase_runtime() {
     if [ "$INSTALL_MODE" = container ]; then install_container_runtime; else install_native_runtime; fi
 }
 
+#### phase: replica ####
+
+# A replica across servers (bootstrap/replica.py): its servers all boot this bundle, and this one is the member whose
+# address its route to the head leaves from (the head's own address routes locally). Written for the Ray units.
+phase_replica() {
+    local self role
+    self=$(ip -4 -o route get "$REPLICA_HEAD" 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
+    if [ "$self" = "$REPLICA_HEAD" ]; then
+        role="head"
+    elif [ -n "$self" ] && [[ ",$REPLICA_WORKERS," == *",$self,"* ]]; then
+        role="worker"
+    else
+        fail "this server (${self:-no IPv4 route to $REPLICA_HEAD}) is none of its replica's servers (head $REPLICA_HEAD, workers $REPLICA_WORKERS)"
+    fi
+    write_if_changed "$REPLICA_ENV" "REPLICA_SELF=$self
+REPLICA_HEAD=$REPLICA_HEAD
+REPLICA_ROLE=$role"
+    detail "$role of a replica across servers ($self; head $REPLICA_HEAD, workers $REPLICA_WORKERS)"
+}
+
 #### phase: gateway ####
 
 # nginx from the distribution, run by inferstack-gateway.service with /etc/inferstack/gateway.conf. The package's
 # own service (the default site on port 80) is masked before the install, so it never starts.
 phase_gateway() {
+    if [ "$REPLICA_ROLE" = worker ]; then
+        detail "none: a replica's worker serves nothing itself (the load balancer targets its head)"
+        return 0
+    fi
     if ! command -v nginx >/dev/null 2>&1; then
         require_apt
         systemctl mask nginx.service >/dev/null
@@ -460,6 +491,7 @@ open_gateway() {
     # nothing reaches it before this boot's sync has verified the bucket's files (phase_model_load).
     [ "$MODEL_LOADING" = stream ] && systemctl disable --quiet "$GATEWAY"
     [ -f "/etc/systemd/system/$INTERRUPTION_UNIT" ] && gateway+=", $(start_or_restart "$INTERRUPTION_UNIT" "$changed")"
+    [ "$REPLICA_ROLE" = head ] && gateway+=", $(start_or_restart "$REPLICA_WATCH_UNIT" "$changed")"
     echo "$gateway"
 }
 
@@ -475,7 +507,9 @@ phase_service() {
     for unit in "${SERVICES[@]}"; do
         servers+=("$(start_or_restart "$unit" "$changed")")
     done
-    if [ "$MODEL_LOADING" = stream ]; then
+    if [ "$REPLICA_ROLE" = worker ]; then
+        gateway="no gateway: the replica's head serves" # the load balancer targets heads only
+    elif [ "$MODEL_LOADING" = stream ]; then
         gateway="$GATEWAY once the sync has verified the weights" # phase_model_load opens it
         printf '%s' "$changed" >"$RUN_DIR/gateway-changed"
     else
@@ -502,6 +536,13 @@ healthy() {
 phase_model_load() {
     local url="http://127.0.0.1:${PORT}${HEALTH_PATH}" i
     DEADLINE=$((SECONDS + READY_TIMEOUT_S))
+    if [ "$REPLICA_ROLE" = worker ]; then # its Ray node runs; the head's runtime loads this server's stage
+        sleep 5
+        systemctl is-active --quiet "$RAY_WORKER_UNIT" || fail "$RAY_WORKER_UNIT is not running; see journalctl -u $RAY_WORKER_UNIT"
+        write_if_changed "$STATE_DIR/ready" "model=$MODEL_NAME replica worker of $REPLICA_HEAD"
+        detail "Ray worker of the replica whose head is $REPLICA_HEAD"
+        return 0
+    fi
     for i in "${!SERVICES[@]}"; do # every model process on its own port: the gateway may send each a request
         until healthy "http://127.0.0.1:${RUNTIME_PORT_LIST[$i]}${HEALTH_PATH}" "${SERVICES[$i]}"; do sleep 2; done
     done
@@ -620,6 +661,14 @@ main() {
     record_vm_boot
     log "boot start: $RUNTIME ($INSTALL_MODE) on $DEVICE, model $MODEL_NAME from $INFERSTACK_CLOUD $MODEL_BUCKET/$MODEL_PREFIX"
     step metadata_firewall
+    if [ -n "$REPLICA_HEAD" ]; then # which member of its replica this server is: milliseconds, not in the estimate
+        run_phase replica || {
+            log "summary: FAILED in phase replica after $(elapsed_s "$BOOT_STARTED")s; see the lines above"
+            exit 1
+        }
+        REPLICA_ROLE=$(sed -n 's/^REPLICA_ROLE=//p' "$REPLICA_ENV")
+        [ "$REPLICA_ROLE" = worker ] && SERVICES=("$RAY_WORKER_UNIT")
+    fi
     step driver
     start_agent # after the driver phase, the boot's last reboot point: a reboot never cuts the agent's install
     ensure_runtime_user # the sync writes the runtime user's ids into model.env
@@ -656,7 +705,8 @@ if [ "${1:-}" = --phase ]; then
         model_sync) phase_model_sync ;;
         service) phase_service ;;
         model_load) phase_model_load ;;
-        *) fail "unknown phase $2 (metadata_firewall, driver, runtime, gateway, model_sync, service, model_load)" ;;
+        replica) phase_replica ;;
+        *) fail "unknown phase $2 (metadata_firewall, replica, driver, runtime, gateway, model_sync, service, model_load)" ;;
     esac
     exit 0
 fi
