@@ -127,6 +127,9 @@ class RuntimeFacts(NamedTuple):
     streams_weights: bool
     """Whether it streams the weights from the bucket into GPU memory itself (workload `startup.model_loading:
     stream`): vLLM with the Run:ai Model Streamer (`--load-format runai_streamer`)."""
+    spans_servers: bool
+    """Whether it serves one model across several servers (`plan.replica_nodes`): vLLM, pipeline parallel on a Ray
+    cluster of the replica's servers (bootstrap/replica.py)."""
     gpu_memory_fraction: float | None
     """The share of each GPU's memory it takes (`serving.gpu_memory_utilization`); None: what it needs."""
     backend_gpu: Backend | None
@@ -193,6 +196,7 @@ VLLM = RuntimeFacts(
     # extra, runai-model-streamer[s3,gcs]; not checked in the v0.12.0 image itself): without it the runtime fails
     # to start, and the boot with it (docs/cold-start.md).
     streams_weights=True,
+    spans_servers=True,
     gpu_memory_fraction=0.9,  # vLLM's default --gpu-memory-utilization
     backend_gpu=None,
     backend_cpu=None,
@@ -236,6 +240,7 @@ LLAMACPP = RuntimeFacts(
     warmup_cached_s=0,
     warmup_basis="starts in seconds",
     streams_weights=False,
+    spans_servers=False,
     gpu_memory_fraction=None,
     backend_gpu=None,
     backend_cpu=None,
@@ -264,6 +269,7 @@ TRITON = RuntimeFacts(
     warmup_cached_s=0,
     warmup_basis="starts in seconds",
     streams_weights=False,
+    spans_servers=False,
     gpu_memory_fraction=None,
     backend_gpu="onnxruntime",
     backend_cpu="openvino",

@@ -175,9 +175,10 @@ def _check_replica(plan: DeploymentPlan, options: BootstrapOptions) -> None:
     if len(addresses) != nodes or len(set(addresses)) != nodes:
         raise input_error("options.replica", f"names {len(set(addresses))} different server(s) for a replica of "
                           f"{nodes}", value=",".join(addresses), fix=f"give {nodes} different addresses, head first")
-    if plan.serving.runtime != "vllm" or plan.device != "gpu":
-        raise input_error("plan.serving.runtime", "spans servers, which only vLLM on GPU servers does (on Ray)",
-                          value=plan.serving.runtime, fix="plan again: the planner splits vLLM replicas only")
+    if not RUNTIME_FACTS[plan.serving.runtime].spans_servers or plan.device != "gpu":
+        raise input_error("plan.serving.runtime", f"spans servers, which {plan.serving.runtime} on {plan.device} "
+                          "servers does not do (vLLM on GPU servers does, on Ray)", value=plan.serving.runtime,
+                          fix="plan again: the planner splits vLLM replicas only")
 
 
 def streams(plan: DeploymentPlan) -> bool:
