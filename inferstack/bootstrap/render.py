@@ -175,6 +175,14 @@ def _check_replica(plan: DeploymentPlan, options: BootstrapOptions) -> None:
     if len(addresses) != nodes or len(set(addresses)) != nodes:
         raise input_error("options.replica", f"names {len(set(addresses))} different server(s) for a replica of "
                           f"{nodes}", value=",".join(addresses), fix=f"give {nodes} different addresses, head first")
+    if plan.fleet is not None:
+        raise input_error("plan.fleet", "is a fleet of replicas across servers, which is not built: the boot takes one "
+                          "replica's fixed member addresses", value=plan.fleet.max_replicas,
+                          fix="render one replica (a validation plan) until fleets of such replicas exist")
+    if streams(plan):
+        raise input_error("plan.startup.model_loading", "streams the weights, which a replica across servers does not: "
+                          "its GPU workers run in the Ray nodes' containers, which get no credentials of their own",
+                          value="stream", fix="plan with startup.model_loading: download")
     if not RUNTIME_FACTS[plan.serving.runtime].spans_servers or plan.device != "gpu":
         raise input_error("plan.serving.runtime", f"spans servers, which {plan.serving.runtime} on {plan.device} "
                           "servers does not do (vLLM on GPU servers does, on Ray)", value=plan.serving.runtime,
@@ -371,7 +379,7 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
     if plan.replica_nodes:  # every worker joined first: vLLM places its pipeline's stages on them
         service += [("ExecStartPre", f"-/usr/bin/docker rm -f {replica.RAY_UNIT}-gate"),
                     ("ExecStartPre", command_line(ray_container(plan, f"{replica.RAY_UNIT}-gate", "python3",
-                                                                replica.gate_command(plan, LIB_DIR))))]
+                                                                replica.gate_command(plan, LIB_DIR), node=False)))]
     if container:
         service += [("ExecStartPre", f"-/usr/bin/docker rm -f {process.name}"),
                     ("ExecStart", command_line(container_command(plan, process,
@@ -390,13 +398,18 @@ def server_unit(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, m
     return unit_file({"Unit": unit, "Service": service, "Install": [("WantedBy", "multi-user.target")]})
 
 
-def ray_container(plan: DeploymentPlan, name: str, entrypoint: str, args: Sequence[Word]) -> list[Word]:
-    """`docker run` of a program of the runtime's image beside a replica's Ray node: on the host's network, as the
-    runtime user with no capabilities, with the GPUs, Ray's session files and our programs (read-only)."""
+def ray_container(plan: DeploymentPlan, name: str, entrypoint: str, args: Sequence[Word], node: bool = True
+                  ) -> list[Word]:
+    """`docker run` of a program of the runtime's image beside a replica's Ray node (or, `node`, the node itself): on
+    the host's network, as the runtime user with no capabilities, with Ray's session files and our programs
+    (read-only); a node with the GPUs, the file limit NCCL and Ray want, and its own address for vLLM's GPU workers,
+    which are its processes (vLLM's run_cluster.sh sets VLLM_HOST_IP on each node)."""
+    node_words: list[Word] = ["--gpus", "all", "--ulimit", "nofile=1048576", "-e",
+                              ("VLLM_HOST_IP=", Env("REPLICA_SELF"))] if node else []
     return [
         "/usr/bin/docker", "run", "--rm", "--name", name, "--init", "--network=host",
         ("--user=", Env("RUNTIME_UID"), ":", Env("RUNTIME_GID")), "--cap-drop=ALL",
-        "--security-opt=no-new-privileges", "--ulimit", "memlock=-1", "--gpus", "all", "--ipc=host",
+        "--security-opt=no-new-privileges", "--ulimit", "memlock=-1", *node_words, "--ipc=host",
         "-e", f"HOME={CONTAINER_HOME}", "-v", f"{RUNTIME_HOME}:{CONTAINER_HOME}",
         "-v", f"{replica.RAY_DIR}:{replica.CONTAINER_RAY_DIR}", "-v", f"{LIB_DIR}:{LIB_DIR}:ro",
         "-v", (Env("MODEL_ROOT"), ":", Env("MODEL_ROOT"), ":ro"), f"--entrypoint={entrypoint}", image_for(plan),
@@ -404,8 +417,10 @@ def ray_container(plan: DeploymentPlan, name: str, entrypoint: str, args: Sequen
 
 
 def ray_unit(plan: DeploymentPlan, role: replica.Role) -> str:
-    """This server's Ray node in a replica across servers: the head's, or a worker's (boot.sh starts the one its role
-    names). Its address, and the head's, come from the replica phase's file."""
+    """This server's Ray node in a replica across servers: the head's, or a worker's. boot.sh starts the one its role
+    names, after the model's sync, at every boot (no [Install]: a container started before the model's disk is
+    mounted would never see the model; the model's config must be there to start). Its address, and the head's, come
+    from the replica step's file."""
     name = f"{replica.RAY_UNIT}-{role}"
     unit = [("Description", f"inferstack Ray {role} of a replica across servers"),
             ("Wants", "network-online.target"), ("After", "network-online.target docker.service"),
@@ -415,26 +430,29 @@ def ray_unit(plan: DeploymentPlan, role: replica.Role) -> str:
                ("ExecStartPre", f"+{LIB_DIR}/boot.sh --phase metadata_firewall"),
                ("ExecStartPre", "+/usr/bin/install -d -o ${RUNTIME_UID} -g ${RUNTIME_GID} -m 0700 "
                                 f"{replica.RAY_DIR}"),
+               ("ExecStartPre", "/usr/bin/test -r ${MODEL_DIR}/config.json"),
                ("ExecStartPre", f"-/usr/bin/docker rm -f {name}"),
                ("ExecStart", command_line(ray_container(plan, name, "ray", replica.ray_command(role)))),
                ("ExecStop", f"/usr/bin/docker stop -t 30 {name}"),
                ("Restart", "on-failure"), ("RestartSec", "10"), ("TimeoutStartSec", "600"), ("TimeoutStopSec", "60"),
                ("NoNewPrivileges", "yes"), ("PrivateTmp", "yes"), ("SyslogIdentifier", name)]
-    return unit_file({"Unit": unit, "Service": service, "Install": [("WantedBy", "multi-user.target")]})
+    return unit_file({"Unit": unit, "Service": service})
 
 
-def replica_watch_unit(options: BootstrapOptions) -> str:
+def replica_watch_unit(plan: DeploymentPlan, options: BootstrapOptions) -> str:
     """The head's watch over its workers (`replica_watch.py`): it drains the gateway's health path while one does not
     answer on its Ray node-manager port. As root: only root makes or removes the flag."""
     assert options.replica is not None
     words: list[Word] = [
         "/usr/bin/python3", f"{LIB_DIR}/{replica.WATCHER}", "--workers", ",".join(options.replica.workers),
-        "--port", str(replica.RAY_PORTS["node_manager"]), "--drain-flag", replica.DRAIN_FLAG]
+        "--port", str(replica.RAY_PORTS["node_manager"]), "--drain-flag", replica.DRAIN_FLAG,
+        "--restart-unit", f"{runtime_processes(plan)[0].name}.service"]
     return unit_file({
         "Unit": [("Description", "inferstack replica watch: drains the head while a worker is lost"),
                  ("After", f"{replica.RAY_UNIT}-head.service")],
         "Service": [("Type", "exec"), ("ExecStart", command_line(words)), ("Restart", "always"), ("RestartSec", "5"),
                     ("RuntimeDirectory", "inferstack-replica"), ("RuntimeDirectoryMode", "0755"),
+                    ("RuntimeDirectoryPreserve", "yes"),  # the flag outlives a restart of the watch
                     ("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("ProtectHome", "yes"),
                     ("PrivateTmp", "yes"), ("SyslogIdentifier", replica.WATCH_UNIT)],
         "Install": [("WantedBy", "multi-user.target")]})
@@ -586,7 +604,7 @@ def bundle_files(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions, 
                   for role in ("head", "worker")]
         files += [FileSpec(f"{LIB_DIR}/{replica.GATE}", shipped_copy(replica.GATE), "0644"),
                   FileSpec(f"{LIB_DIR}/{replica.WATCHER}", shipped_copy(replica.WATCHER), "0755"),
-                  FileSpec(f"{UNIT_DIR}/{replica.WATCH_UNIT}.service", replica_watch_unit(options), "0644")]
+                  FileSpec(f"{UNIT_DIR}/{replica.WATCH_UNIT}.service", replica_watch_unit(plan, options), "0644")]
     if interruption.watched(plan):  # a server that may run on spot capacity, on a cloud that posts a notice
         files += [FileSpec(f"{LIB_DIR}/{interruption.WATCHER}", shipped_copy(interruption.WATCHER), "0755"),
                   FileSpec(f"{UNIT_DIR}/{interruption.UNIT}.service", interruption_unit(cloud, options), "0644")]

@@ -61,7 +61,8 @@ def ray_command(role: Role) -> list[Word]:
         f"--metrics-export-port={ports['metrics_export']}",
         f"--min-worker-port={WORKER_PORTS[0]}", f"--max-worker-port={WORKER_PORTS[1]}", "--disable-usage-stats"]
     if role == "head":
-        # No Ray Client server: it needs ray[client], which the image's ray[cgraph] does not ask for.
+        # No --ray-client-server-port: `ray start` refuses it where Ray Client's packages are missing. Where they are
+        # (grpc importable), its server listens on Ray's default 10001, which the replica's firewall must name too.
         return ["start", "--head", f"--port={ports['gcs']}", "--include-dashboard=false", *common]
     return ["start", ("--address=", Env("REPLICA_HEAD"), f":{ports['gcs']}"), *common]
 

@@ -3,6 +3,7 @@ replica phase, which finds the member a server is. The Ray cluster itself forms 
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -22,13 +23,17 @@ HEAD, WORKER = "10.0.1.10", "10.0.1.11"
 UNITS = "/etc/systemd/system"
 
 
-def replica_plan() -> DeploymentPlan:
+def replica_plan(stage: str = "validation") -> DeploymentPlan:
+    """Llama-3.1-405B on H100: one replica of two p5.48xlarge (validation, 0.5 requests/s: no fleet), or a fleet of
+    them (internal, 1 request/s)."""
     spec = parse_workload({
-        "name": "big", "model": "llama-3.1-405b", "precision": "bf16", "stage": "internal",
-        "traffic": {"requests_per_s": 1, "prompt_tokens": 1000, "output_tokens": 200},
+        "name": "big", "model": "llama-3.1-405b", "precision": "bf16", "stage": stage,
+        "traffic": {"requests_per_s": 0.5 if stage == "validation" else 1, "prompt_tokens": 1000,
+                    "output_tokens": 200},
         "placement": {"gpus_allow": ["H100"], "clouds": ["aws"]}})
     plan = planner.plan_workload(spec).outcome("aws").chosen
     assert plan is not None and plan.replica_nodes is not None and plan.replica_nodes.nodes == 2
+    assert stage != "validation" or (plan.fleet is None and plan.replicas == 1)
     return plan
 
 
@@ -65,7 +70,10 @@ def test_each_member_has_its_ray_unit_as_the_runtime_user_without_capabilities()
         assert "--user=${RUNTIME_UID}:${RUNTIME_GID} --cap-drop=ALL --security-opt=no-new-privileges" in start
         assert "--network=host" in start and "--entrypoint=ray" in start
         assert "--node-ip-address=${REPLICA_SELF}" in start and "--node-manager-port=6380" in start
+        assert "-e VLLM_HOST_IP=${REPLICA_SELF} " in start and "--ulimit nofile=1048576" in start
         assert "ConditionPathExists=/etc/inferstack/replica.env\n" in unit
+        # started by the boot after the sync, never by itself before the model's disk is mounted
+        assert "[Install]" not in unit and "ExecStartPre=/usr/bin/test -r ${MODEL_DIR}/config.json\n" in unit
     head = files[f"{UNITS}/inferstack-ray-head.service"]
     worker = files[f"{UNITS}/inferstack-ray-worker.service"]
     assert " start --head --port=6379 --include-dashboard=false --block " in head
@@ -78,7 +86,8 @@ def test_the_heads_health_path_drains_while_its_watch_finds_a_worker_lost() -> N
     assert f"if (-f {replica.DRAIN_FLAG}) {{\n                return 503 " in files[gateway.CONFIG_PATH]
     watch = files[f"{UNITS}/{replica.WATCH_UNIT}.service"]
     assert (f"ExecStart=/usr/bin/python3 {LIB_DIR}/replica_watch.py --workers {WORKER} --port 6380 "
-            f"--drain-flag {replica.DRAIN_FLAG}\n") in watch
+            f"--drain-flag {replica.DRAIN_FLAG} --restart-unit inferstack-server.service\n") in watch
+    assert "RuntimeDirectoryPreserve=yes\n" in watch  # a restarted watch keeps the drain
     assert f"REPLICA_HEAD={HEAD}\nREPLICA_WORKERS={WORKER}\n" in result.user_data.replace("    ", "")
 
 
@@ -106,6 +115,18 @@ def test_a_replica_without_its_members_addresses_is_refused(members: dict[str, o
         render_bootstrap(plan, "aws", BootstrapOptions(model_bucket="acme-models", region=plan.region,
                                                        replica=members))  # type: ignore[arg-type]
     assert error.value.problems[0].field == "options.replica"
+
+
+def test_a_fleet_of_such_replicas_and_streamed_weights_are_refused() -> None:
+    with pytest.raises(InputError, match="fleet of replicas across servers") as error:
+        render(replica_plan("internal"))
+    assert error.value.problems[0].field == "plan.fleet"
+    plan = replica_plan()
+    streamed = plan.model_copy(update={"startup": plan.startup.model_copy(update={"model_loading": "stream"})})
+    with pytest.raises(InputError, match="no credentials of their own"):
+        render_bootstrap(streamed, "aws", BootstrapOptions(
+            model_bucket="acme-models", region=plan.region, replica={"head": HEAD, "workers": [WORKER]},
+            model_reader_role="arn:aws:iam::123456789012:role/reader"))  # type: ignore[arg-type]
 
 
 def test_members_for_a_plan_of_one_server_are_refused() -> None:
@@ -146,3 +167,31 @@ def test_a_server_that_is_no_member_of_its_replica_stops_the_boot(tmp_path: Path
     status, written, detail = _replica_phase(tmp_path, "10.0.1.99")
     assert status != 0 and written == ""
     assert "is none of its replica's servers" in detail
+
+
+def _worker_phase(tmp_path: Path, phase: str, port: int, unit_state: str) -> tuple[int, str]:
+    """boot.sh --phase `phase` on a worker (replica.env says so), its Ray node expected on loopback `port` and its
+    Ray unit in `unit_state`. Returns (status, detail)."""
+    moved = {**dict.fromkeys(("/etc/inferstack/replica.env", "/var/lib/inferstack", "/run/inferstack-boot",
+                              "/var/log/inferstack"), ""), "RAY_NODE_MANAGER_PORT=6380": f"RAY_NODE_MANAGER_PORT={port}"}
+    (tmp_path / "etc-inferstack-replica.env").write_text(
+        f"REPLICA_SELF={WORKER}\nREPLICA_HEAD={HEAD}\nREPLICA_ROLE=worker\n")
+    stubs = f"systemctl() {{ [ \"$1\" = is-active ] && echo {unit_state}; [ {unit_state} = active ]; }}\n"
+    script, env = boot_sh_under(tmp_path, written_files(render()), moved, stubs)
+    subprocess.run(["bash", str(script), "--phase", phase], env=env, capture_output=True, text=True, timeout=60)
+    run = tmp_path / "run-inferstack-boot"
+    return int((run / f"{phase}.rc").read_text()), (run / f"{phase}.detail").read_text()
+
+
+def test_a_worker_has_no_gateway_and_is_ready_once_its_ray_node_listens(tmp_path: Path) -> None:
+    status, detail = _worker_phase(tmp_path, "gateway", 1, "active")
+    assert status == 0 and detail.startswith("none: a replica's worker serves nothing itself")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        status, detail = _worker_phase(tmp_path, "model_load", listener.getsockname()[1], "active")
+    assert status == 0 and detail == f"Ray worker joined to the replica whose head is {HEAD}"
+    with socket.socket() as closed:  # a port nobody listens on, the unit failed: the boot stops
+        closed.bind(("127.0.0.1", 0))
+        status, detail = _worker_phase(tmp_path, "model_load", closed.getsockname()[1], "failed")
+    assert status != 0 and "inferstack-ray-worker.service is not running" in detail

@@ -1,7 +1,9 @@
 """A replica across two servers forms a real Ray cluster: two network namespaces joined by a veth pair stand for the
 two servers, each running its rendered Ray unit's command (the words after the runtime's image: `ray start` as the
-container would run it) with the Ray vLLM's image carries (requirements/ray.lock). The head's runtime gate holds until
-the worker has joined; the head's watch drains it once the worker is killed.
+container would run it) with the Ray vLLM's image carries (requirements/ray.lock), each in a mount namespace of its own
+with a private /tmp/ray (what each server's container has: its own session files, shared with the programs beside
+it). The head's runtime gate, run in the head's namespaces, holds until the worker has joined; the head's watch
+drains it once the worker is killed.
 
 Needs root (network namespaces) and PyPI for the first run (the pinned, hashed Ray goes to .cache/ray-venv)."""
 
@@ -15,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,9 +81,9 @@ def servers(ray_bin: Path, tmp_path: Path) -> Iterator[dict[str, str]]:
     def ip(*args: str) -> None:
         subprocess.run(["ip", *args], check=True)
 
-    for space in spaces.values():
-        ip("netns", "add", space)
     try:
+        for space in spaces.values():
+            ip("netns", "add", space)
         ip("link", "add", ends[0], "type", "veth", "peer", "name", ends[1])
         for (_role, space), end, address in zip(spaces.items(), ends, (HEAD, WORKER), strict=True):
             ip("link", "set", end, "netns", space)
@@ -105,16 +106,25 @@ def kill_all(space: str) -> None:
             os.kill(int(pid), signal.SIGKILL)
 
 
-def start_node(space: str, ray_bin: Path, words: list[str], self_address: str, temp: Path) -> subprocess.Popen[str]:
-    """The unit's `ray start ... --block`, its ${REPLICA_*} variables as systemd would set them from replica.env. Each
-    node keeps its own session files, as each server's container does (RAY_TMPDIR stands for the /tmp/ray mount)."""
+def start_node(space: str, ray_bin: Path, words: list[str], self_address: str) -> subprocess.Popen[str]:
+    """The unit's `ray start ... --block`, its ${REPLICA_*} variables as systemd would set them from replica.env, in
+    the server's network namespace and a mount namespace of its own whose /tmp/ray is a private tmpfs (as each
+    server's container has its own). The node's process id names its namespaces (`in_node`)."""
     values = {"${REPLICA_SELF}": self_address, "${REPLICA_HEAD}": HEAD}
     args = list(words)
     for key, value in values.items():
         args = [arg.replace(key, value) for arg in args]
-    temp.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(["ip", "netns", "exec", space, "env", f"RAY_TMPDIR={temp}", str(ray_bin / "ray"), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    Path("/tmp/ray").mkdir(exist_ok=True)
+    return subprocess.Popen(
+        ["ip", "netns", "exec", space, "unshare", "--mount", "--propagation", "private", "sh", "-c",
+         'mount -t tmpfs tmpfs /tmp/ray && exec "$@"', "node", str(ray_bin / "ray"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def in_node(node: subprocess.Popen[str], *command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`command` in the node's network and mount namespaces: beside its Ray node, as the head's gate runs."""
+    return subprocess.run(["nsenter", "-t", str(node.pid), "-n", "-m", *command], capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def in_space(space: str, *command: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -141,32 +151,31 @@ def test_the_head_waits_for_its_worker_and_drains_once_the_worker_is_killed(
     head_words = after_image(exec_line(head_unit, "ExecStart", "--entrypoint=ray"))
     worker_words = after_image(exec_line(worker_unit, "ExecStart", "--entrypoint=ray"))
     assert head_words == command_line(replica.ray_command("head")).split()
-    assert worker_words[:2] == ["start", "--address=${REPLICA_HEAD}:6379"]
+    assert worker_words == command_line(replica.ray_command("worker")).split()
 
-    # Ray's socket paths must stay under 108 bytes: its session files go to a short directory, not tmp_path
-    short = Path(tempfile.mkdtemp(prefix="isr", dir="/tmp"))
-    head = start_node(servers["head"], ray_bin, head_words, HEAD, short / "h")
+    head = start_node(servers["head"], ray_bin, head_words, HEAD)
     wait_listening(servers["head"], replica.RAY_PORTS["gcs"], head)
     # The head's runtime gate, as its unit runs it (our copy of the program; a short timeout here)
     gate = after_image(exec_line(server_unit, "ExecStartPre", "--entrypoint=python3"))
     assert gate[0] == f"{LIB_DIR}/{replica.GATE}" and gate[-2:] == ["--timeout", str(replica.GATE_TIMEOUT_S)]
     # The gate shares the head's Ray session files, as its container does through RAY_DIR
-    python = ["env", f"RAY_TMPDIR={short / 'h'}", str(ray_bin / "python"), str(FILES / replica.GATE)]
+    python = [str(ray_bin / "python"), str(FILES / replica.GATE)]
     gate = [word.replace("${REPLICA_HEAD}", HEAD) for word in gate]
-    gate_alone = in_space(servers["head"], *python, *gate[1:-2], "--timeout", "8")
+    gate_alone = in_node(head, *python, *gate[1:-2], "--timeout", "8")
     assert gate_alone.returncode == 1, gate_alone.stdout + gate_alone.stderr
     assert "1 of 2 servers joined" in gate_alone.stderr
 
-    worker = start_node(servers["worker"], ray_bin, worker_words, WORKER, short / "w")
-    gate_whole = in_space(servers["head"], *python, *gate[1:-2], "--timeout", "90")
+    worker = start_node(servers["worker"], ray_bin, worker_words, WORKER)
+    gate_whole = in_node(head, *python, *gate[1:-2], "--timeout", "90")
     assert gate_whole.returncode == 0, gate_whole.stdout + gate_whole.stderr
     assert "2 of 2 servers in the Ray cluster" in gate_whole.stdout
 
     # The head's watch, as its unit runs it (a flag of this test's, rounds a second apart)
     watch = exec_line(watch_unit, "ExecStart", replica.WATCHER).split()
-    assert watch[2:] == ["--workers", WORKER, "--port", "6380", "--drain-flag", replica.DRAIN_FLAG]
+    assert watch[2:] == ["--workers", WORKER, "--port", "6380", "--drain-flag", replica.DRAIN_FLAG,
+                         "--restart-unit", "inferstack-server.service"]
     flag = tmp_path / "run" / "degraded"
-    args = [sys.executable, str(FILES / replica.WATCHER), *watch[2:-1], str(flag), "--interval", "1"]
+    args = [sys.executable, str(FILES / replica.WATCHER), *watch[2:7], str(flag), "--interval", "1"]
     whole = in_space(servers["head"], *args, "--rounds", "2")
     assert whole.returncode == 0 and not flag.exists(), whole.stdout + whole.stderr
 
@@ -176,9 +185,6 @@ def test_the_head_waits_for_its_worker_and_drains_once_the_worker_is_killed(
     assert flag.read_text() == f"lost: {WORKER}\n", lost.stdout + lost.stderr
     assert "replica degraded" in lost.stdout
     assert head.poll() is None  # the head's Ray node still runs: only the replica is out of the balancer
-    kill_all(servers["head"])
-    head.wait(timeout=30)
-    shutil.rmtree(short, ignore_errors=True)
 
 
 def test_the_watch_lifts_the_drain_once_every_worker_answers_again(tmp_path: Path) -> None:
@@ -197,4 +203,24 @@ def test_the_watch_lifts_the_drain_once_every_worker_answers_again(tmp_path: Pat
     assert watch.check() is True and flag.read_text() == "lost: 127.0.0.1\n"
     listener.listen()
     assert watch.check() is False and not flag.exists()
+    listener.close()
+
+
+def test_the_watch_restarts_the_heads_runtime_once_whole_again(tmp_path: Path) -> None:
+    """vLLM's engine dies with a lost stage and its process stays up: whole again, the watch restarts it."""
+    sys.path.insert(0, str(FILES))
+    try:
+        import replica_watch
+    finally:
+        sys.path.remove(str(FILES))
+    restarts: list[bool] = []
+    flag = tmp_path / "degraded"
+    flag.write_text("lost: 127.0.0.1\n")  # drained before the watch (re)started: it keeps the drain
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    watch = replica_watch.Watch(["127.0.0.1"], listener.getsockname()[1], str(flag),
+                                restart=lambda: restarts.append(flag.exists()))
+    assert watch.check() is False and not flag.exists()
+    assert restarts == [True]  # restarted while still drained, then the drain lifted
     listener.close()

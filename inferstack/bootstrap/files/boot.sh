@@ -34,6 +34,8 @@ INTERRUPTION_UNIT=inferstack-interruption.service # interruption.UNIT: the spot 
 REPLICA_ENV=/etc/inferstack/replica.env # replica.REPLICA_ENV: this server's place in a replica across servers
 RAY_WORKER_UNIT=inferstack-ray-worker.service # replica.RAY_UNIT, a worker's
 REPLICA_WATCH_UNIT=inferstack-replica-watch.service # replica.WATCH_UNIT: the head's watch over its workers
+RAY_HEAD_UNIT=inferstack-ray-head.service # replica.RAY_UNIT, the head's
+RAY_NODE_MANAGER_PORT=6380 # replica.RAY_PORTS node_manager: a Ray node listens there once it has joined
 REBOOT_REQUESTED=100
 IPV6_STACK=/proc/net/if_inet6 # present when the kernel has IPv6
 RESOLV_CONF=/etc/resolv.conf
@@ -504,6 +506,9 @@ phase_service() {
     # prefix/ with --load-format runai_streamer); the sync, under way, writes the same file when it ends.
     if [ "$MODEL_LOADING" = stream ]; then write_model_env "$(stream_source)" "" "" "$STATE_DIR"; fi
     systemctl daemon-reload
+    # A replica's head: its Ray node first, started by the boot after the sync (never by itself at boot: a container
+    # started before the model's disk is mounted would not see it)
+    [ "$REPLICA_ROLE" = head ] && servers+=("$(start_or_restart "$RAY_HEAD_UNIT" "$changed")")
     for unit in "${SERVICES[@]}"; do
         servers+=("$(start_or_restart "$unit" "$changed")")
     done
@@ -536,11 +541,16 @@ healthy() {
 phase_model_load() {
     local url="http://127.0.0.1:${PORT}${HEALTH_PATH}" i
     DEADLINE=$((SECONDS + READY_TIMEOUT_S))
-    if [ "$REPLICA_ROLE" = worker ]; then # its Ray node runs; the head's runtime loads this server's stage
-        sleep 5
-        systemctl is-active --quiet "$RAY_WORKER_UNIT" || fail "$RAY_WORKER_UNIT is not running; see journalctl -u $RAY_WORKER_UNIT"
+    if [ "$REPLICA_ROLE" = worker ]; then # joined once its Ray node listens: `ray start` starts it only then
+        until (exec 3<>"/dev/tcp/127.0.0.1/$RAY_NODE_MANAGER_PORT") 2>/dev/null; do
+            case "$(systemctl is-active "$RAY_WORKER_UNIT" || true)" in # active, or activating between its restarts
+                failed | inactive) fail "$RAY_WORKER_UNIT is not running; see journalctl -u $RAY_WORKER_UNIT" ;;
+            esac
+            [ "$SECONDS" -lt "$DEADLINE" ] || fail "not joined to the replica's head $REPLICA_HEAD after ${READY_TIMEOUT_S}s"
+            sleep 2
+        done
         write_if_changed "$STATE_DIR/ready" "model=$MODEL_NAME replica worker of $REPLICA_HEAD"
-        detail "Ray worker of the replica whose head is $REPLICA_HEAD"
+        detail "Ray worker joined to the replica whose head is $REPLICA_HEAD"
         return 0
     fi
     for i in "${!SERVICES[@]}"; do # every model process on its own port: the gateway may send each a request

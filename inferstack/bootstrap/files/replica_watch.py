@@ -7,7 +7,8 @@ node-manager port (fixed by `ray start --node-manager-port`): a worker whose Ray
 is gone or cut off lets it time out. After LOST_AFTER_ROUNDS failed rounds in a row it writes the drain flag; while the
 flag exists the gateway's key-free health path answers 503 (bootstrap/gateway.py), so that the load balancer takes
 the replica out (vLLM's pipeline has lost a stage: it cannot answer). The first round in which every worker answers
-again lifts it. It logs one line at each change.
+again restarts the head's runtime (`--restart-unit`: vLLM's engine died with the lost stage and its process stays up,
+answering 503, so nothing else would start it again) and lifts the drain. It logs one line at each change.
 
 Standard library only (Python 3.8+).
 """
@@ -18,8 +19,10 @@ import argparse
 import ipaddress
 import os
 import socket
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 POLL_INTERVAL_S = 5.0
 CONNECT_TIMEOUT_S = 3.0
@@ -48,8 +51,10 @@ def set_drain(drain_flag: str, lost: list[str]) -> None:
 class Watch:
     """One round at a time (`check`): probes every worker, drains after LOST_AFTER_ROUNDS failed rounds in a row."""
 
-    def __init__(self, workers: list[str], port: int, drain_flag: str, rounds: int = LOST_AFTER_ROUNDS) -> None:
+    def __init__(self, workers: list[str], port: int, drain_flag: str, rounds: int = LOST_AFTER_ROUNDS,
+                 restart: Callable[[], None] = lambda: None) -> None:
         self.workers, self.port, self.drain_flag, self.rounds = workers, port, drain_flag, rounds
+        self.restart = restart
         self.failed = {worker: 0 for worker in workers}
         self.draining = os.path.exists(drain_flag)
 
@@ -65,9 +70,10 @@ class Watch:
             print(f"replica degraded: worker(s) {' '.join(lost)} do not answer on port {self.port}; draining the "
                   "head's health path", flush=True)
         elif self.draining and answering:
+            self.restart()  # the runtime joins the whole cluster again; the health path waits for it to load
             set_drain(self.drain_flag, [])
             self.draining = False
-            print("replica whole again: every worker answers; the head's health path serves", flush=True)
+            print("replica whole again: every worker answers; the head's runtime restarted", flush=True)
         return self.draining
 
 
@@ -83,10 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=_addresses, required=True, help="the workers' addresses, comma-separated")
     parser.add_argument("--port", type=int, required=True, help="the workers' Ray node-manager port")
     parser.add_argument("--drain-flag", required=True)
+    parser.add_argument("--restart-unit", default=None, help="the head's runtime unit, restarted once whole again")
     parser.add_argument("--interval", type=float, default=POLL_INTERVAL_S)
     parser.add_argument("--rounds", type=int, default=None, help="run this many rounds, then exit (tests)")
     args = parser.parse_args(argv)
-    watch = Watch(args.workers, args.port, args.drain_flag)
+    unit = args.restart_unit
+
+    def restart() -> None:
+        if unit:
+            subprocess.run(["systemctl", "restart", "--no-block", unit], check=False)
+
+    watch = Watch(args.workers, args.port, args.drain_flag, restart=restart)
     done = 0
     while args.rounds is None or done < args.rounds:
         watch.check()
