@@ -27,7 +27,8 @@ def multi_node_problem(demand: Demand, candidate: Candidate) -> str | None:
     if candidate.engine is not Engine.VLLM:
         return f"{candidate.engine.value} does not serve one model across servers (vLLM does, on Ray)"
     if offer.link is None:
-        return f"no network facts for {offer.name} between servers (node_links.csv)"
+        return ("node_links.csv gives no bandwidth between two such servers, or no construct of the cloud that places "
+                "them close (Huawei's server groups keep servers apart)")
     return None
 
 

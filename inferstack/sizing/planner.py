@@ -65,7 +65,7 @@ from inferstack.sizing.evaluate import Candidate, Sizing, size_candidate, with_a
 from inferstack.sizing.hardware import gpu_specs
 from inferstack.sizing.kernels import served_precision
 from inferstack.sizing.models import resolve
-from inferstack.sizing.nodes import replica_nodes, size_nodes
+from inferstack.sizing.nodes import multi_node_problem, replica_nodes, size_nodes
 from inferstack.sizing.precision import FORMATS, accuracy_sentence, lossless_precisions, weight_bytes
 from inferstack.sizing.processes import size_processes
 from inferstack.sizing.ranking import Priced, rank_key, ranking_cost
@@ -293,6 +293,8 @@ def _plan_cloud(demand: Demand, cloud: Cloud, regions: list[str], catalog: Catal
             across = size_nodes(demand, candidate, single, lambda c: _size(demand, c, shared))
             if across is not single:
                 add(across, sold_in)
+            elif candidate.offer.has_gpu and (why := multi_node_problem(demand, candidate)):
+                excluded[f"no replica across servers of {candidate.offer.gpu_model} offers: {why}"] += 1
     ranked = sorted(priced, key=rank_key)
     shown = len(ranked) if alternatives is None else alternatives + 1
     ranked[:shown] = [p._replace(sizing=with_autoscaling(p.sizing)) for p in ranked[:shown]]

@@ -253,3 +253,14 @@ def test_a_canary_beside_replicas_across_servers_and_its_simulation_hold():
     assert plan is not None and plan.replica_nodes is not None
     simulated = simulate_plan(spec, plan, requests=400)
     assert simulated
+
+
+def test_where_no_type_can_be_split_the_plan_says_why():
+    spec = parse_workload({
+        "name": "ds", "model": "deepseek-v3", "precision": "fp8", "stage": "internal",
+        "traffic": {"requests_per_s": 1, "prompt_tokens": 1000, "output_tokens": 200},
+        "placement": {"clouds": ["huawei"]}})
+    outcome = planner.plan_workload(spec).outcome("huawei")
+    assert outcome.chosen is None
+    assert any(line.startswith("no replica across servers of A100 offers") and "keep servers apart" in line
+               for line in outcome.blocked_by), outcome.blocked_by
