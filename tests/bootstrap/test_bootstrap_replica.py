@@ -173,7 +173,8 @@ def _worker_phase(tmp_path: Path, phase: str, port: int, unit_state: str) -> tup
     """boot.sh --phase `phase` on a worker (replica.env says so), its Ray node expected on loopback `port` and its
     Ray unit in `unit_state`. Returns (status, detail)."""
     moved = {**dict.fromkeys(("/etc/inferstack/replica.env", "/var/lib/inferstack", "/run/inferstack-boot",
-                              "/var/log/inferstack"), ""), "RAY_NODE_MANAGER_PORT=6380": f"RAY_NODE_MANAGER_PORT={port}"}
+                              "/var/log/inferstack"), ""),
+             "RAY_NODE_MANAGER_PORT=6380": f"RAY_NODE_MANAGER_PORT={port}"}
     (tmp_path / "etc-inferstack-replica.env").write_text(
         f"REPLICA_SELF={WORKER}\nREPLICA_HEAD={HEAD}\nREPLICA_ROLE=worker\n")
     stubs = f"systemctl() {{ [ \"$1\" = is-active ] && echo {unit_state}; [ {unit_state} = active ]; }}\n"
