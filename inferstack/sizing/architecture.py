@@ -119,13 +119,13 @@ class LlmArchitecture:
     def norm_params_per_layer(self) -> int:
         return 2 * self.hidden_size
 
+    def _moe_mlp_params(self, experts_counted: int) -> int:
+        """One MoE layer's MLP: `experts_counted` routed experts, the shared ones and the router."""
+        return (experts_counted + self.shared_experts) * self.expert_params + self.hidden_size * self.routed_experts
+
     def _block_params(self, experts_counted: int) -> int:
         dense_mlp_layers = self.layers - self.moe_layers
-        moe = self.moe_layers * (
-            experts_counted * self.expert_params
-            + self.shared_experts * self.expert_params
-            + self.hidden_size * self.routed_experts  # router
-        )
+        moe = self.moe_layers * self._moe_mlp_params(experts_counted)
         attention_and_norms = self.layers * (self.attention_params_per_layer + self.norm_params_per_layer)
         return attention_and_norms + dense_mlp_layers * self.dense_mlp_params + moe + self.hidden_size
 
@@ -139,8 +139,7 @@ class LlmArchitecture:
         (vllm/distributed/utils.py get_pp_indices: layers // stages each, the remainder one each to the stages before
         the last), the input embedding on the first stage and the output head on the last."""
         per_layer = self.attention_params_per_layer + self.norm_params_per_layer
-        moe_layer = per_layer + (self.routed_experts + self.shared_experts) * self.expert_params \
-            + self.hidden_size * self.routed_experts
+        moe_layer = per_layer + self._moe_mlp_params(self.routed_experts)
         dense_layer = per_layer + self.dense_mlp_params
         sizes = [self.layers // stages] * stages
         for index in range(2, self.layers % stages + 2):

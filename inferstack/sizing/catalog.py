@@ -134,7 +134,7 @@ def _gpu_for(row: dict[str, str]) -> GpuSpec | None:
 # TCP between cloud GPU servers below it: it is not a bound, and every plan that uses it says so. Its weight is small
 # (0.2 ms of a 49 ms token on the Alibaba DeepSeek-V3 plan).
 ASSUMED_LATENCY_US = 164.3
-_LATENCY_BOUND_SOURCE = (
+_ASSUMED_LATENCY_SOURCE = (
     "latency not published for this type: assumed 164.3 us, a two-server 8-byte all-reduce on 2x p4de.24xlarge "
     "(aws-samples/awsome-distributed-training nccl-tests README @7217859f)")
 
@@ -153,7 +153,7 @@ def node_links() -> dict[tuple[str, str], NodeLink]:
             transport=row["transport"], gbps=float(row["gbps"]),
             latency_us=float(latency) if latency else ASSUMED_LATENCY_US,
             placement=row["cluster_placement"],
-            source=row["source"] if latency else f"{row['source']}; {_LATENCY_BOUND_SOURCE}",
+            source=row["source"] if latency else f"{row['source']}; {_ASSUMED_LATENCY_SOURCE}",
             latency_assumed=not latency)
     return links
 

@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from inferstack.clouds import CLOUD_FACTS
-from inferstack.plan import UNPRICED_CACHE_SENTENCE, ColdStart, Fleet, Price, Rollout, SpotAboveFloor
+from inferstack.plan import UNPRICED_CACHE_SENTENCE, ColdStart, Fleet, Price, ReplicaNodes, Rollout, SpotAboveFloor
 from inferstack.sizing.catalog import STALE_PRICE_DAYS, Offer
 from inferstack.sizing.coldstart import describe
 from inferstack.sizing.demand import Demand
@@ -35,7 +35,8 @@ def _cost(priced: Priced) -> str:
     return f"{priced.price.monthly_ranking}/month" if priced.price.monthly_ranking else "price unknown"
 
 
-def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]:
+def rationale(demand: Demand, chosen: Priced, ranked: list[Priced], nodes: ReplicaNodes | None = None) -> list[str]:
+    """One sentence per decision; `nodes`: the plan's replica across servers, where it spans several."""
     sizing, offer = chosen.sizing, chosen.sizing.candidate.offer
     model = demand.model
     lines = [_model_line(demand, chosen), _load_line(demand)]
@@ -52,8 +53,8 @@ def rationale(demand: Demand, chosen: Priced, ranked: list[Priced]) -> list[str]
         )
     lines.append(_device_line(demand, chosen, ranked))
     lines.append(_replica_line(demand, sizing))
-    if sizing.candidate.nodes > 1:
-        lines.append(_nodes_line(demand, sizing))
+    if nodes is not None:
+        lines.append(_nodes_line(demand, sizing, nodes))
     lines.append(_memory_line(demand, sizing))
     if model.is_llm:
         lines.append(
@@ -300,16 +301,14 @@ def _replica_line(demand: Demand, sizing: object) -> str:
     return line + "."
 
 
-def _nodes_line(demand: Demand, sizing: object) -> str:
+def _nodes_line(demand: Demand, sizing: object, nodes: ReplicaNodes) -> str:
     """Why and how a replica spans servers, and what their network costs each token."""
     from inferstack.sizing.evaluate import Sizing, llm_replica
-    from inferstack.sizing.nodes import replica_nodes
 
     assert isinstance(sizing, Sizing)
     candidate, offer = sizing.candidate, sizing.candidate.offer
-    nodes = replica_nodes(demand, sizing)
     one = llm_replica(demand, candidate._replace(nodes=1))
-    assert nodes is not None and offer.gpu is not None and offer.link is not None
+    assert offer.gpu is not None and offer.link is not None
     gpus = f"{offer.gpu_count}x {offer.gpu.id}"
     if one.kv_cache_gib <= 0:
         why = (f"one server's {gpus} hold {one.usable_gib * offer.gpu_count:.0f} GiB, less than the weights and "

@@ -8,9 +8,10 @@ tensor parallelism adds two all-reduces per layer. Engine efficiencies live in `
 
 A replica may span several servers (`nodes`): tensor parallel over each server's GPUs, pipeline parallel across the
 servers, as vLLM serves a model larger than one server (its distributed serving docs: TP inside a node, PP across
-nodes, on Ray). Each stage holds ceil(layers / nodes) layers (vLLM's even split, the largest stage counted) with
-their weights and KV cache. A forward pass goes through every stage in turn and hands the activations to the next
-server at each boundary (`NodeLink`: hidden states and residual, 16 bit, as vLLM's IntermediateTensors carry them);
+nodes, on Ray). The layers are split as vLLM splits them; the largest stage by weights sets the pace (`stage_share`),
+the stage with the most layers the KV cache per GPU (`stage_layers_share`). A forward pass goes through every stage in
+turn and hands the activations to the next server at each boundary (`hand_over_s`: hidden states and residual, as
+vLLM's IntermediateTensors carry them, from every tensor-parallel rank), the sampled tokens coming back to the head;
 vLLM keeps one batch in flight per stage (vllm/v1/engine/core.py step_with_batch_queue: a queue of the executor's
 max_concurrent_batches, the pipeline's size), so at concurrency c each micro-batch holds c / nodes sequences and a
 token takes every stage's step of its micro-batch plus the hand-overs. vLLM 0.12's scheduler does not balance the
@@ -137,14 +138,12 @@ class LlmReplica:
     @property
     def kv_bytes_per_token_per_device(self) -> float:
         """Full-attention KV bytes per token on one device (its stage's layers)."""
-        elements = self.arch.kv_elements_per_token_per_layer(self.tensor_parallel)
-        return elements * self.kv_bytes_per_element * self.arch.layers * self.stage_layers_share
+        return self._kv_bytes_per_layer_token * self.arch.layers * self.stage_layers_share
 
     @property
     def kv_bytes_per_token(self) -> int:
         """KV bytes per token summed over the replica's GPUs (replicated heads counted)."""
-        elements = self.arch.kv_elements_per_token_per_layer(self.tensor_parallel)
-        return round(elements * self.kv_bytes_per_element * self.arch.layers * self.tensor_parallel)
+        return round(self._kv_bytes_per_layer_token * self.arch.layers * self.tensor_parallel)
 
     @cached_property
     def _kv_bytes_per_layer_token(self) -> float:

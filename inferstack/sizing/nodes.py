@@ -2,10 +2,11 @@
 
 vLLM serves such a model tensor parallel over each server's GPUs and pipeline parallel across the servers, on a
 Ray cluster of the replica's servers (vLLM's distributed serving docs; Ray Serve's DeepSeek guide runs TP 8 x PP 2
-on two 8x H100 servers). The planner tries it only where one server of the offer cannot hold the weights: the
-fewest servers whose GPUs hold them, and one more (room for the KV cache, or a faster step), up to
-MAX_NODES_PER_REPLICA. The speed model (llm.py) adds the pipeline's hand-overs over the servers' network, which
-node_links.csv gives per instance type with its source; a type without those facts is not split.
+on two 8x H100 servers). The planner tries it only where no replica of one server serves the workload on the cloud
+(such replicas are planned, not yet provisioned), and for an offer only where one server cannot hold the weights or
+one sequence's KV cache: the fewest servers whose GPUs hold them, and one more (room for the KV cache, or a faster
+step), up to MAX_NODES_PER_REPLICA. The speed model (llm.py) adds the pipeline's hand-overs over the servers'
+network, which node_links.csv gives per instance type with its source; a type without those facts is not split.
 """
 
 from __future__ import annotations

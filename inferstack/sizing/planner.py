@@ -601,6 +601,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         warnings,
     )
 
+    nodes = replica_nodes(demand, sizing)
     zones = min(sizing.replicas, demand.stage.min_zones) if sizing.replicas > 1 else 1
     rollout = rollout_for(sizing.servers, zones, fleet, fleet_cold_start_s(start), candidate.nodes)
     fleet_notes = [fleet_line(fleet, sizing, demand, start)] if fleet else [cold_start_line(start)]
@@ -617,7 +618,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         offer=offer.name,
         instance_count=sizing.servers,
         replicas=sizing.replicas,
-        replica_nodes=replica_nodes(demand, sizing),
+        replica_nodes=nodes,
         zones=zones,
         spot=spec.placement.spot and spec.stage != "production",
         device=device,
@@ -655,7 +656,7 @@ def _deployment_plan(demand: Demand, priced: Priced, ranked: list[Priced], cloud
         ),
         performance=performance,
         price=priced.price,
-        rationale=rationale(demand, priced, ranked) + cache_line(demand) + fleet_notes + cap_notes
+        rationale=rationale(demand, priced, ranked, nodes) + cache_line(demand) + fleet_notes + cap_notes
         + ([spot_line(spot_floor)] if spot_floor else []) + _precision_notes(demand, priced, ranked),
         warnings=warnings(demand, priced, fleet) + _ceiling_warning(spec, sizing) + cap_warnings,
         cold_start=start,
