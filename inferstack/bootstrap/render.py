@@ -290,14 +290,19 @@ def runtime_credentials_command(options: BootstrapOptions, role_arn: str) -> str
     return "+" + command_line(words)  # "+": as root, outside the unit's sandbox
 
 
+def unprivileged_run(name: str) -> list[Word]:
+    """The start of every `docker run` of ours: the container `name`, removed when it ends, as the runtime user, with
+    no capabilities and no way to gain privileges."""
+    return ["/usr/bin/docker", "run", "--rm", "--name", name, "--init",
+            ("--user=", Env("RUNTIME_UID"), ":", Env("RUNTIME_GID")), "--cap-drop=ALL",
+            "--security-opt=no-new-privileges", "--ulimit", "memlock=-1"]
+
+
 def container_command(plan: DeploymentPlan, process: RuntimeProcess, *, hub_token: bool) -> list[Word]:
     """`docker run` of the runtime: as the runtime user, no capabilities, published on the host's loopback only
     (`hub_token`: with the Hugging Face token from the unit's environment)."""
     port = process.port
-    words: list[Word] = [
-        "/usr/bin/docker", "run", "--rm", "--name", process.name, "--init",
-        ("--user=", Env("RUNTIME_UID"), ":", Env("RUNTIME_GID")), "--cap-drop=ALL",
-        "--security-opt=no-new-privileges", "--ulimit", "memlock=-1"]
+    words = unprivileged_run(process.name)
     if plan.replica_nodes:  # a replica's head: the host's network for Ray and NCCL (vLLM listens on loopback there)
         words += ["--network=host", "-v", f"{replica.RAY_DIR}:{replica.CONTAINER_RAY_DIR}",
                   "-e", ("RAY_ADDRESS=", Env("REPLICA_HEAD"), f":{replica.RAY_PORTS['gcs']}"),
@@ -407,9 +412,7 @@ def ray_container(plan: DeploymentPlan, name: str, entrypoint: str, args: Sequen
     node_words: list[Word] = ["--gpus", "all", "--ulimit", "nofile=1048576", "-e",
                               ("VLLM_HOST_IP=", Env("REPLICA_SELF"))] if node else []
     return [
-        "/usr/bin/docker", "run", "--rm", "--name", name, "--init", "--network=host",
-        ("--user=", Env("RUNTIME_UID"), ":", Env("RUNTIME_GID")), "--cap-drop=ALL",
-        "--security-opt=no-new-privileges", "--ulimit", "memlock=-1", *node_words, "--ipc=host",
+        *unprivileged_run(name), "--network=host", *node_words, "--ipc=host",
         "-e", f"HOME={CONTAINER_HOME}", "-v", f"{RUNTIME_HOME}:{CONTAINER_HOME}",
         "-v", f"{replica.RAY_DIR}:{replica.CONTAINER_RAY_DIR}", "-v", f"{LIB_DIR}:{LIB_DIR}:ro",
         "-v", (Env("MODEL_ROOT"), ":", Env("MODEL_ROOT"), ":ro"), f"--entrypoint={entrypoint}", image_for(plan),

@@ -74,4 +74,3 @@ def gate_command(plan: DeploymentPlan, lib_dir: str) -> list[Word]:
     assert plan.replica_nodes is not None
     return [f"{lib_dir}/{GATE}", "--address", (Env("REPLICA_HEAD"), f":{RAY_PORTS['gcs']}"),
             "--nodes", str(plan.replica_nodes.nodes), "--timeout", str(GATE_TIMEOUT_S)]
-
