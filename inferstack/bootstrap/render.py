@@ -565,6 +565,8 @@ def bootstrap_env(plan: DeploymentPlan, cloud: Cloud, options: BootstrapOptions,
     if options.replica:  # boot.sh's replica phase: which member this server is
         settings["REPLICA_HEAD"] = options.replica.head
         settings["REPLICA_WORKERS"] = ",".join(options.replica.workers)
+        # a worker has joined its replica once its Ray node listens there (boot.sh)
+        settings["RAY_NODE_MANAGER_PORT"] = str(replica.RAY_PORTS["node_manager"])
     if options.cache:  # the gateway's caching path: Debian's and Ubuntu's packages (gateway.CACHE_APT_PACKAGES)
         settings["GATEWAY_APT_PACKAGES"] = ",".join(gateway.CACHE_APT_PACKAGES)
     for key, value in settings.items():

@@ -172,13 +172,16 @@ def test_a_server_that_is_no_member_of_its_replica_stops_the_boot(tmp_path: Path
 def _worker_phase(tmp_path: Path, phase: str, port: int, unit_state: str) -> tuple[int, str]:
     """boot.sh --phase `phase` on a worker (replica.env says so), its Ray node expected on loopback `port` and its
     Ray unit in `unit_state`. Returns (status, detail)."""
-    moved = {**dict.fromkeys(("/etc/inferstack/replica.env", "/var/lib/inferstack", "/run/inferstack-boot",
-                              "/var/log/inferstack"), ""),
-             "RAY_NODE_MANAGER_PORT=6380": f"RAY_NODE_MANAGER_PORT={port}"}
+    moved = dict.fromkeys(("/etc/inferstack/replica.env", "/var/lib/inferstack", "/run/inferstack-boot",
+                           "/var/log/inferstack"), "")
     (tmp_path / "etc-inferstack-replica.env").write_text(
         f"REPLICA_SELF={WORKER}\nREPLICA_HEAD={HEAD}\nREPLICA_ROLE=worker\n")
     stubs = f"systemctl() {{ [ \"$1\" = is-active ] && echo {unit_state}; [ {unit_state} = active ]; }}\n"
     script, env = boot_sh_under(tmp_path, written_files(render()), moved, stubs)
+    settings = (tmp_path / "bootstrap.env").read_text()
+    assert "\nRAY_NODE_MANAGER_PORT=6380\n" in settings
+    (tmp_path / "bootstrap.env").write_text(
+        settings.replace("RAY_NODE_MANAGER_PORT=6380", f"RAY_NODE_MANAGER_PORT={port}"))
     subprocess.run(["bash", str(script), "--phase", phase], env=env, capture_output=True, text=True, timeout=60)
     run = tmp_path / "run-inferstack-boot"
     return int((run / f"{phase}.rc").read_text()), (run / f"{phase}.detail").read_text()
@@ -196,3 +199,10 @@ def test_a_worker_has_no_gateway_and_is_ready_once_its_ray_node_listens(tmp_path
         closed.bind(("127.0.0.1", 0))
         status, detail = _worker_phase(tmp_path, "model_load", closed.getsockname()[1], "failed")
     assert status != 0 and "inferstack-ray-worker.service is not running" in detail
+
+
+def test_boot_sh_names_the_replicas_units_and_file_as_the_renderer_does() -> None:
+    script = written_files(render())[f"{LIB_DIR}/boot.sh"]
+    for line in (f"REPLICA_ENV={replica.REPLICA_ENV}", f"RAY_WORKER_UNIT={replica.RAY_UNIT}-worker.service",
+                 f"RAY_HEAD_UNIT={replica.RAY_UNIT}-head.service", f"REPLICA_WATCH_UNIT={replica.WATCH_UNIT}.service"):
+        assert f"\n{line} #" in script, line

@@ -35,7 +35,6 @@ REPLICA_ENV=/etc/inferstack/replica.env # replica.REPLICA_ENV: this server's pla
 RAY_WORKER_UNIT=inferstack-ray-worker.service # replica.RAY_UNIT, a worker's
 REPLICA_WATCH_UNIT=inferstack-replica-watch.service # replica.WATCH_UNIT: the head's watch over its workers
 RAY_HEAD_UNIT=inferstack-ray-head.service # replica.RAY_UNIT, the head's
-RAY_NODE_MANAGER_PORT=6380 # replica.RAY_PORTS node_manager: a Ray node listens there once it has joined
 REBOOT_REQUESTED=100
 IPV6_STACK=/proc/net/if_inet6 # present when the kernel has IPv6
 RESOLV_CONF=/etc/resolv.conf
@@ -61,8 +60,13 @@ IFS=, read -r -a SERVICES <<<"$RUNTIME_UNITS"
 IFS=, read -r -a RUNTIME_PORT_LIST <<<"$RUNTIME_PORTS"
 REPLICA_HEAD=${REPLICA_HEAD:-} # set for a replica across servers (bootstrap/replica.py); its role is phase_replica's
 REPLICA_ROLE=""
-[ -n "$REPLICA_HEAD" ] && [ -f "$REPLICA_ENV" ] && REPLICA_ROLE=$(sed -n 's/^REPLICA_ROLE=//p' "$REPLICA_ENV")
-[ "$REPLICA_ROLE" = worker ] && SERVICES=("$RAY_WORKER_UNIT") # a worker serves nothing itself: its Ray node only
+# This server's role in its replica, as phase_replica wrote it; a worker serves nothing itself: its Ray node only.
+read_replica_role() {
+    [ -f "$REPLICA_ENV" ] || return 0
+    REPLICA_ROLE=$(sed -n 's/^REPLICA_ROLE=//p' "$REPLICA_ENV")
+    [ "$REPLICA_ROLE" != worker ] || SERVICES=("$RAY_WORKER_UNIT")
+}
+[ -z "$REPLICA_HEAD" ] || read_replica_role
 
 log() { printf '%s inferstack %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 # detail: the phase's one-line result, repeated in its summary line
@@ -676,8 +680,7 @@ main() {
             log "summary: FAILED in phase replica after $(elapsed_s "$BOOT_STARTED")s; see the lines above"
             exit 1
         }
-        REPLICA_ROLE=$(sed -n 's/^REPLICA_ROLE=//p' "$REPLICA_ENV")
-        [ "$REPLICA_ROLE" = worker ] && SERVICES=("$RAY_WORKER_UNIT")
+        read_replica_role
     fi
     step driver
     start_agent # after the driver phase, the boot's last reboot point: a reboot never cuts the agent's install
